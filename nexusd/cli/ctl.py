@@ -1,0 +1,22 @@
+"""``nexusctl``: everything a person or a script does with a running daemon.
+
+Command groups live in their own modules (``ctl_*.py``) and register themselves here.
+"""
+
+from __future__ import annotations
+
+import click
+
+from nexusd.cli import ctl_bench, ctl_daemon, ctl_install, ctl_policy, ctl_sandbox, ctl_service
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--socket", "socket_path", envvar="NEXUS_SOCKET", help="Daemon socket (default: per-user).")
+@click.pass_context
+def main(ctx: click.Context, socket_path: str | None) -> None:
+    """Talk to the nexusd permission daemon."""
+    ctx.obj = {"socket": socket_path}
+
+
+for _module in (ctl_daemon, ctl_policy, ctl_sandbox, ctl_service, ctl_install, ctl_bench):
+    _module.register(main)

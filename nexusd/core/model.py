@@ -1,0 +1,137 @@
+"""Plain data the pure core works on: what a tool call does, and the session it belongs to.
+
+The core (``nexusd.core``) imports nothing of ours but itself and the protocol's data types; it never
+touches sockets, clocks or globals. File-system facts arrive through the ``FileSystem`` protocol so a
+test (or ``nexusctl check --offline``) can hand in whatever world it likes.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Protocol
+
+import msgspec
+
+
+class Requirement(IntEnum):
+    """Seed 000's tool-declared levels: what a call needs the session's mode to reach."""
+
+    READ_ONLY = 1
+    WORKSPACE_WRITE = 2
+    DANGER_FULL_ACCESS = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
+
+
+class ToolKind(StrEnum):
+    """Canonical kinds: one rule covers a kind across providers."""
+
+    READ = "read"
+    EDIT = "edit"
+    SHELL = "shell"
+    FETCH = "fetch"
+    SEARCH = "search"
+    MCP = "mcp"
+    AGENT = "agent"
+    OTHER = "other"
+
+
+class Flag(StrEnum):
+    """Checks that flag a call. Any flag in ``NOT_AUTO_ALLOWABLE`` bars allow-by-rule and allow-by-mode."""
+
+    UNPARSEABLE = "unparseable"  # parse error, parser timeout, construct we do not understand
+    DYNAMIC = "dynamic"  # substitution, expansion in command position, eval, source, trap, alias ...
+    DANGEROUS_ENV = "dangerous_env"  # LD_PRELOAD=..., PATH=..., GIT_CONFIG_*=... in front of a command
+    CATASTROPHIC = "catastrophic"  # rm -rf /, mkfs, dd onto a device, fork bomb ...: a person, always
+    OUTSIDE_WORKSPACE = "outside_workspace"  # a path read or written lies outside every workspace root
+    PROTECTED_PATH = "protected_path"  # .git/, agent settings, shell rc, the daemon's own dirs ...
+    SYMLINK_ESCAPE = "symlink_escape"  # a path inside the workspace that resolves outside it
+    HIDDEN_CHARS = "hidden_chars"  # bidi controls, zero-width characters
+    PRIVATE_ADDRESS = "private_address"  # loopback, private, link-local, metadata addresses
+    LARGE_WRITE = "large_write"  # over 10 MB: refused
+    LARGE_READ = "large_read"  # over 10 MB: flagged
+    BINARY_READ = "binary_read"  # NUL in the first 8 KiB: flagged
+    UNKNOWN_TOOL = "unknown_tool"
+    BACKGROUND = "background"  # & or run_in_background
+
+
+NOT_AUTO_ALLOWABLE = frozenset(
+    {
+        Flag.UNPARSEABLE,
+        Flag.DYNAMIC,
+        Flag.DANGEROUS_ENV,
+        Flag.CATASTROPHIC,
+        Flag.HIDDEN_CHARS,
+        Flag.PRIVATE_ADDRESS,
+        Flag.LARGE_WRITE,
+        Flag.SYMLINK_ESCAPE,
+    }
+)
+
+
+class Command(msgspec.Struct, frozen=True):
+    """One simple command after quote removal and wrapper unwrapping."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()  # assignments in front of it (and env's own)
+    wrappers: tuple[str, ...] = ()  # e.g. ("timeout", "env") that were peeled off
+    text: str = ""  # the source text of the command as written (for display)
+
+
+class Redirect(msgspec.Struct, frozen=True):
+    op: str  # > >> < <> >& &> &>> >| << <<< <<-
+    target: str | None  # path, fd number as text, or None for heredocs
+    fd: int | None = None
+
+
+class Classification(msgspec.Struct, frozen=True):
+    """What a tool call really does; the engine's only view of the input."""
+
+    kind: ToolKind
+    tool: str  # canonical tool name in Claude's spelling (Bash, Read, Edit, Write, WebFetch, mcp__s__t, ...)
+    requirement: Requirement
+    commands: tuple[Command, ...] = ()
+    redirects: tuple[Redirect, ...] = ()
+    reads: tuple[str, ...] = ()  # absolute, canonical paths
+    writes: tuple[str, ...] = ()
+    url: str | None = None
+    domain: str | None = None  # normalized (lowercase, IDNA, no trailing dot, no port)
+    flags: frozenset[Flag] = frozenset()
+    notes: tuple[str, ...] = ()  # one human-readable line per flag raised, in order found
+
+    @property
+    def auto_allowable(self) -> bool:
+        return not (self.flags & NOT_AUTO_ALLOWABLE)
+
+
+class Context(msgspec.Struct, frozen=True):
+    """Where a call runs: everything path checks need besides the file system itself."""
+
+    cwd: str
+    workspace_roots: tuple[str, ...]  # canonical; the first is the project root
+    home: str
+    protected_dirs: tuple[str, ...] = ()  # the daemon's own config, state and socket directories
+
+
+class FileSystem(Protocol):
+    """The file-system facts path checks need; injected so the core stays free of I/O."""
+
+    def realpath(self, path: str) -> str: ...
+    def lexists(self, path: str) -> bool: ...
+    def is_symlink(self, path: str) -> bool: ...
+    def size(self, path: str) -> int | None: ...
+    def head(self, path: str, n: int) -> bytes | None: ...
+
+
+class Session(msgspec.Struct):
+    """An agent session as the engine sees it. The daemon owns and mutates these."""
+
+    id: str
+    provider: str = "other"
+    agent_mode: str | None = None  # as the agent last reported it, in its own spelling
+    override_mode: str | None = None  # set by a person through nexusd (TUI, nexusctl mode)
+    allow_rules: tuple[str, ...] = ()  # scope=session answers
+    deny_rules: tuple[str, ...] = ()
+    classifier_denials: int = 0  # consecutive auto-mode classifier denials

@@ -1,0 +1,1 @@
+"""The daemon shell: listener, connections, pending table, timers, audit. It drives the core; it never decides."""

@@ -1,0 +1,1 @@
+"""Loading, persisting and applying policy: the I/O beside the pure engine."""

@@ -1,0 +1,446 @@
+"""Wire types shared by the daemon and every client.
+
+One UTF-8 JSON object per line, a tagged union on the ``type`` field. This module imports only
+msgspec and the standard library because hooks are spawned once per tool call and import it on
+their hot path. ``docs/PROTOCOL.md`` documents every message; keep the two in step.
+
+Every client message may carry ``ref``, a client-chosen correlation string that the daemon echoes on
+the reply (and on errors caused by that message), so one connection can multiplex calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 1 << 20  # default framing limit; the daemon may be configured lower, never higher
+
+Role = Literal["agent", "ui", "admin"]
+DecisionKind = Literal["allow", "deny", "ask"]
+Source = Literal[
+    "rule",  # an allow/ask/deny rule decided
+    "mode",  # the session's mode decided (sufficient, or escalation)
+    "safety",  # a safety check (protected path, catastrophic command, unparseable input)
+    "hook",  # an external policy hook decided
+    "classifier",  # auto mode's external classifier decided
+    "user",  # a person answered
+    "timeout",  # nobody answered before the deadline
+    "cancelled",  # the requester went away or cancelled
+    "error",  # something failed; always a deny
+    "default",  # nothing matched: the final deny of the decision order
+]
+Scope = Literal["once", "session", "always", "never"]
+NoUi = Literal["deny", "ask"]
+ErrorCode = Literal[
+    "bad_json",
+    "line_too_long",
+    "invalid_message",
+    "unknown_type",
+    "wrong_role",
+    "not_found",
+    "already_decided",
+    "too_many_pending",
+    "protocol_version",
+    "self_approval",
+    "forbidden",
+    "internal",
+]
+
+
+class _Msg(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every message: strict (unknown fields are errors) and compact on the wire."""
+
+
+# --------------------------------------------------------------------------- shared data
+
+
+class TraceStep(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One step of the decision order that ran, in order."""
+
+    step: str  # deny_rules, hooks, ask_rules, safety, allow_rules, mode, classifier, escalation, final
+    outcome: str  # matched, passed, skipped, allow, ask, deny, error ...
+    detail: str = ""
+
+
+class CallDetails(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What the classifier found, for people: sub-commands, files, domain, and why it was flagged."""
+
+    kind: str  # read | edit | shell | fetch | search | mcp | agent | other
+    tool: str  # canonical tool name (Claude's spelling)
+    commands: list[list[str]] = []  # argv of every simple command, wrappers peeled
+    reads: list[str] = []
+    writes: list[str] = []
+    domain: str | None = None
+    notes: list[str] = []  # one line per flag, e.g. "writes outside the workspace: /etc/x"
+
+
+class Verdict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What the engine decided for one tool call, and why."""
+
+    decision: DecisionKind
+    reason: str
+    source: Source
+    rule: str | None = None  # the rule that decided, as written
+    rule_origin: str | None = None  # "path:line" or "builtin" or "session"
+    requirement: str | None = None  # read-only | workspace-write | danger-full-access
+    flags: list[str] = []  # checks that flagged the call (see docs/POLICY.md)
+    suggestions: list[str] = []  # the narrowest rules "always" would persist (empty: refuse)
+    trace: list[TraceStep] = []
+    details: CallDetails | None = None
+
+
+class SandboxProbe(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What the capability probe found; ``available`` means a real sandbox ran."""
+
+    platform: str  # linux | wsl2 | wsl1 | macos | other
+    available: bool
+    backend: str | None = None  # bwrap | unshare | sandbox-exec
+    container: str | None = None  # docker | podman | lxc | ... when detected
+    checks: dict[str, str] = {}  # check name -> "ok" or the reason it failed
+    reason: str = ""  # why unavailable, or the reduced guarantees of a fallback
+
+
+class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A tool call as agents submit it: the canonical request shape across providers."""
+
+    provider: str  # claude | gemini | codex | mcp | other
+    session: str  # the agent's session id
+    tool: str  # the tool name as the agent spells it
+    input: dict[str, Any]
+    cwd: str
+    mode: str | None = None  # the agent's permission mode, in its own spelling
+    agent_request_id: str | None = None  # e.g. Claude's tool_use_id
+    agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
+    workspace: str | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
+
+
+class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A request waiting for a person, as UIs see it."""
+
+    id: str  # 128-bit unguessable hex id; the handle UIs answer with
+    call: CallInfo
+    verdict: Verdict  # the engine's ask verdict (flags, requirement, suggestions, trace)
+    created: float  # unix time
+    deadline: float  # unix time of the automatic deny
+    peer_pid: int | None = None
+
+
+# --------------------------------------------------------------------------- client -> daemon
+
+
+class Hello(_Msg, tag="hello"):
+    proto: int
+    role: Role
+    name: str
+    ref: str | None = None
+
+
+class Request(_Msg, tag="request"):
+    """An agent asks whether a tool call may run. Answered by Decision (after Pending, if a person is asked)."""
+
+    call: CallInfo
+    on_no_ui: NoUi = "deny"  # when no person is reachable through nexusd
+    ref: str | None = None
+
+
+class Cancel(_Msg, tag="cancel"):
+    id: str  # the pending id from Pending
+    ref: str | None = None
+
+
+class Subscribe(_Msg, tag="subscribe"):
+    """A UI asks for a Snapshot of everything pending, then a stream of Prompt and Resolved."""
+
+    ref: str | None = None
+
+
+class Answer(_Msg, tag="answer"):
+    id: str
+    decision: Literal["allow", "deny"]
+    scope: Scope = "once"
+    message: str | None = None  # shown to the model
+    rules: list[str] | None = None  # for always/never: the (edited) rules to persist
+    ref: str | None = None
+
+
+class StatusQuery(_Msg, tag="status"):
+    ref: str | None = None
+
+
+class Check(_Msg, tag="check"):
+    """Evaluate a call without side effects; answered by CheckResult."""
+
+    call: CallInfo
+    ref: str | None = None
+
+
+class SetMode(_Msg, tag="set_mode"):
+    session: str
+    mode: str | None  # None clears the person's override
+    ref: str | None = None
+
+
+class Reload(_Msg, tag="reload"):
+    ref: str | None = None
+
+
+class RulesQuery(_Msg, tag="rules"):
+    ref: str | None = None
+
+
+class RuleChange(_Msg, tag="rule_change"):
+    """Add or remove a learned rule (admin and ui roles)."""
+
+    action: Literal["add", "remove"]
+    kind: Literal["allow", "ask", "deny"]
+    rule: str
+    ref: str | None = None
+
+
+class TrustChange(_Msg, tag="trust_change"):
+    action: Literal["add", "remove"]
+    path: str
+    ref: str | None = None
+
+
+class ProbeQuery(_Msg, tag="probe"):
+    refresh: bool = False
+    ref: str | None = None
+
+
+class AuditQuery(_Msg, tag="audit"):
+    """Recent audit records, newest last; filters are exact matches."""
+
+    limit: int = 200
+    session: str | None = None
+    tool: str | None = None
+    decision: DecisionKind | None = None
+    source: Source | None = None
+    ref: str | None = None
+
+
+class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
+    """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
+
+    command: str
+    cwd: str
+    session: str | None = None
+    ref: str | None = None
+
+
+ClientMessage = (
+    Hello
+    | Request
+    | Cancel
+    | Subscribe
+    | Answer
+    | StatusQuery
+    | Check
+    | SetMode
+    | Reload
+    | RulesQuery
+    | RuleChange
+    | TrustChange
+    | ProbeQuery
+    | SandboxPlanQuery
+    | AuditQuery
+)
+
+
+# --------------------------------------------------------------------------- daemon -> client
+
+
+class Welcome(_Msg, tag="welcome"):
+    proto: int
+    version: str
+    role: Role
+    sandbox: SandboxProbe | None = None
+    ref: str | None = None
+
+
+class Pending(_Msg, tag="pending"):
+    """A person is being asked; the Decision follows, at the latest at ``deadline``."""
+
+    id: str
+    deadline: float
+    ref: str | None = None
+
+
+class Decision(_Msg, tag="decision"):
+    """The answer to a Request. Anything but ``allow`` means the call must not run as submitted."""
+
+    decision: DecisionKind
+    reason: str
+    source: Source
+    id: str | None = None  # the pending id, if a person was asked
+    rule: str | None = None
+    rule_origin: str | None = None
+    updated_input: dict[str, Any] | None = None  # run this instead (e.g. sandboxed command)
+    message: str | None = None  # a person's message to the model
+    answered_by: str | None = None  # "ui-name (pid N)" when a person decided
+    ref: str | None = None
+
+
+class Snapshot(_Msg, tag="snapshot"):
+    items: list[PendingItem]
+    ref: str | None = None
+
+
+class Prompt(_Msg, tag="prompt"):
+    item: PendingItem
+
+
+class Resolved(_Msg, tag="resolved"):
+    id: str
+    decision: DecisionKind
+    source: Source
+    reason: str = ""
+    answered_by: str | None = None
+    scope: Scope | None = None
+
+
+class Ack(_Msg, tag="ack"):
+    ref: str | None = None
+    detail: str = ""
+
+
+class Error(_Msg, tag="error"):
+    code: ErrorCode
+    message: str
+    ref: str | None = None
+
+
+class PolicySource(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    layer: str  # managed | user | project | learned | claude-* | builtin
+    path: str
+    loaded: bool
+    error: str | None = None
+
+
+class StatusReply(_Msg, tag="status_reply"):
+    version: str
+    pid: int
+    uptime: float
+    connections: dict[str, int]  # by role
+    pending: int
+    counters: dict[str, int]  # "decision/source" -> count
+    policy: list[PolicySource]
+    policy_errors: list[str]
+    sandbox: SandboxProbe | None = None
+    sessions: dict[str, str] = {}  # session id -> effective mode
+    ref: str | None = None
+
+
+class CheckResult(_Msg, tag="check_result"):
+    verdict: Verdict
+    ref: str | None = None
+
+
+class RuleInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    kind: Literal["allow", "ask", "deny"]
+    rule: str
+    layer: str
+    origin: str  # path:line, or "session:<id>"
+    removable: bool = False
+    warning: str | None = None
+
+
+class RulesReply(_Msg, tag="rules_reply"):
+    rules: list[RuleInfo]
+    trusted: list[str] = []
+    ref: str | None = None
+
+
+class ProbeReply(_Msg, tag="probe_reply"):
+    probe: SandboxProbe
+    ref: str | None = None
+
+
+class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
+    allowed: bool
+    argv: list[str] = []  # exec this to run the command sandboxed
+    reason: str = ""
+    ref: str | None = None
+
+
+class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One line of ``<state-dir>/audit.jsonl``: one decision."""
+
+    time: float
+    id: str  # pending id, or a fresh id for decisions made without a person
+    provider: str
+    session: str
+    tool: str
+    summary: str  # the command, path or URL, truncated and escaped
+    decision: DecisionKind
+    source: Source
+    reason: str
+    cwd: str = ""
+    rule: str | None = None
+    rule_origin: str | None = None
+    peer_pid: int | None = None
+    agent_pid: int | None = None
+    answered_by: str | None = None
+    answer_pid: int | None = None
+    scope: Scope | None = None
+    latency_ms: float = 0.0
+    event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
+
+
+class AuditReply(_Msg, tag="audit_reply"):
+    records: list[AuditRecord]
+    ref: str | None = None
+
+
+class PolicyNotice(_Msg, tag="policy_notice"):
+    """Pushed to UIs when a reload fails or succeeds, so people see broken policy at once."""
+
+    ok: bool
+    errors: list[str] = []
+
+
+class Bye(_Msg, tag="bye"):
+    """The daemon is stopping; every pending request has been denied."""
+
+    reason: str
+
+
+ServerMessage = (
+    Welcome
+    | Pending
+    | Decision
+    | Snapshot
+    | Prompt
+    | Resolved
+    | Ack
+    | Error
+    | StatusReply
+    | CheckResult
+    | RulesReply
+    | ProbeReply
+    | SandboxPlan
+    | AuditReply
+    | PolicyNotice
+    | Bye
+)
+
+# Encoders/decoders are module-level: building them is the costly part, using them is cheap.
+_encoder = msgspec.json.Encoder()
+client_decoder: msgspec.json.Decoder[ClientMessage] = msgspec.json.Decoder(ClientMessage)
+server_decoder: msgspec.json.Decoder[ServerMessage] = msgspec.json.Decoder(ServerMessage)
+
+
+def encode(msg: msgspec.Struct) -> bytes:
+    """One wire line, newline included."""
+    return _encoder.encode(msg) + b"\n"
+
+
+def decode_client(line: bytes) -> ClientMessage:
+    """Raises msgspec.DecodeError / ValidationError, or UnicodeDecodeError-free: msgspec checks UTF-8."""
+    return client_decoder.decode(line)
+
+
+def decode_server(line: bytes) -> ServerMessage:
+    return server_decoder.decode(line)

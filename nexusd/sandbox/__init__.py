@@ -1,0 +1,1 @@
+"""The sandbox: capability probe, bubblewrap plans, and the runner behind ``nexusctl run``."""
