@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -29,10 +30,9 @@ class Notifier:
     def send(self, *lines: str) -> None:
         if self._sock is None or self._address is None:
             return
-        try:
+        # The manager going away must not take the daemon down.
+        with contextlib.suppress(OSError):
             self._sock.sendto("\n".join(lines).encode(), self._address)
-        except OSError:
-            pass  # the manager going away must not take the daemon down
 
     def ready(self, status: str = "") -> None:
         self.send("READY=1", *([f"STATUS={status}"] if status else []))
