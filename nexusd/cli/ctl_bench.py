@@ -1,9 +1,130 @@
-"""nexusctl commands (filled by their owning issue)."""
+"""``nexusctl bench``: decision round trips and throughput over the wire, against the echo floor.
+
+Without ``--socket`` it starts a daemon on a temporary socket with the benchmark policy (allow
+``Bash(echo *)``, ask ``Bash(git push *)``, deny ``Bash(rm *)``), so a person's real daemon, policy and
+audit log are untouched. With ``--socket`` it measures that running daemon: the automatic UI answers only
+the benchmark's own sessions, and rule scenarios report ``unexpected`` if that daemon's policy differs.
+"""
 
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import click
 
 
+def _int_list(value: str) -> list[int]:
+    try:
+        out = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from exc
+    if not out or any(n < 1 for n in out):
+        raise click.BadParameter("client counts must be positive")
+    return out
+
+
+@click.command("bench")
+@click.option(
+    "--clients", default="1,32", show_default=True, help="Concurrent agent connections; a comma list runs each."
+)
+@click.option(
+    "--requests",
+    "requests_",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="Timed requests per cell (split across the clients).",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Run each cell for this many seconds instead of a request count.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Untimed requests per client before the clock starts.",
+)
+@click.option(
+    "--scenario",
+    "scenario_",
+    multiple=True,
+    type=click.Choice(["allow", "deny", "prompt", "mix", "all"]),
+    default=["all"],
+    show_default=True,
+    help="Repeatable.",
+)
+@click.option("--baseline", is_flag=True, help="Also run the bare echo server under the same load; report ratios.")
+@click.option("--uvloop", is_flag=True, help="Run the temporary daemon and the echo server on uvloop.")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Commands for the mix scenario (default benchmarks/corpus/commands.txt).",
+)
+@click.option(
+    "--socket",
+    "socket_",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Measure the daemon on this socket instead of starting a temporary one.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    clients: str,
+    requests_: int,
+    duration: float | None,
+    warmup: int,
+    scenario_: tuple[str, ...],
+    baseline: bool,
+    uvloop: bool,
+    corpus: Path | None,
+    socket_: Path | None,
+    as_json: bool,
+) -> None:
+    """Benchmark decision round trips (p50/p90/p99/max µs), throughput, errors and daemon RSS."""
+    from nexusd.bench.runner import render, run_bench
+
+    counts = _int_list(clients)
+    names = ["allow", "deny", "prompt", "mix"] if "all" in scenario_ else list(dict.fromkeys(scenario_))
+    target = socket_
+    parent = ctx.parent
+    if (
+        target is None
+        and parent is not None
+        and parent.get_parameter_source("socket_path") == click.core.ParameterSource.COMMANDLINE
+    ):
+        target = Path(parent.params["socket_path"])
+    try:
+        out = run_bench(
+            socket=target,
+            scenario_names=names,
+            clients=counts,
+            requests=None if duration else requests_,
+            duration=duration,
+            warmup=warmup,
+            baseline=baseline,
+            uvloop=uvloop,
+            corpus=corpus,
+        )
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:
+        click.echo(f"nexusctl bench: {exc}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render(out))
+    errors = sum(c["nexusd"]["errors"] for c in out["cells"])
+    sys.exit(3 if errors else 0)
+
+
 def register(group: click.Group) -> None:
-    """Attach this module's commands to nexusctl."""
+    """Attach ``bench`` to nexusctl."""
+    group.add_command(bench)

@@ -1,0 +1,87 @@
+"""Machine facts, the targets of issue 8, and the readable table every benchmark prints."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+# Issue 8's targets, as plain numbers the checks below compare with.
+TARGETS = {
+    "rt_p50_ratio": 1.5,  # decision round trip p50 / echo p50, rule-decided shell command, 1 client
+    "rt_p99_us": 1000.0,  # decision round trip p99, rule-decided
+    "throughput_ratio": 0.60,  # nexusd / echo throughput with 32 concurrent agents
+    "hook_over_floor_ms": 15.0,  # nexus-hook claude whole process minus `python3 -c 'import socket, json'`
+    "mcp_ready_ms": 300.0,  # nexus-mcp: process start to tools/list answered
+    "pending_over_idle_mb": 50.0,  # 10,000 pending
+    "pending_late_ms": 250.0,  # every pending denied at most this late
+    "classify_median_us": 50.0,
+    "idle_rss_mb": 40.0,
+    "start_to_ready_ms": 300.0,
+}
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers came from, and how busy it was when they were taken."""
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        cpu = platform.processor() or cpu
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "loadavg": load,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def check(value: float | None, target: float, *, at_least: bool = False) -> str:
+    """``pass`` / ``MISS`` / ``n/a`` for one number against one target."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    ok = value >= target if at_least else value <= target
+    return "pass" if ok else "MISS"
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain aligned text table (numbers right-aligned)."""
+    cells = [[fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    num = [all(isinstance(r[i], int | float) or r[i] is None for r in rows) for i in range(len(headers))]
+
+    def line(vals: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num, strict=True)).rstrip()
+
+    out = [line(list(headers)), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def mb(nbytes: float | None) -> float | None:
+    return None if nbytes is None else nbytes / (1024 * 1024)
