@@ -1,0 +1,247 @@
+"""``nexus-hook claude|gemini``: the command hook agents spawn before every tool call.
+
+It reads the agent's hook JSON on stdin, asks nexusd, and prints the agent's answer. Both agents let a
+call through when a hook crashes, prints garbage or runs past its timeout, so this module is built to
+always answer deny itself when anything goes wrong:
+
+- Only the standard library is imported at module level; everything else (msgspec, the protocol, the
+  client) is imported inside the guarded block, so even a broken install ends in a deny.
+- A SIGALRM watchdog interrupts whatever is blocking shortly before ``--timeout`` (which must be below
+  the timeout the agent gives the hook) and answers deny; a second alarm exits hard.
+- Claude: failures print a deny JSON and exit 0; if even that fails (or the event is unknown, so the
+  right JSON shape is unknown), exit 2 with the reason on stderr, which Claude treats as a block.
+- Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
+
+The import path is stdlib + msgspec + nexusd.protocol + nexusd.client + nexusd.locations (a test
+checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any, NoReturn
+
+DEFAULT_TIMEOUT = 55.0  # seconds; both agents default to 60 s per hook
+CONNECT_TIMEOUT = 5.0
+MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and process exit
+MAX_STDIN = 8 << 20
+ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
+TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
+PROVIDERS = ("claude", "gemini")
+
+USAGE = f"""usage: nexus-hook {{claude|gemini}} [--timeout SECONDS] [--on-no-ui deny|ask] [--socket PATH]
+
+Answers a Claude Code (PreToolUse, PermissionRequest) or Gemini CLI (BeforeTool) command hook by asking
+nexusd. --timeout (default {DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV}) must stay below the hook timeout
+configured in the agent. --on-no-ui ask (env {ON_NO_UI_ENV}) hands the call back to the agent's own
+dialog when no nexusd UI is connected; the default denies it."""
+
+
+class HookDeadline(BaseException):  # BaseException so no `except Exception` in a library eats it
+    """The watchdog fired: answer deny now."""
+
+
+class UsageError(Exception):
+    pass
+
+
+class Options:
+    __slots__ = ("on_no_ui", "provider", "socket", "timeout")
+
+    def __init__(self, provider: str, timeout: float, on_no_ui: str, socket: str | None) -> None:
+        self.provider = provider
+        self.timeout = timeout
+        self.on_no_ui = on_no_ui
+        self.socket = socket
+
+
+def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Options:
+    """Hand-rolled (argparse costs import time and exits 2 by itself with usage on stderr)."""
+    if not argv or argv[0] not in PROVIDERS:
+        raise UsageError(f"first argument must be one of {', '.join(PROVIDERS)}")
+    provider, rest = argv[0], argv[1:]
+    timeout_text = env.get(TIMEOUT_ENV) or str(DEFAULT_TIMEOUT)
+    on_no_ui = env.get(ON_NO_UI_ENV) or "deny"
+    socket: str | None = None
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if name not in ("--timeout", "--on-no-ui", "--socket"):
+            raise UsageError(f"unknown argument {arg!r}")
+        if not eq:
+            if i + 1 >= len(rest):
+                raise UsageError(f"{name} needs a value")
+            value = rest[i + 1]
+            i += 1
+        if name == "--timeout":
+            timeout_text = value
+        elif name == "--on-no-ui":
+            on_no_ui = value
+        else:
+            socket = value
+        i += 1
+    try:
+        timeout = float(timeout_text)
+    except ValueError:
+        raise UsageError(f"--timeout must be a number of seconds, not {timeout_text!r}") from None
+    if not 2.0 <= timeout <= 3600.0:
+        raise UsageError("--timeout must be between 2 and 3600 seconds")
+    if on_no_ui not in ("deny", "ask"):
+        raise UsageError("--on-no-ui must be deny or ask")
+    return Options(provider, timeout, on_no_ui, socket)
+
+
+def describe(exc: BaseException, timeout: float) -> str:
+    """A reason fit for the model and the user: what failed, never a traceback or a secret."""
+    name = type(exc).__name__
+    if isinstance(exc, HookDeadline):
+        return f"no decision from nexusd within {timeout:g} s"
+    if isinstance(exc, UsageError):
+        return f"nexus-hook is misconfigured: {exc}"
+    if name == "HookInputError":
+        return f"unreadable hook input: {exc}"
+    if name == "DaemonUnreachable":
+        return "the nexusd daemon is not reachable (is it running? try `nexusctl status`)"
+    if name == "BadReply":
+        return "nexusd sent a reply nexus-hook could not understand"
+    if name == "ClientError":
+        return f"nexusd refused the request: {getattr(exc, 'message', exc)}"
+    if isinstance(exc, TimeoutError):
+        return f"no decision from nexusd within {timeout:g} s"
+    if name in ("DecodeError", "ValidationError", "UnicodeDecodeError"):
+        return f"unreadable hook input: {exc}"
+    return f"nexus-hook failed ({name})"
+
+
+def _arm_watchdog(seconds: float) -> None:
+    state = {"fired": False}
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        if state["fired"]:
+            # The first alarm could not unwind in time: block the call without further ado.
+            os.write(2, b"nexus-hook: no decision in time; blocking the tool call\n")
+            os._exit(2)
+        state["fired"] = True
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        raise HookDeadline()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.1))
+
+
+def _disarm_watchdog() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _read_stdin() -> bytes:
+    data = sys.stdin.buffer.read(MAX_STDIN + 1)
+    if len(data) > MAX_STDIN:
+        raise UsageError(f"hook input larger than {MAX_STDIN} bytes")
+    return data
+
+
+def _ask_daemon(call: Any, opts: Options, started: float) -> Any:
+    from nexusd.client import Client
+
+    remaining = opts.timeout - (time.monotonic() - started) - MARGIN
+    if remaining <= 0.1:
+        raise HookDeadline()
+    name = f"nexus-hook {opts.provider}"
+    with Client(socket_path=opts.socket, role="agent", name=name, timeout=min(CONNECT_TIMEOUT, remaining)) as client:
+        remaining = opts.timeout - (time.monotonic() - started) - MARGIN
+        if remaining <= 0.1:
+            raise HookDeadline()
+        return client.request(call, on_no_ui=opts.on_no_ui, timeout=remaining)  # type: ignore[arg-type]
+
+
+def _write_json(obj: Any) -> None:
+    import msgspec
+
+    sys.stdout.buffer.write(msgspec.json.encode(obj) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _block(reason: str) -> int:
+    """Exit 2 with the reason on stderr: both agents treat this as a block."""
+    with contextlib.suppress(BaseException):
+        sys.stderr.write(f"nexusd denied this tool call: {reason}\n")
+        sys.stderr.flush()
+    return 2
+
+
+def run_claude(opts: Options, started: float) -> int:
+    event: str | None = None
+    try:
+        from nexus_clients import claude
+
+        payload = _decode(_read_stdin())
+        event = claude.event_of(payload)
+        call = claude.call_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        decision = _ask_daemon(call, opts, started)
+        answer = claude.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
+        _disarm_watchdog()
+        if answer is not None:
+            _write_json(answer)
+        return 0
+    except BaseException as exc:  # every failure must end in a deny
+        _disarm_watchdog()
+        reason = describe(exc, opts.timeout)
+        if event is None:
+            return _block(reason)
+        try:
+            from nexus_clients import claude
+
+            _write_json(claude.hook_deny(event, reason))
+            return 0
+        except BaseException:
+            return _block(reason)
+
+
+def run_gemini(opts: Options, started: float) -> int:
+    try:
+        from nexus_clients import gemini
+
+        payload = _decode(_read_stdin())
+        call = gemini.call_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        decision = _ask_daemon(call, opts, started)
+        answer = gemini.answer(decision, ask_allowed=opts.on_no_ui == "ask")
+        _disarm_watchdog()
+        _write_json(answer)
+        return 0
+    except BaseException as exc:  # every failure must end in a deny
+        _disarm_watchdog()
+        return _block(describe(exc, opts.timeout))
+
+
+def _decode(raw: bytes) -> Any:
+    import msgspec
+
+    return msgspec.json.decode(raw)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    started = time.monotonic()
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        sys.exit(0)
+    try:
+        opts = parse_args(args, os.environ)
+    except UsageError as exc:
+        sys.stderr.write(f"{USAGE}\n\nnexus-hook: {exc}\n")
+        sys.exit(_block(f"nexus-hook is misconfigured: {exc}"))
+    try:
+        _arm_watchdog(opts.timeout - (time.monotonic() - started) - MARGIN / 3)
+        code = run_claude(opts, started) if opts.provider == "claude" else run_gemini(opts, started)
+    except BaseException as exc:  # e.g. the watchdog firing between two statements above
+        code = _block(describe(exc, opts.timeout))
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
