@@ -1,0 +1,423 @@
+"""nexus-tui: where a person answers agents' requests. ``main`` is the ``nexus-tui`` console script.
+
+The app owns one ``TuiState`` and one ``DaemonLink``. Events from the daemon update the state and
+refresh the widgets; key presses and clicks read the state, send one answer, and report what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Button, Footer
+
+from nexus_clients.tui import request_view, risk
+from nexus_clients.tui.escaping import escape_plain, safe_text
+from nexus_clients.tui.link import DaemonLink, LinkDown, LinkUp, NotConnected
+from nexus_clients.tui.screens import (
+    AuditScreen,
+    ConfirmScreen,
+    DenyMessageScreen,
+    HelpScreen,
+    ModeScreen,
+    RuleEditScreen,
+    RulesScreen,
+    StatusScreen,
+)
+from nexus_clients.tui.state import Entry, TuiState
+from nexus_clients.tui.widgets import ConnectionBar, MessageLine, QueueView, RequestDetail
+from nexusd import locations, protocol
+
+CSS = """
+ConnectionBar { height: 1; }
+QueueView { height: auto; max-height: 35%; border-bottom: solid $primary-darken-2; }
+RequestDetail { height: 1fr; padding: 0 1; }
+MessageLine { height: 1; padding: 0 1; }
+ActionBar { height: 1; }
+ActionBar Button { margin: 0 1 0 0; min-width: 6; }
+.dialog { width: 90%; max-width: 110; height: auto; max-height: 90%; border: thick $accent;
+          background: $surface; padding: 0 1; }
+ModalScreen { align: center middle; }
+.buttons { height: 1; margin-top: 1; }
+.buttons Button { margin-right: 2; }
+#audit-filters { height: 1; }
+#audit-filters Input { width: 1fr; margin-right: 1; }
+"""
+
+
+class QueueScreen(Screen[None]):
+    """The main screen. Its bindings exist only here, so no dialog's unused key can answer a request."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "allow_once", "allow", show=False),
+        Binding("s", "allow_session", "session", show=False),
+        Binding("a", "always", "always…", show=False),
+        Binding("n", "deny", "deny", show=False),
+        Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
+        Binding("e", "never", "never…", show=False),
+        Binding("m", "mode", "mode", show=False),
+        Binding("j,down", "move(1)", "down", show=False),
+        Binding("k,up", "move(-1)", "up", show=False),
+        Binding("tab", "next_pending(1)", "next", show=False, priority=True),
+        Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
+        Binding("d", "open('audit')", "decisions"),
+        Binding("r", "open('rules')", "rules"),
+        Binding("t", "open('status')", "status"),
+        Binding("question_mark", "open('help')", "help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def __init__(self, state: TuiState) -> None:
+        super().__init__()
+        self.state = state
+
+    def compose(self) -> ComposeResult:
+        from nexus_clients.tui.widgets import ActionBar
+
+        yield ConnectionBar(self.state, id="connection")
+        yield QueueView(self.state, id="queue")
+        yield RequestDetail(self.state, id="detail")
+        yield MessageLine(self.state, id="message")
+        yield ActionBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(QueueView).focus()
+        self.refresh_all()
+
+    def refresh_all(self) -> None:
+        for widget in (ConnectionBar, QueueView, MessageLine):
+            self.query_one(widget).refresh(layout=widget is QueueView)
+        self.query_one(RequestDetail).refresh_detail()
+
+    def action_open(self, name: str) -> None:
+        """Other screens are built fresh each time, so they always show current data."""
+        screens: dict[str, Callable[[], Screen[Any]]] = {
+            "audit": AuditScreen,
+            "rules": RulesScreen,
+            "status": StatusScreen,
+            "help": HelpScreen,
+        }
+        self.app.push_screen(screens[name]())
+
+    def action_move(self, step: int) -> None:
+        self.state.move(step)
+        self.refresh_all()
+
+    def action_next_pending(self, step: int) -> None:
+        self.state.next_pending(step)
+        self.refresh_all()
+
+    @on(QueueView.Picked)
+    def picked(self, event: QueueView.Picked) -> None:
+        self.state.select(event.entry_id)
+        self.refresh_all()
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        action = (event.button.id or "").removeprefix("act-")
+        if action == "help":
+            self.action_open("help")
+        elif action:
+            getattr(self, f"action_{action}")()
+
+    # ------------------------------------------------------------------ answers
+
+    def _target(self) -> Entry | None:
+        entry, why = self.state.answerable()
+        if entry is None:
+            self.state.say(why, "warning")
+            self.refresh_all()
+        return entry
+
+    def action_allow_once(self) -> None:
+        if entry := self._target():
+            self.app.send_answer(entry.id, "allow", "once", label="allowed once")  # type: ignore[attr-defined]
+
+    def action_allow_session(self) -> None:
+        if entry := self._target():
+            self.app.send_answer(entry.id, "allow", "session", label="allowed for this session")  # type: ignore[attr-defined]
+
+    def action_deny(self) -> None:
+        if entry := self._target():
+            self.app.send_answer(entry.id, "deny", "once", label="denied")  # type: ignore[attr-defined]
+
+    def action_deny_message(self) -> None:
+        if entry := self._target():
+            self.deny_with_message(entry)
+
+    def action_always(self) -> None:
+        entry = self._target()
+        if entry is None:
+            return
+        if not entry.item.verdict.suggestions:
+            self.state.say(
+                '"Always" refused: nexusd found no rule narrow enough to learn safely. Answer once or for'
+                " this session.",
+                "warning",
+            )
+            self.refresh_all()
+            return
+        self.always(entry)
+
+    def action_never(self) -> None:
+        if entry := self._target():
+            self.never(entry)
+
+    def action_mode(self) -> None:
+        entry = self.state.current()
+        if entry is None:
+            self.state.say("Select a request to change its session's mode.", "warning")
+            self.refresh_all()
+            return
+        self.change_mode(entry.item.call.session)
+
+    def _what(self, entry: Entry) -> Text:
+        call = entry.item.call
+        text = safe_text(call.tool, style="bold")
+        text.append(" ")
+        text.append_text(safe_text(request_view.short(request_view.summary(entry), 300)))
+        return text
+
+    @work(group="dialog")
+    async def deny_with_message(self, entry: Entry) -> None:
+        message = await self.app.push_screen_wait(DenyMessageScreen(self._what(entry)))
+        if message is None:
+            return
+        self.app.send_answer(entry.id, "deny", "once", message=message, label="denied with a message")  # type: ignore[attr-defined]
+
+    @work(group="dialog")
+    async def always(self, entry: Entry) -> None:
+        verdict = entry.item.verdict
+        rules = await self.app.push_screen_wait(RuleEditScreen("allow", list(verdict.suggestions), self._what(entry)))
+        if not rules:
+            return
+        if risk.is_dangerous(verdict):
+            question = Text("This request is flagged ", style="bold")
+            question.append(risk.tier(verdict), style=risk.TIER_STYLE[risk.tier(verdict)])
+            question.append(":\n")
+            for line in risk.flag_lines(verdict) or [verdict.reason]:
+                question.append_text(safe_text("  " + line, style="red"))
+                question.append("\n")
+            question.append("Persist these allow rules for every future matching request?\n", style="bold")
+            for rule in rules:
+                question.append_text(safe_text("  " + rule))
+                question.append("\n")
+            if not await self.app.push_screen_wait(ConfirmScreen(question)):
+                self.state.say("Not persisted; the request is still waiting.", "info")
+                self.refresh_all()
+                return
+        self.app.send_answer(entry.id, "allow", "always", rules=rules, label="allowed always")  # type: ignore[attr-defined]
+
+    @work(group="dialog")
+    async def never(self, entry: Entry) -> None:
+        suggestions = list(entry.item.verdict.suggestions) or [entry.item.call.tool]
+        rules = await self.app.push_screen_wait(RuleEditScreen("deny", suggestions, self._what(entry)))
+        if not rules:
+            return
+        self.app.send_answer(entry.id, "deny", "never", rules=rules, label="denied, never again")  # type: ignore[attr-defined]
+
+    @work(group="dialog")
+    async def change_mode(self, session: str) -> None:
+        app: NexusTui = self.app  # type: ignore[assignment]
+        current = None
+        with contextlib.suppress(Exception):
+            status = await app.link_call(protocol.StatusQuery())
+            current = status.sessions.get(session) if isinstance(status, protocol.StatusReply) else None
+        ok, mode = await self.app.push_screen_wait(ModeScreen(session, current))
+        if not ok:
+            return
+        try:
+            await app.link_call(protocol.SetMode(session=session, mode=mode))
+        except Exception as e:
+            self.state.say(f"Mode not changed: {app.describe_error(e)}", "error")
+        else:
+            self.state.say(f"Mode for session {escape_plain(session, limit=40)}: {mode or 'override cleared'}")
+        self.refresh_all()
+
+
+class NexusTui(App[None]):
+    TITLE = "nexus-tui"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = CSS
+
+    def __init__(
+        self,
+        socket_path: Path | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        arrival_guard: float = 0.6,
+        connect: bool = True,
+        bell: bool = True,
+        desktop_notify: bool = False,
+        name: str = "nexus-tui",
+    ) -> None:
+        super().__init__()
+        self.state = TuiState(clock=clock, arrival_guard=arrival_guard)
+        self.link = DaemonLink(socket_path, self.on_daemon_event, name=name)
+        self.autoconnect = connect
+        self.ring_bell = bell
+        self.notify_cmd = shutil.which("notify-send") if desktop_notify else None
+        self.bells = 0  # how many arrivals rang (tests read it)
+        self.queue_screen = QueueScreen(self.state)
+
+    def on_mount(self) -> None:
+        self.push_screen(self.queue_screen)
+        self.set_interval(1.0, self.tick)
+        if self.autoconnect:
+            self.run_worker(self.link.run(), name="daemon-link", group="link", exclusive=True)
+
+    def tick(self) -> None:
+        self.state.prune()
+        self.refresh_queue()
+
+    def refresh_queue(self) -> None:
+        if self.queue_screen.is_attached:
+            self.queue_screen.refresh_all()
+
+    # ------------------------------------------------------------------ daemon events
+
+    def on_daemon_event(self, event: Any) -> None:
+        """Called by the link (same event loop) for every event; also the entry point tests feed."""
+        s = self.state
+        if isinstance(event, LinkUp):
+            s.connected(event.version)
+            s.say(f"Connected to nexusd {event.version}.")
+        elif isinstance(event, LinkDown):
+            was = s.connection
+            s.disconnected(f"{event.reason}; retrying in {event.retry_in:.1f}s")
+            if was == "connected":
+                s.say("Lost nexusd: everything pending was denied; nothing will be sent later.", "error")
+        elif isinstance(event, protocol.Snapshot):
+            s.apply_snapshot(event.items)
+            if event.items:
+                self.arrived(event.items[-1], len(event.items))
+        elif isinstance(event, protocol.Prompt):
+            if s.apply_prompt(event.item):
+                self.arrived(event.item, 1)
+        elif isinstance(event, protocol.Resolved):
+            s.apply_resolved(event)
+        elif isinstance(event, protocol.PolicyNotice):
+            s.policy_errors = list(event.errors)
+            if event.ok:
+                s.say("Policy reloaded.")
+            else:
+                s.say(f"Policy reload failed: {len(event.errors)} error(s); the last good policy stays.", "error")
+        elif isinstance(event, protocol.Bye):
+            s.say(f"nexusd is stopping: {event.reason}", "error")
+        self.refresh_queue()
+
+    def arrived(self, item: protocol.PendingItem, count: int) -> None:
+        self.bells += 1
+        if self.ring_bell:
+            self.bell()
+        if self.notify_cmd:
+            self.desktop_notify(item, count)
+
+    @work(group="notify")
+    async def desktop_notify(self, item: protocol.PendingItem, count: int) -> None:
+        """notify-send, best effort. Servers parse a little HTML in the body, so that is escaped too."""
+        assert self.notify_cmd is not None
+        call = item.call
+        title = f"nexus: {escape_plain(call.tool, limit=40)} from {escape_plain(call.provider, limit=20)}"
+        body = escape_plain(request_view.summary(request_view_entry(item)), limit=200)
+        if count > 1:
+            body = f"{count} requests waiting. Latest: {body}"
+        body = body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        with contextlib.suppress(OSError):
+            proc = await asyncio.create_subprocess_exec(
+                self.notify_cmd,
+                "--app-name=nexus-tui",
+                "--",
+                title,
+                body,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5)
+
+    # ------------------------------------------------------------------ answering
+
+    async def link_call(self, msg: Any) -> Any:
+        return await self.link.call(msg)
+
+    def describe_error(self, e: BaseException) -> str:
+        if isinstance(e, NotConnected):
+            return "not connected to nexusd (nothing was sent)"
+        code = getattr(e, "code", None)
+        if code:
+            return f"{code}: {escape_plain(str(getattr(e, 'message', '')), limit=200)}"
+        return escape_plain(str(e) or type(e).__name__, limit=200)
+
+    @work(group="answer")
+    async def send_answer(
+        self,
+        entry_id: str,
+        decision: Literal["allow", "deny"],
+        scope: protocol.Scope,
+        *,
+        message: str | None = None,
+        rules: list[str] | None = None,
+        label: str,
+    ) -> None:
+        """Send one answer now, or not at all; report the outcome (including a lost race)."""
+        s = self.state
+        entry = s.entries.get(entry_id)
+        if entry is None or not entry.pending:
+            s.say(f"Not sent: {entry.outcome() if entry else 'that request is gone'}.", "warning")
+            self.refresh_queue()
+            return
+        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules)
+        try:
+            await self.link.call(answer)
+        except Exception as e:
+            code = getattr(e, "code", None)
+            if code == "already_decided":
+                after = s.entries.get(entry_id)
+                who = after.outcome() if after and after.resolved else "already decided elsewhere"
+                s.say(f"Too late, your answer lost the race: {who}.", "warning")
+            else:
+                s.say(f"Answer not accepted: {self.describe_error(e)}", "error")
+        else:
+            entry.answered_here = label
+            s.say(f"Sent: {label}.")
+        self.refresh_queue()
+
+
+def request_view_entry(item: protocol.PendingItem) -> Entry:
+    return Entry(item, seen_at=0.0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="nexus-tui", description="Answer AI agents' requests to nexusd.")
+    parser.add_argument("--socket", help="the daemon's socket (default: $NEXUS_SOCKET, then the per-user runtime dir)")
+    parser.add_argument("--no-bell", action="store_true", help="do not ring the terminal bell on a new request")
+    parser.add_argument(
+        "--notify", action="store_true", help="also send a desktop notification (notify-send) on a new request"
+    )
+    parser.add_argument("--name", default="nexus-tui", help="how this UI names itself in 'answered by'")
+    args = parser.parse_args(argv)
+    app = NexusTui(
+        locations.socket_path(args.socket),
+        bell=not args.no_bell,
+        desktop_notify=args.notify,
+        name=args.name,
+    )
+    app.run()
+
+
+if __name__ == "__main__":
+    main()

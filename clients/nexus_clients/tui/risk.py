@@ -1,0 +1,127 @@
+"""How risky a request looks to a person, and which "always" rules are too broad to offer.
+
+The daemon is the authority on both (the engine flags calls and refuses blanket rules); the TUI mirrors
+them so a person sees the risk before answering and cannot even send a blanket rule by mistake. Flag
+names are the wire strings of ``Verdict.flags`` (see docs/POLICY.md); the TUI may not import the core.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from nexusd.protocol import Verdict
+
+Tier = Literal["low", "medium", "high", "critical"]
+
+FLAG_TEXT: dict[str, str] = {
+    "unparseable": "the command could not be parsed with confidence",
+    "dynamic": "runs code built at run time (substitution, eval, source ...)",
+    "dangerous_env": "sets a dangerous variable (LD_PRELOAD, PATH, GIT_* ...)",
+    "catastrophic": "catastrophic command (rm -rf /, mkfs, dd onto a device ...)",
+    "outside_workspace": "touches paths outside the workspace",
+    "protected_path": "touches a protected path (.git, agent settings, shell rc, nexusd's own files)",
+    "symlink_escape": "a path in the workspace resolves outside it (symlink)",
+    "hidden_chars": "contains hidden characters (bidi controls, zero-width)",
+    "private_address": "reaches a private, loopback or metadata address",
+    "large_write": "writes more than 10 MB",
+    "large_read": "reads a file over 10 MB",
+    "binary_read": "reads a binary file",
+    "unknown_tool": "a tool nexusd does not know",
+    "background": "runs in the background",
+}
+
+CRITICAL_FLAGS = frozenset({"catastrophic"})
+HIGH_FLAGS = frozenset(
+    {
+        "unparseable",
+        "dynamic",
+        "dangerous_env",
+        "outside_workspace",
+        "protected_path",
+        "symlink_escape",
+        "hidden_chars",
+        "private_address",
+        "large_write",
+    }
+)
+
+TIER_STYLE: dict[str, str] = {
+    "low": "green",
+    "medium": "yellow",
+    "high": "bold red",
+    "critical": "bold reverse red",
+}
+
+
+def tier(verdict: Verdict) -> Tier:
+    flags = set(verdict.flags)
+    if flags & CRITICAL_FLAGS:
+        return "critical"
+    if flags & HIGH_FLAGS or verdict.requirement == "danger-full-access":
+        return "high"
+    if flags or verdict.requirement == "workspace-write":
+        return "medium"
+    return "low"
+
+
+def is_dangerous(verdict: Verdict) -> bool:
+    """ "Always" on these asks for a second confirmation."""
+    return tier(verdict) in ("high", "critical")
+
+
+def flag_lines(verdict: Verdict) -> list[str]:
+    """Why the request was flagged: the engine's own notes first, then any flag they do not explain."""
+    notes = list(verdict.details.notes) if verdict.details else []
+    lines = list(notes)
+    for flag in verdict.flags:
+        text = FLAG_TEXT.get(flag, flag)
+        if not any(flag in n or text in n for n in notes):
+            lines.append(f"{flag}: {text}")
+    return lines
+
+
+# --------------------------------------------------------------------------- blanket rules
+
+_RULE = re.compile(r"^(?P<tool>[^()\s]+)\s*(?:\((?P<spec>.*)\))?$", re.DOTALL)
+# Programs that run whatever follows them: "Bash(bash *)" is "Bash(*)" in disguise.
+_LAUNCHERS = frozenset(
+    {
+        "bash", "sh", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "busybox",
+        "python", "python3", "python2", "node", "deno", "bun", "perl", "ruby", "php", "lua", "osascript",
+        "sudo", "doas", "su", "env", "xargs", "eval", "exec", "command", "builtin", "nohup", "nice",
+        "timeout", "time", "watch", "stdbuf", "setsid", "chroot", "ssh", "find", "npx", "uvx", "pipx",
+    }
+)  # fmt: skip
+_WILD = set("*?/.:~ \t")
+
+
+def blanket_reason(rule: str) -> str | None:
+    """Why ``rule`` would allow far more than the request at hand, or None when it is narrow enough."""
+    rule = rule.strip()
+    if not rule:
+        return "empty rule"
+    m = _RULE.match(rule)
+    if m is None:
+        return "not of the form Tool or Tool(specifier)"
+    tool, spec = m.group("tool"), m.group("spec")
+    if any(c in tool for c in "*?"):
+        return "a wildcard in the tool name covers many tools"
+    if spec is None:
+        return f"no specifier: it allows every {tool} call"
+    spec = spec.strip()
+    if set(spec) <= _WILD:
+        return f"the specifier {spec!r} matches everything"
+    if spec.startswith("domain:"):
+        domain = spec[len("domain:") :].strip()
+        if set(domain) <= _WILD or (domain.startswith("*") and domain.count(".") < 2):
+            return f"{domain!r} covers a whole top-level domain or more"
+        return None
+    if tool in ("Bash", "run_shell_command", "shell", "exec_command"):
+        first = spec.split()[0] if spec.split() else ""
+        if any(c in first for c in "*?"):
+            return "the program itself is a wildcard"
+        name = first.rsplit("/", 1)[-1]
+        if name in _LAUNCHERS and ("*" in spec or "?" in spec):
+            return f"{name} runs whatever follows it, so this allows any command"
+    return None

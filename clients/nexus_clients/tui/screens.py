@@ -1,0 +1,448 @@
+"""Dialogs (deny message, rule editor, confirmation, mode, help) and the other screens (decisions,
+rules, status). Screens talk to nexusd only through the app's ``link``; untrusted text is ``Text``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+from nexus_clients.tui import risk
+from nexus_clients.tui.escaping import escape_plain, safe_text
+from nexus_clients.tui.link import NotConnected
+from nexusd import protocol
+
+if TYPE_CHECKING:
+    from nexus_clients.tui.app import NexusTui
+
+
+def _err_text(e: BaseException) -> str:
+    if isinstance(e, NotConnected):
+        return "not connected to nexusd"
+    code = getattr(e, "code", None)
+    return f"{code}: {getattr(e, 'message', e)}" if code else (str(e) or type(e).__name__)
+
+
+class DenyMessageScreen(ModalScreen[str | None]):
+    """Deny, with a message the model will read (why, or what to do instead)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, what: Text) -> None:
+        super().__init__()
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text("Deny, with a message to the model", style="bold"))
+            yield Static(self.what)
+            yield Input(placeholder="message (Enter sends the deny, Esc cancels)", id="deny-message", max_length=2000)
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; anything but an explicit yes is a no."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n", "answer(False)", "no"),
+        Binding("escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, question: Text) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.question)
+            with Horizontal(classes="buttons"):
+                yield Button("y: yes", id="confirm-yes", variant="error", compact=True)
+                yield Button("n: no", id="confirm-no", variant="default", compact=True)
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")
+
+
+class RuleEditScreen(ModalScreen[list[str] | None]):
+    """Shows the rule(s) "always"/"never" will persist and lets the person narrow or edit them.
+
+    For allow rules a blanket rule (a whole tool, ``Bash(*)``, a launcher like ``bash *``) cannot be
+    confirmed; the daemon refuses them too. An emptied line drops that rule.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("ctrl+s", "confirm", "confirm"),
+    ]
+
+    def __init__(self, kind: Literal["allow", "deny"], rules: list[str], what: Text) -> None:
+        super().__init__()
+        self.kind = kind
+        self.rules = rules or [""]
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        verb = "always allow" if self.kind == "allow" else "never allow (deny rule)"
+        with Vertical(classes="dialog"):
+            yield Label(Text(f"{verb}: the rule(s) nexusd will persist", style="bold"))
+            yield Static(self.what)
+            for n, rule in enumerate(self.rules):
+                yield Input(value=rule, id=f"rule-{n}", classes="rule", max_length=4000)
+            yield Static(id="rule-check")
+            with Horizontal(classes="buttons"):
+                yield Button("Enter: persist", id="rule-ok", variant="primary", compact=True)
+                yield Button("Esc: cancel", id="rule-cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self._check()
+
+    def values(self) -> list[str]:
+        return [i.value.strip() for i in self.query(Input) if i.value.strip()]
+
+    def problems(self) -> list[str]:
+        rules = self.values()
+        if not rules:
+            return ["no rule left: cancel instead"]
+        if self.kind == "deny":
+            return []
+        return [f"{escape_plain(r, limit=80)}: {why}" for r in rules if (why := risk.blanket_reason(r))]
+
+    def _check(self) -> None:
+        problems = self.problems()
+        text = Text()
+        if problems:
+            text.append("refused, too broad:\n" if self.values() else "", style="bold red")
+            text.append("\n".join(problems), style="red")
+        else:
+            text.append("ok: narrow enough", style="green")
+        self.query_one("#rule-check", Static).update(text)
+
+    @on(Input.Changed)
+    def changed(self) -> None:
+        self._check()
+
+    @on(Input.Submitted)
+    def submitted(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#rule-ok")
+    def ok(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#rule-cancel")
+    def cancel_pressed(self) -> None:
+        self.dismiss(None)
+
+    def action_confirm(self) -> None:
+        if self.problems():
+            self._check()
+            self.app.bell()
+            return
+        self.dismiss(self.values())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+KNOWN_MODES = ["default", "plan", "acceptEdits", "bypassPermissions", "read-only", "workspace-write"]
+
+
+class ModeScreen(ModalScreen[tuple[bool, str | None]]):
+    """Set (or clear) a person's mode override for one session. Returns (confirmed, mode)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, session: str, current: str | None) -> None:
+        super().__init__()
+        self.session = session
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            title = Text("Mode for session ", style="bold")
+            title.append_text(safe_text(self.session, style="bold"))
+            yield Label(title)
+            yield Static(Text(f"now: {self.current or 'unknown'}   known: {', '.join(KNOWN_MODES)}", style="dim"))
+            yield Input(placeholder="mode (empty: clear the override), Enter to set", id="mode-input")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        self.dismiss((True, event.value.strip() or None))
+
+    def action_cancel(self) -> None:
+        self.dismiss((False, None))
+
+
+HELP = [
+    ("y", "allow once"),
+    ("s", "allow for this session"),
+    ("a", "always: edit, then persist an allow rule (dangerous requests ask again)"),
+    ("n", "deny"),
+    ("N", "deny with a message to the model"),
+    ("e", "never: edit, then persist a deny rule"),
+    ("m", "change the selected session's mode"),
+    ("j / k, ↓ / ↑", "move through the queue"),
+    ("tab / shift+tab", "jump to the next / previous waiting request"),
+    ("d", "recent decisions (audit trail)"),
+    ("r", "rules by layer; learned rules can be removed"),
+    ("t", "status: daemon, connections, policy errors, sandbox"),
+    ("?", "this help"),
+    ("q", "quit (pending requests stay pending for other UIs)"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "close", "close")]
+
+    def compose(self) -> ComposeResult:
+        text = Text("nexus-tui keys\n\n", style="bold")
+        for key, what in HELP:
+            text.append(f"{key:>16}  ", style="bold cyan")
+            text.append(what + "\n")
+        text.append(
+            "\nA request that just arrived cannot be answered for a moment, and the selection never"
+            " jumps to another request by itself. Answers are sent at once or not at all.",
+            style="dim",
+        )
+        with VerticalScroll(classes="dialog"):
+            yield Static(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+# --------------------------------------------------------------------------- full screens
+
+
+class AuditScreen(Screen[None]):
+    """Recent decisions from the audit trail, newest first, filtered by exact match on the daemon."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("ctrl+r", "refresh", "refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Label(Text("Recent decisions (filters are exact; Enter applies)", style="bold"))
+        with Horizontal(id="audit-filters"):
+            yield Input(placeholder="session", id="f-session", compact=True)
+            yield Input(placeholder="tool", id="f-tool", compact=True)
+            yield Input(placeholder="decision", id="f-decision", compact=True)
+            yield Input(placeholder="source", id="f-source", compact=True)
+        yield Static(id="audit-message")
+        yield DataTable(id="audit-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("time", "decision", "source", "session", "tool", "request", "by")
+        self.action_refresh()
+
+    def query_message(self) -> protocol.AuditQuery | str:
+        values = {k: self.query_one(f"#f-{k}", Input).value.strip() or None for k in ("session", "tool")}
+        decision = self.query_one("#f-decision", Input).value.strip() or None
+        source = self.query_one("#f-source", Input).value.strip() or None
+        if decision and decision not in ("allow", "deny", "ask"):
+            return "decision must be allow, deny or ask"
+        sources = protocol.Source.__args__  # type: ignore[attr-defined]
+        if source and source not in sources:
+            return f"source must be one of {', '.join(sources)}"
+        return protocol.AuditQuery(limit=200, decision=decision, source=source, **values)  # type: ignore[arg-type]
+
+    @on(Input.Submitted)
+    def submitted(self) -> None:
+        self.action_refresh()
+
+    @work(exclusive=True, group="audit")
+    async def action_refresh(self) -> None:
+        msg = self.query_one("#audit-message", Static)
+        query = self.query_message()
+        if isinstance(query, str):
+            msg.update(Text(query, style="red"))
+            return
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            reply = await app.link_call(query)
+        except Exception as e:
+            msg.update(Text(f"cannot load decisions: {_err_text(e)}", style="red"))
+            return
+        if not isinstance(reply, protocol.AuditReply):
+            msg.update(Text("unexpected reply", style="red"))
+            return
+        table = self.query_one(DataTable)
+        table.clear()
+        for r in reversed(reply.records):
+            when = time.strftime("%H:%M:%S", time.localtime(r.time))
+            style = "green" if r.decision == "allow" else "red"
+            table.add_row(
+                Text(when),
+                Text(r.decision, style=style),
+                Text(r.source),
+                safe_text(r.session[:12]),
+                safe_text(r.tool[:24]),
+                safe_text(r.summary[:100]),
+                safe_text((r.answered_by or r.rule or "")[:40]),
+            )
+        msg.update(Text(f"{len(reply.records)} decisions", style="dim"))
+
+
+class RulesScreen(Screen[None]):
+    """Rules by layer with where each came from; learned rules can be removed (x)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("ctrl+r", "refresh", "refresh"),
+        Binding("x,delete", "remove", "remove learned rule"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules: list[protocol.RuleInfo] = []
+
+    def compose(self) -> ComposeResult:
+        yield Label(Text("Rules by layer (x removes the selected learned rule)", style="bold"))
+        yield Static(id="rules-message")
+        yield DataTable(id="rules-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("layer", "kind", "rule", "origin", "")
+        self.action_refresh()
+
+    @work(exclusive=True, group="rules")
+    async def action_refresh(self) -> None:
+        msg = self.query_one("#rules-message", Static)
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            reply = await app.link_call(protocol.RulesQuery())
+        except Exception as e:
+            msg.update(Text(f"cannot load rules: {_err_text(e)}", style="red"))
+            return
+        if not isinstance(reply, protocol.RulesReply):
+            msg.update(Text("unexpected reply", style="red"))
+            return
+        self.rules = sorted(reply.rules, key=lambda r: (r.layer, r.kind, r.rule))
+        table = self.query_one(DataTable)
+        table.clear()
+        for r in self.rules:
+            style = {"allow": "green", "deny": "red", "ask": "yellow"}[r.kind]
+            note = "removable" if r.removable else ""
+            if r.warning:
+                note = (note + " ⚠ " + r.warning).strip()
+            table.add_row(
+                safe_text(r.layer), Text(r.kind, style=style), safe_text(r.rule), safe_text(r.origin), safe_text(note)
+            )
+        trusted = f"; trusted folders: {len(reply.trusted)}" if reply.trusted else ""
+        msg.update(Text(f"{len(self.rules)} rules{trusted}", style="dim"))
+
+    @work(exclusive=True, group="rules-remove")
+    async def action_remove(self) -> None:
+        table = self.query_one(DataTable)
+        msg = self.query_one("#rules-message", Static)
+        if not self.rules or table.cursor_row < 0 or table.cursor_row >= len(self.rules):
+            return
+        rule = self.rules[table.cursor_row]
+        if not rule.removable:
+            msg.update(Text("only learned rules can be removed here; edit the policy file for the others", "yellow"))
+            return
+        question = Text(f"Remove the learned {rule.kind} rule ")
+        question.append_text(safe_text(rule.rule, style="bold"))
+        question.append("?")
+        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            return
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            await app.link_call(protocol.RuleChange(action="remove", kind=rule.kind, rule=rule.rule))
+        except Exception as e:
+            msg.update(Text(f"not removed: {_err_text(e)}", style="red"))
+            return
+        self.action_refresh()
+
+
+class StatusScreen(Screen[None]):
+    """What the daemon is doing: version, connections, policy sources and errors, sandbox probe."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("ctrl+r", "refresh", "refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text("loading status…", style="dim"), id="status-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+
+    @work(exclusive=True, group="status")
+    async def action_refresh(self) -> None:
+        body = self.query_one("#status-body", Static)
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            reply = await app.link_call(protocol.StatusQuery())
+        except Exception as e:
+            body.update(Text(f"cannot load status: {_err_text(e)}", style="red"))
+            return
+        if isinstance(reply, protocol.StatusReply):
+            body.update(Group(*status_lines(reply)))
+
+
+def status_lines(s: protocol.StatusReply) -> list[Any]:
+    out: list[Any] = [Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold")]
+    conns = ", ".join(f"{role}: {n}" for role, n in sorted(s.connections.items())) or "none"
+    out.append(Text(f"connections: {conns}"))
+    if s.sessions:
+        out.append(Text("\nsessions", style="bold underline"))
+        for sid, mode in sorted(s.sessions.items()):
+            out.append(safe_text(sid) + Text(f"  mode {mode}", style="dim"))
+    out.append(Text("\npolicy sources", style="bold underline"))
+    for p in s.policy:
+        line = Text(f"{p.layer:<10} ", style="bold")
+        line.append_text(safe_text(p.path))
+        line.append("  loaded" if p.loaded else "  not loaded", style="green" if p.loaded else "yellow")
+        if p.error:
+            line.append("  ")
+            line.append_text(safe_text(p.error, style="red"))
+        out.append(line)
+    out.append(Text("\npolicy errors", style="bold underline"))
+    out.extend(safe_text(e, style="red") for e in s.policy_errors)
+    if not s.policy_errors:
+        out.append(Text("none", style="green"))
+    out.append(Text("\nsandbox", style="bold underline"))
+    if s.sandbox is None:
+        out.append(Text("not probed", style="dim"))
+    else:
+        sb = s.sandbox
+        state = "available" if sb.available else "NOT available"
+        out.append(Text(f"{sb.platform}: {state}, backend {sb.backend or 'none'}", "green" if sb.available else "red"))
+        if sb.container:
+            out.append(Text(f"container: {sb.container}"))
+        if sb.reason:
+            out.append(safe_text(sb.reason, style="yellow"))
+        for name, result in sorted(sb.checks.items()):
+            out.append(Text(f"  {name}: ", style="dim") + safe_text(result, style="green" if result == "ok" else "red"))
+    if s.counters:
+        out.append(Text("\ndecisions since start", style="bold underline"))
+        out.append(Text(", ".join(f"{k} {v}" for k, v in sorted(s.counters.items()))))
+    return out

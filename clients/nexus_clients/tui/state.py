@@ -1,0 +1,199 @@
+"""The TUI's whole state in one place: the queue, the selection, the connection, the last message.
+
+Plain data and plain methods, no Textual and no I/O: the daemon link feeds protocol events in, the
+widgets read it out, and the tests drive it directly. The clock is injected so countdowns and the
+arrival guard are deterministic under test.
+
+Two rules here protect a person from answering the wrong request:
+- the selection never moves on its own to a *different pending* request (a key press meant for one
+  request must not land on another that just arrived or moved up);
+- a request that has just appeared cannot be answered for ``arrival_guard`` seconds, so a key already
+  on its way when a prompt pops up is not taken as its answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nexusd.protocol import PendingItem, Resolved
+
+Connection = Literal["connecting", "connected", "disconnected"]
+
+RESOLVED_KEEP = 60.0  # seconds an answered request stays in the queue, greyed, with who answered it
+RESOLVED_MAX = 20  # at most this many answered requests are kept
+
+
+@dataclass
+class Entry:
+    """One request as this TUI knows it: pending, or resolved (and kept for a while to say by whom)."""
+
+    item: PendingItem
+    seen_at: float  # when this TUI first learned of it (the arrival guard counts from here)
+    resolved: Resolved | None = None
+    resolved_at: float | None = None
+    answered_here: str | None = None  # what this TUI sent, if it answered ("allow once", ...)
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    @property
+    def pending(self) -> bool:
+        return self.resolved is None
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.item.deadline - now)
+
+    def outcome(self) -> str:
+        """One line for the queue and detail: what happened to it, and who decided."""
+        r = self.resolved
+        if r is None:
+            return "pending"
+        if r.source == "timeout":
+            return "denied: timed out (nobody answered)"
+        if r.source == "cancelled":
+            return "cancelled: the agent went away"
+        who = r.answered_by or r.source
+        scope = f" ({r.scope})" if r.scope and r.scope != "once" else ""
+        return f"{r.decision}{scope}, answered by {who}"
+
+
+@dataclass
+class TuiState:
+    clock: Callable[[], float]
+    arrival_guard: float = 0.6
+    entries: dict[str, Entry] = field(default_factory=dict)
+    selected: str | None = None
+    connection: Connection = "connecting"
+    connection_detail: str = ""
+    daemon_version: str = ""
+    message: str = ""  # the last thing the person should read (lost race, sent, refused, ...)
+    message_level: Literal["info", "warning", "error"] = "info"
+    policy_errors: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ events from the daemon
+
+    def apply_snapshot(self, items: list[PendingItem]) -> None:
+        """A (re)subscription: the daemon's list is the truth; requests it no longer has are gone."""
+        now = self.clock()
+        known = self.entries
+        self.entries = {}
+        for item in items:
+            old = known.get(item.id)
+            self.entries[item.id] = Entry(item, old.seen_at if old else now)
+        self._order()
+        if self.selected not in self.entries:
+            self.selected = None
+        self._select_if_none()
+
+    def apply_prompt(self, item: PendingItem) -> bool:
+        """A new request; returns True when it is new to this TUI (ring the bell)."""
+        if item.id in self.entries:
+            return False
+        self.entries[item.id] = Entry(item, self.clock())
+        self._order()
+        self._select_if_none()
+        return True
+
+    def apply_resolved(self, res: Resolved) -> Entry | None:
+        entry = self.entries.get(res.id)
+        if entry is None or entry.resolved is not None:
+            return None
+        entry.resolved = res
+        entry.resolved_at = self.clock()
+        if entry.answered_here is None and self.selected == res.id:
+            self.say(f"This request was {entry.outcome()}.", "warning")
+        return entry
+
+    def disconnected(self, detail: str) -> None:
+        """The daemon went away: it denied everything pending, and nothing is kept to send later."""
+        self.connection = "disconnected"
+        self.connection_detail = detail
+        self.entries.clear()
+        self.selected = None
+
+    def connected(self, version: str) -> None:
+        self.connection = "connected"
+        self.connection_detail = ""
+        self.daemon_version = version
+
+    # ------------------------------------------------------------------ the queue
+
+    def _order(self) -> None:
+        self.entries = dict(sorted(self.entries.items(), key=lambda kv: (kv[1].item.created, kv[0])))
+
+    def _select_if_none(self) -> None:
+        if self.selected is None:
+            first = next((e for e in self.entries.values() if e.pending), None)
+            self.selected = first.id if first else None
+
+    def prune(self) -> None:
+        """Forget answered requests after a while, never the selected one."""
+        now = self.clock()
+        done = [e for e in self.entries.values() if not e.pending and e.id != self.selected]
+        drop = {e.id for e in done if e.resolved_at is not None and now - e.resolved_at > RESOLVED_KEEP}
+        extra = [e.id for e in done if e.id not in drop]
+        drop.update(extra[: max(0, len(extra) - RESOLVED_MAX)])
+        for key in drop:
+            del self.entries[key]
+
+    def queue(self) -> list[Entry]:
+        return list(self.entries.values())
+
+    def pending(self) -> list[Entry]:
+        return [e for e in self.entries.values() if e.pending]
+
+    def current(self) -> Entry | None:
+        return self.entries.get(self.selected) if self.selected else None
+
+    def select(self, entry_id: str | None) -> None:
+        if entry_id is None or entry_id in self.entries:
+            self.selected = entry_id
+
+    def move(self, step: int) -> None:
+        """Up/down through the whole queue, answered entries included."""
+        ids = list(self.entries)
+        if not ids:
+            self.selected = None
+            return
+        if self.selected not in self.entries:
+            self.selected = ids[0] if step > 0 else ids[-1]
+            return
+        i = ids.index(self.selected)
+        self.selected = ids[max(0, min(len(ids) - 1, i + step))]
+
+    def next_pending(self, step: int = 1) -> None:
+        """Jump to the next (or previous) request still waiting, wrapping around."""
+        ids = list(self.entries)
+        waiting = [e.id for e in self.entries.values() if e.pending]
+        if not waiting:
+            return
+        if self.selected not in self.entries:
+            self.selected = waiting[0]
+            return
+        i = ids.index(self.selected)
+        order = ids[i + 1 :] + ids[: i + 1] if step > 0 else list(reversed(ids[:i])) + list(reversed(ids[i:]))
+        self.selected = next(x for x in order if x in waiting)
+
+    # ------------------------------------------------------------------ answering
+
+    def answerable(self) -> tuple[Entry | None, str]:
+        """The selected entry if it may be answered now, else None and why not."""
+        if self.connection != "connected":
+            return None, "Not connected to nexusd: nothing was sent (answers are never kept to send later)."
+        entry = self.current()
+        if entry is None:
+            return None, "No request selected."
+        if not entry.pending:
+            return None, f"Already {entry.outcome()}."
+        if entry.remaining(self.clock()) <= 0:
+            return None, "Too late: this request has timed out and is being denied."
+        if self.clock() - entry.seen_at < self.arrival_guard:
+            return None, "This request just arrived: read it first, then answer."
+        return entry, ""
+
+    def say(self, message: str, level: Literal["info", "warning", "error"] = "info") -> None:
+        self.message = message
+        self.message_level = level
