@@ -85,3 +85,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def mb(nbytes: float | None) -> float | None:
     return None if nbytes is None else nbytes / (1024 * 1024)
+
+
+def emit(out: dict[str, Any], text: str, *, as_json: bool, path: str | None) -> None:
+    """Print the table (or the JSON) and, with ``path``, also save the JSON there."""
+    import json
+
+    data = json.dumps(out, indent=2, ensure_ascii=False)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data + "\n")
+    print(data if as_json else text)

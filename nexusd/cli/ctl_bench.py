@@ -75,6 +75,9 @@ def _int_list(value: str) -> list[int]:
     help="Measure the daemon on this socket instead of starting a temporary one.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.option(
+    "--out", "out_file", type=click.Path(dir_okay=False), default=None, help="Also save the JSON report here."
+)
 @click.pass_context
 def bench(
     ctx: click.Context,
@@ -88,6 +91,7 @@ def bench(
     corpus: Path | None,
     socket_: Path | None,
     as_json: bool,
+    out_file: str | None,
 ) -> None:
     """Benchmark decision round trips (p50/p90/p99/max µs), throughput, errors and daemon RSS."""
     from nexusd.bench.runner import render, run_bench
@@ -117,10 +121,10 @@ def bench(
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         click.echo(f"nexusctl bench: {exc}", err=True)
         sys.exit(1)
-    if as_json:
-        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
-    else:
-        click.echo(render(out))
+    data = json.dumps(out, indent=2, ensure_ascii=False)
+    if out_file:
+        Path(out_file).write_text(data + "\n", encoding="utf-8")
+    click.echo(data if as_json else render(out))
     errors = sum(c["nexusd"]["errors"] for c in out["cells"])
     sys.exit(3 if errors else 0)
 
