@@ -47,7 +47,7 @@ async def serve(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     old = os.umask(0o077)
     try:
-        listener = await anyio.create_unix_listener(path)
+        listener = await anyio.create_unix_listener(path, mode=0o600)
     finally:
         os.umask(old)
     async with anyio.create_task_group() as tg:
