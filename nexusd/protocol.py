@@ -46,6 +46,8 @@ ErrorCode = Literal[
     "self_approval",
     "forbidden",
     "internal",
+    "refused",  # the policy store refused a change (learn, rule_change, trust_change); nothing changed
+    "policy_error",  # reload failed; the last good policy stays in force
 ]
 
 

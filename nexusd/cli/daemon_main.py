@@ -1,0 +1,171 @@
+"""``nexusd``: the permission daemon, in the foreground.
+
+Start-up is on the clock (a service manager waits for it): heavy modules load lazily, and the sandbox
+probe runs in a thread after the socket is already serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_IN_USE = 3  # another daemon is live on the socket, or the socket's directory is unsafe
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines for journald and files; readable console output for a person at a terminal."""
+    import structlog
+
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    processors: list[object] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if sys.stderr.isatty():
+        processors.append(structlog.dev.ConsoleRenderer())
+    else:
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    structlog.configure(
+        processors=processors,  # type: ignore[arg-type]
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(dir_okay=False),
+    help="Socket path (default: NEXUS_SOCKET, else per-user runtime dir).",
+)
+@click.option(
+    "--config-dir",
+    type=click.Path(file_okay=False),
+    help="Policy directory (default: NEXUS_CONFIG_DIR, else per-user config dir).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="State directory: audit log, learned rules (default: NEXUS_STATE_DIR).",
+)
+@click.option(
+    "--pending-timeout",
+    type=click.FloatRange(min=0.01),
+    default=30.0,
+    show_default=True,
+    help="Seconds a person has to answer before the request is denied.",
+)
+@click.option(
+    "--max-pending",
+    type=click.IntRange(min=1),
+    default=16_384,
+    show_default=True,
+    help="Pending requests allowed in the whole daemon.",
+)
+@click.option(
+    "--max-pending-per-connection",
+    type=click.IntRange(min=1),
+    default=1_024,
+    show_default=True,
+    help="Pending requests allowed per connection.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1024, max=1 << 20),
+    default=1 << 20,
+    show_default=True,
+    help="Longest accepted protocol line.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+def main(
+    socket_path: str | None,
+    config_dir: str | None,
+    state_dir: str | None,
+    pending_timeout: float,
+    max_pending: int,
+    max_pending_per_connection: int,
+    max_line_bytes: int,
+    log_level: str,
+) -> None:
+    """Run the nexusd permission daemon in the foreground until SIGTERM or SIGINT (SIGHUP reloads policy).
+
+    Exit codes: 0 clean stop, 1 error, 2 usage, 3 socket in use by a live daemon or its directory is unsafe.
+    """
+    from nexusd import locations
+
+    configure_logging(log_level)
+    import structlog
+
+    log = structlog.get_logger("nexusd")
+    sock = locations.socket_path(socket_path)
+    cfg = Path(config_dir) if config_dir else locations.config_dir()
+    state = Path(state_dir) if state_dir else locations.state_dir()
+    managed = locations.MANAGED_POLICY
+
+    from nexusd.daemon.activation import ActivationError, inherited_listener
+    from nexusd.daemon.listener import ListenerError, adopt_socket, bind_socket, raise_nofile_limit
+    from nexusd.daemon.notify import Notifier
+
+    soft, _hard = raise_nofile_limit()
+    try:
+        inherited = inherited_listener()
+        bound = adopt_socket(inherited) if inherited is not None else bind_socket(sock)
+    except (ListenerError, ActivationError) as e:
+        click.echo(f"nexusd: {e}", err=True)
+        sys.exit(EXIT_IN_USE)
+    try:
+        old = os.umask(0o077)
+        try:
+            state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        finally:
+            os.umask(old)
+
+        import anyio
+
+        from nexusd.daemon.server import Config, Server
+        from nexusd.policy.store import PolicyStore
+        from nexusd.sandbox.probe import probe
+
+        protected = tuple(str(d) for d in (cfg, state, sock.parent))
+        store = PolicyStore(config_dir=cfg, state_dir=state, managed_dir=managed, protected_dirs=protected)
+        config = Config(
+            socket_path=sock,
+            config_dir=cfg,
+            state_dir=state,
+            managed_dir=managed,
+            pending_timeout=pending_timeout,
+            max_pending=max_pending,
+            max_pending_per_connection=max_pending_per_connection,
+            max_line_bytes=max_line_bytes,
+        )
+        server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
+        log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))
+        anyio.run(server.serve, bound)
+    except KeyboardInterrupt:
+        pass
+    except Exception as e:
+        log.exception("nexusd failed")
+        click.echo(f"nexusd: {type(e).__name__}: {e}", err=True)
+        sys.exit(EXIT_ERROR)
+    finally:
+        bound.release()
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,502 @@
+"""Client library for the nexusd socket: a blocking ``Client`` and an anyio ``AsyncClient``.
+
+Hooks import this once per tool call, so the module itself imports only the standard library, msgspec
+and the protocol; anyio is imported inside ``AsyncClient``. Every failure is an exception callers turn
+into deny: ``DaemonUnreachable`` (cannot connect, connection lost, no reply in time), ``BadReply``
+(undecodable or unexpected reply), ``ClientError`` (the daemon answered with a protocol ``Error``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from nexusd import protocol as p
+
+MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots) may be far longer than requests
+
+# Which reply type each query expects; anything else (besides Error) is a BadReply.
+REPLY_TYPES: dict[type, tuple[type, ...]] = {
+    p.StatusQuery: (p.StatusReply,),
+    p.Check: (p.CheckResult,),
+    p.RulesQuery: (p.RulesReply,),
+    p.ProbeQuery: (p.ProbeReply,),
+    p.SandboxPlanQuery: (p.SandboxPlan,),
+    p.AuditQuery: (p.AuditReply,),
+    p.Subscribe: (p.Snapshot,),
+    p.Answer: (p.Ack,),
+    p.Cancel: (p.Ack,),
+    p.SetMode: (p.Ack,),
+    p.Reload: (p.Ack,),
+    p.RuleChange: (p.Ack,),
+    p.TrustChange: (p.Ack,),
+}
+
+
+class NexusClientError(Exception):
+    """Base of every client failure: none of them may ever be read as an allow."""
+
+
+class DaemonUnreachable(NexusClientError):
+    """Cannot connect, the connection was lost, or the daemon said Bye."""
+
+
+class ReplyTimeout(DaemonUnreachable):
+    """No (final) reply within the timeout."""
+
+
+class BadReply(NexusClientError):
+    """The daemon sent something undecodable or not the reply expected."""
+
+
+class ClientError(NexusClientError):
+    """The daemon answered with a protocol Error."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
+    from nexusd.locations import socket_path as default_socket
+
+    return str(default_socket(str(socket_path) if socket_path else None))
+
+
+def _check_reply(msg: Any, query: msgspec.Struct) -> Any:
+    if isinstance(msg, p.Error):
+        raise ClientError(msg.code, msg.message)
+    expected = REPLY_TYPES.get(type(query))
+    if expected is not None and not isinstance(msg, expected):
+        raise BadReply(f"expected {expected[0].__name__} for {type(query).__name__}, got {type(msg).__name__}")
+    return msg
+
+
+class Client:
+    """Blocking client. ``with Client(role="agent") as c: c.request(call)``; one thread at a time."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        role: p.Role = "agent",
+        name: str = "nexus-client",
+        timeout: float = 5.0,
+    ) -> None:
+        self.socket_path = resolve_socket(socket_path)
+        self.role = role
+        self.name = name
+        self.timeout = timeout
+        self.welcome: p.Welcome | None = None
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._refs = itertools.count(1)
+        self.events: list[p.ServerMessage] = []  # pushes (Prompt, Resolved, ...) seen while waiting for replies
+
+    # ---------------------------------------------------------------- connection
+
+    def connect(self) -> Client:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except (OSError, TimeoutError) as e:
+            sock.close()
+            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {_why(e)}") from e
+        self._sock = sock
+        try:
+            ref = self._ref()
+            self._send(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name, ref=ref))
+            msg = self._read_until(
+                lambda m: getattr(m, "ref", None) == ref or isinstance(m, p.Error), time.monotonic() + self.timeout
+            )
+            if isinstance(msg, p.Error):
+                raise ClientError(msg.code, msg.message)
+            if not isinstance(msg, p.Welcome):
+                raise BadReply(f"expected welcome, got {type(msg).__name__}")
+            self.welcome = msg
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> Client:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- API
+
+    def call(self, msg: msgspec.Struct, timeout: float | None = None) -> Any:
+        """Send any query and return its reply (matched by ``ref``); a protocol Error raises ClientError."""
+        ref = getattr(msg, "ref", None) or self._ref()
+        msg = msgspec.structs.replace(msg, ref=ref)
+        self._send(msg)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        reply = self._read_until(lambda m: getattr(m, "ref", None) == ref, deadline)
+        return _check_reply(reply, msg)
+
+    def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
+        """Submit a tool call and wait (through Pending) for its Decision; give up at ``timeout``."""
+        ref = self._ref()
+        self._send(p.Request(call=call, on_no_ui=on_no_ui, ref=ref))
+        deadline = time.monotonic() + timeout
+        pending_id: str | None = None
+        while True:
+            try:
+                msg = self._read_until(lambda m: getattr(m, "ref", None) == ref, deadline)
+            except ReplyTimeout:
+                if pending_id is not None:
+                    with contextlib.suppress(NexusClientError):
+                        self._send(p.Cancel(id=pending_id))
+                raise
+            if isinstance(msg, p.Pending):
+                pending_id = msg.id
+                continue
+            if isinstance(msg, p.Decision):
+                return msg
+            if isinstance(msg, p.Error):
+                raise ClientError(msg.code, msg.message)
+            raise BadReply(f"expected decision, got {type(msg).__name__}")
+
+    def status(self) -> p.StatusReply:
+        return self.call(p.StatusQuery())
+
+    def check(self, call: p.CallInfo) -> p.Verdict:
+        return self.call(p.Check(call=call)).verdict
+
+    def answer(
+        self,
+        pending_id: str,
+        decision: str,
+        scope: p.Scope = "once",
+        message: str | None = None,
+        rules: list[str] | None = None,
+    ) -> p.Ack:
+        return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules))  # type: ignore[arg-type]
+
+    def subscribe(self) -> p.Snapshot:
+        """Start the stream; read further events with ``next_event``."""
+        return self.call(p.Subscribe())
+
+    def next_event(self, timeout: float | None = None) -> p.ServerMessage:
+        """The next pushed message (Prompt, Resolved, PolicyNotice, Bye); ReplyTimeout when none arrives."""
+        if self.events:
+            return self.events.pop(0)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        return self._read_until(lambda m: True, deadline, stash=False)
+
+    # ---------------------------------------------------------------- wire
+
+    def _ref(self) -> str:
+        return f"c{next(self._refs)}"
+
+    def _send(self, msg: msgspec.Struct) -> None:
+        if self._sock is None:
+            raise DaemonUnreachable("not connected")
+        try:
+            self._sock.sendall(p.encode(msg))
+        except (OSError, TimeoutError) as e:
+            self.close()
+            raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
+
+    def _read_until(self, want: Any, deadline: float, stash: bool = True) -> Any:
+        while True:
+            line = self._read_line(deadline)
+            try:
+                msg = p.decode_server(line)
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as e:
+                raise BadReply(f"undecodable reply from nexusd: {e}") from e
+            if want(msg):
+                return msg
+            if isinstance(msg, p.Bye):
+                self.close()
+                raise DaemonUnreachable(f"nexusd is stopping: {msg.reason}")
+            if isinstance(msg, p.Error) and msg.ref is None:
+                # An unsolicited error is the daemon closing on us (framing, forbidden, protocol version).
+                raise ClientError(msg.code, msg.message)
+            if stash:
+                self.events.append(msg)
+
+    def _read_line(self, deadline: float) -> bytes:
+        if self._sock is None:
+            raise DaemonUnreachable("not connected")
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+                return line
+            if len(self._buf) > MAX_REPLY_BYTES:
+                self.close()
+                raise BadReply("reply line too long")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReplyTimeout("no reply from nexusd in time")
+            self._sock.settimeout(remaining)
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except TimeoutError as e:
+                raise ReplyTimeout("no reply from nexusd in time") from e
+            except OSError as e:
+                self.close()
+                raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
+            if not chunk:
+                self.close()
+                raise DaemonUnreachable("nexusd closed the connection")
+            self._buf += chunk
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+class AsyncClient:
+    """anyio client for UIs and bridges: concurrent calls on one connection, plus a subscription stream.
+
+    ``async with AsyncClient(role="ui") as c: async for event in c.subscribe(): ...``
+    """
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        role: p.Role = "ui",
+        name: str = "nexus-client",
+        timeout: float = 5.0,
+    ) -> None:
+        self.socket_path = resolve_socket(socket_path)
+        self.role = role
+        self.name = name
+        self.timeout = timeout
+        self.welcome: p.Welcome | None = None
+        self._refs = itertools.count(1)
+        self._waiters: dict[str, Any] = {}  # ref -> MemoryObjectSendStream
+        self._events_send: Any = None
+        self._events_recv: Any = None
+        self._subscribe_ref: str | None = None
+        self._stream: Any = None
+        self._tg: Any = None
+        self._send_lock: Any = None
+        self._closed_reason: str | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        import anyio
+
+        try:
+            with anyio.fail_after(self.timeout):
+                self._stream = await anyio.connect_unix(self.socket_path)
+        except TimeoutError as e:
+            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: timed out") from e
+        except OSError as e:
+            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {_why(e)}") from e
+        self._send_lock = anyio.Lock()
+        self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](10_000)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._reader)
+        try:
+            self.welcome = await self.call(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name))
+            if not isinstance(self.welcome, p.Welcome):
+                raise BadReply(f"expected welcome, got {type(self.welcome).__name__}")
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._tg is None:
+            return
+        tg, self._tg = self._tg, None
+        import anyio
+
+        tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(Exception):
+                await self._stream.aclose()
+        await tg.__aexit__(None, None, None)
+
+    # ---------------------------------------------------------------- API
+
+    async def call(self, msg: msgspec.Struct, timeout: float | None = None) -> Any:
+        """Send a message and return its reply (matched by ``ref``); Error raises ClientError."""
+        import anyio
+
+        ref = getattr(msg, "ref", None) or f"a{next(self._refs)}"
+        msg = msgspec.structs.replace(msg, ref=ref)
+        send, recv = anyio.create_memory_object_stream[Any](4)
+        self._waiters[ref] = send
+        try:
+            await self._send(msg)
+            try:
+                with anyio.fail_after(self.timeout if timeout is None else timeout):
+                    reply = await self._next(recv)
+            except TimeoutError as e:
+                raise ReplyTimeout(f"no reply to {type(msg).__name__} in time") from e
+        finally:
+            self._waiters.pop(ref, None)
+            send.close()
+            recv.close()
+        return _check_reply(reply, msg)
+
+    async def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
+        """Submit a tool call and wait (through Pending) for the Decision."""
+        import anyio
+
+        ref = f"a{next(self._refs)}"
+        send, recv = anyio.create_memory_object_stream[Any](4)
+        self._waiters[ref] = send
+        pending_id: str | None = None
+        try:
+            await self._send(p.Request(call=call, on_no_ui=on_no_ui, ref=ref))
+            try:
+                with anyio.fail_after(timeout):
+                    while True:
+                        msg = await self._next(recv)
+                        if isinstance(msg, p.Pending):
+                            pending_id = msg.id
+                            continue
+                        if isinstance(msg, p.Decision):
+                            return msg
+                        if isinstance(msg, p.Error):
+                            raise ClientError(msg.code, msg.message)
+                        raise BadReply(f"expected decision, got {type(msg).__name__}")
+            except TimeoutError as e:
+                if pending_id is not None:
+                    with contextlib.suppress(NexusClientError):
+                        await self._send(p.Cancel(id=pending_id))
+                raise ReplyTimeout("no decision in time") from e
+        finally:
+            self._waiters.pop(ref, None)
+            send.close()
+            recv.close()
+
+    async def status(self) -> p.StatusReply:
+        return await self.call(p.StatusQuery())
+
+    async def check(self, call: p.CallInfo) -> p.Verdict:
+        return (await self.call(p.Check(call=call))).verdict
+
+    async def answer(
+        self,
+        pending_id: str,
+        decision: str,
+        scope: p.Scope = "once",
+        message: str | None = None,
+        rules: list[str] | None = None,
+    ) -> p.Ack:
+        return await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules))  # type: ignore[arg-type]
+
+    async def subscribe(self) -> AsyncIterator[p.ServerMessage]:
+        """Snapshot first, then Prompt / Resolved / PolicyNotice, ending with Bye (then DaemonUnreachable)."""
+        ref = f"a{next(self._refs)}"
+        self._subscribe_ref = ref
+        await self._send(p.Subscribe(ref=ref))
+        while True:
+            try:
+                msg = await self._events_recv.receive()
+            except Exception as e:
+                raise DaemonUnreachable(self._closed_reason or "connection to nexusd lost") from e
+            if isinstance(msg, p.Error) and msg.ref == ref:
+                raise ClientError(msg.code, msg.message)
+            yield msg
+            if isinstance(msg, p.Bye):
+                return
+
+    # ---------------------------------------------------------------- wire
+
+    async def _next(self, recv: Any) -> Any:
+        try:
+            return await recv.receive()
+        except Exception as e:
+            import anyio
+
+            if isinstance(e, anyio.get_cancelled_exc_class()):
+                raise
+            raise DaemonUnreachable(self._closed_reason or "connection to nexusd lost") from e
+
+    async def _send(self, msg: msgspec.Struct) -> None:
+        import anyio
+
+        if self._closed_reason is not None:
+            raise DaemonUnreachable(self._closed_reason)
+        try:
+            async with self._send_lock:
+                with anyio.fail_after(self.timeout):
+                    await self._stream.send(p.encode(msg))
+        except TimeoutError as e:
+            raise ReplyTimeout("could not send to nexusd in time") from e
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
+            raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
+
+    async def _reader(self) -> None:
+        import anyio
+
+        buf = b""
+        reason = "nexusd closed the connection"
+        try:
+            while True:
+                try:
+                    chunk = await self._stream.receive(1 << 16)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    break
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    line, buf = buf[:nl], buf[nl + 1 :]
+                    try:
+                        msg = p.decode_server(line)
+                    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError):
+                        reason = "undecodable message from nexusd"
+                        return
+                    self._dispatch(msg)
+                    if isinstance(msg, p.Bye):
+                        reason = f"nexusd is stopping: {msg.reason}"
+                if len(buf) > MAX_REPLY_BYTES:
+                    reason = "reply line too long"
+                    return
+        finally:
+            self._closed_reason = reason
+            for send in list(self._waiters.values()):
+                send.close()
+            self._events_send.close()
+
+    def _dispatch(self, msg: Any) -> None:
+        ref = getattr(msg, "ref", None)
+        if ref is not None and ref != self._subscribe_ref:
+            waiter = self._waiters.get(ref)
+            if waiter is not None:
+                with contextlib.suppress(Exception):
+                    waiter.send_nowait(msg)
+            return
+        # A subscriber that stopped reading loses events, not the connection.
+        with contextlib.suppress(Exception):
+            self._events_send.send_nowait(msg)
+
+
+def default_socket() -> Path:
+    """The socket every client uses unless told otherwise."""
+    return Path(resolve_socket(None))

@@ -1,0 +1,216 @@
+"""The audit trail: one JSON line per decision in ``<state-dir>/audit.jsonl``, written off the event loop.
+
+A writer thread appends whole lines with O_APPEND and rotates by size (rename, never truncate), so a crash
+loses at most the records still queued, never what is already on disk. Clean shutdown drains and fsyncs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from nexusd.protocol import AuditRecord
+
+DEFAULT_MAX_BYTES = 16 << 20
+DEFAULT_KEEP = 3
+_SUMMARY_MAX = 200
+
+
+class _Flush:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP = object()
+
+
+def summarize(tool_input: dict[str, Any]) -> str:
+    """The command, path or URL a person recognizes, truncated, with control characters escaped."""
+    text: Any = None
+    for key in ("command", "cmd", "file_path", "path", "notebook_path", "url", "pattern", "query", "prompt"):
+        value = tool_input.get(key)
+        if isinstance(value, str | list) and value:
+            text = value
+            break
+    if text is None:
+        for value in tool_input.values():
+            if isinstance(value, str) and value:
+                text = value
+                break
+    if isinstance(text, list):
+        text = " ".join(str(x) for x in text)
+    if not isinstance(text, str):
+        return ""
+    return escape(text[: _SUMMARY_MAX * 2])[:_SUMMARY_MAX]
+
+
+def escape(text: str) -> str:
+    """Control, bidi and zero-width characters made visible so a log line cannot hide what ran."""
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if o < 0x20 or o == 0x7F or 0x200B <= o <= 0x200F or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class AuditLog:
+    """Queue records from the loop (cheap); a daemon thread batches them onto disk."""
+
+    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.keep = keep
+        self.errors = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._fd: int | None = None
+        self._size = 0
+        self._encoder = msgspec.json.Encoder()
+
+    def start(self) -> None:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._open()
+        self._thread = threading.Thread(target=self._run, name="nexusd-audit", daemon=True)
+        self._thread.start()
+
+    def write(self, record: AuditRecord) -> None:
+        self._queue.put(record)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Blocking: wait until everything queued so far is on disk (call from a worker thread)."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        token = _Flush()
+        self._queue.put(token)
+        return token.done.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    # ------------------------------------------------------------------ writer thread
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._size = os.fstat(self._fd).st_size
+
+    def _rotate(self) -> None:
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        for i in range(self.keep - 1, 0, -1):
+            src = self.path.with_name(f"{self.path.name}.{i}")
+            if src.exists():
+                os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        self._open()
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            items = [self._queue.get()]
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines: list[bytes] = []
+            flushes: list[_Flush] = []
+            for item in items:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, _Flush):
+                    flushes.append(item)
+                else:
+                    lines.append(self._encoder.encode(item) + b"\n")
+            if lines:
+                self._append(b"".join(lines))
+            for f in flushes:
+                f.done.set()
+
+    def _append(self, data: bytes) -> None:
+        try:
+            if self._fd is None:
+                self._open()
+            assert self._fd is not None
+            if self._size and self._size + len(data) > self.max_bytes:
+                self._rotate()
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)  # type: ignore[arg-type]
+                view = view[n:]
+            self._size += len(data)
+        except OSError:
+            self.errors += 1  # a full disk must not take the gate down; status shows the count
+
+
+_decoder = msgspec.json.Decoder(AuditRecord)
+
+
+def read_tail(
+    path: Path,
+    limit: int,
+    match: dict[str, Any] | None = None,
+    keep: int = DEFAULT_KEEP,
+) -> list[AuditRecord]:
+    """The newest ``limit`` records (oldest first) that equal ``match`` on every given field."""
+    match = {k: v for k, v in (match or {}).items() if v is not None}
+    found: list[AuditRecord] = []
+    files = [path, *(path.with_name(f"{path.name}.{i}") for i in range(1, keep + 1))]
+    for file in files:
+        if len(found) >= limit:
+            break
+        for line in _lines_backwards(file):
+            try:
+                rec = _decoder.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError, ValueError):
+                continue  # a torn last line after a power loss, or a foreign line
+            if all(getattr(rec, k, None) == v for k, v in match.items()):
+                found.append(rec)
+                if len(found) >= limit:
+                    break
+    found.reverse()
+    return found
+
+
+def _lines_backwards(path: Path, block: int = 1 << 16) -> Iterator[bytes]:
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below; generator
+    except OSError:
+        return
+    with f:
+        f.seek(0, os.SEEK_END)
+        pos = f.tell()
+        rest = b""
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step) + rest
+            parts = chunk.split(b"\n")
+            rest = parts[0]
+            for line in reversed(parts[1:]):
+                if line.strip():
+                    yield line
+        if rest.strip():
+            yield rest

@@ -1,0 +1,77 @@
+"""Who is on the other end: kernel credentials taken once at accept, and process ancestry for attribution.
+
+The uid is the security boundary. Pids are attribution (they can be recycled, CVE-2019-6133), and the
+self-approval guard built on them is a speed bump against an agent answering itself, not a wall: a
+process that double-forks away from its agent escapes any ancestry check.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+from dataclasses import dataclass
+
+_SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
+_SOL_LOCAL = 0  # macOS
+_LOCAL_PEERCRED = 0x001
+_LOCAL_PEERPID = 0x002
+
+
+@dataclass(frozen=True, slots=True)
+class PeerCred:
+    uid: int
+    gid: int
+    pid: int | None  # None when the platform does not tell
+    ppid: int | None = None  # the peer's parent at accept time: for adapters, the agent process
+
+
+def peer_credentials(sock: socket.socket) -> PeerCred:
+    """Raises OSError when the kernel will not say; the caller treats that as a stranger."""
+    if sys.platform.startswith("linux"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERCRED, struct.calcsize("=iII"))
+        pid, uid, gid = struct.unpack("=iII", raw)
+        return PeerCred(uid=uid, gid=gid, pid=pid if pid > 0 else None)
+    if sys.platform == "darwin":
+        # struct xucred { u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16]; }
+        raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, struct.calcsize("=IIh2x16I"))
+        fields = struct.unpack("=IIh2x16I", raw)
+        uid, ngroups = fields[1], fields[2]
+        gid = fields[3] if ngroups > 0 else uid
+        try:
+            pid = struct.unpack("=i", sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERPID, 4))[0]
+        except OSError:
+            pid = None
+        return PeerCred(uid=uid, gid=gid, pid=pid)
+    # Other BSDs: getpeereid via the socket module is not exposed; refuse rather than guess.
+    raise OSError("peer credentials are not supported on this platform")
+
+
+def parent_pid(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    if sys.platform.startswith("linux"):
+        # /proc/<pid>/stat is what psutil reads too; reading it directly keeps accept cheap.
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+            return int(data[data.rindex(b")") + 2 :].split(None, 2)[1])
+        except (OSError, ValueError, IndexError):
+            return None
+    try:
+        import psutil
+
+        return psutil.Process(pid).ppid()
+    except Exception:
+        return None
+
+
+def ancestors(pid: int) -> list[int] | None:
+    """The pid itself and every ancestor up to init; None if the process is gone (fail closed)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return [pid, *(p.pid for p in proc.parents())]
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None

@@ -1,0 +1,993 @@
+"""The daemon shell: connections, framing, roles, the pending table and its one timer, audit, shutdown.
+
+It drives the policy (``nexusd.policy.gate.decide``) and owns state and time; it never decides itself.
+Every path that is not an explicit allow from the policy or a person ends in deny.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import msgspec
+import structlog
+
+from nexusd import __version__
+from nexusd import protocol as p
+from nexusd.core.model import Session
+from nexusd.daemon.audit import AuditLog, read_tail, summarize
+from nexusd.daemon.listener import BoundSocket
+from nexusd.daemon.notify import Notifier
+from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
+from nexusd.policy import gate
+from nexusd.policy.store import PolicyStore
+
+log = structlog.get_logger("nexusd")
+
+# Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
+# their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
+ROLE_MESSAGES: dict[str, frozenset[type]] = {
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery}),
+    "ui": frozenset(
+        {
+            p.Subscribe,
+            p.Answer,
+            p.SetMode,
+            p.StatusQuery,
+            p.Check,
+            p.RulesQuery,
+            p.RuleChange,
+            p.TrustChange,
+            p.ProbeQuery,
+            p.SandboxPlanQuery,
+            p.AuditQuery,
+            p.Reload,
+        }
+    ),
+}
+ROLE_MESSAGES["admin"] = ROLE_MESSAGES["ui"] | {p.Cancel}
+
+SHELL_TOOLS = frozenset(
+    {"Bash", "run_shell_command", "shell", "execute_command", "execute_bash", "local_shell", "container.exec"}
+)
+MAX_SESSIONS = 10_000
+MAX_RECENT = 50_000  # resolved ids remembered for "already decided"
+MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
+MAX_AUDIT_QUERY = 5_000
+_READ_CHUNK = 1 << 16
+
+
+@dataclass
+class Config:
+    socket_path: Path
+    config_dir: Path
+    state_dir: Path
+    managed_dir: Path
+    pending_timeout: float = 30.0
+    max_pending: int = 16_384
+    max_pending_per_connection: int = 1_024
+    max_line_bytes: int = p.MAX_LINE_BYTES
+    hello_timeout: float = 10.0
+    audit_max_bytes: int = 16 << 20
+
+
+class _RefOnly(msgspec.Struct):
+    """Recovers the ``ref`` of a message that failed validation, so the error can carry it."""
+
+    ref: str | None = None
+
+
+_ref_decoder = msgspec.json.Decoder(_RefOnly)
+
+
+class Connection:
+    """One accepted client. Writes are serialized by a lock; pushes from other tasks go through an outbox."""
+
+    __slots__ = (
+        "cid",
+        "closed",
+        "name",
+        "outbox",
+        "outbox_bytes",
+        "peer",
+        "pending",
+        "role",
+        "scope",
+        "send_lock",
+        "server",
+        "stream",
+        "subscribed",
+        "writer_running",
+    )
+
+    def __init__(self, server: Server, stream: anyio.abc.ByteStream, peer: PeerCred, cid: int) -> None:
+        self.server = server
+        self.stream = stream
+        self.peer = peer
+        self.cid = cid
+        self.role: str | None = None
+        self.name = ""
+        self.pending: set[str] = set()
+        self.subscribed = False
+        self.closed = False
+        self.send_lock = anyio.Lock()
+        self.outbox: deque[bytes] = deque()
+        self.outbox_bytes = 0
+        self.writer_running = False
+        self.scope: anyio.CancelScope | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name or '?'} (pid {self.peer.pid})"
+
+    async def send(self, data: bytes) -> bool:
+        if self.closed:
+            return False
+        try:
+            async with self.send_lock:
+                await self.stream.send(data)
+            return True
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self.kill()
+            return False
+
+    def post(self, data: bytes) -> None:
+        """Queue a line from another task; never blocks the caller (timer, another client's handler)."""
+        if self.closed:
+            return
+        self.outbox.append(data)
+        self.outbox_bytes += len(data)
+        if self.outbox_bytes > MAX_OUTBOX_BYTES:
+            log.warning("client not reading; dropping it", client=self.label, queued=self.outbox_bytes)
+            self.kill()
+            return
+        if not self.writer_running:
+            self.writer_running = True
+            self.server.spawn(self._drain)
+
+    async def _drain(self) -> None:
+        try:
+            while self.outbox and not self.closed:
+                batch = b"".join(self.outbox)
+                self.outbox.clear()
+                self.outbox_bytes = 0
+                if not await self.send(batch):
+                    return
+        finally:
+            self.writer_running = False
+
+    def kill(self) -> None:
+        self.closed = True
+        self.outbox.clear()
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+@dataclass(slots=True)
+class PendingEntry:
+    item: p.PendingItem
+    conn: Connection
+    ref: str | None
+    session: Session
+    deadline: float  # monotonic
+    started: float  # monotonic, for latency
+
+
+@dataclass
+class Stats:
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, decision: str, source: str) -> None:
+        key = f"{decision}/{source}"
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+
+def _is_shell(call: p.CallInfo, verdict: p.Verdict) -> bool:
+    if verdict.details is not None:
+        return verdict.details.kind == "shell"
+    return call.tool in SHELL_TOOLS
+
+
+def _clean(text: str, limit: int = 100) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+
+
+class Server:
+    def __init__(
+        self,
+        config: Config,
+        store: PolicyStore,
+        *,
+        notifier: Notifier | None = None,
+        probe_fn: Callable[[], p.SandboxProbe] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.notifier = notifier or Notifier(None)
+        self.probe_fn = probe_fn
+        self.probe: p.SandboxProbe | None = None
+        self._probe_lock = anyio.Lock()
+        self.uid = os.geteuid()
+        self.pid = os.getpid()
+        self.started = time.time()
+        self.started_mono = time.monotonic()
+        self.conns: set[Connection] = set()
+        self.subscribers: set[Connection] = set()
+        self.pending: dict[str, PendingEntry] = {}
+        self.recent: OrderedDict[str, None] = OrderedDict()
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.stats = Stats()
+        self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
+        self._heap: list[tuple[float, str]] = []
+        self._timer_wake: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._next_cid = 0
+        self._stopping = False
+        self._status_dirty = False
+        self._daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
+        self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
+            p.Request: self._on_request,
+            p.Cancel: self._on_cancel,
+            p.Subscribe: self._on_subscribe,
+            p.Answer: self._on_answer,
+            p.StatusQuery: self._on_status,
+            p.Check: self._on_check,
+            p.SetMode: self._on_set_mode,
+            p.Reload: self._on_reload,
+            p.RulesQuery: self._on_rules,
+            p.RuleChange: self._on_rule_change,
+            p.TrustChange: self._on_trust_change,
+            p.ProbeQuery: self._on_probe,
+            p.SandboxPlanQuery: self._on_sandbox_plan,
+            p.AuditQuery: self._on_audit,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(fn, *args)
+
+    async def serve(self, bound: BoundSocket) -> None:
+        """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
+        import signal
+
+        self.audit.start()
+        errors = self.store.load()
+        for err in errors:
+            log.error("policy error", error=err)
+        listener = await anyio.abc.SocketListener.from_socket(bound.sock)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._timer_loop)
+                tg.start_soon(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+                tg.start_soon(self._accept_loop, listener)
+                if self.probe_fn is not None:
+                    tg.start_soon(self._refresh_probe)
+                if self.notifier.enabled:
+                    tg.start_soon(self._notify_loop)
+                self.notifier.ready(self._status_text())
+                log.info(
+                    "listening",
+                    socket=str(bound.path) if bound.path else "<inherited>",
+                    pid=self.pid,
+                    version=__version__,
+                    pending_timeout=self.config.pending_timeout,
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                await listener.aclose()
+            self.audit.close()
+            log.info("stopped")
+
+    async def _signal_loop(self, signals: set[int]) -> None:
+        import signal
+
+        with anyio.open_signal_receiver(*signals) as received:
+            async for signum in received:
+                if signum == signal.SIGHUP:
+                    await self.reload()
+                    continue
+                log.info("signal received; stopping", signal=signal.Signals(signum).name)
+                await self.stop("daemon stopping")
+                return
+
+    async def stop(self, reason: str) -> None:
+        """Deny every pending request, say Bye to everyone, and end the task group."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.notifier.stopping()
+        for entry in list(self.pending.values()):
+            self._resolve(entry, "deny", "error", reason)
+        bye = p.encode(p.Bye(reason=reason))
+        for conn in list(self.conns):
+            conn.post(bye)
+        with anyio.move_on_after(2.0):
+            while any((c.outbox or c.writer_running) and not c.closed for c in self.conns):
+                await anyio.sleep(0.01)
+        await anyio.to_thread.run_sync(self.audit.flush)
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    async def _accept_loop(self, listener: anyio.abc.SocketListener) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return
+            except OSError as e:  # EMFILE and friends: back off rather than spin or die
+                log.error("accept failed", error=str(e))
+                await anyio.sleep(0.1)
+                continue
+            self.spawn(self._handle, stream)
+
+    # ------------------------------------------------------------------ one connection
+
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            try:
+                cred = peer_credentials(raw)
+            except OSError as e:
+                log.warning("peer credentials unavailable; refusing", error=str(e))
+                with contextlib.suppress(Exception):
+                    await stream.send(p.encode(p.Error(code="forbidden", message="peer credentials unavailable")))
+                return
+            if cred.uid != self.uid:
+                log.warning("refused a peer of another uid", uid=cred.uid, pid=cred.pid)
+                with contextlib.suppress(Exception):
+                    await stream.send(
+                        p.encode(p.Error(code="forbidden", message="only processes of the daemon's user are served"))
+                    )
+                return
+            peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
+            self._next_cid += 1
+            conn = Connection(self, stream, peer, self._next_cid)
+            self.conns.add(conn)
+            try:
+                with anyio.CancelScope() as scope:
+                    conn.scope = scope
+                    await self._read_loop(conn)
+            finally:
+                conn.closed = True
+                self.conns.discard(conn)
+                self.subscribers.discard(conn)
+                for pid_ in list(conn.pending):
+                    entry = self.pending.get(pid_)
+                    if entry is not None:
+                        self._resolve(entry, "deny", "cancelled", "the requester disconnected", notify_requester=False)
+
+    async def _read_loop(self, conn: Connection) -> None:
+        stream = conn.stream
+        limit = self.config.max_line_bytes
+        buf = b""
+        while True:
+            try:
+                if conn.role is None:
+                    chunk = b""
+                    with anyio.move_on_after(self.config.hello_timeout):
+                        chunk = await stream.receive(_READ_CHUNK)
+                    if not chunk:
+                        await conn.send(p.encode(p.Error(code="protocol_version", message="no hello in time")))
+                        return
+                else:
+                    chunk = await stream.receive(_READ_CHUNK)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return  # half a line then EOF: the half is discarded
+            buf = buf + chunk if buf else chunk
+            start = 0
+            while True:
+                nl = buf.find(b"\n", start)
+                if nl < 0:
+                    break
+                line = buf[start:nl]
+                start = nl + 1
+                if len(line) > limit:
+                    await self._framing_error(conn, "line_too_long", f"line exceeds {limit} bytes")
+                    return
+                if not await self._on_line(conn, line) or conn.closed:
+                    return
+            if start:
+                buf = buf[start:]
+            if len(buf) > limit:
+                await self._framing_error(conn, "line_too_long", f"line exceeds {limit} bytes")
+                return
+
+    async def _framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
+        log.info("framing error; closing", client=conn.label, code=code, message=message)
+        await conn.send(p.encode(p.Error(code=code, message=message)))
+
+    async def _on_line(self, conn: Connection, line: bytes) -> bool:
+        """Handle one line; False closes the connection."""
+        if b"\0" in line:
+            await self._framing_error(conn, "bad_json", "NUL byte in line")
+            return False
+        if not line.isascii():
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                await self._framing_error(conn, "bad_json", "line is not valid UTF-8")
+                return False
+        if not line.strip():
+            return True  # blank lines are ignored
+        try:
+            msg = p.decode_client(line)
+        except msgspec.ValidationError as e:
+            text = str(e)
+            code: p.ErrorCode = "unknown_type" if "`$.type`" in text else "invalid_message"
+            await self._reply_error(conn, code, text, _ref_of(line))
+            return True
+        except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as e:
+            await self._reply_error(conn, "bad_json", str(e), _ref_of(line))
+            return True
+        kind = type(msg)
+        if conn.role is None:
+            if kind is not p.Hello:
+                await self._reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
+                return False
+            return await self._on_hello(conn, msg)
+        if kind is p.Hello:
+            await self._reply_error(conn, "invalid_message", "already said hello", msg.ref)
+            return True
+        if kind not in ROLE_MESSAGES[conn.role]:
+            await self._reply_error(
+                conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref
+            )
+            return True
+        try:
+            await self._handlers[kind](conn, msg)
+        except Exception as e:  # a bug must cost one reply, not the daemon
+            log.exception("handler failed", type=kind.__name__)
+            await self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", msg.ref)
+        return True
+
+    async def _reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
+        await conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
+
+    async def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
+        if msg.proto != p.PROTOCOL_VERSION:
+            await self._reply_error(
+                conn, "protocol_version", f"daemon speaks protocol {p.PROTOCOL_VERSION}, not {msg.proto}", msg.ref
+            )
+            return False
+        conn.role = msg.role
+        conn.name = _clean(msg.name)
+        await conn.send(
+            p.encode(
+                p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe, ref=msg.ref)
+            )
+        )
+        return True
+
+    # ------------------------------------------------------------------ sessions
+
+    def _session(self, call: p.CallInfo) -> Session:
+        s = self.sessions.get(call.session)
+        if s is None:
+            s = Session(id=call.session, provider=call.provider)
+            self.sessions[call.session] = s
+            if len(self.sessions) > MAX_SESSIONS:
+                self.sessions.popitem(last=False)  # oldest; its session rules are forgotten (fail closed)
+        else:
+            self.sessions.move_to_end(call.session)
+        s.provider = call.provider
+        if call.mode is not None:
+            s.agent_mode = call.mode
+        return s
+
+    def _session_by_id(self, sid: str) -> Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = Session(id=sid)
+            self.sessions[sid] = s
+            if len(self.sessions) > MAX_SESSIONS:
+                self.sessions.popitem(last=False)
+        return s
+
+    # ------------------------------------------------------------------ requests
+
+    async def _on_request(self, conn: Connection, msg: p.Request) -> None:
+        started = time.monotonic()
+        call = msg.call
+        session = self._session(call)
+        try:
+            verdict = await gate.decide(call, self.store, session, sandbox=self.probe)
+            if not isinstance(verdict, p.Verdict):
+                raise TypeError(f"decide returned {type(verdict).__name__}")
+        except Exception as e:
+            log.exception("decide failed; denying", tool=call.tool)
+            verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
+        if verdict.decision == "ask":
+            if self._stopping:
+                verdict = p.Verdict("deny", "daemon stopping", "error")
+            elif not self.subscribers:
+                if msg.on_no_ui == "ask":
+                    verdict = msgspec.structs.replace(
+                        verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself"
+                    )
+                else:
+                    verdict = msgspec.structs.replace(
+                        verdict,
+                        decision="deny",
+                        reason=f"{verdict.reason}; a person must approve this and no nexusd UI is connected",
+                    )
+            elif len(conn.pending) >= self.config.max_pending_per_connection:
+                verdict = p.Verdict(
+                    "deny",
+                    f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})",
+                    "error",
+                )
+            elif len(self.pending) >= self.config.max_pending:
+                verdict = p.Verdict(
+                    "deny", f"too many pending requests in the daemon (limit {self.config.max_pending})", "error"
+                )
+            else:
+                await self._ask(conn, msg, verdict, session, started)
+                return
+        await self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None)
+
+    async def _finish(
+        self,
+        conn: Connection,
+        ref: str | None,
+        call: p.CallInfo,
+        verdict: p.Verdict,
+        session: Session,
+        started: float,
+        pending_id: str | None,
+    ) -> None:
+        decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref)
+        await conn.send(p.encode(decision))
+        self._record(pending_id or secrets.token_hex(16), call, decision, started, peer=conn.peer)
+
+    def _decision(
+        self,
+        call: p.CallInfo,
+        decision: p.DecisionKind,
+        reason: str,
+        source: p.Source,
+        verdict: p.Verdict,
+        *,
+        ref: str | None,
+        pending_id: str | None = None,
+        message: str | None = None,
+        answered_by: str | None = None,
+    ) -> p.Decision:
+        updated: dict[str, Any] | None = None
+        if decision == "allow" and _is_shell(call, verdict):
+            try:
+                from nexusd.sandbox.plan import wrap_for_agent
+
+                updated = wrap_for_agent(call, verdict, self.store, self.probe)
+            except Exception as e:  # an allow we cannot wrap as planned is not an allow
+                log.exception("sandbox wrapping failed; denying", tool=call.tool)
+                decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
+        rule = verdict.rule if source in ("rule", "mode", "safety", "hook", "classifier", "default") else None
+        return p.Decision(
+            decision=decision,
+            reason=reason,
+            source=source,
+            id=pending_id,
+            rule=rule,
+            rule_origin=verdict.rule_origin if rule else None,
+            updated_input=updated,
+            message=message,
+            answered_by=answered_by,
+            ref=ref,
+        )
+
+    def _record(
+        self,
+        rid: str,
+        call: p.CallInfo,
+        decision: p.Decision,
+        started: float,
+        *,
+        peer: PeerCred | None,
+        answer_pid: int | None = None,
+        scope: p.Scope | None = None,
+        event: str = "decision",
+    ) -> None:
+        self.stats.count(decision.decision, decision.source)
+        self.audit.write(
+            p.AuditRecord(
+                time=time.time(),
+                id=rid,
+                provider=call.provider,
+                session=call.session,
+                tool=call.tool,
+                summary=summarize(call.input),
+                decision=decision.decision,
+                source=decision.source,
+                reason=decision.reason,
+                cwd=call.cwd,
+                rule=decision.rule,
+                rule_origin=decision.rule_origin,
+                peer_pid=peer.pid if peer else None,
+                agent_pid=call.agent_pid if call.agent_pid is not None else (peer.ppid if peer else None),
+                answered_by=decision.answered_by,
+                answer_pid=answer_pid,
+                scope=scope,
+                latency_ms=round((time.monotonic() - started) * 1000, 3),
+                event=event,
+            )
+        )
+        log.debug(
+            "decision", tool=call.tool, decision=decision.decision, source=decision.source, reason=decision.reason
+        )
+
+    async def _ask(
+        self, conn: Connection, msg: p.Request, verdict: p.Verdict, session: Session, started: float
+    ) -> None:
+        rid = secrets.token_hex(16)
+        now = time.time()
+        timeout = self.config.pending_timeout
+        item = p.PendingItem(
+            id=rid, call=msg.call, verdict=verdict, created=now, deadline=now + timeout, peer_pid=conn.peer.pid
+        )
+        if not await conn.send(p.encode(p.Pending(id=rid, deadline=item.deadline, ref=msg.ref))):
+            self._record(
+                rid,
+                msg.call,
+                p.Decision("deny", "the requester disconnected", "cancelled"),
+                started,
+                peer=conn.peer,
+            )
+            return
+        if conn.closed or self._stopping:
+            return
+        entry = PendingEntry(item, conn, msg.ref, session, time.monotonic() + timeout, started)
+        self.pending[rid] = entry
+        conn.pending.add(rid)
+        if not self._heap or entry.deadline < self._heap[0][0]:
+            heapq.heappush(self._heap, (entry.deadline, rid))
+            if self._timer_wake is not None:
+                self._timer_wake.set()
+        else:
+            heapq.heappush(self._heap, (entry.deadline, rid))
+        prompt = p.encode(p.Prompt(item=item))
+        for ui in self.subscribers:
+            ui.post(prompt)
+        self._status_dirty = True
+
+    def _resolve(
+        self,
+        entry: PendingEntry,
+        decision: p.DecisionKind,
+        source: p.Source,
+        reason: str,
+        *,
+        notify_requester: bool = True,
+        by: Connection | None = None,
+        scope: p.Scope | None = None,
+        message: str | None = None,
+    ) -> p.Decision:
+        """Atomic: no await between the pending check and here, so exactly one resolution wins."""
+        rid = entry.item.id
+        del self.pending[rid]
+        entry.conn.pending.discard(rid)
+        self.recent[rid] = None
+        if len(self.recent) > MAX_RECENT:
+            self.recent.popitem(last=False)
+        call = entry.item.call
+        answered_by = by.label if by is not None else None
+        d = self._decision(
+            call,
+            decision,
+            reason,
+            source,
+            entry.item.verdict,
+            ref=entry.ref,
+            pending_id=rid,
+            message=message,
+            answered_by=answered_by,
+        )
+        if notify_requester:
+            entry.conn.post(p.encode(d))
+        resolved = p.encode(
+            p.Resolved(
+                id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope
+            )
+        )
+        for ui in self.subscribers:
+            ui.post(resolved)
+        self._record(
+            rid,
+            call,
+            d,
+            entry.started,
+            peer=entry.conn.peer,
+            answer_pid=by.peer.pid if by is not None else None,
+            scope=scope,
+        )
+        self._status_dirty = True
+        return d
+
+    async def _timer_loop(self) -> None:
+        """One task for every deadline: a heap ordered by deadline, stale entries skipped lazily."""
+        heap = self._heap
+        while True:
+            now = time.monotonic()
+            while heap and heap[0][0] <= now:
+                _, rid = heapq.heappop(heap)
+                entry = self.pending.get(rid)
+                if entry is not None:
+                    self._resolve(entry, "deny", "timeout", "nobody answered before the deadline")
+            self._timer_wake = anyio.Event()
+            delay = heap[0][0] - now if heap else 3600.0
+            with anyio.move_on_after(delay):
+                await self._timer_wake.wait()
+
+    async def _on_cancel(self, conn: Connection, msg: p.Cancel) -> None:
+        entry = self.pending.get(msg.id)
+        if entry is None or (entry.conn is not conn and conn.role != "admin"):
+            if msg.id in self.recent and entry is None:
+                await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            else:
+                await self._reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
+            return
+        by = None if entry.conn is conn else conn
+        self._resolve(
+            entry, "deny", "cancelled", "cancelled by the requester" if by is None else "cancelled by admin", by=by
+        )
+        await conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
+
+    # ------------------------------------------------------------------ UIs
+
+    async def _on_subscribe(self, conn: Connection, msg: p.Subscribe) -> None:
+        items = [e.item for e in self.pending.values()]
+        conn.subscribed = True
+        self.subscribers.add(conn)
+        await conn.send(p.encode(p.Snapshot(items=items, ref=msg.ref)))
+
+    def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
+        """True if the answering process descends from the agent that made the request."""
+        agents = {entry.conn.peer.ppid, entry.item.call.agent_pid} - {None}
+        agents -= self._daemon_ancestors  # a shell/terminal above the daemon too is not "the agent"
+        if not agents:
+            return False
+        if answerer.peer.pid is None:
+            return True  # cannot tell: fail closed
+        chain = ancestors(answerer.peer.pid)
+        if chain is None:
+            return True
+        return bool(agents.intersection(chain))
+
+    async def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
+        entry = self.pending.get(msg.id)
+        if entry is None:
+            if msg.id in self.recent:
+                await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            else:
+                await self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
+            return
+        if self._self_approval(conn, entry):
+            log.warning("self-approval refused", answerer=conn.label, request=msg.id)
+            self._record(
+                msg.id,
+                entry.item.call,
+                p.Decision(
+                    msg.decision, "answer refused: it came from the requesting agent's own process tree", "user"
+                ),
+                entry.started,
+                peer=entry.conn.peer,
+                answer_pid=conn.peer.pid,
+                scope=msg.scope,
+                event="self_approval_refused",
+            )
+            await self._reply_error(
+                conn,
+                "self_approval",
+                "refused: the answering process descends from the agent that made the request",
+                msg.ref,
+            )
+            return
+        if msg.scope == "never" and msg.decision != "deny":
+            await self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
+            return
+        rules = list(msg.rules) if msg.rules else list(entry.item.verdict.suggestions)
+        if msg.scope != "once":
+            if not rules:
+                await self._reply_error(
+                    conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
+                )
+                return
+            if msg.scope == "session":
+                session = self._session_by_id(entry.item.call.session)
+                if msg.decision == "allow":
+                    session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
+                else:
+                    session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
+            else:
+                try:
+                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules)
+                except ValueError as e:
+                    await self._reply_error(
+                        conn, "refused", f"not remembered: {e}; the request is still pending", msg.ref
+                    )
+                    return
+        if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
+            await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            return
+        reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
+        if msg.scope != "once":
+            reason += f" ({msg.scope})"
+        self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
+        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
+
+    async def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
+        if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
+            await self._reply_error(conn, "invalid_message", "mode must be a short non-empty name", msg.ref)
+            return
+        self._session_by_id(msg.session).override_mode = msg.mode
+        log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)
+        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"mode {msg.mode or '(agent)'}")))
+
+    # ------------------------------------------------------------------ queries
+
+    def _status_text(self) -> str:
+        return f"{len(self.pending)} pending"
+
+    async def _on_status(self, conn: Connection, msg: p.StatusQuery) -> None:
+        roles: dict[str, int] = {}
+        for c in self.conns:
+            key = c.role or "handshake"
+            roles[key] = roles.get(key, 0) + 1
+        sessions = {sid: s.override_mode or s.agent_mode or "default" for sid, s in list(self.sessions.items())[-1000:]}
+        errors = list(self.store.errors)
+        if self.audit.errors:
+            errors.append(f"audit log: {self.audit.errors} write errors")
+        reply = p.StatusReply(
+            version=__version__,
+            pid=self.pid,
+            uptime=round(time.monotonic() - self.started_mono, 3),
+            connections=roles,
+            pending=len(self.pending),
+            counters=dict(self.stats.counters),
+            policy=self.store.sources(),
+            policy_errors=errors,
+            sandbox=self.probe,
+            sessions=sessions,
+            ref=msg.ref,
+        )
+        await conn.send(p.encode(reply))
+
+    async def _on_check(self, conn: Connection, msg: p.Check) -> None:
+        call = msg.call
+        session = self.sessions.get(call.session)
+        if session is None:
+            session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
+        try:
+            verdict = await gate.decide(call, self.store, session, dry_run=True, sandbox=self.probe)
+            if not isinstance(verdict, p.Verdict):
+                raise TypeError(f"decide returned {type(verdict).__name__}")
+        except Exception as e:
+            log.exception("check failed")
+            verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
+        await conn.send(p.encode(p.CheckResult(verdict=verdict, ref=msg.ref)))
+
+    async def reload(self) -> list[str]:
+        self.notifier.reloading()
+        try:
+            errors = list(self.store.load())
+        except Exception as e:  # the store promises not to raise; fail safe if it does
+            log.exception("policy reload failed")
+            errors = [f"reload failed: {type(e).__name__}: {e}"]
+        self.notifier.ready(self._status_text())
+        if errors:
+            for err in errors:
+                log.error("policy error; keeping the last good policy", error=err)
+        else:
+            log.info("policy reloaded")
+        notice = p.encode(p.PolicyNotice(ok=not errors, errors=errors))
+        for ui in self.subscribers:
+            ui.post(notice)
+        return errors
+
+    async def _on_reload(self, conn: Connection, msg: p.Reload) -> None:
+        errors = await self.reload()
+        if errors:
+            await self._reply_error(
+                conn, "policy_error", "policy not reloaded, the last good one stays: " + "; ".join(errors), msg.ref
+            )
+        else:
+            await conn.send(p.encode(p.Ack(ref=msg.ref, detail="policy reloaded")))
+
+    async def _on_rules(self, conn: Connection, msg: p.RulesQuery) -> None:
+        rules = list(self.store.rules())
+        for sid, s in self.sessions.items():
+            rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
+            rules += [p.RuleInfo("deny", r, "session", f"session:{sid}") for r in s.deny_rules]
+        await conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.store.trusted()), ref=msg.ref)))
+
+    async def _on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
+        try:
+            self.store.change_rule(msg.action, msg.kind, msg.rule)
+        except ValueError as e:
+            await self._reply_error(conn, "refused", str(e), msg.ref)
+            return
+        log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
+        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
+
+    async def _on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
+        try:
+            self.store.trust(msg.action, msg.path)
+        except ValueError as e:
+            await self._reply_error(conn, "refused", str(e), msg.ref)
+            return
+        log.info("trust changed", action=msg.action, path=msg.path, by=conn.label)
+        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
+
+    async def _refresh_probe(self) -> p.SandboxProbe | None:
+        if self.probe_fn is None:
+            return None
+        async with self._probe_lock:
+            try:
+                self.probe = await anyio.to_thread.run_sync(self.probe_fn, abandon_on_cancel=True)
+                log.info("sandbox probe", available=self.probe.available, backend=self.probe.backend)
+            except Exception as e:
+                log.exception("sandbox probe failed")
+                self.probe = p.SandboxProbe(platform="other", available=False, reason=f"probe failed: {e}")
+        return self.probe
+
+    async def _on_probe(self, conn: Connection, msg: p.ProbeQuery) -> None:
+        probe = self.probe
+        if msg.refresh or probe is None:
+            probe = await self._refresh_probe()
+        if probe is None:
+            probe = p.SandboxProbe(platform="other", available=False, reason="no probe configured")
+        await conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
+
+    async def _on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlanQuery) -> None:
+        from nexusd.sandbox.plan import plan_command
+
+        try:
+            plan = plan_command(msg.command, msg.cwd, self.store, self.probe, msg.session)
+            plan = msgspec.structs.replace(plan, ref=msg.ref)
+        except Exception as e:
+            log.exception("sandbox plan failed")
+            plan = p.SandboxPlan(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
+        await conn.send(p.encode(plan))
+
+    async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
+        limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
+        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source}
+        await anyio.to_thread.run_sync(self.audit.flush)
+        records = await anyio.to_thread.run_sync(read_tail, self.audit.path, limit, match)
+        await conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))
+
+    # ------------------------------------------------------------------ service manager
+
+    async def _notify_loop(self) -> None:
+        interval = Notifier.watchdog_interval()
+        last = ""
+        next_ping = time.monotonic()
+        while True:
+            text = self._status_text()
+            if text != last:
+                self.notifier.status(text)
+                last = text
+            if interval and time.monotonic() >= next_ping:
+                self.notifier.watchdog()
+                next_ping = time.monotonic() + interval
+            await anyio.sleep(min(1.0, interval) if interval else 1.0)
+
+
+def _ref_of(line: bytes) -> str | None:
+    try:
+        return _ref_decoder.decode(line).ref
+    except Exception:
+        return None
