@@ -105,6 +105,8 @@ def describe(exc: BaseException, timeout: float) -> str:
         return f"nexus-hook is misconfigured: {exc}"
     if name == "HookInputError":
         return f"unreadable hook input: {exc}"
+    if name == "ReplyTimeout":
+        return f"no decision from nexusd within {timeout:g} s"
     if name == "DaemonUnreachable":
         return "the nexusd daemon is not reachable (is it running? try `nexusctl status`)"
     if name == "BadReply":

@@ -181,7 +181,8 @@ def test_claude_slow_daemon_denies_inside_the_timeout(fake_server: dict[str, str
     elapsed = time.monotonic() - started
     decision, _ = pre_decision(proc)
     assert decision == "deny"
-    assert elapsed < 3.5, "the hook must answer before the agent's own timeout"  # a bound, not a benchmark
+    # A loose bound (the agent would wait 60 s for a hook configured with 55): it did not wait for the default.
+    assert elapsed < 8
 
 
 # --------------------------------------------------------------------------- gemini: failures exit 2
