@@ -1,19 +1,291 @@
-"""How a shell command runs sandboxed. INTERIM: refuses until the sandbox issue lands."""
+"""How a shell command runs sandboxed: the plan (argv to exec, paths to scrub after) and the agent wrap.
+
+``plan_command`` turns the policy's ``[sandbox]`` settings, the always-protected paths and the probe
+into an argv. ``wrap_for_agent`` rewrites an allowed agent shell call so that it runs through the
+launcher (``python -I -m nexusd.sandbox.launcher``), which asks the daemon for that plan.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from nexusd import locations
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
+from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
+from nexusd.sandbox.gitscrub import bare_repo_paths
+from nexusd.sandbox.settings import SandboxSettings, sandbox_settings
+
+# Tool name -> the input key holding the shell command (Claude Code's Bash, Gemini CLI's run_shell_command).
+SHELL_TOOLS = {"Bash": "command", "run_shell_command": "command"}
+AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea")
+GIT_FILES = (".git/hooks", ".git/config")
+HOME_FILES = (
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".bash_aliases",
+    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc",
+    ".config/fish", ".inputrc", ".gitconfig", ".config/git", ".ssh/config", ".ssh/authorized_keys",
+    ".config/systemd", ".config/autostart", ".local/bin",
+)
+LAUNCHER_MODULE = "nexusd.sandbox.launcher"
+
+Disposition = Literal["sandbox", "unsandboxed", "mixed"]
+
+
+def _real(p: str) -> str:
+    return os.path.realpath(p)
+
+
+def _shell() -> str:
+    return "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+
+
+def sandbox_dirs(state_dir: Path, workspace: str) -> tuple[str, str]:
+    """Per-workspace HOME and TMPDIR (seed 000): the sandbox's writes outside the workspace land here."""
+    tag = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    base = state_dir / "sandbox" / tag
+    home, tmp = base / "home", base / "tmp"
+    for d in (state_dir / "sandbox", base, home, tmp):
+        d.mkdir(mode=0o700, exist_ok=True)
+    return str(home), str(tmp)
+
+
+def daemon_dirs(store: PolicyStore) -> list[str]:
+    """The daemon's own config, state, managed-policy and socket directories: hidden from every sandbox."""
+    dirs = [str(store.config_dir), str(store.state_dir), str(store.managed_dir), *store.protected_dirs]
+    with_env = [str(locations.config_dir()), str(locations.state_dir()), str(locations.socket_path().parent),
+                str(locations.MANAGED_POLICY)]
+    return list(dict.fromkeys(_real(d) for d in (*dirs, *with_env)))
+
+
+def policy_deny_paths(policy: object) -> tuple[list[str], list[str]]:
+    """Read/Edit deny rules of the permission policy that name concrete paths, as (deny_read, deny_write).
+
+    The policy loader exposes them as ``Policy.sandbox_deny_read`` / ``sandbox_deny_write`` (absolute paths,
+    resolved with the permission rules' own anchors). Glob rules the loader could not pin to a path are
+    enforced by the permission gate only.
+    """
+    reads = list(getattr(policy, "sandbox_deny_read", ()) or ())
+    writes = list(getattr(policy, "sandbox_deny_write", ()) or ())
+    return reads, writes
+
+
+@dataclass(frozen=True)
+class Layout:
+    spec: MountSpec
+    scrub: list[str]
+
+
+def build_layout(
+    cwd: str,
+    workspace: str,
+    settings: SandboxSettings,
+    *,
+    hidden_dirs: Iterable[str],
+    extra_deny_read: Iterable[str] = (),
+    extra_deny_write: Iterable[str] = (),
+    home: str,
+    sandbox_home: str,
+    sandbox_tmp: str,
+) -> Layout:
+    """The mounts for one command, from existing paths only, and what to scrub after it."""
+    cwd, workspace = _real(cwd), _real(workspace)
+    writable = [workspace, *(_real(p) for p in settings.allow_write)]
+    writable = [p for p in dict.fromkeys(writable) if os.path.exists(p)]
+
+    def in_writable(p: str) -> bool:
+        return any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)
+
+    protected_ro: list[str] = []
+    scrub: list[str] = []
+    candidates: list[str] = []
+    for root in dict.fromkeys((workspace, cwd)):
+        candidates += [os.path.join(root, f) for f in (*GIT_FILES, *AGENT_DIRS)]
+    candidates += [os.path.join(home, f) for f in (*HOME_FILES, *AGENT_DIRS)]
+    existing_bare, missing_bare = bare_repo_paths(cwd)
+    candidates += existing_bare
+    for p in dict.fromkeys(candidates):
+        if os.path.lexists(p):
+            protected_ro.append(p)
+            rp = _real(p)
+            if rp != p:
+                protected_ro.append(rp)  # a symlinked .git/hooks must not be writable through its target
+        elif in_writable(p):
+            scrub.append(p)
+    scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
+
+    def existing(paths: Iterable[str]) -> list[str]:
+        return [r for r in dict.fromkeys(_real(p) for p in paths) if os.path.lexists(r)]
+
+    spec = MountSpec(
+        cwd=cwd,
+        writable=tuple(writable),
+        read_only=tuple(existing((*settings.deny_write, *extra_deny_write))),
+        masked=tuple(existing((*settings.deny_read, *extra_deny_read))),
+        revealed=tuple(existing(settings.allow_read)),
+        protected_ro=tuple(dict.fromkeys(protected_ro)),
+        protected_masked=tuple(existing(hidden_dirs)),
+        own=(sandbox_home, sandbox_tmp),
+        env=(("HOME", sandbox_home), ("TMPDIR", sandbox_tmp)),
+        network=not settings.network_isolation,
+    )
+    return Layout(spec, scrub)
 
 
 def plan_command(
-    command: str, cwd: str, store: PolicyStore, probe: SandboxProbe | None, session: str | None = None
+    command: str,
+    cwd: str,
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    session: str | None = None,
+    *,
+    workspace: str | None = None,
 ) -> SandboxPlan:
-    return SandboxPlan(allowed=False, reason="sandboxed execution is not available yet")
+    """Never raises for bad input: a refusal says why."""
+    try:
+        settings = sandbox_settings(store.policy)
+    except ValueError as e:
+        return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
+    if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        return SandboxPlan(allowed=False, reason=f"cwd {cwd!r} is not an existing absolute directory")
+    ws = workspace or cwd
+    if not os.path.isabs(ws) or not os.path.isdir(ws):
+        return SandboxPlan(allowed=False, reason=f"workspace {ws!r} is not an existing absolute directory")
+    if "\x00" in command:
+        return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
+    inner = [_shell(), "-c", command]
+    backend = probe.backend if probe is not None and probe.available else None
+    if backend not in ("bwrap", "unshare"):
+        why = probe.reason if probe is not None else "the sandbox was not probed"
+        if settings.fail_if_unavailable:
+            return SandboxPlan(
+                allowed=False,
+                reason=f"no sandbox is available ({why}); refusing to run unsandboxed "
+                "(set [sandbox] fail_if_unavailable = false to allow it)",
+            )
+        return SandboxPlan(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
+    sandbox_home, sandbox_tmp = sandbox_dirs(Path(store.state_dir), _real(ws))
+    deny_read, deny_write = policy_deny_paths(store.policy)
+    layout = build_layout(
+        cwd, ws, settings,
+        hidden_dirs=daemon_dirs(store),
+        extra_deny_read=deny_read,
+        extra_deny_write=deny_write,
+        home=os.path.expanduser("~"),
+        sandbox_home=sandbox_home,
+        sandbox_tmp=sandbox_tmp,
+    )
+    if backend == "bwrap":
+        bwrap = shutil.which("bwrap") or "bwrap"
+        full = probe is not None and probe.checks.get("bwrap") == "ok"
+        argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
+        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub)
+    from nexusd.sandbox.unshare import build_unshare_argv
+
+    argv = build_unshare_argv(layout.spec, inner)
+    return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
+                       reason=probe.reason if probe else "")
+
+
+# --------------------------------------------------------------------------- excluded commands
+
+
+def _match_rule(rule: str, argv: tuple[str, ...]) -> bool:
+    """Claude's Bash rule syntax over one simple command: ``Bash(npm run *)``, ``npm run test:*``, ``git fetch``.
+    A trailing `` *`` or ``:*`` is a prefix on a word boundary; ``*`` elsewhere matches any characters."""
+    r = rule.strip()
+    if r.startswith("Bash(") and r.endswith(")"):
+        r = r[5:-1].strip()
+    text = " ".join(argv)
+    if r.endswith(":*"):
+        base = r[:-2].rstrip()
+        return text == base or text.startswith(base + " ")
+    if r.endswith(" *") and "*" not in r[:-2]:
+        base = r[:-2].rstrip()
+        return text == base or text.startswith(base + " ")
+    if "*" in r:
+        return fnmatch.fnmatchcase(text, r.replace("[", "[[]"))
+    return text == r
+
+
+def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
+    """Whether an allowed shell call runs sandboxed, unsandboxed (every sub-command is excluded), or is
+    ``mixed`` (some are): a mixed chain must not be unsandboxed silently; the gate asks a person."""
+    if not settings.excluded_commands or not settings.allow_unsandboxed_commands:
+        return "sandbox"
+    from nexusd.core.classify.bash import parse
+    from nexusd.core.model import Flag
+
+    analysis = parse(command)
+    if analysis.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC} or not analysis.commands:
+        return "sandbox"  # what we cannot read statically is never let out of the sandbox
+    hits = [any(_match_rule(r, c.argv) for r in settings.excluded_commands) for c in analysis.commands]
+    if all(hits):
+        return "unsandboxed"
+    return "mixed" if any(hits) else "sandbox"
+
+
+# --------------------------------------------------------------------------- transparent sandboxing
+
+
+def launcher_argv(*, workspace: str, socket: str | None) -> list[str]:
+    """``-I``: the interpreter ignores PYTHON* variables and the cwd, so a hostile workspace cannot
+    shadow our modules in the process that runs outside the sandbox."""
+    argv = [sys.executable, "-I", "-m", LAUNCHER_MODULE, "--workspace", workspace]
+    if socket:
+        argv += ["--socket", socket]
+    return argv
+
+
+def wrap_command(command: str, *, workspace: str, socket: str | None) -> str:
+    """The shell text that runs ``command`` through the launcher; every piece is shell-quoted."""
+    return shlex.join([*launcher_argv(workspace=workspace, socket=socket), "-c", command])
 
 
 def wrap_for_agent(
     call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is."""
-    return None
+    key = SHELL_TOOLS.get(call.tool)
+    if verdict.decision != "allow" or key is None:
+        return None
+    command = call.input.get(key)
+    if not isinstance(command, str):
+        return None
+    try:
+        settings = sandbox_settings(store.policy)
+    except ValueError:
+        settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
+    if not settings.enabled:
+        return None
+    if (probe is None or not probe.available) and not settings.fail_if_unavailable:
+        return None  # the policy allows unsandboxed runs; the launcher would only add a warning
+    disposition = command_disposition(command, settings)
+    if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
+        return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
+    ws = call.workspace or call.cwd
+    if not ws or not os.path.isabs(ws):
+        return None if not settings.fail_if_unavailable else {**call.input, key: "exit 126"}
+    socket = str(locations.socket_path())
+    return {**call.input, key: wrap_command(command, workspace=ws, socket=socket)}
+
+
+def auto_allow_applies(call: CallInfo, policy: object, probe: SandboxProbe | None) -> bool:
+    """For the engine's ``checkSandboxAutoAllow`` step: a shell call that will run sandboxed may skip a
+    bare ask (deny rules per sub-command and content-scoped ask rules are checked before this)."""
+    key = SHELL_TOOLS.get(call.tool)
+    if key is None or not isinstance(call.input.get(key), str) or probe is None or not probe.available:
+        return False
+    try:
+        s = sandbox_settings(policy)
+    except ValueError:
+        return False
+    return s.enabled and s.auto_allow_bash_if_sandboxed and command_disposition(call.input[key], s) == "sandbox"

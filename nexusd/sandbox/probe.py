@@ -1,33 +1,178 @@
-"""Seed 000's capability probe: run the real thing rather than look for a binary. INTERIM (minimal)."""
+"""Seed 000's capability probe, done honestly: run a real (minimal) sandbox instead of looking for a binary.
+
+A binary on PATH proves nothing: user namespaces can be disabled by sysctl, by AppArmor, by a container
+runtime or by a hardened service unit (``RestrictNamespaces=``). So the probe runs
+``unshare --user --map-root-user true`` and a ``bwrap`` sandbox with the very flags the plans use, each
+with a 5 s timeout, and says why whatever failed failed.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
 
 from nexusd.protocol import SandboxProbe
 
+TIMEOUT = 5.0
 
-def probe() -> SandboxProbe:
-    """Blocking (runs processes, up to a few seconds): call it from a worker thread."""
-    if not sys.platform.startswith("linux"):
-        return SandboxProbe(platform=sys.platform, available=False, reason="only Linux is probed yet")
-    checks: dict[str, str] = {}
-    for name, argv in (
-        ("bwrap", ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "true"]),
-        ("unshare", ["unshare", "--user", "--map-root-user", "true"]),
-    ):
-        if shutil.which(argv[0]) is None:
-            checks[name] = f"{argv[0]} not found"
-            continue
+# (returncode, stderr) of running argv; an exception means it could not run at all.
+Runner = Callable[[list[str], float], tuple[int, str]]
+Which = Callable[[str], str | None]
+
+# The flags every bwrap plan uses (bwrap.py), minus the mounts; the probe runs exactly these.
+BWRAP_FULL = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+              "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+# Older bubblewrap (< 0.8) has no --disable-userns; kernels that refuse a user namespace to root-run bwrap.
+BWRAP_COMPAT = ["--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+
+UNSHARE_GUARANTEES = (
+    "unshare fallback (bwrap unusable): new user/mount/pid/ipc/uts(/net) namespaces, every mount remounted "
+    "read-only except the workspace and allow_write, masks as with bwrap, capabilities dropped; but the "
+    "host /dev stays visible and there is no seccomp filter"
+)
+
+
+def _run(argv: list[str], timeout: float) -> tuple[int, str]:
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    return r.returncode, r.stderr.decode(errors="replace").strip()
+
+
+def _attempt(run: Runner, argv: list[str]) -> str:
+    """``ok`` or a one-line reason."""
+    try:
+        rc, err = run(argv, TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {TIMEOUT:g}s"
+    except OSError as e:
+        return f"could not run {argv[0]}: {e.strerror or e}"
+    if rc == 0:
+        return "ok"
+    first = err.splitlines()[-1] if err else ""
+    return f"exit {rc}: {first[:200]}" if first else f"exit {rc}"
+
+
+def detect_platform(sys_platform: str | None = None, root: Path = Path("/")) -> str:
+    """linux | wsl2 | wsl1 | macos | other."""
+    plat = sys_platform or sys.platform
+    if plat == "darwin":
+        return "macos"
+    if not plat.startswith("linux"):
+        return "other"
+    try:
+        release = (root / "proc/sys/kernel/osrelease").read_text().lower()
+    except OSError:
+        release = ""
+    if "microsoft" in release:
+        # WSL2 runs a real Linux kernel ("...-microsoft-standard-WSL2"); WSL1 emulates one ("...-Microsoft").
+        return "wsl2" if ("wsl2" in release or "microsoft-standard" in release) else "wsl1"
+    return "linux"
+
+
+def detect_container(root: Path = Path("/"), environ: dict[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    if env.get("container"):
+        return env["container"]  # systemd-nspawn, podman, lxc set this for pid 1's children
+    if (root / ".dockerenv").exists():
+        return "docker"
+    if (root / "run/.containerenv").exists():
+        return "podman"
+    try:
+        cgroup = (root / "proc/1/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    for marker, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"),
+                         ("containerd", "containerd"), ("libpod", "podman")):
+        if marker in cgroup:
+            return name
+    return None
+
+
+def _userns_facts(root: Path) -> list[str]:
+    """Sysctls that explain a failed user namespace (shown only when something failed)."""
+    facts = []
+    for rel, bad in (("proc/sys/kernel/unprivileged_userns_clone", "0"), ("proc/sys/user/max_user_namespaces", "0"),
+                     ("proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1")):
         try:
-            r = subprocess.run(argv, capture_output=True, timeout=5)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            checks[name] = str(e)
-            continue
-        checks[name] = "ok" if r.returncode == 0 else r.stderr.decode(errors="replace").strip()[:200]
-    for backend in ("bwrap", "unshare"):
-        if checks.get(backend) == "ok":
-            return SandboxProbe(platform="linux", available=True, backend=backend, checks=checks)
-    return SandboxProbe(platform="linux", available=False, checks=checks, reason="; ".join(checks.values()))
+            if (root / rel).read_text().strip() == bad:
+                facts.append(f"{rel.removeprefix('proc/sys/').replace('/', '.')}={bad}")
+        except OSError:
+            pass
+    return facts
+
+
+def probe(
+    *,
+    run: Runner = _run,
+    which: Which = shutil.which,
+    sys_platform: str | None = None,
+    root: Path = Path("/"),
+    environ: dict[str, str] | None = None,
+) -> SandboxProbe:
+    """Blocking (runs processes, up to a few seconds): call it from a worker thread.
+
+    Every collaborator is injectable so both outcomes can be tested without breaking the machine.
+    """
+    platform = detect_platform(sys_platform, root)
+    container = detect_container(root, environ) if platform in ("linux", "wsl2") else None
+    checks: dict[str, str] = {}
+    if platform == "macos":
+        checks["sandbox-exec"] = "ok" if which("sandbox-exec") else "sandbox-exec not found"
+        return SandboxProbe(platform=platform, available=False, checks=checks,
+                            reason="macOS: nexusd has no sandbox-exec profile yet; shell commands cannot be sandboxed")
+    if platform == "wsl1":
+        return SandboxProbe(platform=platform, available=False, checks=checks,
+                            reason="WSL1 has no Linux namespaces: unsupported (use WSL2)")
+    if platform not in ("linux", "wsl2"):
+        return SandboxProbe(platform=platform, available=False, reason=f"unsupported platform {sys.platform}")
+
+    unshare = which("unshare")
+    checks["userns"] = (_attempt(run, [unshare, "--user", "--map-root-user", "true"]) if unshare
+                        else "unshare not found (install util-linux)")
+    bwrap = which("bwrap")
+    if bwrap is None:
+        checks["bwrap"] = "bwrap not found (install bubblewrap)"
+    else:
+        mounts = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        checks["bwrap"] = _attempt(run, [bwrap, *mounts, *BWRAP_FULL, "--", "true"])
+        if checks["bwrap"] != "ok":
+            checks["bwrap_compat"] = _attempt(run, [bwrap, *mounts, *BWRAP_COMPAT, "--", "true"])
+    if unshare and checks["userns"] == "ok":
+        # The fallback needs mount, pid and net namespaces too, and mount(8) inside.
+        checks["unshare"] = _attempt(run, [unshare, "--user", "--map-root-user", "--mount", "--pid", "--fork",
+                                           "--ipc", "--uts", "--net", "--mount-proc", "--", "true"])
+
+    if checks.get("bwrap") == "ok" or checks.get("bwrap_compat") == "ok":
+        note = "" if checks.get("bwrap") == "ok" else "old bubblewrap: nested user namespaces are not disabled"
+        return SandboxProbe(platform=platform, available=True, backend="bwrap", container=container,
+                            checks=checks, reason=note)
+    if checks.get("unshare") == "ok":
+        return SandboxProbe(platform=platform, available=True, backend="unshare", container=container,
+                            checks=checks, reason=UNSHARE_GUARANTEES)
+    why = [f"{k}: {v}" for k, v in checks.items() if v != "ok"]
+    facts = _userns_facts(root)
+    if facts:
+        why.append("user namespaces restricted (" + ", ".join(facts) + ")")
+    if container:
+        why.append(f"inside a {container} container (its runtime may forbid namespaces)")
+    return SandboxProbe(platform=platform, available=False, container=container, checks=checks,
+                        reason="no sandbox works here: " + "; ".join(why))
+
+
+_lock = threading.Lock()
+_cached: SandboxProbe | None = None
+
+
+def cached_probe(refresh: bool = False) -> SandboxProbe:
+    """The daemon's probe: run once for the daemon's life, again only on request (``nexusctl sandbox probe
+    --refresh``). Blocking on the first call or a refresh: call from a worker thread."""
+    global _cached
+    with _lock:
+        if _cached is None or refresh:
+            _cached = probe()
+        return _cached

@@ -1,0 +1,114 @@
+"""From a ``MountSpec`` (what may be written, what is hidden) to the argv of a bubblewrap sandbox.
+
+The view a sandboxed command gets: the root bound read-only, fresh ``/proc``, ``/dev`` and ``/tmp``,
+the writable paths bound read-write, then the more specific entries on top. Mount order decides who
+wins, so entries are applied parent before child: the most specific setting wins, except that the
+always-protected paths (``protected``) can never be opened up again by a user's allow_write/allow_read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nexusd.sandbox.probe import BWRAP_COMPAT, BWRAP_FULL
+
+Kind = Literal["rw", "ro", "mask", "reveal"]
+# At equal paths the later (higher) one is mounted last and wins.
+_PRIORITY: dict[Kind, int] = {"rw": 0, "reveal": 1, "ro": 2, "mask": 3}
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    """Absolute, canonical paths. Only existing paths are mounted (bwrap would create missing ones on the
+    host inside writable binds); missing protected paths are scrubbed after the command instead."""
+
+    cwd: str
+    writable: tuple[str, ...] = ()  # workspace, allow_write
+    read_only: tuple[str, ...] = ()  # deny_write, bare-repo files
+    masked: tuple[str, ...] = ()  # deny_read: tmpfs over directories, /dev/null over files
+    revealed: tuple[str, ...] = ()  # allow_read: re-exposed read-only inside a mask
+    protected_ro: tuple[str, ...] = ()  # always: .git/hooks, .git/config, rc files, agent settings dirs
+    protected_masked: tuple[str, ...] = ()  # always: the daemon's config, state and socket directories
+    own: tuple[str, ...] = ()  # the per-workspace sandbox HOME and TMPDIR (writable even inside a mask)
+    env: tuple[tuple[str, str], ...] = ()
+    network: bool = False  # True: share the host's network
+    unsetenv: tuple[str, ...] = field(default=("NEXUS_SOCKET",))
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.rstrip("/").count("/")
+
+
+def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
+    """The mounts to apply, in order, after the read-only root. Pure: decides from the spec alone;
+    the caller has already dropped paths that do not exist."""
+    entries: list[tuple[Kind, str, bool]] = []  # kind, path, always-protected
+    entries += [("rw", p, False) for p in spec.writable]
+    entries += [("ro", p, False) for p in spec.read_only]
+    entries += [("mask", p, False) for p in spec.masked]
+    entries += [("reveal", p, False) for p in spec.revealed]
+    entries += [("ro", p, True) for p in spec.protected_ro]
+    entries += [("mask", p, True) for p in spec.protected_masked]
+    protected = [(k, p) for k, p, prot in entries if prot]
+
+    def nearest(path: str) -> Kind | None:
+        """What a strict ancestor (deepest wins; at a tie the higher priority) makes of ``path``."""
+        best: tuple[int, int, Kind] | None = None
+        for k, p, _ in kept:
+            if p != path and _under(path, p):
+                key = (_depth(p), _PRIORITY[k], k)
+                if best is None or key[:2] > best[:2]:
+                    best = key
+        return best[2] if best else None
+
+    kept: list[tuple[Kind, str, bool]] = []
+    for kind, path, prot in entries:
+        # A user's allow_* never opens an always-protected path or anything under it.
+        if not prot and kind in ("rw", "reveal") and any(_under(path, p) for _, p in protected):
+            continue
+        kept.append((kind, path, prot))
+    for own in spec.own:  # ours, so allowed under the masked state directory
+        kept.append(("rw", own, False))
+
+    ordered = sorted(set((k, p) for k, p, _ in kept), key=lambda e: (_depth(e[1]), _PRIORITY[e[0]], e[1]))
+    out: list[tuple[Kind, str]] = []
+    for kind, path in ordered:
+        above = nearest(path)
+        if kind == "ro" and above != "rw":
+            continue  # already read-only (root, reveal) or hidden (mask): re-binding would only expose it
+        if kind == "reveal" and above != "mask":
+            continue  # allow_read only re-opens what a mask hides
+        if kind == "rw" and above == "rw" and path not in spec.own:
+            continue  # already writable
+        out.append((kind, path))
+    return out
+
+
+def build_bwrap_argv(bwrap: str, spec: MountSpec, argv: list[str], *, full: bool = True) -> list[str]:
+    """``full``: the probe's BWRAP_FULL flags worked (else the compat set for old bubblewrap)."""
+    out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for kind, path in plan_mounts(spec):
+        if kind == "rw":
+            out += ["--bind", path, path]
+        elif kind in ("ro", "reveal"):
+            out += ["--ro-bind", path, path]
+        elif os.path.isdir(path):
+            out += ["--tmpfs", path]  # writable but ephemeral: nothing reaches the host
+        else:
+            out += ["--ro-bind", "/dev/null", path]
+    flags = list(BWRAP_FULL if full else BWRAP_COMPAT)
+    if spec.network:
+        flags.remove("--unshare-net")
+    out += flags
+    for name in spec.unsetenv:
+        out += ["--unsetenv", name]
+    for name, value in spec.env:
+        out += ["--setenv", name, value]
+    out += ["--chdir", spec.cwd, "--", *argv]
+    return out

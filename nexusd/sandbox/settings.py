@@ -1,0 +1,184 @@
+"""The ``[sandbox]`` table of a policy file: schema, strict parsing, and the merge across layers.
+
+Seed 001's settings under our names. Paths follow the *sandbox* path semantics (not the permission
+rules'): ``/abs`` is absolute, ``~/x`` is in the home directory, ``./x`` is relative to the policy file
+that says it (``//abs`` is accepted as absolute, for compatibility). Anything else is an error, so a
+typo never silently protects the wrong place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
+             "network_isolation")
+FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
+TOP_KEYS = frozenset((*BOOL_KEYS, "excluded_commands", "filesystem", "network"))
+NETWORK_KEYS = frozenset(("isolated",))
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class SandboxLayer:
+    """One policy file's ``[sandbox]`` table: only what it says (``None`` = not set here)."""
+
+    path: str
+    managed: bool = False
+    enabled: bool | None = None
+    fail_if_unavailable: bool | None = None
+    auto_allow_bash_if_sandboxed: bool | None = None
+    allow_unsandboxed_commands: bool | None = None
+    network_isolation: bool | None = None
+    excluded_commands: tuple[str, ...] = ()
+    allow_write: tuple[str, ...] = ()
+    deny_write: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    allow_read: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """The effective sandbox settings. Defaults fail closed: no network, refuse when no sandbox works."""
+
+    enabled: bool = False  # transparently sandbox agents' shell calls
+    fail_if_unavailable: bool = True  # no working sandbox: refuse (False: run unsandboxed, with a warning)
+    auto_allow_bash_if_sandboxed: bool = False  # sandboxed shell calls skip a bare ask (deny/ask rules still apply)
+    allow_unsandboxed_commands: bool = True  # excluded_commands may run outside the sandbox
+    network_isolation: bool = True
+    excluded_commands: tuple[str, ...] = ()
+    allow_write: tuple[str, ...] = ()  # absolute paths
+    deny_write: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    allow_read: tuple[str, ...] = ()
+    sources: tuple[str, ...] = field(default=(), compare=False)  # the policy files that contributed
+
+
+def resolve_sandbox_path(raw: str, policy_file: Path, home: str | None = None) -> str:
+    """Seed 001's ``resolveSandboxFilesystemPath``: absolute, ``~/``, or ``./`` relative to the policy file."""
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("a sandbox path must be a non-empty string")
+    if "\x00" in raw:
+        raise ValueError(f"sandbox path {raw!r} contains a NUL byte")
+    if _GLOB_CHARS & set(raw):
+        raise ValueError(f"sandbox path {raw!r}: globs are not supported in sandbox paths, name the directory")
+    if raw.startswith("//"):
+        p = raw[1:]
+    elif raw.startswith("/"):
+        p = raw
+    elif raw == "~" or raw.startswith("~/"):
+        p = (home or os.path.expanduser("~")) + raw[1:]
+    elif raw == "." or raw.startswith("./") or raw == ".." or raw.startswith("../"):
+        p = str(policy_file.parent / raw)
+    else:
+        raise ValueError(
+            f"sandbox path {raw!r} is ambiguous: write /absolute, ~/in-home or ./relative-to-the-policy-file"
+        )
+    return os.path.normpath(p)
+
+
+def _bool(table: Mapping[str, Any], key: str, where: str) -> bool | None:
+    if key not in table:
+        return None
+    v = table[key]
+    if not isinstance(v, bool):
+        raise ValueError(f"{where}.{key} must be true or false, not {type(v).__name__}")
+    return v
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    if key not in table:
+        return ()
+    v = table[key]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{where}.{key} must be a list of strings")
+    return tuple(str(x) for x in v)
+
+
+def _check_keys(table: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
+
+
+def parse_sandbox_layer(
+    table: Mapping[str, Any], policy_file: Path, *, managed: bool = False, home: str | None = None
+) -> SandboxLayer:
+    """Strict: unknown keys and wrong types are errors (raised as ValueError naming the key)."""
+    if not isinstance(table, Mapping):
+        raise ValueError("[sandbox] must be a table")
+    _check_keys(table, TOP_KEYS, "sandbox")
+    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS}
+    net = table.get("network")
+    if net is not None:
+        if not isinstance(net, Mapping):
+            raise ValueError("sandbox.network must be a table")
+        _check_keys(net, NETWORK_KEYS, "sandbox.network")
+        isolated = _bool(net, "isolated", "sandbox.network")
+        if isolated is not None:
+            if values["network_isolation"] is not None and values["network_isolation"] != isolated:
+                raise ValueError("sandbox.network_isolation and sandbox.network.isolated disagree")
+            values["network_isolation"] = isolated
+    excluded = _strings(table, "excluded_commands", "sandbox")
+    for rule in excluded:
+        if not rule.strip():
+            raise ValueError("sandbox.excluded_commands: empty rule")
+    fs = table.get("filesystem", {})
+    if not isinstance(fs, Mapping):
+        raise ValueError("sandbox.filesystem must be a table")
+    _check_keys(fs, FS_KEYS, "sandbox.filesystem")
+    paths: dict[str, tuple[str, ...]] = {}
+    for key in FS_KEYS:
+        raw = _strings(fs, key, "sandbox.filesystem")
+        try:
+            paths[key] = tuple(resolve_sandbox_path(r, policy_file, home) for r in raw)
+        except ValueError as e:
+            raise ValueError(f"sandbox.filesystem.{key}: {e}") from None
+    return SandboxLayer(path=str(policy_file), managed=managed, excluded_commands=excluded, **values, **paths)
+
+
+def parse_sandbox_table(table: Mapping[str, Any], policy_file: Path) -> SandboxSettings:
+    """One file's table as complete settings (defaults for what it leaves out); raises ValueError."""
+    return merge_settings([parse_sandbox_layer(table, policy_file)])
+
+
+def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
+    """Layers in increasing precedence (e.g. user, project, local). Lists are unions: a layer can add
+    protection or room, never remove another layer's deny. A managed layer's booleans are final."""
+    values: dict[str, Any] = {}
+    final: set[str] = set()
+    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands")}
+    sources: list[str] = []
+    for layer in layers:
+        sources.append(layer.path)
+        for key in BOOL_KEYS:
+            v = getattr(layer, key)
+            if v is None or key in final:
+                continue
+            values[key] = v
+            if layer.managed:
+                final.add(key)
+        for key, acc in lists.items():
+            acc.extend(x for x in getattr(layer, key) if x not in acc)
+    return SandboxSettings(**values, **{k: tuple(v) for k, v in lists.items()}, sources=tuple(sources))
+
+
+def sandbox_settings(policy: object) -> SandboxSettings:
+    """The effective settings of a loaded policy (defaults when it has no ``[sandbox]`` tables).
+
+    The policy loader keeps each layer's table as ``Policy.sandbox_layers``: ``SandboxLayer`` objects
+    (validated at load, so errors name their file) or ``(table, path)`` pairs.
+    """
+    layers = getattr(policy, "sandbox_layers", None) or ()
+    parsed: list[SandboxLayer] = []
+    for item in layers:
+        if isinstance(item, SandboxLayer):
+            parsed.append(item)
+        else:
+            table, path = item[0], item[1]
+            managed = bool(item[2]) if len(item) > 2 else False
+            parsed.append(parse_sandbox_layer(table, Path(path), managed=managed))
+    return merge_settings(parsed)
