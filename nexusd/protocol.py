@@ -229,6 +229,7 @@ class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
     command: str
     cwd: str
     session: str | None = None
+    workspace: str | None = None  # the writable root (default: cwd)
     ref: str | None = None
 
 
@@ -364,6 +365,8 @@ class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
     allowed: bool
     argv: list[str] = []  # exec this to run the command sandboxed
     reason: str = ""
+    backend: str | None = None  # bwrap | unshare; None: unsandboxed (only when the policy allows it)
+    scrub: list[str] = []  # protected paths missing now: remove them after the command if it planted them
     ref: str | None = None
 
 
