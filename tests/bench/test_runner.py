@@ -1,0 +1,66 @@
+"""``run_bench`` end to end: its own temporary daemon beside the echo floor, or a running daemon."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from nexusd.bench import procs
+from nexusd.bench.runner import render, run_bench
+from tests.bench.sanity import assert_summary
+from tests.conftest import DaemonHandle
+
+
+def test_baseline_run_reports_both_targets_and_ratios() -> None:
+    out = run_bench(scenario_names=("allow", "prompt"), clients=(1, 2), requests=10, warmup=1, baseline=True)
+    assert [(c["scenario"], c["clients"]) for c in out["cells"]] == [
+        ("allow", 1),
+        ("allow", 2),
+        ("prompt", 1),
+        ("prompt", 2),
+    ]
+    for cell in out["cells"]:
+        for key in ("echo", "nexusd"):
+            s = cell[key]
+            assert s["requests"] == 10 and s["errors"] == 0
+            assert_summary(s["latency_us"], 10)
+            assert s["throughput_rps"] > 0
+        assert sum(cell["nexusd"]["outcomes"].values()) == 10
+        for r in cell["ratio"].values():
+            assert r is not None and math.isfinite(r) and r > 0
+    d = out["daemon"]
+    assert d["pid"] > 0 and d["rss_before_mb"] > 0 and d["rss_after_mb"] > 0 and d["start_to_ready_ms"] > 0
+    assert {c["result"] for c in out["checks"]} <= {"pass", "MISS", "invalid"}
+    assert any(c["metric"].startswith("round trip p99 (allow x1)") for c in out["checks"])
+    text = render(out)
+    assert "allow" in text and "prompt" in text and "echo" in text
+    json.dumps(out, allow_nan=False)  # strict JSON: no NaN anywhere
+
+
+def test_running_daemon_is_measured_in_place(daemon_factory: Callable[..., DaemonHandle]) -> None:
+    d = daemon_factory(policy=procs.BENCH_POLICY)
+    out = run_bench(socket=d.socket, scenario_names=("deny",), clients=(2,), requests=8, warmup=0)
+    assert out["daemon"]["pid"] == d.proc.pid
+    cell = out["cells"][0]
+    assert "echo" not in cell and cell["nexusd"]["requests"] == 8
+
+
+def test_nexusctl_bench_json_and_usage_errors(daemon_factory: Callable[..., DaemonHandle]) -> None:
+    d = daemon_factory(policy=procs.BENCH_POLICY)
+    cmd = [str(Path(sys.executable).with_name("nexusctl")), "bench", "--socket", str(d.socket)]
+    cp = subprocess.run(
+        [*cmd, "--clients", "2", "--requests", "6", "--scenario", "deny", "--json"],
+        capture_output=True,
+        env=d.env,
+        timeout=60,
+        check=False,
+    )
+    assert cp.returncode == 0, cp.stderr.decode()
+    out = json.loads(cp.stdout)
+    assert out["cells"][0]["nexusd"]["requests"] == 6
+    bad = subprocess.run([*cmd, "--clients", "0"], capture_output=True, env=d.env, timeout=60, check=False)
+    assert bad.returncode == 2 and b"positive" in bad.stderr
