@@ -1,0 +1,289 @@
+"""Install, remove and inspect nexusd as a user service, one printed step at a time.
+
+An install is a list of steps (write a file, run a service-manager command) planned up front so that
+``--dry-run`` prints exactly what a real run does. Files are written atomically and always before the
+service manager is told; when the manager cannot be reached (no user session bus, no launchd), the
+step says so and the files are left correct, with the commands to finish by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nexusd.service import launchd, systemd
+
+Out = Callable[[str], None]
+MANAGERS = ("systemd", "launchd")
+COMMAND_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    path: Path
+    content: str
+    mode: int = 0o644
+
+    def describe(self) -> str:
+        return f"write {self.path}"
+
+
+@dataclass(frozen=True)
+class MakeDir:
+    path: Path
+    mode: int = 0o700
+
+    def describe(self) -> str:
+        return f"create directory {self.path} (mode {self.mode:04o})"
+
+
+@dataclass(frozen=True)
+class RemoveFile:
+    path: Path
+
+    def describe(self) -> str:
+        return f"remove {self.path}"
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    tolerate: bool = False  # a failure here is expected at times (e.g. unloading a job that is not loaded)
+
+    def describe(self) -> str:
+        return " ".join(self.argv)
+
+
+Step = WriteFile | MakeDir | RemoveFile | Command
+
+
+class StepFailed(Exception):
+    pass
+
+
+@dataclass
+class Plan:
+    manager: str
+    steps: list[Step]
+    finish_by_hand: list[str]  # the commands to run once the service manager is reachable
+
+
+def default_manager() -> str:
+    return "launchd" if sys.platform == "darwin" else "systemd"
+
+
+def find_nexusd(explicit: str | None = None) -> str:
+    """The absolute path of the ``nexusd`` installed beside this ``nexusctl``.
+
+    The console scripts are installed together, so the sibling of the running nexusctl (or of the
+    interpreter, for ``python -m``) is the matching daemon; PATH is the last resort. Symlinks are kept
+    (not resolved) so that upgrading a pipx or Homebrew install keeps the unit valid.
+    """
+    candidates: list[str] = []
+    if explicit:
+        candidates.append(explicit)
+    else:
+        argv0 = sys.argv[0] if sys.argv else ""
+        if os.path.basename(argv0) == "nexusctl":
+            candidates.append(os.path.join(os.path.dirname(os.path.abspath(argv0)), "nexusd"))
+        candidates.append(os.path.join(os.path.dirname(sys.executable), "nexusd"))
+        found = shutil.which("nexusd")
+        if found:
+            candidates.append(found)
+    for c in candidates:
+        path = os.path.abspath(c)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    tried = ", ".join(candidates) or "PATH"
+    raise StepFailed(f"cannot find an executable nexusd (tried {tried}); pass --nexusd PATH")
+
+
+def nexusd_warnings(nexusd: str) -> list[str]:
+    """Anyone who can replace the daemon's executable runs code as this user at its next start."""
+    warnings = []
+    for p in (Path(nexusd), Path(nexusd).parent):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if st.st_mode & 0o022 and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+            warnings.append(f"{p} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); fix that first")
+        elif st.st_uid not in (0, os.geteuid()):
+            warnings.append(f"{p} is owned by uid {st.st_uid}, who can replace the daemon")
+    return warnings
+
+
+def home_dir(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or str(Path.home()))
+
+
+def plan_install(manager: str, nexusd: str, environ: Mapping[str, str] | None = None) -> Plan:
+    env = os.environ if environ is None else environ
+    if manager == "systemd":
+        ctl = ("systemctl", "--user")
+        steps: list[Step] = [WriteFile(p, c) for p, c in systemd.files(nexusd, env).items()]
+        cmds = [
+            Command((*ctl, "daemon-reload")),
+            Command((*ctl, "enable", "--now", systemd.SOCKET_NAME)),
+            # A reinstall (new nexusd path or unit) takes effect now if the daemon is running; no-op if not.
+            Command((*ctl, "try-restart", systemd.SERVICE_NAME)),
+        ]
+        return Plan(manager, steps + cmds, [c.describe() for c in cmds])
+    if manager == "launchd":
+        home = home_dir(env)
+        domain = f"gui/{os.getuid()}"
+        agent = launchd.agent_path(home)
+        steps = [
+            MakeDir(launchd.socket_path(home).parent, 0o700),
+            MakeDir(launchd.log_path(home).parent, 0o755),
+            *(WriteFile(p, c) for p, c in launchd.files(nexusd, home).items()),
+        ]
+        cmds = [
+            # An older copy of the agent may be loaded; unloading one that is not loaded fails harmlessly.
+            Command(("launchctl", "bootout", f"{domain}/{launchd.LABEL}"), tolerate=True),
+            # Enabled first: bootstrap refuses a job a previous `launchctl disable` left disabled.
+            Command(("launchctl", "enable", f"{domain}/{launchd.LABEL}")),
+            Command(("launchctl", "bootstrap", domain, str(agent))),
+        ]
+        return Plan(manager, steps + cmds, [c.describe() for c in cmds[1:]])
+    raise ValueError(f"unknown service manager {manager!r}")
+
+
+def plan_uninstall(manager: str, environ: Mapping[str, str] | None = None) -> Plan:
+    env = os.environ if environ is None else environ
+    if manager == "systemd":
+        ctl = ("systemctl", "--user")
+        d = systemd.unit_dir(env)
+        stop = Command((*ctl, "disable", "--now", systemd.SOCKET_NAME, systemd.SERVICE_NAME))
+        reload_ = Command((*ctl, "daemon-reload"))
+        steps: list[Step] = [
+            stop,
+            RemoveFile(d / systemd.SOCKET_NAME),
+            RemoveFile(d / systemd.SERVICE_NAME),
+            reload_,
+        ]
+        return Plan(manager, steps, [stop.describe(), reload_.describe()])
+    if manager == "launchd":
+        home = home_dir(env)
+        bootout = Command(("launchctl", "bootout", f"gui/{os.getuid()}/{launchd.LABEL}"), tolerate=True)
+        return Plan(manager, [bootout, RemoveFile(launchd.agent_path(home))], [bootout.describe()])
+    raise ValueError(f"unknown service manager {manager!r}")
+
+
+def run_plan(plan: Plan, out: Out, *, dry_run: bool = False) -> bool:
+    """Run (or with dry_run, print) every step; True when all succeeded.
+
+    Files are always written or removed. After a service-manager command fails, later commands are
+    skipped (they depend on it) and the person is told what to run once the manager is reachable.
+    """
+    n = len(plan.steps)
+    failed = False
+    for i, step in enumerate(plan.steps, 1):
+        head = f"[{i}/{n}] {step.describe()}"
+        if dry_run:
+            out(f"{head} ... (dry run)")
+            if isinstance(step, WriteFile):
+                out(f"      --- {step.path} (mode {step.mode:04o})")
+                out("\n".join("      " + line if line else "" for line in step.content.splitlines()))
+                out("      ---")
+            continue
+        if isinstance(step, Command) and failed:
+            out(f"{head} ... skipped (an earlier step failed)")
+            continue
+        try:
+            detail = _run_step(step)
+        except StepFailed as e:
+            if isinstance(step, Command) and step.tolerate:
+                out(f"{head} ... not needed ({e})")
+                continue
+            out(f"{head} ... FAILED: {e}")
+            failed = True
+            continue
+        out(f"{head} ... {detail}")
+    if failed and not dry_run:
+        out("")
+        out(f"Not finished: {plan.manager} could not be told. The files above are in place; once your")
+        out("session's service manager is reachable, run:")
+        for cmd in plan.finish_by_hand:
+            out(f"    {cmd}")
+    return not failed
+
+
+def _run_step(step: Step) -> str:
+    if isinstance(step, WriteFile):
+        try:
+            unchanged = step.path.is_file() and step.path.read_text() == step.content
+            write_atomically(step.path, step.content, step.mode)
+        except OSError as e:
+            raise StepFailed(f"{e.strerror or e}") from e
+        return "ok (unchanged)" if unchanged else "ok"
+    if isinstance(step, MakeDir):
+        try:
+            existed = step.path.is_dir()
+            step.path.mkdir(mode=step.mode, parents=True, exist_ok=True)
+            st = os.lstat(step.path)
+            if not stat.S_ISDIR(st.st_mode):
+                raise StepFailed("exists and is not a directory")
+            if st.st_uid != os.geteuid():
+                raise StepFailed(f"owned by uid {st.st_uid}, not by us")
+            if stat.S_IMODE(st.st_mode) != step.mode:
+                os.chmod(step.path, step.mode)
+        except OSError as e:
+            raise StepFailed(f"{e.strerror or e}") from e
+        return "ok (exists)" if existed else "ok"
+    if isinstance(step, RemoveFile):
+        try:
+            step.path.unlink()
+        except FileNotFoundError:
+            return "ok (not present)"
+        except OSError as e:
+            raise StepFailed(f"{e.strerror or e}") from e
+        return "ok"
+    return _run_command(step.argv)
+
+
+def _run_command(argv: Sequence[str]) -> str:
+    exe = shutil.which(argv[0])
+    if exe is None:
+        hint = " (launchd is macOS only)" if argv[0] == "launchctl" else ""
+        raise StepFailed(f"{argv[0]} not found{hint}")
+    try:
+        r = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise StepFailed(f"no answer within {COMMAND_TIMEOUT:.0f}s") from e
+    except OSError as e:
+        raise StepFailed(str(e)) from e
+    text = " ".join((r.stderr.strip() or r.stdout.strip()).splitlines()[-3:])
+    if r.returncode != 0:
+        raise StepFailed(f"exit {r.returncode}: {text or 'no output'}")
+    return "ok" + (f" ({text})" if text else "")
+
+
+def write_atomically(path: Path, content: str, mode: int) -> None:
+    """Temp file, fsync, rename: a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(content)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces a symlink at path rather than writing through it
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
