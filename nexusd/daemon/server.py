@@ -38,7 +38,7 @@ log = structlog.get_logger("nexusd")
 # Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery}),
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery}),  # the sandbox launcher
     "ui": frozenset(
         {
             p.Subscribe,
@@ -954,8 +954,9 @@ class Server:
     async def _on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlanQuery) -> None:
         from nexusd.sandbox.plan import plan_command
 
+        probe = self.probe if self.probe is not None else await self._refresh_probe()
         try:
-            plan = plan_command(msg.command, msg.cwd, self.store, self.probe, msg.session)
+            plan = plan_command(msg.command, msg.cwd, self.store, probe, msg.session, workspace=msg.workspace)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
