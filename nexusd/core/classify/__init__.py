@@ -1,0 +1,412 @@
+"""Input classification: what a tool call really does, for the policy engine.
+
+``classify(call, ctx, fs)`` is pure (file-system facts come through ``fs``) and never raises: an
+internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from nexusd.core.classify import bash, commands, paths, text, urls
+from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
+from nexusd.core.tools import ToolInfo, extract, tool_info
+from nexusd.protocol import CallDetails, CallInfo
+
+__all__ = ["classify", "details", "domain_matches", "escape_for_display"]
+
+domain_matches = urls.domain_matches
+escape_for_display = text.escape_for_display
+
+MAX_READ_SIZE = 10 * 1024 * 1024
+MAX_WRITE_SIZE = 10 * 1024 * 1024
+BINARY_PROBE = 8192
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
+_READ_OPS = frozenset({"<", "<&", "<>"})
+_GIT_CONFIG_LIMIT = 64 * 1024
+
+RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
+
+
+class _Acc:
+    """Accumulates a classification's findings in the order they are found."""
+
+    def __init__(self, ctx: Context, fs: FileSystem) -> None:
+        self.ctx, self.fs = ctx, fs
+        self.requirement = RO
+        self.flags: set[Flag] = set()
+        self.notes: list[str] = []
+        self.reads: list[str] = []
+        self.writes: list[str] = []
+
+    def need(self, req: Requirement) -> None:
+        self.requirement = max(self.requirement, req)
+
+    def flag(self, flag: Flag, note: str) -> None:
+        self.flags.add(flag)
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def note(self, note: str) -> None:
+        if note and note not in self.notes:
+            self.notes.append(note)
+
+    def path(self, raw: str, cwd: str | None, write: bool, dynamic: bool = False) -> paths.PathInfo | None:
+        """Resolve and check one path read or written; raise requirements and flags as needed."""
+        verb = "writes" if write else "reads"
+        if dynamic or cwd is None:
+            why = "depends on a variable" if dynamic else "is relative to a directory changed at run time"
+            if dynamic:
+                self.flag(Flag.DYNAMIC, f"{verb} a path that {why}: {raw}")
+            else:
+                self.note(f"{verb} a path that {why}: {raw}")
+            self.need(DFA)
+            return None
+        info = paths.resolve(raw, cwd, self.ctx, self.fs)
+        if info.unresolved:
+            self.note(f"{verb} a path we cannot resolve: {raw}")
+            self.need(DFA)
+            if write:
+                self.flag(Flag.OUTSIDE_WORKSPACE, f"writes outside the workspace: {raw}")
+            return info
+        target = self.writes if write else self.reads
+        if info.path not in target:
+            target.append(info.path)
+        if info.symlink_escape:
+            self.flag(Flag.SYMLINK_ESCAPE, f"{raw} is a symlink that leads outside the workspace: {info.path}")
+        if not info.inside:
+            self.flag(Flag.OUTSIDE_WORKSPACE, f"{verb} outside the workspace: {info.path}")
+        if write:
+            self.need(WW)
+            if (
+                info.path.startswith("/dev/")
+                and info.path not in commands.SAFE_DEVICES
+                and not info.path.startswith(("/dev/fd/", "/dev/pts/"))
+            ):
+                self.flag(Flag.CATASTROPHIC, f"writes to a device: {info.path}")
+            if not info.inside or info.symlink_escape:
+                self.need(DFA)
+            if info.protected:
+                self.flag(Flag.PROTECTED_PATH, f"writes to a protected path: {info.path}")
+                self.need(DFA)
+        return info
+
+
+def classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
+    """What ``call`` really does. Pure; never raises."""
+    try:
+        return _classify(call, ctx, fs)
+    except Exception as exc:
+        info = _safe_info(call)
+        return Classification(
+            kind=info.kind if info else ToolKind.OTHER,
+            tool=info.canonical if info else str(getattr(call, "tool", "?")),
+            requirement=DFA,
+            flags=frozenset({Flag.UNPARSEABLE}),
+            notes=(f"internal error while classifying: {type(exc).__name__}",),
+        )
+
+
+def _safe_info(call: CallInfo) -> ToolInfo | None:
+    try:
+        return tool_info(call.tool, call.provider)
+    except Exception:
+        return None
+
+
+def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
+    """NUL and hidden characters anywhere in the input (keys too)."""
+    if depth > 32:
+        acc.flag(Flag.UNPARSEABLE, "input nests too deeply")
+        return
+    if isinstance(value, str):
+        if "\x00" in value:
+            acc.flag(Flag.UNPARSEABLE, "NUL byte in input")
+        hidden = text.hidden_chars(value)
+        if hidden:
+            acc.flag(Flag.HIDDEN_CHARS, f"hidden characters in input: {', '.join(hidden[:5])}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _scan_text(k, acc, depth + 1)
+            _scan_text(v, acc, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _scan_text(v, acc, depth + 1)
+
+
+def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
+    info = tool_info(call.tool, call.provider)
+    acc = _Acc(ctx, fs)
+    _scan_text(call.tool, acc)
+    _scan_text(call.input, acc)
+    _scan_text(call.cwd, acc)
+    cwd = call.cwd if call.cwd.startswith("/") else ctx.cwd
+    if not info.known:
+        acc.flag(Flag.UNKNOWN_TOOL, f"unknown tool {call.tool}")
+        acc.need(DFA)
+        return _finish(info, acc)
+    ti = extract(info, call.input)
+    for p in ti.problems:
+        acc.flag(Flag.UNPARSEABLE, p)
+        acc.need(DFA)
+    if ti.cwd:
+        cwd = ti.cwd if ti.cwd.startswith("/") else posixpath.join(cwd, ti.cwd)
+        acc.path(ti.cwd, call.cwd if call.cwd.startswith("/") else ctx.cwd, write=False)
+    if info.kind is ToolKind.MCP:
+        acc.need(DFA)
+        return _finish(info, acc)
+    if info.canonical == "Bash":
+        if ti.background:
+            acc.flag(Flag.BACKGROUND, "runs in the background")
+        if ti.command is None:
+            return _finish(info, acc)
+        return _bash(info, ti.command, cwd, acc)
+    if info.kind is ToolKind.FETCH:
+        acc.need(DFA)
+        return _fetch(info, ti.urls, acc)
+    if info.kind in (ToolKind.SEARCH, ToolKind.AGENT):
+        acc.need(DFA if info.kind is ToolKind.SEARCH else RO)
+        return _finish(info, acc)
+    if info.kind is ToolKind.OTHER or info.canonical in ("BashOutput", "KillShell", "KillBash"):
+        acc.need(WW if info.canonical in ("KillShell", "KillBash") else RO)
+        return _finish(info, acc)
+    for raw in ti.reads:
+        pinfo = acc.path(raw, cwd, write=False)
+        if pinfo is not None and pinfo.path and info.canonical == "Read":
+            _size_checks(pinfo.path, acc)
+    for raw in ti.writes:
+        acc.path(raw, cwd, write=True)
+    if ti.writes:
+        acc.need(WW)
+    if ti.write_bytes > MAX_WRITE_SIZE:
+        acc.flag(Flag.LARGE_WRITE, f"writes {ti.write_bytes} bytes (over {MAX_WRITE_SIZE})")
+    return _finish(info, acc)
+
+
+def _size_checks(path: str, acc: _Acc) -> None:
+    size = acc.fs.size(path)
+    if size is not None and size > MAX_READ_SIZE:
+        acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}")
+    head = acc.fs.head(path, BINARY_PROBE)
+    if head and b"\x00" in head:
+        acc.flag(Flag.BINARY_READ, f"reads a binary file: {path}")
+
+
+def _fetch(info: ToolInfo, raw_urls: tuple[str, ...], acc: _Acc) -> Classification:
+    domains: list[str] = []
+    first_url = raw_urls[0] if raw_urls else None
+    for raw in raw_urls:
+        u = urls.parse_url(raw)
+        for p in u.problems:
+            acc.note(p)
+        if u.domain is None or u.scheme not in ("http", "https"):
+            acc.flag(Flag.UNPARSEABLE, f"cannot tell where this URL goes: {text.escape_for_display(raw)[:200]}")
+        else:
+            if u.domain not in domains:
+                domains.append(u.domain)
+        if u.private:
+            acc.flag(Flag.PRIVATE_ADDRESS, f"private, loopback or metadata address: {u.domain or raw}")
+    if len(domains) > 1:
+        acc.note(f"fetches from several domains: {', '.join(domains)}")
+    domain = domains[0] if len(domains) == 1 else None
+    return _finish(info, acc, url=first_url, domain=domain)
+
+
+def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
+    sa = bash.parse(command)
+    for f in sa.flags:
+        acc.flags.add(f)
+    for n in sa.notes:
+        acc.note(n)
+    if sa.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC}:
+        acc.need(DFA)
+    cwds: list[str] | None = [cwd]
+    out: list[Command] = []
+    for cmd in sa.commands:
+        out.append(cmd.to_command())
+        eff = commands.effect(cmd)
+        _command_effect(cmd, eff, cwds, acc)
+        if eff.cd is not None:
+            cwds = _apply_cd(eff.cd, cwds, acc)
+    for i, r in enumerate(sa.redirects):
+        _redirect(r, i in sa.dynamic_redirects, cwds, acc)
+    return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
+
+
+def _apply_cd(target: str, cwds: list[str] | None, acc: _Acc) -> list[str] | None:
+    """After ``cd``, later relative paths may resolve against either directory (control flow is not tracked)."""
+    if cwds is None or target == "" or (paths.expand_user(target, acc.ctx.home) is None):
+        return None
+    expanded = paths.expand_user(target, acc.ctx.home) or target
+    new = [posixpath.normpath(posixpath.join(c, expanded)) for c in cwds]
+    return list(dict.fromkeys([*cwds, *new]))[:8]
+
+
+def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:
+    if raw.startswith(("/", "~", "$HOME", "${HOME}")):
+        return [cwds[0] if cwds else "/"]
+    return list(cwds) if cwds else [None]
+
+
+def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
+    acc.need(eff.requirement)
+    acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
+    if eff.catastrophic:
+        acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
+    if cmd.stdin_args and (eff.requirement > RO or eff.reads or eff.writes):
+        # xargs / find -exec: the files arrive at run time, so no boundary can be proven
+        acc.need(DFA)
+        acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
+    if eff.git_config_check is not None:
+        _git_check(eff.git_config_check, cwds, acc)
+    for indices, write in ((eff.reads, False), (eff.writes, True)):
+        for i in indices:
+            raw = cmd.argv[i]
+            if cmd.stdin_args and raw == "{}":
+                continue
+            for c in _each_cwd(raw, cwds):
+                acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
+    for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
+        for raw in raws:
+            for c in _each_cwd(raw, cwds):
+                acc.path(raw, c, write, dynamic="$" in raw)
+    for i in eff.recursive_targets:
+        _catastrophic_target(cmd.argv[i], cwds, acc, cmd.argv[0])
+
+
+def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
+    home = acc.ctx.home.rstrip("/") or "/"
+    candidates = {raw.rstrip("/") or "/"}
+    expanded = paths.expand_user(raw, acc.ctx.home)
+    if expanded is None:
+        if raw.startswith(("$", "${", "~")):
+            acc.flag(Flag.CATASTROPHIC, f"{name} -r on a path we cannot resolve: {raw}")
+        return
+    for c in cwds or ["/"]:
+        absolute = posixpath.normpath(posixpath.join(c, expanded))
+        candidates.add(absolute)
+        stripped = absolute
+        while stripped.endswith(("/*", "/.*")) or stripped in ("*", ".*"):
+            stripped = posixpath.dirname(stripped) if "/" in stripped else c
+            candidates.add(stripped or "/")
+        candidates.add(posixpath.normpath(acc.fs.realpath(absolute)) if "*" not in absolute else absolute)
+    for cand in candidates:
+        if cand in commands.SYSTEM_TOP or cand == home or cand in ("~", "$HOME", "${HOME}"):
+            acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}")
+            return
+
+
+def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> None:
+    if r.target is None:
+        return
+    op = r.op
+    if op in (">&", "<&", ">&-", "<&-") and (r.target.isdigit() or r.target == "-" or r.target.endswith("-")):
+        return
+    if r.target in commands.SAFE_DEVICES and op not in _READ_OPS:
+        return
+    write = op in _WRITE_OPS
+    if not write and op not in _READ_OPS:
+        return
+    for c in _each_cwd(r.target, cwds):
+        acc.path(r.target, c, write, dynamic=dynamic)
+        if op == "<>":
+            acc.path(r.target, c, True, dynamic=dynamic)
+
+
+def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
+    """git is read-only only where the repository's own config cannot run code (fsmonitor, pager, ...)."""
+    start_dirs = [
+        posixpath.normpath(posixpath.join(c, paths.expand_user(repo, acc.ctx.home) or repo)) for c in (cwds or [])
+    ]
+    if not start_dirs or "$" in repo:
+        acc.need(DFA)
+        acc.note("git runs in a directory we cannot determine")
+        return
+    for d in start_dirs:
+        reason = _git_repo_problem(d, acc.fs)
+        if reason:
+            acc.need(DFA)
+            acc.note(f"git is not read-only here: {reason}")
+            return
+
+
+def _git_repo_problem(start: str, fs: FileSystem) -> str:
+    cur = fs.realpath(start) if fs.lexists(start) else start
+    for _ in range(64):
+        dotgit = posixpath.join(cur, ".git")
+        if fs.lexists(dotgit):
+            data = fs.head(dotgit, 4096)
+            gitdir = dotgit
+            if data is not None:  # a file: "gitdir: <path>" (worktree or submodule)
+                line = data.decode("utf-8", "replace").strip()
+                if not line.startswith("gitdir:"):
+                    return f"{dotgit} is not a git directory"
+                gitdir = posixpath.normpath(posixpath.join(cur, line[7:].strip()))
+                common = fs.head(posixpath.join(gitdir, "commondir"), 4096)
+                if common is not None:
+                    return "linked worktree (its shared config is not checked)"
+            return _git_config_problem(posixpath.join(gitdir, "config"), fs)
+        if (
+            fs.lexists(posixpath.join(cur, "HEAD"))
+            and fs.lexists(posixpath.join(cur, "config"))
+            and fs.lexists(posixpath.join(cur, "objects"))
+        ):
+            return _git_config_problem(posixpath.join(cur, "config"), fs)  # a bare repository
+        if cur == "/":
+            return ""
+        cur = posixpath.dirname(cur)
+    return "repository search went too deep"
+
+
+def _git_config_problem(config_path: str, fs: FileSystem) -> str:
+    size = fs.size(config_path)
+    if size is None:
+        return "" if not fs.lexists(config_path) else f"cannot read {config_path}"
+    if size > _GIT_CONFIG_LIMIT:
+        return f"{config_path} is too large to check"
+    data = fs.head(config_path, _GIT_CONFIG_LIMIT)
+    if data is None:
+        return f"cannot read {config_path}"
+    if not commands.git_config_is_inert(data):
+        return f"{config_path} sets options that run programs (fsmonitor, pager, textconv, filters, includes ...)"
+    return ""
+
+
+def _finish(
+    info: ToolInfo,
+    acc: _Acc,
+    commands: tuple[Command, ...] = (),
+    redirects: tuple[Redirect, ...] = (),
+    url: str | None = None,
+    domain: str | None = None,
+) -> Classification:
+    if acc.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.UNKNOWN_TOOL}:
+        acc.need(DFA)
+    return Classification(
+        kind=info.kind,
+        tool=info.canonical,
+        requirement=acc.requirement,
+        commands=commands,
+        redirects=redirects,
+        reads=tuple(acc.reads),
+        writes=tuple(acc.writes),
+        url=url,
+        domain=domain,
+        flags=frozenset(acc.flags),
+        notes=tuple(acc.notes),
+    )
+
+
+def details(cls: Classification) -> CallDetails:
+    """The classification as people see it (every string escaped for display)."""
+    esc = text.escape_for_display
+    return CallDetails(
+        kind=str(cls.kind),
+        tool=esc(cls.tool),
+        commands=[[esc(a) for a in c.argv] for c in cls.commands],
+        reads=[esc(p) for p in cls.reads],
+        writes=[esc(p) for p in cls.writes],
+        domain=esc(cls.domain) if cls.domain else None,
+        notes=[esc(n) for n in cls.notes],
+    )

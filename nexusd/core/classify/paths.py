@@ -1,0 +1,153 @@
+"""Where a path really points: canonical form, workspace boundary, symlink escapes, protected places.
+
+Seed 000's ``validate_workspace_boundary`` and ``is_symlink_escape``, made to work for files that do
+not exist yet: the canonical form is the realpath of the deepest existing ancestor plus the rest,
+normalised. All file-system facts come from the injected ``FileSystem``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+import msgspec
+
+from nexusd.core.model import Context, FileSystem
+
+# Directory names that hold code or settings something runs later; a write anywhere inside is protected.
+PROTECTED_DIR_NAMES = frozenset({".git", ".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".husky"})
+# File names that a shell, git or direnv executes or obeys later, wherever they are.
+PROTECTED_FILE_NAMES = frozenset(
+    {
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".cshrc",
+        ".tcshrc",
+        ".login",
+        ".logout",
+        ".inputrc",
+        ".envrc",
+        ".gitconfig",
+        ".bash_aliases",
+    }
+)
+# Relative to the home directory.
+PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker")
+PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment")
+
+_GLOB = re.compile(r"[*?\[]")
+_VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+class PathInfo(msgspec.Struct, frozen=True):
+    """One path argument, resolved."""
+
+    raw: str
+    path: str  # canonical absolute path ("" when it could not be resolved statically)
+    inside: bool  # inside some workspace root
+    symlink_escape: bool = False  # lexically inside, but a symlink takes it outside
+    protected: bool = False
+    unresolved: bool = False  # depends on a variable or another user's home: we cannot know
+
+
+def expand_user(raw: str, home: str) -> str | None:
+    """``~`` / ``~/x`` / ``$HOME/x`` / ``${HOME}/x`` -> absolute; None for other variables or ``~user``."""
+    if raw.startswith("~"):
+        head, sep, tail = raw.partition("/")
+        if head != "~":
+            return None
+        raw = home + sep + tail if sep else home
+    elif raw.startswith(("$HOME", "${HOME}")):
+        rest = raw[5:] if raw.startswith("$HOME") else raw[7:]
+        if rest and not rest.startswith("/"):
+            return None
+        raw = home + rest
+    if "$" in raw and _VAR.search(raw):
+        return None
+    return raw
+
+
+def _canonical(path: str, fs: FileSystem) -> str:
+    """realpath of the deepest existing ancestor, then the missing rest normalised on top of it."""
+    missing: list[str] = []
+    cur = path
+    for _ in range(4096):
+        if cur == "/" or fs.lexists(cur):
+            base = fs.realpath(cur)
+            return posixpath.normpath(posixpath.join(base, *reversed(missing))) if missing else base
+        cur, name = posixpath.split(cur)
+        missing.append(name)
+        if not cur:
+            cur = "/"
+    return posixpath.normpath(path)
+
+
+def within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def inside_workspace(path: str, ctx: Context) -> bool:
+    return any(within(path, r) for r in ctx.workspace_roots)
+
+
+def is_protected(path: str, ctx: Context) -> bool:
+    """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
+    parts = path.split("/")
+    for part in parts:
+        low = part.casefold()  # case-insensitive file systems: .GIT is .git
+        if low in PROTECTED_DIR_NAMES or low in PROTECTED_FILE_NAMES:
+            return True
+    home = ctx.home.rstrip("/")
+    for rel in PROTECTED_HOME:
+        if within(path, f"{home}/{rel}"):
+            return True
+    if any(within(path, p) for p in PROTECTED_SYSTEM):
+        return True
+    return any(within(path, d) for d in ctx.protected_dirs)
+
+
+def _glob_may_hit(pattern: str, names: frozenset[str]) -> bool:
+    """Could a glob path component match a protected name or ``..``? (bash: a leading dot is literal)."""
+    if not _GLOB.search(pattern):
+        return False
+    if not pattern.startswith((".", "[")):
+        return False
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(n, pattern) for n in (*names, ".."))
+
+
+def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
+    """Resolve one path as a command or tool would see it, relative to ``cwd``."""
+    expanded = expand_user(raw, ctx.home)
+    if expanded is None:
+        return PathInfo(raw=raw, path="", inside=False, unresolved=True)
+    absolute = expanded if expanded.startswith("/") else posixpath.join(cwd, expanded)
+    lexical = posixpath.normpath(absolute)
+    if lexical.startswith("//"):
+        lexical = "/" + lexical.lstrip("/")
+    glob_dotdot = False
+    protected_glob = False
+    if _GLOB.search(absolute):
+        for comp in absolute.split("/"):
+            if _glob_may_hit(comp, PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES):
+                protected_glob = True
+                import fnmatch
+
+                if fnmatch.fnmatchcase("..", comp):
+                    glob_dotdot = True
+    canonical = _canonical(absolute, fs)
+    inside = inside_workspace(canonical, ctx) and not glob_dotdot
+    escape = inside_workspace(lexical, ctx) and not inside_workspace(canonical, ctx)
+    protected = protected_glob or is_protected(canonical, ctx) or is_protected(lexical, ctx)
+    return PathInfo(raw=raw, path=canonical, inside=inside, symlink_escape=escape, protected=protected)

@@ -1,0 +1,252 @@
+"""The tool catalog: every agent's tool names mapped to one canonical kind and name.
+
+One rule covers a kind across providers (``Bash(git status)`` governs Gemini's run_shell_command and
+Codex's shell), so the engine matches on ``canonical`` (Claude's spelling). Each entry also knows how
+to pull the command, paths, URL and content out of that tool's input shape. Unknown tools are
+``ToolKind.OTHER`` and require the highest level.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Literal
+
+import msgspec
+
+from nexusd.core.model import ToolKind
+
+Tier = Literal["safe", "cautious", "dangerous"]
+
+
+class ToolInfo(msgspec.Struct, frozen=True):
+    name: str  # as the agent spelled it
+    canonical: str  # Claude's spelling
+    kind: ToolKind
+    tier: Tier  # seed 004's tiers
+    known: bool
+    writes: bool = False  # an edit tool (its paths are written, not read)
+
+
+class ToolInput(msgspec.Struct, frozen=True):
+    """What a tool's input says it will do, in one shape for every provider."""
+
+    command: str | None = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    write_bytes: int = 0  # size of the content to be written
+    cwd: str | None = None  # a tool-given directory (Gemini dir_path)
+    background: bool = False
+    problems: tuple[str, ...] = ()  # malformed input
+
+
+_K = ToolKind
+# canonical name -> kind, writes
+_CANONICAL: dict[str, tuple[ToolKind, bool]] = {
+    "Bash": (_K.SHELL, False),
+    "Read": (_K.READ, False),
+    "Write": (_K.EDIT, True),
+    "Edit": (_K.EDIT, True),
+    "MultiEdit": (_K.EDIT, True),
+    "NotebookEdit": (_K.EDIT, True),
+    "NotebookRead": (_K.READ, False),
+    "Glob": (_K.READ, False),
+    "Grep": (_K.READ, False),
+    "LS": (_K.READ, False),
+    "WebFetch": (_K.FETCH, False),
+    "WebSearch": (_K.SEARCH, False),
+    "Task": (_K.AGENT, False),
+    "Agent": (_K.AGENT, False),
+    "TodoWrite": (_K.OTHER, False),
+    "TodoRead": (_K.OTHER, False),
+    "ExitPlanMode": (_K.OTHER, False),
+    "BashOutput": (_K.SHELL, False),
+    "KillShell": (_K.SHELL, False),
+    "KillBash": (_K.SHELL, False),
+    "Delete": (_K.EDIT, True),
+    "Move": (_K.EDIT, True),
+    "ApplyPatch": (_K.EDIT, True),
+}
+# aliases of other providers (and seed 004) -> canonical
+_ALIASES: dict[str, str] = {
+    # Gemini CLI
+    "run_shell_command": "Bash",
+    "write_file": "Write",
+    "replace": "Edit",
+    "read_file": "Read",
+    "read_many_files": "Read",
+    "glob": "Glob",
+    "grep_search": "Grep",
+    "search_file_content": "Grep",
+    "list_directory": "LS",
+    "web_fetch": "WebFetch",
+    "google_web_search": "WebSearch",
+    "write_todos": "TodoWrite",
+    # seed 004
+    "list_files": "LS",
+    "search_files": "Grep",
+    "edit_file": "Edit",
+    "create_file": "Write",
+    "delete_file": "Delete",
+    "move_file": "Move",
+    "execute_command": "Bash",
+    "execute_bash": "Bash",
+    "str_replace_editor": "Edit",
+    "str_replace_based_edit_tool": "Edit",
+    "view_image": "Read",
+    # Codex
+    "shell": "Bash",
+    "local_shell": "Bash",
+    "exec_command": "Bash",
+    "apply_patch": "ApplyPatch",
+    "update_plan": "TodoWrite",
+    "view_image_tool": "Read",
+}
+_SEED_SAFE = frozenset({"read_file", "list_files", "search_files", "view_image", "get_weather", "calculate"})
+_SEED_DANGEROUS = frozenset(
+    {
+        "write_file",
+        "execute_command",
+        "delete_file",
+        "edit_file",
+        "create_file",
+        "execute_bash",
+        "move_file",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+    }
+)
+_MCP_GEMINI = re.compile(r"^mcp_([A-Za-z0-9\-]+)_(.+)$")
+
+
+def tool_info(name: str, provider: str | None = None) -> ToolInfo:
+    """Catalog entry for a tool name as some agent spells it."""
+    if name.startswith("mcp__"):
+        parts = name.split("__")
+        known = len(parts) >= 3 and all(parts[1:])
+        return ToolInfo(name, name, ToolKind.MCP, "cautious", known)
+    canonical = name if name in _CANONICAL else _ALIASES.get(name)
+    if canonical is None:
+        m = _MCP_GEMINI.match(name)
+        if m:
+            return ToolInfo(name, f"mcp__{m.group(1)}__{m.group(2)}", ToolKind.MCP, "cautious", True)
+        return ToolInfo(name, name, ToolKind.OTHER, "cautious", False)
+    kind, writes = _CANONICAL[canonical]
+    if name in _SEED_SAFE:
+        tier: Tier = "safe"
+    elif name in _SEED_DANGEROUS:
+        tier = "dangerous"
+    elif kind is ToolKind.READ:
+        tier = "safe"
+    elif kind in (ToolKind.EDIT, ToolKind.SHELL) and canonical not in ("BashOutput",):
+        tier = "dangerous"
+    else:
+        tier = "cautious"
+    return ToolInfo(name, canonical, kind, tier, True, writes)
+
+
+def _strs(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+_PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory", "filename", "file")
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
+_PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
+_GIT_PATCH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(.+?)\s*$", re.M)
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Files an apply_patch body adds, updates, deletes or moves to (Codex's format, or a unified diff)."""
+    paths = [m.group(2) for m in _PATCH_FILE.finditer(patch)] + [m.group(1) for m in _PATCH_MOVE.finditer(patch)]
+    if not paths:
+        paths = [p for p in (m.group(1) for m in _GIT_PATCH.finditer(patch)) if p != "/dev/null"]
+    return paths
+
+
+def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
+    """Pull the command, paths, URLs and content size out of one tool's input."""
+    inp = tool_input if isinstance(tool_input, dict) else {}
+    c = info.canonical
+    problems: list[str] = []
+    if c == "Bash":
+        cmd = inp.get("command", inp.get("cmd"))
+        command: str | None
+        if isinstance(cmd, list):
+            argv = [a for a in cmd if isinstance(a, str)]
+            if len(argv) != len(cmd):
+                problems.append("command list holds non-strings")
+            if (
+                len(argv) >= 3
+                and argv[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash")
+                and argv[1] in ("-c", "-lc", "-ic")
+            ):
+                command = shlex.join(argv)
+            elif argv and argv[0] == "apply_patch" and len(argv) == 2:
+                return ToolInput(writes=tuple(patch_paths(argv[1])), write_bytes=len(argv[1].encode()))
+            else:
+                command = shlex.join(argv)
+        elif isinstance(cmd, str):
+            command = cmd
+        else:
+            command = None
+            problems.append("no command in input")
+        cwd = inp.get("dir_path") or inp.get("workdir") or inp.get("directory")
+        return ToolInput(
+            command=command,
+            cwd=cwd if isinstance(cwd, str) else None,
+            background=bool(inp.get("run_in_background")),
+            problems=tuple(problems),
+        )
+    if c in ("WebFetch", "WebSearch"):
+        urls = _strs(inp.get("url")) + _strs(inp.get("urls"))
+        if c == "WebFetch" and not urls and isinstance(inp.get("prompt"), str):
+            from nexusd.core.classify.urls import find_urls
+
+            urls = find_urls(inp["prompt"])
+        if c == "WebFetch" and not urls:
+            problems.append("no URL in input")
+        return ToolInput(urls=tuple(urls), problems=tuple(problems))
+    if c == "ApplyPatch":
+        body = inp.get("input") or inp.get("patch") or ""
+        if isinstance(inp.get("command"), list) and len(inp["command"]) == 2:
+            body = inp["command"][1]
+        body = body if isinstance(body, str) else ""
+        return ToolInput(writes=tuple(patch_paths(body)), write_bytes=len(body.encode()))
+    paths: list[str] = []
+    for key in _PATH_KEYS:
+        paths.extend(_strs(inp.get(key)))
+    paths.extend(_strs(inp.get("paths")))
+    if c == "Move":
+        paths.extend(_strs(inp.get("source")) + _strs(inp.get("destination")) + _strs(inp.get("new_path")))
+    if (
+        c == "Edit"
+        and info.name in ("str_replace_editor", "str_replace_based_edit_tool")
+        and inp.get("command") == "view"
+    ):
+        return ToolInput(reads=tuple(paths))
+    if c in ("Glob", "Grep", "LS") and not paths:
+        paths = ["."]
+    if c in ("Glob", "Grep"):
+        # a pattern that carries a directory (Glob("../../etc/*")) reads there too
+        pattern = inp.get("pattern")
+        if c == "Glob" and isinstance(pattern, str) and "/" in pattern:
+            base = pattern.split("*", 1)[0].rsplit("/", 1)[0] or "/"
+            paths.append(base)
+    size = 0
+    for key in ("content", "new_string", "file_text", "new_source", "new_str", "text"):
+        v = inp.get(key)
+        if isinstance(v, str):
+            size += len(v.encode("utf-8", "surrogatepass"))
+    for edit in inp.get("edits", []) if isinstance(inp.get("edits"), list) else []:
+        if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
+            size += len(edit["new_string"].encode("utf-8", "surrogatepass"))
+    if not paths and info.kind in (ToolKind.READ, ToolKind.EDIT):
+        problems.append("no path in input")
+    if info.writes:
+        return ToolInput(writes=tuple(paths), write_bytes=size, problems=tuple(problems))
+    return ToolInput(reads=tuple(paths), problems=tuple(problems))
