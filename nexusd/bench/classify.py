@@ -47,8 +47,11 @@ def run(corpus: Path | None = None, limit: int | None = None) -> dict[str, Any]:
     if limit:
         commands = commands[:limit]
     result = load_module().run(commands)
-    median = _find(result, "median_us", "p50_us", "median", "p50")
-    p99 = _find(result, "p99_us", "p99")
+    # The honest number is a cold classification (parse included, no cache); fall back to whatever the
+    # owner's dict holds if its shape changes.
+    headline = result.get("results", {}).get("classify_cold", result) if isinstance(result, dict) else {}
+    median = _find(headline, "median_us", "p50_us", "median", "p50")
+    p99 = _find(headline, "p99_us", "p99")
     out = {
         "benchmark": "classify",
         "machine": report.machine_info(),
@@ -71,9 +74,15 @@ def run(corpus: Path | None = None, limit: int | None = None) -> dict[str, Any]:
 
 
 def render(out: dict[str, Any]) -> str:
+    rows = []
+    for name, r in (out["result"].get("results") or {}).items():
+        if isinstance(r, dict):
+            rows.append([name, r.get("median_us"), r.get("p99_us")])
     lines = [
-        f"{out['params']['commands']:,} commands: median {report.fmt(out['median_us'])} µs, "
+        f"{out['params']['commands']:,} commands; headline (classify_cold): median {report.fmt(out['median_us'])} µs, "
         f"p99 {report.fmt(out['p99_us'])} µs",
+        "",
+        report.table(["phase", "median µs", "p99 µs"], rows) if rows else "",
         "",
         report.table(
             ["target", "value", "goal", "result"],
