@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import TextIO
+from typing import IO, TextIO
 
 from nexusd import locations
 from nexusd.protocol import SandboxPlan, SandboxPlanQuery
@@ -51,9 +51,9 @@ def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None
     return reply
 
 
-def execute(plan: SandboxPlan, *, err: TextIO | None = None) -> int:
-    """Run the plan with our stdio; the command's exit code is ours. Signals we get go to the sandbox
-    (bwrap's --die-with-parent takes it down if we die instead)."""
+def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO | None = None) -> int:
+    """Run the plan with our stdio (``stdout``/``err``: other streams, for tests); the command's exit code
+    is ours. Signals we get go to the sandbox (bwrap's --die-with-parent takes it down if we die instead)."""
     err = err or sys.stderr
     if not plan.allowed or not plan.argv:
         print(f"nexus: refused to run the command: {plan.reason or 'no plan'}", file=err, flush=True)
@@ -61,7 +61,7 @@ def execute(plan: SandboxPlan, *, err: TextIO | None = None) -> int:
     if plan.backend is None:
         print(f"nexus: warning: {plan.reason}", file=err, flush=True)
     try:
-        proc = subprocess.Popen(plan.argv)
+        proc = subprocess.Popen(plan.argv, stdout=stdout, stderr=None if err is sys.stderr else err)
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED

@@ -149,11 +149,19 @@ def main(argv: list[str]) -> int:
         env.pop(name, None)
     env.update(dict(spec.env))
     os.chdir(spec.cwd)
-    try:
-        os.execvpe(argv[2], argv[2:], env)
-    except OSError as e:
-        print(f"nexus sandbox: cannot run {argv[2]}: {e}", file=sys.stderr)
-        return 127
+    # We are pid 1 of the new pid namespace, which the kernel shields from signals it has no handler
+    # for: run the command as a child (so `kill $$` works as usual), reap orphans, relay its status.
+    child = os.fork()
+    if child == 0:
+        try:
+            os.execvpe(argv[2], argv[2:], env)
+        except OSError as e:
+            print(f"nexus sandbox: cannot run {argv[2]}: {e}", file=sys.stderr)
+        os._exit(127)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""A sandbox world per test: workspace, a directory outside it, a fake home, the daemon's dirs, and a
+policy carrying ``[sandbox]`` layers.
+
+The policy loader (another issue) is what puts ``sandbox_layers`` on the Policy; until the tests can
+load real files through it, ``World.policy`` is a plain stand-in object with exactly those attributes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+import pytest
+
+from nexusd.policy.store import PolicyStore
+from nexusd.protocol import SandboxPlan, SandboxProbe
+from nexusd.sandbox.plan import plan_command
+from nexusd.sandbox.probe import probe
+from nexusd.sandbox.runner import execute
+from nexusd.sandbox.settings import parse_sandbox_layer
+
+
+@pytest.fixture(scope="session")
+def real_probe() -> SandboxProbe:
+    result = probe()
+    if not result.available or result.backend != "bwrap":
+        pytest.fail(f"these tests need a working bubblewrap (scripts/bootstrap installs it): {result}")
+    return result
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+    plan: SandboxPlan
+
+
+@dataclass
+class World:
+    root: Path
+    probe: SandboxProbe
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    deny_read: list[str] = field(default_factory=list)
+    deny_write: list[str] = field(default_factory=list)
+
+    @property
+    def ws(self) -> Path:
+        return self.root / "ws"
+
+    @property
+    def outside(self) -> Path:
+        return self.root / "outside"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def store(self) -> PolicyStore:
+        s = PolicyStore(config_dir=self.root / "cfg", state_dir=self.root / "state",
+                        managed_dir=self.root / "managed", protected_dirs=(str(self.root / "run"),))
+        layer = parse_sandbox_layer(self.sandbox, self.root / "cfg" / "policy.toml", home=str(self.home))
+        s.policy = SimpleNamespace(sandbox_layers=[layer], sandbox_deny_read=self.deny_read,
+                                   sandbox_deny_write=self.deny_write)  # type: ignore[assignment]
+        return s
+
+    def plan(self, command: str, cwd: Path | None = None, backend: str | None = None) -> SandboxPlan:
+        pr = self.probe if backend is None else msgspec.structs.replace(self.probe, backend=backend)
+        return plan_command(command, str(cwd or self.ws), self.store(), pr, workspace=str(self.ws))
+
+    def run(self, command: str, cwd: Path | None = None, backend: str | None = None,
+            prefix: tuple[str, ...] = ()) -> Result:
+        plan = self.plan(command, cwd, backend)
+        if prefix:
+            plan = msgspec.structs.replace(plan, argv=[*prefix, *plan.argv])
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+            rc = execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
+            out.seek(0)
+            err.seek(0)
+            return Result(rc, out.read().decode(errors="replace"), err.read(), plan)
+
+
+@pytest.fixture
+def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    root = Path(tempfile.mkdtemp(prefix="nxsb", dir="/tmp"))
+    for d in ("ws", "outside", "home", "cfg", "state", "managed", "run"):
+        (root / d).mkdir()
+    (root / "cfg" / "policy.toml").write_text('allow = ["Bash(secret-policy-marker)"]\n')
+    (root / "home" / ".bashrc").write_text("# real rc\n")
+    monkeypatch.setenv("HOME", str(root / "home"))
+    monkeypatch.setenv("NEXUS_CONFIG_DIR", str(root / "cfg"))
+    monkeypatch.setenv("NEXUS_STATE_DIR", str(root / "state"))
+    monkeypatch.setenv("NEXUS_SOCKET", str(root / "run" / "nexusd.sock"))
+    monkeypatch.setenv("NEXUS_MANAGED_DIR", str(root / "managed"))
+    yield World(root, real_probe)
+    subprocess.run(["chmod", "-R", "u+rwX", str(root)], check=False)
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
