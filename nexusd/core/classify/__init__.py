@@ -55,6 +55,8 @@ class _Acc:
     def path(self, raw: str, cwd: str | None, write: bool, dynamic: bool = False) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
+        if dynamic and paths.expand_user(raw, self.ctx.home) is not None:
+            dynamic = False  # $HOME/... is known
         if dynamic or cwd is None:
             why = "depends on a variable" if dynamic else "is relative to a directory changed at run time"
             if dynamic:
@@ -254,7 +256,7 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
         acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
-    if cmd.stdin_args and (eff.requirement > RO or eff.reads or eff.writes):
+    if cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE:
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
         acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
