@@ -1,0 +1,366 @@
+"""End to end: the real Claude Code and Gemini CLIs, a fake model API, the real daemon, nexus-hook / nexus-mcp.
+
+Each test runs one CLI in ``-p`` mode in a throwaway HOME and project directory. The fake API scripts one
+tool call; we then check the effect on disk and what the model was told in the next request. Rule-based
+scenarios need the policy engine's rules (``[permissions] allow/deny`` in the user layer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from nexusd import protocol
+from tests.conftest import DaemonHandle, short_tmpdir
+from tests.e2e.conftest import AgentCLIs
+from tests.e2e.fake_apis import FakeAPI, ToolCall, serve
+
+pytestmark = pytest.mark.e2e
+
+POLICY = """
+[permissions]
+allow = ["Bash(touch *)", "Write", "Edit", "Read", "run_shell_command(touch *)", "write_file"]
+deny = ["Bash(rm *)", "run_shell_command(rm *)"]
+"""
+CLI_TIMEOUT = 120.0
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    api: FakeAPI
+    project: Path
+    prompts: list[protocol.PendingItem]
+
+    def told(self) -> str:
+        """Everything the model got back about its tool call."""
+        return "\n".join(self.api.tool_results() + self.api.function_responses())
+
+    def explain(self) -> str:
+        return (
+            f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-2000:]}\nstderr={self.proc.stderr[-3000:]}\n"
+            f"paths={self.api.paths}\ntold={self.told()}"
+        )
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Path, Path]]:
+    root = short_tmpdir()
+    home, project = root / "home", root / "project"
+    home.mkdir()
+    project.mkdir()
+    yield home, project
+
+
+def nexus_env(daemon: DaemonHandle | None) -> dict[str, str]:
+    if daemon is not None:
+        keys = ("NEXUS_SOCKET", "NEXUS_CONFIG_DIR", "NEXUS_STATE_DIR", "NEXUS_MANAGED_DIR")
+        return {k: daemon.env[k] for k in keys}
+    return {"NEXUS_SOCKET": str(short_tmpdir() / "no-daemon.sock")}
+
+
+def base_env(home: Path, daemon: DaemonHandle | None) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "IS_SANDBOX": "1",  # Claude Code refuses some modes as root without it
+    }
+    env.update(nexus_env(daemon))
+    return env
+
+
+# --------------------------------------------------------------------------- Claude Code
+
+
+def claude_run_args(
+    clis: AgentCLIs, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None, path: str
+) -> tuple[list[str], dict[str, str]]:
+    env = base_env(home, daemon) | {
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "sk-e2e-fake",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    settings: dict[str, Any] = {}
+    argv = [str(clis.claude), "-p", "do the scripted thing", "--output-format", "json", "--permission-mode", "default"]
+    if path == "hook":
+        command = " ".join([*clis.hook, "claude", "--timeout", "50"])
+        entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}]
+        settings["hooks"] = {"PreToolUse": entry}
+    else:
+        config = {
+            "mcpServers": {
+                "nexus": {"type": "stdio", "command": clis.mcp[0], "args": clis.mcp[1:], "env": nexus_env(daemon)}
+            }
+        }
+        config_file = home / "mcp.json"
+        config_file.write_text(json.dumps(config))
+        argv += ["--mcp-config", str(config_file), "--permission-prompt-tool", "mcp__nexus__permission_prompt"]
+    (home / ".claude").mkdir(exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    return argv, env
+
+
+# --------------------------------------------------------------------------- Gemini CLI
+
+
+def gemini_run_args(
+    clis: AgentCLIs, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None
+) -> tuple[list[str], dict[str, str]]:
+    env = base_env(home, daemon) | {"GOOGLE_GEMINI_BASE_URL": api.url, "GEMINI_API_KEY": "e2e-fake"}
+    command = " ".join([*clis.hook, "gemini", "--timeout", "50"])
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "hooks": {
+            "BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60000}]}]
+        },
+    }
+    (home / ".gemini").mkdir(exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    argv = [
+        str(clis.gemini),
+        "-p",
+        "do the scripted thing",
+        "--approval-mode",
+        "yolo",
+        "--skip-trust",
+        "--output-format",
+        "json",
+    ]
+    return argv, env
+
+
+# --------------------------------------------------------------------------- running, with a UI that answers
+
+
+async def run_cli(
+    argv: list[str],
+    env: dict[str, str],
+    project: Path,
+    api: FakeAPI,
+    daemon: DaemonHandle | None,
+    answer: str | None = None,
+    message: str | None = None,
+) -> Run:
+    """Run the CLI; with ``answer`` set, a UI client subscribes first and answers every prompt so."""
+    from nexusd.client import AsyncClient
+
+    prompts: list[protocol.PendingItem] = []
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv,
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    try:
+        if daemon is None or answer is None:
+            proc = await anyio.to_thread.run_sync(run)
+            return Run(proc, api, project, prompts)
+        async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="e2e-ui") as ui:
+            events = ui.subscribe().__aiter__()
+            assert isinstance(await events.__anext__(), protocol.Snapshot)
+            box: dict[str, Any] = {}
+
+            async def answer_prompts() -> None:
+                async for event in events:
+                    if isinstance(event, protocol.Prompt):
+                        prompts.append(event.item)
+                        if answer != "timeout":
+                            await ui.call(protocol.Answer(id=event.item.id, decision=answer, message=message))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_prompts)
+                box["proc"] = await anyio.to_thread.run_sync(run)
+                tg.cancel_scope.cancel()
+            return Run(box["proc"], api, project, prompts)
+    finally:
+        api.stop()
+
+
+def scenario(kind: str, tool: ToolCall) -> FakeAPI:
+    return serve(FakeAPI(tool), kind)
+
+
+RunFn = Callable[..., Any]
+
+
+# --------------------------------------------------------------------------- Claude: hook path
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["hook", "prompt_tool"])
+async def test_claude_rule_allows_write(
+    path: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    target = project / "hello.txt"
+    api = scenario("claude", ToolCall("Write", {"file_path": str(target), "content": "written by claude\n"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, path)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert target.exists() and target.read_text() == "written by claude\n", run.explain()
+
+
+@pytest.mark.anyio
+async def test_claude_hook_rule_allows_bash_edit_read(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    # Bash
+    api = scenario("claude", ToolCall("Bash", {"command": "touch made-by-bash", "description": "touch"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    run = await run_cli(argv, env, project, api, daemon)
+    assert (project / "made-by-bash").exists(), run.explain()
+    # Edit (Claude requires the file to have been read first in its session, so Read then Edit would need two
+    # turns; Edit of an unread file is refused by Claude itself. Read shows the allow; Edit its hook decision.)
+    notes = project / "notes.txt"
+    notes.write_text("secret-free content 42\n")
+    api = scenario("claude", ToolCall("Read", {"file_path": str(notes)}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    run = await run_cli(argv, env, project, api, daemon)
+    assert "secret-free content 42" in run.told(), run.explain()
+    api = scenario("claude", ToolCall("Edit", {"file_path": str(notes), "old_string": "42", "new_string": "43"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    run = await run_cli(argv, env, project, api, daemon)
+    assert "nexusd" not in run.told(), f"the hook must not refuse an allowed Edit\n{run.explain()}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["hook", "prompt_tool"])
+async def test_claude_rule_denies_and_model_sees_why(
+    path: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    victim = project / "keep.txt"
+    victim.write_text("keep me\n")
+    api = scenario("claude", ToolCall("Bash", {"command": f"rm {victim}", "description": "remove"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, path)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert victim.exists(), run.explain()
+    assert "nexusd" in run.told() and "rm" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "answer"), [("hook", "allow"), ("hook", "deny"), ("prompt_tool", "allow"), ("hook", "timeout")]
+)
+async def test_claude_person_answers(
+    path: str, answer: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(pending_timeout=2.0)  # no rules: Bash needs a person
+    target = project / "asked-for"
+    api = scenario("claude", ToolCall("Bash", {"command": f"mkdir {target}", "description": "make a dir"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, path)
+    run = await run_cli(argv, env, project, api, daemon, answer=answer, message="ask me tomorrow")
+    assert len(run.prompts) == 1, run.explain()
+    call = run.prompts[0].call
+    assert call.provider == "claude" and call.tool == "Bash" and call.input["command"] == f"mkdir {target}"
+    if path == "hook":
+        assert call.mode == "default" and call.agent_request_id == "toolu_e2e_01" and call.session
+    if answer == "allow":
+        assert target.is_dir(), run.explain()
+    else:
+        assert not target.exists(), run.explain()
+        assert "nexusd" in run.told(), run.explain()
+        if answer == "deny":
+            assert "ask me tomorrow" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["hook", "prompt_tool"])
+async def test_claude_daemon_down_denies(path: str, agent_clis: AgentCLIs, world: tuple[Path, Path]) -> None:
+    home, project = world
+    target = project / "never.txt"
+    api = scenario("claude", ToolCall("Write", {"file_path": str(target), "content": "x"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, None, path)
+    run = await run_cli(argv, env, project, api, None)
+    assert not target.exists(), run.explain()
+    assert "not reachable" in run.told(), run.explain()
+
+
+# --------------------------------------------------------------------------- Gemini: BeforeTool hook in yolo mode
+
+
+@pytest.mark.anyio
+async def test_gemini_rule_allows_shell_and_write(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    api = scenario("gemini", ToolCall("run_shell_command", {"command": "touch made-by-gemini", "description": "touch"}))
+    argv, env = gemini_run_args(agent_clis, home, project, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert (project / "made-by-gemini").exists(), run.explain()
+    target = project / "g.txt"
+    api = scenario("gemini", ToolCall("write_file", {"file_path": str(target), "content": "from gemini\n"}))
+    argv, env = gemini_run_args(agent_clis, home, project, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert target.exists() and target.read_text() == "from gemini\n", run.explain()
+
+
+@pytest.mark.anyio
+async def test_gemini_rule_denies_and_model_sees_why(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    victim = project / "keep.txt"
+    victim.write_text("keep\n")
+    api = scenario("gemini", ToolCall("run_shell_command", {"command": f"rm {victim}", "description": "rm"}))
+    argv, env = gemini_run_args(agent_clis, home, project, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert victim.exists(), run.explain()
+    assert "nexusd" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+async def test_gemini_person_answers(
+    answer: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory(pending_timeout=5.0)
+    target = project / "asked-dir"
+    api = scenario("gemini", ToolCall("run_shell_command", {"command": f"mkdir {target}", "description": "mkdir"}))
+    argv, env = gemini_run_args(agent_clis, home, project, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon, answer=answer, message="not today")
+    assert len(run.prompts) == 1, run.explain()
+    assert run.prompts[0].call.provider == "gemini" and run.prompts[0].call.tool == "run_shell_command"
+    if answer == "allow":
+        assert target.is_dir(), run.explain()
+    else:
+        assert not target.exists(), run.explain()
+        assert "not today" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+async def test_gemini_daemon_down_denies(agent_clis: AgentCLIs, world: tuple[Path, Path]) -> None:
+    home, project = world
+    target = project / "never"
+    api = scenario("gemini", ToolCall("run_shell_command", {"command": f"touch {target}", "description": "touch"}))
+    argv, env = gemini_run_args(agent_clis, home, project, api, None)
+    run = await run_cli(argv, env, project, api, None)
+    assert not target.exists(), run.explain()
+    assert "not reachable" in run.told(), run.explain()
