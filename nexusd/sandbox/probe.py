@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,7 +113,8 @@ def probe(
     root: Path = Path("/"),
     environ: dict[str, str] | None = None,
 ) -> SandboxProbe:
-    """Blocking (runs processes, up to a few seconds): call it from a worker thread.
+    """Blocking (runs processes, up to a few seconds): call it from a worker thread. The daemon runs
+    it once at start and keeps the answer for its life (``nexusctl sandbox probe --refresh`` re-runs it).
 
     Every collaborator is injectable so both outcomes can be tested without breaking the machine.
     """
@@ -163,16 +163,3 @@ def probe(
     return SandboxProbe(platform=platform, available=False, container=container, checks=checks,
                         reason="no sandbox works here: " + "; ".join(why))
 
-
-_lock = threading.Lock()
-_cached: SandboxProbe | None = None
-
-
-def cached_probe(refresh: bool = False) -> SandboxProbe:
-    """The daemon's probe: run once for the daemon's life, again only on request (``nexusctl sandbox probe
-    --refresh``). Blocking on the first call or a refresh: call from a worker thread."""
-    global _cached
-    with _lock:
-        if _cached is None or refresh:
-            _cached = probe()
-        return _cached

