@@ -1,0 +1,90 @@
+"""``nexusctl sandbox probe`` and ``nexusctl run`` against a real daemon, over the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from nexusd.client import Client
+from tests.conftest import DaemonHandle
+
+CTL = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()"]
+
+
+def ctl(h: DaemonHandle, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    e = dict(h.env)
+    e.update(env or {})
+    return subprocess.run([*CTL, *args], env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _wait_probe(h: DaemonHandle) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with Client(socket_path=str(h.socket), role="ui", name="t") as c:
+            if c.status().sandbox is not None:
+                return
+        time.sleep(0.05)
+    raise AssertionError("the daemon never reported a probe")
+
+
+def test_probe_from_the_daemon_and_here(daemon: DaemonHandle) -> None:
+    r = ctl(daemon, "sandbox", "probe", "--json")
+    assert r.returncode == 0, r.stderr
+    probe = json.loads(r.stdout)
+    assert probe["available"] is True and probe["backend"] == "bwrap" and probe["checks"]["bwrap"] == "ok"
+    r = ctl(daemon, "sandbox", "probe", "--refresh")
+    assert r.returncode == 0 and "the daemon's view" in r.stdout and "check bwrap: ok" in r.stdout
+    r = ctl(daemon, "sandbox", "probe", "--here")
+    assert r.returncode == 0 and "probed here" in r.stdout
+
+
+def test_probe_here_without_the_tools_is_unavailable(daemon: DaemonHandle, tmp_path: Path) -> None:
+    r = ctl(daemon, "sandbox", "probe", "--here", "--json", env={"PATH": str(tmp_path)})
+    assert r.returncode == 1
+    probe = json.loads(r.stdout)
+    assert probe["available"] is False and "bwrap not found" in probe["reason"]
+
+
+def test_status_carries_the_probe(daemon: DaemonHandle) -> None:
+    _wait_probe(daemon)
+    with Client(socket_path=str(daemon.socket), role="ui", name="t") as c:
+        st = c.status()
+        assert st.sandbox is not None and st.sandbox.available and st.sandbox.backend == "bwrap"
+        assert c.welcome.sandbox is not None
+
+
+def test_run_passes_output_and_exit_code(daemon: DaemonHandle, tmp_path: Path) -> None:
+    r = ctl(daemon, "run", "--cwd", str(tmp_path), "--", "sh", "-c", "echo out; echo err >&2; exit 5")
+    assert (r.returncode, r.stdout, r.stderr) == (5, "out\n", "err\n")
+
+
+def test_run_cannot_reach_the_daemon_or_read_its_policy(daemon_factory: Callable[..., DaemonHandle],
+                                                         tmp_path: Path) -> None:
+    h = daemon_factory(policy="# secret-policy-marker\n")
+    reach = (f"import socket; s=socket.socket(socket.AF_UNIX); s.connect({str(h.socket)!r}); print('CONNECTED')")
+    r = ctl(h, "run", "--cwd", str(tmp_path), "--", sys.executable, "-c", reach)
+    assert r.returncode != 0 and "CONNECTED" not in r.stdout
+    r = ctl(h, "run", "--cwd", str(tmp_path), "--", "cat", str(h.config_dir / "policy.toml"))
+    assert r.returncode != 0 and "secret-policy-marker" not in r.stdout
+    # the control: outside the sandbox both work
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(h.socket))
+    assert "secret-policy-marker" in (h.config_dir / "policy.toml").read_text()
+
+
+def test_launcher_through_the_daemon_scrubs_a_planted_bare_repo(daemon: DaemonHandle, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cmd = "mkdir objects refs && echo 'ref: refs/heads/main' > HEAD && echo hi"
+    r = subprocess.run([sys.executable, "-I", "-m", "nexusd.sandbox.launcher", "--workspace", str(ws),
+                        "--socket", str(daemon.socket), "-c", cmd], cwd=ws, env=daemon.env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "hi\n", r.stderr
+    assert sorted(os.listdir(ws)) == []
