@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexusd.core.classify import bash, classify  # noqa: E402
-from nexusd.core.classify.fs import RealFileSystem  # noqa: E402
-from nexusd.core.model import Context  # noqa: E402
-from nexusd.protocol import CallInfo  # noqa: E402
+from nexusd.core.classify import bash, classify
+from nexusd.core.classify.fs import RealFileSystem
+from nexusd.core.model import Context
+from nexusd.protocol import CallInfo
 
 CORPUS = Path(__file__).parent / "corpus" / "commands.txt"
 WS = "/bench/ws"

@@ -1,0 +1,130 @@
+"""URLs, text hygiene, and file/fetch tools through classify (real temporary workspace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nexusd.core.classify import details, domain_matches, escape_for_display
+from nexusd.core.classify.urls import parse_url
+from nexusd.core.model import Flag, Requirement
+
+
+@pytest.mark.parametrize(
+    ("url", "domain", "private"),
+    [
+        ("https://GitHub.com./x", "github.com", False),
+        ("https://github.com@evil.io/", "evil.io", False),
+        ("https://github.com:443/", "github.com", False),
+        ("http://127.0.0.1/", "127.0.0.1", True),
+        ("http://2130706433/", "127.0.0.1", True),
+        ("http://0x7f000001/", "127.0.0.1", True),
+        ("http://0177.0.0.1/", "127.0.0.1", True),
+        ("http://127.1/", "127.0.0.1", True),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254", True),
+        ("http://[::1]/", "::1", True),
+        ("http://[::ffff:127.0.0.1]/", "::ffff:7f00:1", True),
+        ("http://[fd00::1]/", "fd00::1", True),
+        ("http://[fe80::1]/", "fe80::1", True),
+        ("http://10.0.0.1/", "10.0.0.1", True),
+        ("http://192.168.1.1:8080/", "192.168.1.1", True),
+        ("http://localhost:3000/", "localhost", True),
+        ("http://metadata.google.internal/", "metadata.google.internal", True),
+        ("http://bücher.de/", "xn--bcher-kva.de", False),
+        ("https://8.8.8.8/", "8.8.8.8", False),
+    ],
+)
+def test_url_normalisation(url: str, domain: str, private: bool) -> None:
+    u = parse_url(url)
+    assert (u.domain, u.private) == (domain, private)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "domain", "ok"),
+    [
+        ("example.com", "example.com", True),
+        ("example.com", "EXAMPLE.com.", True),
+        ("example.com", "api.example.com", False),
+        ("*.example.com", "api.example.com", True),
+        ("*.example.com", "example.com", False),
+        ("*.example.com", "example.com.evil.io", False),
+        ("*.example.com", "evilexample.com", False),
+        ("example.com", "example.com.evil.io", False),
+        ("bücher.de", "xn--bcher-kva.de", True),
+        ("*", "anything.io", False),
+    ],
+)
+def test_domain_matches(pattern: str, domain: str, ok: bool) -> None:
+    assert domain_matches(pattern, domain) is ok
+
+
+def test_escape_for_display() -> None:
+    assert escape_for_display("ls\u202e -la") == "ls\\u{202e} -la"
+    assert escape_for_display("a\u200bb\x1b[2Jc\rd") == "a\\u{200b}b\\e[2Jc\\rd"
+    assert escape_for_display("x" * 1000).endswith("[+600 chars]")
+    assert escape_for_display("line1\n\tline2") == "line1\n\tline2"
+
+
+def test_webfetch(world) -> None:  # type: ignore[no-untyped-def]
+    c = world.call("WebFetch", url="https://github.com@evil.io/x", prompt="p")
+    assert (c.domain, c.kind.value, c.requirement) == ("evil.io", "fetch", Requirement.DANGER_FULL_ACCESS)
+    c = world.call("WebFetch", url="http://169.254.169.254/")
+    assert Flag.PRIVATE_ADDRESS in c.flags and not c.auto_allowable
+    c = world.call("web_fetch", provider="gemini", prompt="read https://a.io and https://b.io")
+    assert c.domain is None and c.tool == "WebFetch"  # two domains: no single domain a rule could allow
+    c = world.call("WebFetch", url="file:///etc/passwd")
+    assert not c.auto_allowable
+
+
+def test_file_tools(world) -> None:  # type: ignore[no-untyped-def]
+    ws = world.ws
+    c = world.call("Read", file_path=f"{ws}/README.md")
+    assert (c.requirement, c.reads, c.flags) == (Requirement.READ_ONLY, (f"{ws}/README.md",), frozenset())
+    c = world.call("Read", file_path=f"{ws}/secret_link")
+    assert {Flag.SYMLINK_ESCAPE, Flag.OUTSIDE_WORKSPACE} <= c.flags
+    c = world.call("Write", file_path=f"{ws}/new.py", content="x")
+    assert (c.requirement, c.writes) == (Requirement.WORKSPACE_WRITE, (f"{ws}/new.py",))
+    c = world.call("Edit", file_path=f"{ws}/.git/config", old_string="a", new_string="b")
+    assert Flag.PROTECTED_PATH in c.flags and c.requirement is Requirement.DANGER_FULL_ACCESS
+    c = world.call("write_file", provider="gemini", file_path=f"{ws}/src/../../outside/x", content="x")
+    assert Flag.OUTSIDE_WORKSPACE in c.flags and c.requirement is Requirement.DANGER_FULL_ACCESS
+    c = world.call("Write", file_path=f"{ws}/big.bin", content="x" * (10 * 1024 * 1024 + 1))
+    assert Flag.LARGE_WRITE in c.flags and not c.auto_allowable
+    c = world.call("Grep", pattern="x", path="../outside")
+    assert Flag.OUTSIDE_WORKSPACE in c.flags
+    c = world.call("frob", x=1)
+    assert Flag.UNKNOWN_TOOL in c.flags and c.requirement is Requirement.DANGER_FULL_ACCESS
+    c = world.call("mcp__srv__tool", x=1)
+    assert c.kind.value == "mcp" and c.requirement is Requirement.DANGER_FULL_ACCESS
+    c = world.call("apply_patch", provider="codex", input="*** Begin Patch\n*** Add File: .git/hooks/x\n+x\n")
+    assert Flag.PROTECTED_PATH in c.flags
+
+
+def test_read_size_and_binary(world) -> None:  # type: ignore[no-untyped-def]
+    big = Path(world.ws, "big.dat")
+    with big.open("wb") as f:
+        f.truncate(10 * 1024 * 1024 + 1)
+    c = world.call("Read", file_path=str(big))
+    assert {Flag.LARGE_READ, Flag.BINARY_READ} <= c.flags
+
+
+def test_hostile_git_config_makes_git_status_not_read_only(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    from nexusd.core.classify import classify
+    from nexusd.core.model import Context
+    from nexusd.protocol import CallInfo
+
+    ctx = Context(cwd=str(repo), workspace_roots=(str(repo),), home=world.home)
+    c = classify(CallInfo("claude", "s", "Bash", {"command": "git status"}, str(repo)), ctx, world.fs)
+    assert c.requirement is Requirement.DANGER_FULL_ACCESS
+    assert any("fsmonitor" in n for n in c.notes)
+
+
+def test_nul_and_hidden_chars(world) -> None:  # type: ignore[no-untyped-def]
+    assert Flag.UNPARSEABLE in world.bash("ls\x00rm").flags
+    assert Flag.HIDDEN_CHARS in world.call("Read", file_path=f"{world.ws}/a\u2066b").flags
+    d = details(world.bash("echo \u202eevil"))
+    assert "\u202e" not in "".join(d.commands[0]) and d.notes
