@@ -386,7 +386,11 @@ class NexusTui(App[None]):
         except Exception as e:
             code = getattr(e, "code", None)
             if code == "already_decided":
-                after = s.entries.get(entry_id)
+                for _ in range(20):  # the winner's Resolved is usually on the wire already: say who won
+                    after = s.entries.get(entry_id)
+                    if after is None or after.resolved is not None:
+                        break
+                    await asyncio.sleep(0.05)
                 who = after.outcome() if after and after.resolved else "already decided elsewhere"
                 s.say(f"Too late, your answer lost the race: {who}.", "warning")
             else:

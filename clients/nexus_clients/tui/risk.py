@@ -108,6 +108,9 @@ def blanket_reason(rule: str) -> str | None:
     if any(c in tool for c in "*?"):
         return "a wildcard in the tool name covers many tools"
     if spec is None:
+        parts = tool.split("__")
+        if tool.startswith("mcp__") and len(parts) >= 3 and all(parts[1:]):
+            return None  # one MCP tool of one server: the narrowest an MCP rule gets
         return f"no specifier: it allows every {tool} call"
     spec = spec.strip()
     if set(spec) <= _WILD:

@@ -137,6 +137,7 @@ class RequestDetail(VerticalScroll):
         self.state = state
         self._changes: dict[str, Change | None] = {}
         self._shown: str | None = None
+        self.plain = ""  # what is shown, as plain text (tests and the tmux smoke test read it)
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-body")
@@ -149,13 +150,16 @@ class RequestDetail(VerticalScroll):
             if self.state.connection != "connected":
                 text = Text("Waiting for nexusd. Nothing is pending while it is away.", style="dim italic")
             body.update(text)
+            self.plain = text.plain
             self._shown = None
             return
         if entry.id not in self._changes:
             self._changes[entry.id] = request_view.file_change(entry)
             for stale in [k for k in self._changes if k not in self.state.entries]:
                 del self._changes[stale]
-        body.update(Group(*request_view.detail(entry, self.state.clock(), self._changes[entry.id])))
+        lines = request_view.detail(entry, self.state.clock(), self._changes[entry.id])
+        self.plain = "\n".join(t.plain for t in lines)
+        body.update(Group(*lines))
         if self._shown != entry.id:
             self._shown = entry.id
             self.scroll_home(animate=False)
