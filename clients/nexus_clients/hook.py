@@ -108,7 +108,7 @@ def describe(exc: BaseException, timeout: float) -> str:
     if name == "ReplyTimeout":
         return f"no decision from nexusd within {timeout:g} s"
     if name == "DaemonUnreachable":
-        return "the nexusd daemon is not reachable (is it running? try `nexusctl status`)"
+        return "the nexusd daemon is not reachable (is nexusd running?)"
     if name == "BadReply":
         return "nexusd sent a reply nexus-hook could not understand"
     if name == "ClientError":

@@ -202,7 +202,7 @@ def describe(exc: BaseException) -> str:
     if name == "ReplyTimeout":
         return "no decision from nexusd in time"
     if name == "DaemonUnreachable":
-        return "the nexusd daemon is not reachable (is it running?)"
+        return "the nexusd daemon is not reachable (is nexusd running?)"
     if name == "BadReply":
         return "nexusd sent a reply nexus-mcp could not understand"
     if name == "ClientError":

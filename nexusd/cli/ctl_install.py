@@ -1,9 +1,101 @@
-"""nexusctl commands (filled by their owning issue)."""
+"""``nexusctl install|uninstall claude|gemini``: wire the agents' hooks (and Claude's prompt tool) to nexusd.
+
+The merging itself lives in ``nexus_clients.agent_settings`` (pure transforms, atomic writes, backups);
+this module is the command-line shell around it.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+from nexus_clients import agent_settings as settings
+
+AGENTS = click.Choice(["claude", "gemini"])
 
 
 def register(group: click.Group) -> None:
     """Attach this module's commands to nexusctl."""
+    group.add_command(install)
+    group.add_command(uninstall)
+
+
+def _scope(user: bool, project: Path | None) -> Path | None:
+    if user and project is not None:
+        raise click.UsageError("--user and --project are exclusive")
+    return project.resolve() if project is not None else None
+
+
+def _run(changes: list[settings.Change], dry_run: bool) -> None:
+    if not any(c.changed for c in changes):
+        click.echo("Nothing to change.")
+        return
+    for change in changes:
+        if not change.changed:
+            click.echo(f"{change.path}: unchanged")
+            continue
+        if dry_run:
+            click.echo(change.diff(), nl=False)
+            continue
+        backup = settings.apply(change)
+        note = f" (backup: {backup})" if backup else ""
+        click.echo(f"{change.path}: updated{note}")
+    if dry_run:
+        click.echo("Dry run: nothing was written.")
+
+
+_scope_options = [
+    click.option("--user", is_flag=True, help="The user's settings (the default)."),
+    click.option(
+        "--project",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json).",
+    ),
+    click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing."),
+]
+
+
+def _with_scope(fn):  # type: ignore[no-untyped-def]
+    for opt in reversed(_scope_options):
+        fn = opt(fn)
+    return fn
+
+
+@click.command()
+@click.argument("agent", type=AGENTS)
+@_with_scope
+@click.option(
+    "--mcp",
+    is_flag=True,
+    help=f"Claude only: also register nexus-mcp (for --permission-prompt-tool {settings.PROMPT_TOOL}).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(5, 3600),
+    default=settings.HOOK_TIMEOUT_S,
+    show_default=True,
+    help=f"Seconds the hook waits for a decision (the agent is told {settings.AGENT_TIMEOUT_S} s).",
+)
+def install(agent: str, user: bool, project: Path | None, dry_run: bool, mcp: bool, timeout: float) -> None:
+    """Merge nexusd's hook into AGENT's settings.json, keeping everything else (a backup is kept)."""
+    if timeout >= settings.AGENT_TIMEOUT_S:
+        raise click.UsageError(f"--timeout must stay below the agent's {settings.AGENT_TIMEOUT_S} s hook timeout")
+    try:
+        changes = settings.install_changes(agent, project=_scope(user, project), mcp=mcp, timeout=timeout)  # type: ignore[arg-type]
+    except settings.SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    _run(changes, dry_run)
+    if mcp and not dry_run:
+        click.echo(f"Run non-interactive Claude with: claude -p … --permission-prompt-tool {settings.PROMPT_TOOL}")
+
+
+@click.command()
+@click.argument("agent", type=AGENTS)
+@_with_scope
+def uninstall(agent: str, user: bool, project: Path | None, dry_run: bool) -> None:
+    """Remove nexusd's entries from AGENT's settings, leaving everything else as it was."""
+    try:
+        changes = settings.uninstall_changes(agent, project=_scope(user, project))  # type: ignore[arg-type]
+    except settings.SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    _run(changes, dry_run)

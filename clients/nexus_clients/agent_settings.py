@@ -1,0 +1,278 @@
+"""Merge nexusd's hook (and MCP server) entries into Claude Code's and Gemini CLI's settings files.
+
+People keep their own hooks, permissions and servers in these files, so every change is a merge that
+keeps everything else, recognises our own entries (by the ``nexus-hook`` / ``nexus-mcp`` command) so a
+second install replaces rather than duplicates them, and can be reversed by uninstall. Files are
+written atomically (temp file, fsync, rename) after a timestamped backup; a file we cannot parse is
+never touched. The transforms are pure functions over parsed JSON so they are tested without files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Agent = Literal["claude", "gemini"]
+HOOK_MARK = "nexus-hook"
+MCP_MARK = "nexus-mcp"
+SERVER_NAME = "nexus"
+PROMPT_TOOL = f"mcp__{SERVER_NAME}__permission_prompt"
+AGENT_TIMEOUT_S = 60  # what we configure the agent to give the hook
+HOOK_TIMEOUT_S = 55  # what the hook gives itself: it must answer before the agent gives up on it
+
+
+class SettingsError(Exception):
+    """A settings file we must not touch (unparseable, not an object, unexpected shapes)."""
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def console_script(name: str) -> str:
+    """The absolute path of our console script: agents may run hooks with a PATH that lacks the venv."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    return found or name
+
+
+def hook_command(agent: Agent, timeout: float = HOOK_TIMEOUT_S, executable: str | None = None) -> str:
+    exe = executable or console_script(HOOK_MARK)
+    return f"{_quote(exe)} {agent} --timeout {timeout:g}"
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _is_ours(hook: Any, mark: str) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and mark in hook["command"]
+
+
+# --------------------------------------------------------------------------- hook entries
+
+
+def _event_lists(settings: dict[str, Any]) -> dict[str, Any]:
+    hooks = settings.get("hooks")
+    if hooks is None:
+        return {}
+    if not isinstance(hooks, dict):
+        raise SettingsError("'hooks' is not an object")
+    return hooks
+
+
+def remove_hooks(settings: dict[str, Any], event: str) -> dict[str, Any]:
+    """Drop our command hooks from ``hooks[event]``, and groups/lists/objects left empty by that."""
+    out = copy.deepcopy(settings)
+    hooks = _event_lists(out)
+    groups = hooks.get(event)
+    if groups is None:
+        return out
+    if not isinstance(groups, list):
+        raise SettingsError(f"'hooks.{event}' is not a list")
+    kept = []
+    for group in groups:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            mine = [h for h in group["hooks"] if _is_ours(h, HOOK_MARK)]
+            if mine:
+                rest = [h for h in group["hooks"] if not _is_ours(h, HOOK_MARK)]
+                if not rest:
+                    continue
+                group = {**group, "hooks": rest}
+        kept.append(group)
+    if kept:
+        hooks[event] = kept
+    else:
+        del hooks[event]
+        if not hooks:
+            del out["hooks"]
+    return out
+
+
+def add_hook(settings: dict[str, Any], event: str, matcher: str, hook: dict[str, Any]) -> dict[str, Any]:
+    """Put our hook first in ``hooks[event]`` (replacing an earlier install), keeping every other entry."""
+    out = remove_hooks(settings, event)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError("'hooks' is not an object")
+    groups = hooks.setdefault(event, [])
+    groups.insert(0, {"matcher": matcher, "hooks": [hook]})
+    return out
+
+
+def claude_install(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    return add_hook(settings, "PreToolUse", "*", {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S})
+
+
+def claude_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
+    return remove_hooks(remove_hooks(settings, "PreToolUse"), "PermissionRequest")
+
+
+def gemini_install(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    hook = {"name": "nexusd", "type": "command", "command": command, "timeout": AGENT_TIMEOUT_S * 1000}
+    return add_hook(settings, "BeforeTool", ".*", hook)
+
+
+def gemini_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
+    return remove_hooks(settings, "BeforeTool")
+
+
+# --------------------------------------------------------------------------- MCP server entries
+
+
+def mcp_install(config: dict[str, Any], executable: str | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    servers = out.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise SettingsError("'mcpServers' is not an object")
+    existing = servers.get(SERVER_NAME)
+    if existing is not None and not _is_ours(existing, MCP_MARK):
+        raise SettingsError(f"an MCP server named {SERVER_NAME!r} already exists and is not nexus-mcp")
+    servers[SERVER_NAME] = {"type": "stdio", "command": executable or console_script(MCP_MARK), "args": []}
+    return out
+
+
+def mcp_uninstall(config: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    servers = out.get("mcpServers")
+    if isinstance(servers, dict) and _is_ours(servers.get(SERVER_NAME), MCP_MARK):
+        del servers[SERVER_NAME]
+        if not servers:
+            del out["mcpServers"]
+    return out
+
+
+# --------------------------------------------------------------------------- where the files are
+
+
+def settings_path(agent: Agent, project: Path | None, home: Path | None = None) -> Path:
+    base = project if project is not None else (home or Path.home())
+    return base / (".claude" if agent == "claude" else ".gemini") / "settings.json"
+
+
+def claude_mcp_path(project: Path | None, home: Path | None = None) -> Path:
+    """Claude Code reads user MCP servers from ``~/.claude.json`` and project ones from ``.mcp.json``."""
+    if project is not None:
+        return project / ".mcp.json"
+    return (home or Path.home()) / ".claude.json"
+
+
+# --------------------------------------------------------------------------- planning and applying changes
+
+
+@dataclass(frozen=True)
+class Change:
+    path: Path
+    old_text: str | None  # None: the file does not exist
+    new_text: str | None  # None: the file does not exist and will not be created
+
+    @property
+    def changed(self) -> bool:
+        return self.old_text != self.new_text
+
+    def diff(self) -> str:
+        old = (self.old_text or "").splitlines(keepends=True)
+        new = (self.new_text or "").splitlines(keepends=True)
+        label = str(self.path)
+        return "".join(
+            difflib.unified_diff(old, new, f"{label} (before)" if self.old_text is not None else "/dev/null", label)
+        )
+
+
+def read_json(path: Path) -> tuple[dict[str, Any], str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, None
+    if not text.strip():
+        return {}, text
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{path} is not valid JSON ({exc}); not touching it") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path} does not hold a JSON object; not touching it")
+    return data, text
+
+
+def plan(path: Path, transform: Any) -> Change:
+    data, old_text = read_json(path)
+    new = transform(data)
+    if new == data:
+        return Change(path, old_text, old_text)
+    return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
+
+
+def apply(change: Change) -> Path | None:
+    """Write the change atomically; returns the backup's path (None when there was no file or no change)."""
+    if not change.changed or change.new_text is None:
+        return None
+    path = change.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup: Path | None = None
+    mode = 0o600
+    if change.old_text is not None:
+        mode = path.stat().st_mode & 0o777
+        backup = path.with_name(f"{path.name}.nexus-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while backup.exists():
+            backup = path.with_name(f"{path.name}.nexus-backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+            n += 1
+        shutil.copy2(path, backup)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(change.new_text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return backup
+
+
+def install_changes(
+    agent: Agent, *, project: Path | None, mcp: bool, timeout: float = HOOK_TIMEOUT_S, home: Path | None = None
+) -> list[Change]:
+    """The file changes an install makes (nothing is written here)."""
+    if agent == "gemini" and mcp:
+        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; Gemini CLI uses the BeforeTool hook")
+    command = hook_command(agent, timeout)
+    if agent == "claude":
+        changes = [plan(settings_path("claude", project, home), lambda s: claude_install(s, command))]
+        if mcp:
+            changes.append(plan(claude_mcp_path(project, home), mcp_install))
+        return changes
+    return [plan(settings_path("gemini", project, home), lambda s: gemini_install(s, command))]
+
+
+def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
+    if agent == "claude":
+        changes = [plan(settings_path("claude", project, home), claude_uninstall)]
+        mcp_file = claude_mcp_path(project, home)
+        if mcp_file.exists():
+            changes.append(plan(mcp_file, mcp_uninstall))
+        return changes
+    return [plan(settings_path("gemini", project, home), gemini_uninstall)]
