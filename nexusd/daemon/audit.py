@@ -109,8 +109,12 @@ class AuditLog:
     # ------------------------------------------------------------------ writer thread
 
     def _open(self) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._size = os.fstat(self._fd).st_size
+        if self._size and os.pread(self._fd, 1, self._size - 1) != b"\n":
+            # A crash tore the last line: end it so the next record starts clean (readers skip the torn one).
+            os.write(self._fd, b"\n")
+            self._size += 1
 
     def _rotate(self) -> None:
         assert self._fd is not None

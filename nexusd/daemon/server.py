@@ -134,6 +134,12 @@ class Connection:
     async def send(self, data: bytes) -> bool:
         if self.closed:
             return False
+        if self.writer_running:  # keep lines in order behind what other tasks queued for this client
+            self.post(data)
+            return not self.closed
+        return await self._write(data)
+
+    async def _write(self, data: bytes) -> bool:
         try:
             async with self.send_lock:
                 await self.stream.send(data)
@@ -162,7 +168,7 @@ class Connection:
                 batch = b"".join(self.outbox)
                 self.outbox.clear()
                 self.outbox_bytes = 0
-                if not await self.send(batch):
+                if self.closed or not await self._write(batch):
                     return
         finally:
             self.writer_running = False
