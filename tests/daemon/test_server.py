@@ -354,7 +354,7 @@ def test_two_uis_answering_at_once_exactly_one_wins(daemon, raw_factory):
         ]
         barrier = threading.Barrier(len(uis))
 
-        def fire(ui, data):
+        def fire(ui, data, barrier=barrier):
             barrier.wait()
             ui.send_bytes(data)
 
