@@ -66,15 +66,41 @@ def daemon_dirs(store: PolicyStore) -> list[str]:
     return list(dict.fromkeys(_real(d) for d in (*dirs, *with_env)))
 
 
-def policy_deny_paths(policy: object) -> tuple[list[str], list[str]]:
+def _rule_path(rule: object, cwd: str, home: str) -> str | None:
+    """The concrete path a Read/Edit rule names, or None when it is a glob no single mount can express."""
+    pat = getattr(rule, "path", None)
+    if pat is None:
+        return None
+    base = cwd if pat.base is None else home if pat.base == "~" else pat.base
+    pattern = pat.pattern
+    if pattern.endswith("/**"):
+        pattern = pattern[:-3]
+    if _GLOB & set(pattern):
+        return None
+    if not pattern:
+        return os.path.normpath(base)
+    # gitignore: a pattern with a slash (other than at the end) is anchored to its base; a bare name
+    # matches at any depth, and we can only mask the one directly in the base.
+    return os.path.normpath(os.path.join(base, pattern.strip("/")))
+
+
+_GLOB = frozenset("*?[")
+
+
+def policy_deny_paths(policy: object, cwd: str, home: str) -> tuple[list[str], list[str]]:
     """Read/Edit deny rules of the permission policy that name concrete paths, as (deny_read, deny_write).
 
-    The policy loader exposes them as ``Policy.sandbox_deny_read`` / ``sandbox_deny_write`` (absolute paths,
-    resolved with the permission rules' own anchors). Glob rules the loader could not pin to a path are
-    enforced by the permission gate only.
+    Anchors are the permission rules' own (``//abs``, ``~/``, ``/`` = the policy file's directory, ``./``
+    or bare = the cwd). Glob rules that name no single path stay enforced by the permission gate only.
     """
-    reads = list(getattr(policy, "sandbox_deny_read", ()) or ())
-    writes = list(getattr(policy, "sandbox_deny_write", ()) or ())
+    reads: list[str] = list(getattr(policy, "sandbox_deny_read", ()) or ())
+    writes: list[str] = list(getattr(policy, "sandbox_deny_write", ()) or ())
+    for rule in getattr(policy, "rules", ()) or ():
+        if getattr(rule, "kind", None) != "deny" or getattr(rule, "tool", None) not in ("Read", "Edit", "Write"):
+            continue
+        path = _rule_path(rule, cwd, home)
+        if path is not None:
+            (reads if rule.tool == "Read" else writes).append(path)
     return reads, writes
 
 
@@ -173,13 +199,14 @@ def plan_command(
             )
         return SandboxPlan(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
     sandbox_home, sandbox_tmp = sandbox_dirs(Path(store.state_dir), _real(ws))
-    deny_read, deny_write = policy_deny_paths(store.policy)
+    home = os.path.expanduser("~")
+    deny_read, deny_write = policy_deny_paths(store.policy, _real(cwd), home)
     layout = build_layout(
         cwd, ws, settings,
         hidden_dirs=daemon_dirs(store),
         extra_deny_read=deny_read,
         extra_deny_write=deny_write,
-        home=os.path.expanduser("~"),
+        home=home,
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
     )

@@ -49,6 +49,7 @@ class World:
     sandbox: dict[str, Any] = field(default_factory=dict)
     deny_read: list[str] = field(default_factory=list)
     deny_write: list[str] = field(default_factory=list)
+    extra_rules: list[Any] = field(default_factory=list)  # permission rules (Read/Edit deny join the sandbox)
 
     @property
     def ws(self) -> Path:
@@ -67,7 +68,7 @@ class World:
                         managed_dir=self.root / "managed", protected_dirs=(str(self.root / "run"),))
         layer = parse_sandbox_layer(self.sandbox, self.root / "cfg" / "policy.toml", home=str(self.home))
         s.policy = SimpleNamespace(sandbox_layers=[layer], sandbox_deny_read=self.deny_read,
-                                   sandbox_deny_write=self.deny_write)  # type: ignore[assignment]
+                                   sandbox_deny_write=self.deny_write, rules=self.extra_rules)  # type: ignore[assignment]
         return s
 
     def plan(self, command: str, cwd: Path | None = None, backend: str | None = None) -> SandboxPlan:

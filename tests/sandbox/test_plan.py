@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from nexusd.protocol import CallInfo, Verdict
-from nexusd.sandbox.plan import command_disposition, wrap_command, wrap_for_agent
+from nexusd.sandbox.plan import command_disposition, policy_deny_paths, wrap_command, wrap_for_agent
 from nexusd.sandbox.settings import SandboxSettings
 from tests.sandbox.conftest import World
 
@@ -90,3 +91,29 @@ def test_excluded_commands_never_unsandbox_a_chain_silently(world: World) -> Non
     assert wrap_for_agent(_call("npm install x; rm -rf ~", world.ws), _allow(), store, world.probe) is not None
     person = Verdict(decision="allow", reason="a person said yes", source="user")
     assert wrap_for_agent(_call("npm install x; make", world.ws), person, store, world.probe) is None
+
+
+def _rule(kind: str, tool: str, base: str | None, pattern: str) -> SimpleNamespace:
+    """Duck-typed like ``nexusd.core.policy.rules.Rule`` (kind, tool, path.base, path.pattern)."""
+    return SimpleNamespace(kind=kind, tool=tool, path=SimpleNamespace(base=base, pattern=pattern))
+
+
+def test_read_and_edit_deny_rules_join_the_sandbox() -> None:
+    rules = [_rule("deny", "Read", None, "/.env"), _rule("deny", "Read", "~", "/.ssh/**"),
+             _rule("deny", "Edit", "/", "/etc/hosts"), _rule("deny", "Read", None, "**/*.pem"),
+             _rule("allow", "Read", None, "/x"), _rule("deny", "Bash", None, "")]
+    reads, writes = policy_deny_paths(SimpleNamespace(rules=rules), "/w", "/home/u")
+    assert reads == ["/w/.env", "/home/u/.ssh"] and writes == ["/etc/hosts"]
+
+
+def test_real_rules_join_the_sandbox() -> None:
+    rules_mod = pytest.importorskip("nexusd.core.policy.rules")
+    rules = [rules_mod.parse_rule(t, "deny", policy_root="/etc/p") for t in ("Read(./.env)", "Edit(/secrets)")]
+    assert policy_deny_paths(SimpleNamespace(rules=rules), "/w", "/h") == (["/w/.env"], ["/etc/p/secrets"])
+
+
+def test_deny_rule_masks_inside_the_sandbox(world: World) -> None:
+    (world.ws / ".env").write_text("TOPSECRET")
+    world.extra_rules = [_rule("deny", "Read", None, "/.env")]
+    r = world.run("cat .env")
+    assert "TOPSECRET" not in r.out
