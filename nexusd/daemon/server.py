@@ -278,7 +278,9 @@ class Server:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._timer_loop)
-                tg.start_soon(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+                # Handlers in place before READY=1: systemd may send SIGHUP (reload) the moment it
+                # sees READY, and SIGHUP's default action would kill the daemon.
+                await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 tg.start_soon(self._accept_loop, listener)
                 if self.probe_fn is not None:
                     tg.start_soon(self._refresh_probe)
@@ -298,10 +300,11 @@ class Server:
             self.audit.close()
             log.info("stopped")
 
-    async def _signal_loop(self, signals: set[int]) -> None:
+    async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         import signal
 
         with anyio.open_signal_receiver(*signals) as received:
+            task_status.started()
             async for signum in received:
                 if signum == signal.SIGHUP:
                     await self.reload()
