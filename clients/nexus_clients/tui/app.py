@@ -41,11 +41,11 @@ from nexusd import locations, protocol
 
 CSS = """
 ConnectionBar { height: 1; }
-QueueView { height: auto; max-height: 35%; border-bottom: solid $primary-darken-2; }
+QueueView { height: auto; max-height: 30%; border-bottom: solid $primary-darken-2; }
 RequestDetail { height: 1fr; padding: 0 1; }
 MessageLine { height: 1; padding: 0 1; }
 ActionBar { height: 1; }
-ActionBar Button { margin: 0 1 0 0; min-width: 6; }
+ActionBar Button { margin: 0 0 0 0; min-width: 6; }
 .dialog { width: 90%; max-width: 110; height: auto; max-height: 90%; border: thick $accent;
           background: $surface; padding: 0 1; }
 ModalScreen { align: center middle; }

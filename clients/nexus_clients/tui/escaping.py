@@ -87,7 +87,7 @@ def safe_text(
 
     Single-line mode escapes newlines too, so a value cannot fake extra rows in a table or header.
     """
-    result = Text(style=style, no_wrap=False, end="")
+    result = Text(style=style, no_wrap=False)
     lines = text.split("\n") if multiline else [text]
     for n, line in enumerate(lines):
         if n >= max_lines:

@@ -74,7 +74,7 @@ def queue_cells(entry: Entry, now: float) -> list[Text]:
 
 
 def _section(title: str) -> Text:
-    return Text(f"\n{title}", style="bold underline")
+    return Text(f"── {title} ", style="bold cyan")
 
 
 def _kv(label: str, value: Text | str, style: str = "") -> Text:
@@ -162,21 +162,24 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     out.append(head)
     if not entry.pending:
         out.append(Text(entry.outcome(), style="bold reverse yellow"))
-    out.append(_kv("workspace", safe_text(workspace(entry))))
+    place = _kv("workspace", safe_text(workspace(entry)))
     if call.cwd != workspace(entry):
-        out.append(_kv("cwd", safe_text(call.cwd)))
-    who = f"agent pid {call.agent_pid}" if call.agent_pid else ""
+        place.append("  cwd: ", style=LABEL)
+        place.append_text(safe_text(call.cwd))
     if call.mode:
-        out.append(_kv("agent mode", safe_text(call.mode)))
-    if who:
-        out.append(Text(who, style="dim"))
+        place.append("  agent mode: ", style=LABEL)
+        place.append_text(safe_text(call.mode))
+    if call.agent_pid:
+        place.append(f"  agent pid {call.agent_pid}", style="dim")
+    out.append(place)
 
     tier = risk.tier(verdict)
     line = _kv("risk", Text(tier, style=risk.TIER_STYLE[tier]))
     if verdict.requirement:
-        line.append(f"  needs {verdict.requirement}", style="dim")
+        line.append(f" (needs {verdict.requirement})", style="dim")
+    line.append("  why: ", style=LABEL)
+    line.append_text(safe_text(verdict.reason))
     out.append(line)
-    out.append(_kv("why asked", safe_text(verdict.reason)))
     for reason in risk.flag_lines(verdict):
         out.append(Text("  ⚠ ", style="bold red") + safe_text(reason, style="red"))
 
@@ -218,7 +221,10 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     shown = {"command"} if isinstance(command, str) else set()
     if change is not None:
         shown |= {"file_path", "content", "old_string", "new_string", "edits", "replace_all", "path"}
-    if not (call.tool in SHELL_TOOLS or change is not None):
+    fetched = isinstance(url, str) and (call.tool in FETCH_TOOLS or bool(det and det.kind == "fetch"))
+    if fetched:
+        shown |= {"url", "prompt"}
+    if not (call.tool in SHELL_TOOLS or change is not None or fetched):
         title = "MCP arguments" if (call.tool.startswith("mcp__") or (det and det.kind == "mcp")) else "arguments"
         out.append(_section(title))
         out.append(_json_text(inp))
@@ -240,7 +246,7 @@ def _json_text(value: Any) -> Text:
 
 
 def _change_block(change: Change) -> list[Text]:
-    out = [_section("change"), _kv("file", safe_text(change.path, style="yellow"))]
+    out = [_section("change") + safe_text(change.path, style="yellow")]
     if change.note:
         out.append(Text("note: ", style=LABEL) + safe_text(change.note, style="yellow"))
     if change.diff:

@@ -76,7 +76,8 @@ def flag_lines(verdict: Verdict) -> list[str]:
     lines = list(notes)
     for flag in verdict.flags:
         text = FLAG_TEXT.get(flag, flag)
-        if not any(flag in n or text in n for n in notes):
+        words = flag.split("_")
+        if not any(flag in n or all(w in n.lower() for w in words) for n in notes):
             lines.append(f"{flag}: {text}")
     return lines
 

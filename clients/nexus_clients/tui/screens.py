@@ -242,6 +242,11 @@ class AuditScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
+    def __init__(self, records: list[protocol.AuditRecord] | None = None) -> None:
+        """``records`` shows those instead of asking the daemon (snapshot tests)."""
+        super().__init__()
+        self.initial = records
+
     def compose(self) -> ComposeResult:
         yield Label(Text("Recent decisions (filters are exact; Enter applies)", style="bold"))
         with Horizontal(id="audit-filters"):
@@ -256,7 +261,10 @@ class AuditScreen(Screen[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("time", "decision", "source", "session", "tool", "request", "by")
-        self.action_refresh()
+        if self.initial is None:
+            self.action_refresh()
+        else:
+            self.show(protocol.AuditReply(records=self.initial))
 
     def query_message(self) -> protocol.AuditQuery | str:
         values = {k: self.query_one(f"#f-{k}", Input).value.strip() or None for k in ("session", "tool")}
@@ -289,6 +297,10 @@ class AuditScreen(Screen[None]):
         if not isinstance(reply, protocol.AuditReply):
             msg.update(Text("unexpected reply", style="red"))
             return
+        self.show(reply)
+
+    def show(self, reply: protocol.AuditReply) -> None:
+        msg = self.query_one("#audit-message", Static)
         table = self.query_one(DataTable)
         table.clear()
         for r in reversed(reply.records):
@@ -315,9 +327,11 @@ class RulesScreen(Screen[None]):
         Binding("x,delete", "remove", "remove learned rule"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, reply: protocol.RulesReply | None = None) -> None:
+        """``reply`` shows that instead of asking the daemon (snapshot tests)."""
         super().__init__()
         self.rules: list[protocol.RuleInfo] = []
+        self.initial = reply
 
     def compose(self) -> ComposeResult:
         yield Label(Text("Rules by layer (x removes the selected learned rule)", style="bold"))
@@ -327,7 +341,10 @@ class RulesScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("layer", "kind", "rule", "origin", "")
-        self.action_refresh()
+        if self.initial is None:
+            self.action_refresh()
+        else:
+            self.show(self.initial)
 
     @work(exclusive=True, group="rules")
     async def action_refresh(self) -> None:
@@ -341,6 +358,10 @@ class RulesScreen(Screen[None]):
         if not isinstance(reply, protocol.RulesReply):
             msg.update(Text("unexpected reply", style="red"))
             return
+        self.show(reply)
+
+    def show(self, reply: protocol.RulesReply) -> None:
+        msg = self.query_one("#rules-message", Static)
         self.rules = sorted(reply.rules, key=lambda r: (r.layer, r.kind, r.rule))
         table = self.query_one(DataTable)
         table.clear()
@@ -387,13 +408,21 @@ class StatusScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
+    def __init__(self, reply: protocol.StatusReply | None = None) -> None:
+        """``reply`` shows that instead of asking the daemon (snapshot tests)."""
+        super().__init__()
+        self.initial = reply
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(Text("loading status…", style="dim"), id="status-body")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.action_refresh()
+        if self.initial is None:
+            self.action_refresh()
+        else:
+            self.query_one("#status-body", Static).update(Group(*status_lines(self.initial)))
 
     @work(exclusive=True, group="status")
     async def action_refresh(self) -> None:

@@ -181,10 +181,10 @@ class MessageLine(Static):
 ACTIONS: list[tuple[str, str, str]] = [
     ("allow_once", "y allow", "success"),
     ("allow_session", "s session", "success"),
-    ("always", "a always…", "primary"),
+    ("always", "a always", "primary"),
     ("deny", "n deny", "error"),
     ("deny_message", "N deny+msg", "error"),
-    ("never", "e never…", "error"),
+    ("never", "e never", "error"),
     ("mode", "m mode", "default"),
     ("help", "? help", "default"),
 ]
