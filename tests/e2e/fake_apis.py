@@ -27,12 +27,24 @@ class ToolCall:
 class FakeAPI:
     """A running fake server: ``url``, the scripted ``tool``, and every ``requests`` body it saw."""
 
-    tool: ToolCall
+    tool: ToolCall | list[ToolCall]
     final_text: str = "done"
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
     tool_calls_sent: int = 0
+
+    @property
+    def script(self) -> list[ToolCall]:
+        return self.tool if isinstance(self.tool, list) else [self.tool]
+
+    def next_call(self, offered: set[Any]) -> ToolCall | None:
+        """The next scripted call for a main-loop request that offers its tool, in order; None when done."""
+        if self.tool_calls_sent < len(self.script) and self.script[self.tool_calls_sent].name in offered:
+            call = self.script[self.tool_calls_sent]
+            self.tool_calls_sent += 1
+            return call
+        return None
 
     @property
     def url(self) -> str:
@@ -81,12 +93,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     """One Messages API SSE stream: a tool_use for the first main-loop turn, text otherwise."""
-    messages = body.get("messages", [])
-    has_result = any(
-        isinstance(m.get("content"), list) and any(b.get("type") == "tool_result" for b in m["content"])
-        for m in messages
-    )
-    offers_tool = any(t.get("name") == api.tool.name for t in body.get("tools", []) or [])
+    call = api.next_call({t.get("name") for t in body.get("tools", []) or []})
     model = body.get("model", "claude-fake")
     chunks = [
         _sse(
@@ -106,15 +113,14 @@ def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
             },
         )
     ]
-    if offers_tool and not has_result and api.tool_calls_sent == 0:
-        api.tool_calls_sent += 1
+    if call is not None:
         chunks += [
             _sse(
                 "content_block_start",
                 {
                     "type": "content_block_start",
                     "index": 0,
-                    "content_block": {"type": "tool_use", "id": api.tool.id, "name": api.tool.name, "input": {}},
+                    "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
                 },
             ),
             _sse(
@@ -122,7 +128,7 @@ def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
                 {
                     "type": "content_block_delta",
                     "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(api.tool.input)},
+                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(call.input)},
                 },
             ),
             _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
@@ -157,11 +163,10 @@ def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
 
 def gemini_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     """One streamGenerateContent SSE response: a functionCall first, text once a functionResponse came back."""
-    has_result = any("functionResponse" in part for c in body.get("contents", []) for part in c.get("parts", []))
     declared = {fd.get("name") for t in body.get("tools", []) or [] for fd in t.get("functionDeclarations", []) or []}
-    if api.tool.name in declared and not has_result and api.tool_calls_sent == 0:
-        api.tool_calls_sent += 1
-        parts: list[dict[str, Any]] = [{"functionCall": {"name": api.tool.name, "args": api.tool.input}}]
+    call = api.next_call(declared)
+    if call is not None:
+        parts: list[dict[str, Any]] = [{"functionCall": {"name": call.name, "args": call.input}}]
     else:
         parts = [{"text": api.final_text}]
     chunk = {

@@ -46,7 +46,7 @@ class Run:
 
     def explain(self) -> str:
         return (
-            f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-2000:]}\nstderr={self.proc.stderr[-3000:]}\n"
+            f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-600:]}\nstderr={self.proc.stderr[-1500:]}\n"
             f"paths={self.api.paths}\ntold={self.told()}"
         )
 
@@ -76,6 +76,8 @@ def base_env(home: Path, daemon: DaemonHandle | None) -> dict[str, str]:
         "NO_COLOR": "1",
         "IS_SANDBOX": "1",  # Claude Code refuses some modes as root without it
     }
+    if "PYTHONPATH" in os.environ:  # the hook and bridge must import the nexusd under test
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(nexus_env(daemon))
     return env
 
@@ -196,7 +198,7 @@ async def run_cli(
         api.stop()
 
 
-def scenario(kind: str, tool: ToolCall) -> FakeAPI:
+def scenario(kind: str, tool: ToolCall | list[ToolCall]) -> FakeAPI:
     return serve(FakeAPI(tool), kind)
 
 
@@ -231,18 +233,18 @@ async def test_claude_hook_rule_allows_bash_edit_read(
     argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
     run = await run_cli(argv, env, project, api, daemon)
     assert (project / "made-by-bash").exists(), run.explain()
-    # Edit (Claude requires the file to have been read first in its session, so Read then Edit would need two
-    # turns; Edit of an unread file is refused by Claude itself. Read shows the allow; Edit its hook decision.)
+    # Edit: Claude refuses to edit a file it has not read in the session, so the model reads, then edits.
     notes = project / "notes.txt"
     notes.write_text("secret-free content 42\n")
-    api = scenario("claude", ToolCall("Read", {"file_path": str(notes)}))
+    script = [
+        ToolCall("Read", {"file_path": str(notes)}, id="toolu_e2e_read"),
+        ToolCall("Edit", {"file_path": str(notes), "old_string": "42", "new_string": "43"}, id="toolu_e2e_edit"),
+    ]
+    api = scenario("claude", script)
     argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
     run = await run_cli(argv, env, project, api, daemon)
     assert "secret-free content 42" in run.told(), run.explain()
-    api = scenario("claude", ToolCall("Edit", {"file_path": str(notes), "old_string": "42", "new_string": "43"}))
-    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
-    run = await run_cli(argv, env, project, api, daemon)
-    assert "nexusd" not in run.told(), f"the hook must not refuse an allowed Edit\n{run.explain()}"
+    assert notes.read_text() == "secret-free content 43\n", run.explain()
 
 
 @pytest.mark.anyio
@@ -258,7 +260,7 @@ async def test_claude_rule_denies_and_model_sees_why(
     argv, env = claude_run_args(agent_clis, home, project, api, daemon, path)
     run = await run_cli(argv, env, project, api, daemon)
     assert victim.exists(), run.explain()
-    assert "nexusd" in run.told() and "rm" in run.told(), run.explain()
+    assert "nexusd" in run.told() and "rm *)" in run.told(), run.explain()
 
 
 @pytest.mark.anyio
@@ -332,7 +334,7 @@ async def test_gemini_rule_denies_and_model_sees_why(
     argv, env = gemini_run_args(agent_clis, home, project, api, daemon)
     run = await run_cli(argv, env, project, api, daemon)
     assert victim.exists(), run.explain()
-    assert "nexusd" in run.told(), run.explain()
+    assert "nexusd" in run.told() and "rm *)" in run.told(), run.explain()
 
 
 @pytest.mark.anyio
