@@ -1,24 +1,481 @@
-"""The decision function: ``evaluate(call, policy, session, ...) -> Verdict``.
+"""The decision function: seed 000's decision order, made complete, over plain data.
 
-INTERIM (issue 2): seed 004's tier table. The policy-engine issue replaces the inside of this module,
-not its shape: the daemon only ever reaches it through ``nexusd.policy.gate.decide``.
+``evaluate(call, policy, session, cls, ctx, ...)`` is pure: the classification (what the call really
+does) and the answers of hooks and auto mode's classifier are arguments. When hooks or the classifier
+must be consulted and their answers are not given yet, the result says so (``Evaluation.need``); the
+gate (``nexusd.policy.gate``) runs them and calls again. Re-running the cheap early steps is simpler
+and safer than resuming half-way.
+
+Order: (1) deny rules, (2) hooks, (3) ask rules, (4) safety checks, (4b) folder trust, (5) allow rules,
+then mode sufficiency, then auto mode's classifier, (6) escalation, (7) final deny. Every step that ran
+is in the verdict's trace; every ask passes through one funnel that turns it into a deny where the mode
+cannot ask (dontAsk; plan for writes).
 """
 
 from __future__ import annotations
 
-import msgspec
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
-from nexusd.core.model import Session
-from nexusd.protocol import CallInfo, TraceStep, Verdict
+from nexusd.core.model import (
+    NOT_AUTO_ALLOWABLE,
+    Classification,
+    Command,
+    Context,
+    Flag,
+    Requirement,
+    Session,
+    ToolKind,
+)
+from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
+from nexusd.core.policy.policy import HookSpec, Policy
+from nexusd.core.policy.rules import Rule, RuleError, parse_rule
+from nexusd.core.policy.suggest import suggest
+from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 
-SAFE_TOOLS = frozenset({"read_file", "list_files", "search_files", "Read", "Glob", "Grep", "LS", "view_image"})
+__all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
+
+# Need a person in every mode, bypass included, and can never be learned.
+SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC})
+SAFETY_DENY = frozenset({Flag.LARGE_WRITE})
+UNTRUSTED_FLAG = "untrusted_workspace"
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_READ_OPS = frozenset({"<", "<>"})
+_PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")
 
 
-class Policy(msgspec.Struct, frozen=True):
-    """Interim: no rules yet."""
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    hook: HookSpec
+    decision: Literal["allow", "ask", "deny"]
+    reason: str = ""
+    error: str | None = None  # set when the decision is the hook's on_error
 
 
-def evaluate(call: CallInfo, policy: Policy, session: Session) -> Verdict:
-    if call.tool in SAFE_TOOLS:
-        return Verdict("allow", f"{call.tool} is a safe tool", "mode", trace=[TraceStep("mode", "allow")])
-    return Verdict("ask", f"{call.tool} needs a person", "mode", trace=[TraceStep("escalation", "ask")])
+@dataclass(frozen=True, slots=True)
+class ClassifierAnswer:
+    decision: Literal["allow", "deny", "error"]
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """A verdict, or what the gate must run first (then call ``evaluate`` again with the answers)."""
+
+    verdict: Verdict | None = None
+    need: Literal["hooks", "classifier"] | None = None
+    hooks: tuple[HookSpec, ...] = ()
+    classifier_outcome: Literal["allow", "deny"] | None = None  # for Session.classifier_denials
+
+
+@dataclass(slots=True)
+class _Run:
+    call: CallInfo
+    cls: Classification
+    ctx: Context
+    policy: Policy
+    mode: ModeSpec
+    trace: list[TraceStep] = field(default_factory=list)
+
+    def step(self, step: str, outcome: str, detail: str = "") -> None:
+        self.trace.append(TraceStep(step, outcome, detail))
+
+
+# ---------------------------------------------------------------------- mode
+
+
+def effective_mode(session: Session, policy: Policy, provider: str | None = None) -> tuple[ModeSpec, str]:
+    """The session's mode: a person's override, else the agent's, else the policy's default; clamped."""
+    prov = policy.provider(provider or session.provider)
+    if session.override_mode:
+        raw, why = session.override_mode, "set by a person"
+    elif session.agent_mode:
+        raw, why = session.agent_mode, f"reported by {session.provider}"
+    else:
+        raw, why = prov.default_mode or policy.default_mode or "default", "policy default"
+    spec = resolve(raw)
+    notes = [f"{raw!r} ({why}) -> {spec.name if spec else 'unknown'}"]
+    if spec is None:
+        spec = INTERNAL["default"]
+        notes.append("unknown mode: using default")
+    for allowed, who in ((policy.allowed_modes, "managed policy"), (prov.allowed_modes, f"provider {provider}")):
+        if allowed is not None and spec.name not in allowed and spec.name != "default":
+            notes.append(f"{spec.name} not permitted by {who}: using default")
+            spec = INTERNAL["default"]
+    if spec.bypass and policy.disable_bypass:
+        notes.append(f"bypass disabled by disable_bypass ({policy.disable_bypass_origin or 'policy'}): using default")
+        spec = INTERNAL["default"]
+    return spec, "; ".join(notes)
+
+
+# ---------------------------------------------------------------------- paths
+
+
+def _inside(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _abs(p: str, ctx: Context) -> str:
+    if p == "~" or p.startswith("~/"):
+        p = ctx.home + p[1:]
+    return posixpath.normpath(posixpath.join(ctx.cwd, p))
+
+
+def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list[str], list[str]]:
+    """Paths read and written, canonical ones plus the lexical path a file tool named (the link itself)."""
+    reads, writes = list(cls.reads), list(cls.writes)
+    for r in cls.redirects:
+        if r.target is None or r.target.isdigit() or r.target == "-":
+            continue
+        p = _abs(r.target, ctx)
+        if r.op in _WRITE_OPS and p not in writes:
+            writes.append(p)
+        if r.op in _READ_OPS and p not in reads:
+            reads.append(p)
+    if cls.kind != ToolKind.SHELL and isinstance(call.input, dict):
+        for key in _PATH_KEYS:
+            v = call.input.get(key)
+            if isinstance(v, str) and v and "\x00" not in v:
+                p = _abs(v, ctx)
+                target = writes if cls.kind == ToolKind.EDIT else reads
+                if p not in target:
+                    target.append(p)
+    return reads, writes
+
+
+# ---------------------------------------------------------------------- rule matching
+
+
+def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:
+    """What a deny/ask rule matched in this call, or None. Any one match is enough."""
+    if rule.family == "shell":
+        if cls.kind != ToolKind.SHELL:
+            return None
+        if rule.bare:
+            return "the shell tool"
+        for c in cls.commands:
+            if rule.matches_argv(c.argv):
+                return "sub-command " + " ".join(c.argv)
+        return None
+    if rule.family in ("read", "edit") and not rule.bare:
+        paths = reads if rule.family == "read" else writes
+        if rule.family == "edit" and rule.tool != "Edit" and not rule.covers_call(cls):
+            return None
+        for p in paths:
+            if rule.matches_path(p, ctx.cwd, ctx.home):
+                return ("file read " if rule.family == "read" else "file written ") + p
+        return None
+    if not rule.covers_call(cls):
+        return None
+    if rule.family == "fetch":
+        return f"domain {cls.domain}" if rule.matches_domain(cls.domain) else None
+    return f"tool {cls.tool}"
+
+
+def _covered_outside(paths: Sequence[str], family: str, allows: Sequence[Rule], ctx: Context) -> list[Rule] | None:
+    """Rules covering every path outside the workspace (None: some path is not covered)."""
+    used: list[Rule] = []
+    for p in paths:
+        if _inside(p, ctx.workspace_roots):
+            continue
+        hit = next((r for r in allows if r.family == family and not r.bare and r.matches_path(p, ctx.cwd, ctx.home)),
+                   None)
+        if hit is None:
+            return None
+        if hit not in used:
+            used.append(hit)
+    return used
+
+
+def _allow_match(
+    allows: Sequence[Rule], cls: Classification, reads: list[str], writes: list[str], ctx: Context
+) -> tuple[list[Rule], list[Command]]:
+    """The allow rules that together allow the call (empty: not allowed) and the uncovered sub-commands."""
+    if cls.kind == ToolKind.SHELL:
+        if not cls.commands:
+            return [], []
+        used: list[Rule] = []
+        uncovered: list[Command] = []
+        shell = [r for r in allows if r.family == "shell"]
+        for c in cls.commands:
+            hit = next((r for r in shell if r.matches_argv(c.argv)), None)
+            if hit is None:
+                uncovered.append(c)
+            elif hit not in used:
+                used.append(hit)
+        if uncovered:
+            return [], uncovered
+        # A Bash rule allows the commands; files outside the workspace need Read/Edit rules of their own.
+        r_out = _covered_outside(reads, "read", allows, ctx)
+        w_out = _covered_outside(writes, "edit", allows, ctx)
+        if r_out is None or w_out is None:
+            return [], []
+        return used + [r for r in (*r_out, *w_out) if r not in used], []
+    for rule in allows:
+        if not rule.covers_call(cls):
+            continue
+        if rule.family in ("read", "edit") and not rule.bare:
+            paths = reads if rule.family == "read" else writes
+            if not paths or not all(rule.matches_path(p, ctx.cwd, ctx.home) for p in paths):
+                continue
+            # an edit tool that also reads (MultiEdit) needs its writes covered; reads follow the writes
+        elif rule.family == "fetch" and not rule.matches_domain(cls.domain):
+            continue
+        return [rule], []
+    return [], []
+
+
+# ---------------------------------------------------------------------- verdicts
+
+
+def _details(cls: Classification) -> CallDetails:
+    try:
+        from nexusd.core.classify import details as classify_details
+    except ImportError:
+        return CallDetails(
+            kind=str(cls.kind), tool=cls.tool, commands=[list(c.argv) for c in cls.commands],
+            reads=list(cls.reads), writes=list(cls.writes), domain=cls.domain, notes=list(cls.notes),
+        )
+    return classify_details(cls)
+
+
+def _origin(rules: Sequence[Rule]) -> tuple[str | None, str | None]:
+    if not rules:
+        return None, None
+    return "; ".join(r.text for r in rules), "; ".join(dict.fromkeys(r.origin for r in rules))
+
+
+def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Sequence[Rule] = (),
+             suggestions: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Verdict:
+    rule, origin = _origin(rules)
+    flags = sorted(str(f) for f in run.cls.flags)
+    flags.extend(f for f in extra_flags if f not in flags)
+    return Verdict(
+        decision=decision,  # type: ignore[arg-type]
+        reason=reason,
+        source=source,  # type: ignore[arg-type]
+        rule=rule,
+        rule_origin=origin,
+        requirement=run.cls.requirement.label,
+        flags=flags,
+        suggestions=list(suggestions) if decision == "ask" else [],
+        trace=list(run.trace),
+        details=_details(run.cls),
+    )
+
+
+def _runs_or_writes(cls: Classification, writes: Sequence[str]) -> bool:
+    return bool(writes) or cls.kind == ToolKind.EDIT or (
+        cls.kind == ToolKind.SHELL and cls.requirement > Requirement.READ_ONLY
+    )
+
+
+def _ask(run: _Run, writes: Sequence[str], reason: str, source: str, *, step: str, rules: Sequence[Rule] = (),
+         suggestions: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Verdict:
+    """Every ask goes through here: where the mode cannot ask, it becomes a deny."""
+    if not run.mode.prompts:
+        run.step("escalation", "deny", f"{run.mode.name} never asks")
+        return _verdict(run, "deny", f"{reason}; mode {run.mode.name} never asks, so denied", source, rules=rules,
+                        extra_flags=extra_flags)
+    if run.mode.deny_writes and _runs_or_writes(run.cls, writes):
+        run.step("escalation", "deny", "plan mode: writes and commands are denied")
+        return _verdict(run, "deny", f"{reason}; plan mode does not write or run commands, so denied", source,
+                        rules=rules, extra_flags=extra_flags)
+    run.step("escalation", "ask", step)
+    return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
+
+
+def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
+    out: list[Rule] = []
+    texts = session.allow_rules if kind == "allow" else session.deny_rules
+    for t in texts:
+        try:
+            out.append(parse_rule(t, kind, layer="session", origin=f"session:{session.id}"))  # type: ignore[arg-type]
+        except RuleError as e:
+            run.step(f"{kind}_rules", "error", f"session rule ignored: {e}")
+    return out
+
+
+# ---------------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    call: CallInfo,
+    policy: Policy,
+    session: Session,
+    cls: Classification,
+    ctx: Context,
+    *,
+    hooks: Sequence[HookAnswer] | None = None,
+    classifier: ClassifierAnswer | None = None,
+    dry_run: bool = False,
+) -> Evaluation:
+    """Decide one call. Pure; see the module docstring for the order and for ``Evaluation.need``."""
+    mode, mode_note = effective_mode(session, policy, call.provider)
+    run = _Run(call, cls, ctx, policy, mode)
+    run.step("mode", mode.name, mode_note)
+    reads, writes = _file_paths(call, cls, ctx)
+
+    # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
+    for rule in (*policy.of_kind("deny"), *_session_rules(session, "deny", run)):
+        hit = _deny_hit(rule, cls, reads, writes, ctx)
+        if hit:
+            run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
+            return Evaluation(_verdict(run, "deny", f"denied by rule {rule.text}: {hit}", "rule", rules=[rule]))
+    run.step("deny_rules", "passed")
+
+    # (2) hooks: deny is final, ask forces a prompt, allow continues.
+    applicable = tuple(h for h in policy.hooks if h.applies(cls))
+    if applicable:
+        if dry_run and hooks is None:
+            run.step("hooks", "skipped", f"{len(applicable)} hook(s) not run in a check")
+        elif hooks is None:
+            return Evaluation(need="hooks", hooks=applicable)
+        else:
+            forced: HookAnswer | None = None
+            for a in hooks:
+                detail = f"{' '.join(a.hook.command)} ({a.hook.origin}): {a.decision}"
+                if a.error:
+                    detail += f" (on_error after: {a.error})"
+                if a.reason:
+                    detail += f": {a.reason}"
+                if a.decision not in ("allow", "ask", "deny"):
+                    a = HookAnswer(a.hook, "deny", a.reason, a.error or f"invalid decision {a.decision!r}")
+                run.step("hooks", a.decision, detail)
+                if a.decision == "deny":
+                    why = a.reason or a.error or "no reason given"
+                    return Evaluation(_verdict(run, "deny", f"denied by hook {a.hook.command[0]}: {why}", "hook"))
+                if a.decision == "ask" and forced is None:
+                    forced = a
+            if forced is not None:
+                reason = f"hook {forced.hook.command[0]} asks for a person: {forced.reason or forced.error or ''}"
+                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked"))
+    else:
+        run.step("hooks", "skipped", "no hook applies")
+
+    # (3) ask rules: a prompt regardless of mode (bypass included).
+    for rule in policy.of_kind("ask"):
+        hit = _deny_hit(rule, cls, reads, writes, ctx)
+        if hit:
+            run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
+            return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}", "rule", step="ask rule",
+                                   rules=[rule]))
+    run.step("ask_rules", "passed")
+
+    # (4) safety checks: a person in every mode, never learnable.
+    deny_flags = cls.flags & SAFETY_DENY
+    if deny_flags:
+        notes = "; ".join(cls.notes) or ", ".join(sorted(deny_flags))
+        run.step("safety", "deny", notes)
+        return Evaluation(_verdict(run, "deny", f"refused by a safety check: {notes}", "safety"))
+    ask_flags = cls.flags & SAFETY_ASK
+    if ask_flags:
+        notes = "; ".join(cls.notes) or ", ".join(sorted(ask_flags))
+        run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
+        return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
+    run.step("safety", "passed")
+
+    # (4b) folder trust: an unknown workspace with a project policy asks a person to trust it.
+    trusted = policy.trust == "trusted"
+    if policy.trust == "unknown" and policy.workspace:
+        run.step("trust", "ask", f"{policy.workspace} has a project policy and is not trusted yet")
+        sugg = [f"Trust({policy.workspace})", *suggest(cls, ctx.workspace_roots)]
+        return Evaluation(_ask(
+            run, writes,
+            f"workspace {policy.workspace} has a project policy; trust it (its allow rules then apply)?",
+            "safety", step="trust", suggestions=sugg, extra_flags=[UNTRUSTED_FLAG],
+        ))
+    if policy.trust == "untrusted":
+        run.step("trust", "untrusted", "project allow rules, hooks and settings ignored")
+
+    # (5) allow rules, then mode sufficiency. Never for a call that is not auto-allowable.
+    uncovered: list[Command] | None = None
+    if not cls.auto_allowable:
+        bad = sorted(str(f) for f in cls.flags & NOT_AUTO_ALLOWABLE)
+        run.step("allow_rules", "skipped", "not auto-allowable: " + ", ".join(bad))
+        run.step("mode_check", "skipped", "not auto-allowable")
+    else:
+        allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
+        allows += _session_rules(session, "allow", run)
+        used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+        if used:
+            run.step("allow_rules", "matched", "; ".join(f"{r.text} ({r.origin})" for r in used))
+            return Evaluation(_verdict(run, "allow", f"allowed by rule {used[0].text}" if len(used) == 1
+                                       else "allowed by rules " + ", ".join(r.text for r in used), "rule", rules=used))
+        run.step("allow_rules", "passed", "no allow rule covers the call")
+        v = _mode_check(run, writes)
+        if v is not None:
+            return Evaluation(v)
+        # auto mode: the external classifier decides what the mode alone does not allow.
+        if mode.escalation == "classifier":
+            ev = _classifier_step(run, session, writes, classifier, dry_run, uncovered)
+            if ev is not None:
+                return ev
+
+    # (6) escalation, (7) final deny.
+    sugg = suggest(cls, ctx.workspace_roots, uncovered or None)
+    need = cls.requirement.label
+    if mode.escalation == "deny":
+        run.step("final", "deny", f"mode {mode.name} does not reach {need}")
+        return Evaluation(_verdict(run, "deny", f"mode {mode.name} does not allow {need}, and it never asks",
+                                   "default"))
+    reason = f"{cls.tool} needs {need}; mode {mode.name} asks" if cls.auto_allowable else (
+        f"{cls.tool} cannot be allowed automatically: {'; '.join(cls.notes) or 'flagged'}")
+    return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg))
+
+
+def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
+    cls, mode, policy = run.cls, run.mode, run.policy
+    need = int(cls.requirement)
+    reads, _ = _file_paths(run.call, cls, run.ctx)
+    outside = [p for p in (*reads, *writes) if not _inside(p, run.ctx.workspace_roots)]
+    if Flag.OUTSIDE_WORKSPACE in cls.flags or outside:
+        need = int(Requirement.DANGER_FULL_ACCESS)
+    prov = policy.provider(run.call.provider)
+    if prov.auto_approval is False:
+        safe = cls.kind == ToolKind.READ and need <= Requirement.READ_ONLY
+        if safe:
+            run.step("mode_check", "allow", "a safe tool (provider without auto-approval)")
+            return _verdict(run, "allow", f"{cls.tool} is a safe read inside the workspace", "mode")
+        run.step("mode_check", "passed", f"provider {run.call.provider} has no auto-approval")
+        return None
+    if cls.kind == ToolKind.SHELL and not mode.shell_auto:
+        run.step("mode_check", "passed", f"mode {mode.name} never allows shell calls by itself")
+        return None
+    if need <= mode.ceiling and not (mode.deny_writes and _runs_or_writes(cls, writes)):
+        run.step("mode_check", "allow", f"mode {mode.name} reaches {Requirement(need).label}")
+        return _verdict(run, "allow", f"mode {mode.name} allows {Requirement(need).label}", "mode")
+    run.step("mode_check", "passed", f"{Requirement(need).label} is above mode {mode.name}")
+    return None
+
+
+def _classifier_step(run: _Run, session: Session, writes: Sequence[str], answer: ClassifierAnswer | None,
+                     dry_run: bool, uncovered: list[Command] | None) -> Evaluation | None:
+    spec = run.policy.classifier
+    if spec is None:
+        run.step("classifier", "skipped", "auto mode without a [classifier]: asking")
+        return None
+    if session.classifier_denials >= spec.max_denials:
+        run.step("classifier", "skipped", f"{session.classifier_denials} consecutive denials: a person decides")
+        return None
+    if answer is None:
+        if dry_run:
+            run.step("classifier", "skipped", "not run in a check")
+            return None
+        return Evaluation(need="classifier")
+    if answer.decision == "allow":
+        run.step("classifier", "allow", answer.reason)
+        return Evaluation(_verdict(run, "allow", f"auto mode classifier allowed: {answer.reason}".rstrip(": "),
+                                   "classifier"), classifier_outcome="allow")
+    if answer.decision == "deny":
+        run.step("classifier", "deny", answer.reason)
+        return Evaluation(_verdict(run, "deny", f"auto mode classifier blocked: {answer.reason}".rstrip(": "),
+                                   "classifier"), classifier_outcome="deny")
+    if spec.on_error == "ask":
+        run.step("classifier", "error", f"{answer.reason}; on_error=ask")
+        return None
+    run.step("classifier", "error", f"{answer.reason}; fail closed")
+    return Evaluation(_verdict(run, "deny", f"auto mode classifier failed ({answer.reason}); fail closed",
+                               "classifier"))

@@ -1,15 +1,79 @@
-"""The daemon's one entry into policy: run the engine, and any hooks/classifier it needs (I/O).
+"""The daemon's one entry into policy: classify the call, run the pure engine, and do the I/O the
+engine asks for (hooks, auto mode's classifier) before calling it again.
 
-INTERIM: calls the engine directly. The policy-engine issue fills in hooks and the auto-mode
-classifier here, keeping this signature.
+Never allows on error: any exception becomes a deny with source "error".
 """
 
 from __future__ import annotations
 
-from nexusd.core.engine import evaluate
-from nexusd.core.model import Session
+import os
+from typing import Any
+
+import msgspec
+
+from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
+from nexusd.core.model import Classification, Context, Session, ToolKind
+from nexusd.core.policy.policy import Policy
+from nexusd.policy.classifier import run_classifier
+from nexusd.policy.hooks import run_hooks
 from nexusd.policy.store import PolicyStore
-from nexusd.protocol import CallInfo, SandboxProbe, Verdict
+from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
+
+MAX_ROUNDS = 3  # deny rules -> hooks -> classifier: at most two I/O rounds
+
+
+def workspace_of(call: CallInfo) -> str:
+    """The workspace a call belongs to: the agent's project root, else the cwd's git root, else the cwd."""
+    if call.workspace and os.path.isabs(call.workspace) and os.path.isdir(call.workspace):
+        return os.path.realpath(call.workspace)
+    cwd = os.path.realpath(call.cwd) if os.path.isabs(call.cwd) else "/"
+    d = cwd
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return cwd
+        d = parent
+
+
+def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str) -> Context:
+    roots = [workspace, *(os.path.realpath(d) for d in policy.additional_directories)]
+    protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
+                                     str(store.managed_dir))))
+    cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
+    return Context(cwd=cwd, workspace_roots=tuple(dict.fromkeys(roots)), home=store.home, protected_dirs=protected)
+
+
+def classify_call(call: CallInfo, ctx: Context) -> Classification:
+    from nexusd.core.classify import classify
+    from nexusd.core.classify.fs import RealFileSystem
+
+    return classify(call, ctx, RealFileSystem())
+
+
+def _payload(call: CallInfo, cls: Classification, session: Session, policy: Policy) -> bytes:
+    from nexusd.core.classify import details
+
+    mode, _ = effective_mode(session, policy, call.provider)
+    doc: dict[str, Any] = {
+        "call": msgspec.to_builtins(call),
+        "details": msgspec.to_builtins(details(cls)),
+        "requirement": cls.requirement.label,
+        "flags": sorted(str(f) for f in cls.flags),
+        "session": session.id,
+        "mode": mode.name,
+        "workspace": policy.workspace,
+    }
+    return msgspec.json.encode(doc)
+
+
+def record_classifier(session: Session, ev: Evaluation) -> None:
+    """Auto mode's consecutive-denial counter: a classifier deny counts, a classifier allow resets."""
+    if ev.classifier_outcome == "deny":
+        session.classifier_denials += 1
+    elif ev.classifier_outcome == "allow":
+        session.classifier_denials = 0
 
 
 async def decide(
@@ -21,4 +85,59 @@ async def decide(
     sandbox: SandboxProbe | None = None,
 ) -> Verdict:
     """Never raises for a bad call: the caller still wraps it and turns any exception into deny."""
-    return evaluate(call, store.policy, session)
+    try:
+        return await _decide(call, store, session, dry_run=dry_run, sandbox=sandbox)
+    except Exception as e:  # fail closed
+        return Verdict("deny", f"policy evaluation failed ({type(e).__name__}: {e}); denied", "error")
+
+
+async def _decide(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool,
+                  sandbox: SandboxProbe | None) -> Verdict:
+    workspace = workspace_of(call)
+    policy = store.policy_for(workspace)
+    ctx = context_for(call, store, policy, workspace)
+    cls = classify_call(call, ctx)
+    hooks: list[HookAnswer] | None = None
+    classifier: ClassifierAnswer | None = None
+    payload: bytes | None = None
+    for _ in range(MAX_ROUNDS):
+        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=dry_run)
+        if ev.verdict is not None:
+            if not dry_run:
+                record_classifier(session, ev)
+            return _sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+        payload = payload or _payload(call, cls, session, policy)
+        if ev.need == "hooks" and hooks is None:
+            hooks = await run_hooks(ev.hooks, payload)
+        elif ev.need == "classifier" and classifier is None and policy.classifier is not None:
+            classifier = await run_classifier(policy.classifier, payload)
+        else:
+            break
+    return Verdict("deny", "the policy engine did not settle the call; denied", "error")
+
+
+def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: Policy,
+                        probe: SandboxProbe | None) -> Verdict:
+    """Seed 001's checkSandboxAutoAllow: a bare ask for a shell call that will run sandboxed is allowed.
+
+    Only an ask that came from the mode (not from a rule, hook, safety check or trust) qualifies; deny
+    and ask rules already ran. Excluded commands that would leave the sandbox keep the ask.
+    """
+    if v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable:
+        return v
+    if probe is None or not probe.available or not isinstance(call.input.get("command"), str):
+        return v
+    try:
+        from nexusd.sandbox.plan import command_disposition
+        from nexusd.sandbox.settings import sandbox_settings
+
+        settings = sandbox_settings(policy)
+        if not (settings.enabled and settings.auto_allow_bash_if_sandboxed):
+            return v
+        if command_disposition(call.input["command"], settings) != "sandbox":
+            return v
+    except Exception:
+        return v
+    trace = [*v.trace, TraceStep("sandbox", "allow", f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed")]
+    return msgspec.structs.replace(v, decision="allow", reason=f"{v.reason}; runs in the sandbox, allowed",
+                                   trace=trace, suggestions=[])

@@ -1,12 +1,45 @@
-"""The daemon's view of policy: layered files, learned rules, trust. INTERIM (built-in default only)."""
+"""The daemon's view of policy: layered files, per-workspace project layers, learned rules, trust.
+
+``load()`` (re)reads the global layers (managed, user, learned, and Claude Code's settings when
+enabled); each file keeps its last good parse, so a broken file never drops rules that were in force
+and never half-applies. Project layers depend on the call's workspace and are loaded on demand by
+``policy_for(workspace)``, cached by path, mtime and trust state.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from nexusd.core.engine import Policy
-from nexusd.protocol import PolicySource, RuleInfo
+from nexusd.core.policy.policy import Policy
+from nexusd.core.policy.rules import RuleError, parse_rule
+from nexusd.core.policy.suggest import blanket_reason
+from nexusd.policy import learned as learned_file
+from nexusd.policy.loader import (
+    CLAUDE_MANAGED,
+    Layer,
+    managed_file_problem,
+    merge,
+    parse_claude_settings,
+    parse_policy,
+)
+from nexusd.policy.trust import TrustStore
+from nexusd.protocol import PolicySource, RuleInfo, Verdict
+
+_TRUST_RULE = re.compile(r"Trust\((/.*)\)\Z")
+_NEVER_LEARN = frozenset({"catastrophic", "protected_path", "unparseable", "dynamic", "large_write"})
+MAX_PROJECT_CACHE = 256
+
+
+@dataclass
+class _FileState:
+    mtime: int
+    layer: Layer  # the last good parse (or the failing one when there never was a good one)
+    error: str | None = None
 
 
 class PolicyStore:
@@ -19,33 +52,298 @@ class PolicyStore:
         state_dir: Path,
         managed_dir: Path,
         protected_dirs: tuple[str, ...] = (),
+        home: str | None = None,
+        claude_managed: str | None = None,
+        trusted_uids: Sequence[int] = (0,),
     ) -> None:
-        self.config_dir = config_dir
-        self.state_dir = state_dir
-        self.managed_dir = managed_dir
+        self.config_dir = Path(config_dir)
+        self.state_dir = Path(state_dir)
+        self.managed_dir = Path(managed_dir)
         self.protected_dirs = protected_dirs
+        self.home = home or os.path.expanduser("~")
+        self.claude_managed = claude_managed
+        self.trusted_uids = tuple(trusted_uids)
+        self.learned_path = self.state_dir / "learned.toml"
+        self.trust_store = TrustStore(self.state_dir / "trust.toml")
         self.policy = Policy()
         self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self._files: dict[str, _FileState] = {}
+        self._global: list[Layer] = []
+        self._global_sources: list[PolicySource] = []
+        self._project_cache: dict[str, tuple[tuple[object, ...], Policy, list[Layer]]] = {}
+
+    # ------------------------------------------------------------------ files
+
+    def _read_layer(self, path: Path, layer: str, *, kind: str = "nexus", project: bool = False,
+                    managed: bool = False) -> tuple[Layer | None, str | None]:
+        """(layer to use, error). A broken file yields its last good layer, or nothing, plus the error."""
+        key = str(path)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._files.pop(key, None)
+            return None, None
+        except OSError as e:
+            return self._last_good(key), f"{path}: cannot read: {e.strerror}"
+        old = self._files.get(key)
+        if old is not None and old.mtime == st.st_mtime_ns and old.error is None:
+            return old.layer, None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            return self._last_good(key), f"{path}: cannot read: {e}"
+        if kind == "claude":
+            parsed = parse_claude_settings(text, path, layer=layer, project=project)
+        else:
+            parsed = parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
+        if parsed.errors:
+            err = "; ".join(parsed.errors)
+            good = self._last_good(key)
+            self._files[key] = _FileState(st.st_mtime_ns, good or parsed, err) if good else _FileState(
+                st.st_mtime_ns, parsed, err)
+            return good, err
+        self._files[key] = _FileState(st.st_mtime_ns, parsed)
+        return parsed, None
+
+    def _last_good(self, key: str) -> Layer | None:
+        st = self._files.get(key)
+        return st.layer if st is not None and not st.layer.errors else None
+
+    def _collect(self, specs: list[tuple[Path, str, str, bool, bool]]) -> tuple[list[Layer], list[PolicySource],
+                                                                               list[str]]:
+        layers: list[Layer] = []
+        sources: list[PolicySource] = []
+        errors: list[str] = []
+        for path, name, kind, project, managed in specs:
+            layer, err = self._read_layer(path, name, kind=kind, project=project, managed=managed)
+            if layer is None and err is None:
+                continue
+            if err:
+                errors.append(err)
+            if layer is not None:
+                layers.append(layer)
+            sources.append(PolicySource(layer=name, path=str(path), loaded=err is None, error=err))
+        return layers, sources, errors
+
+    # ------------------------------------------------------------------ global layers
 
     def load(self) -> list[str]:
-        """(Re)read every layer; on error keep the last good policy and return the errors."""
-        self.errors = []
-        return self.errors
+        """(Re)read every global layer; errors are returned (and kept in ``errors``), last good stays."""
+        errors: list[str] = []
+        warnings: list[str] = []
+        specs: list[tuple[Path, str, str, bool, bool]] = []
+        managed_sources: list[PolicySource] = []
+        mfiles = [self.managed_dir / "policy.toml"]
+        d = self.managed_dir / "policy.d"
+        if d.is_dir():
+            mfiles += sorted(d.glob("*.toml"))
+        for f in mfiles:
+            if not f.exists():
+                continue
+            problem = managed_file_problem(f, self.trusted_uids)
+            if problem:
+                warnings.append(problem)
+                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=problem))
+                continue
+            specs.append((f, "managed", "nexus", False, True))
+        specs.append((self.config_dir / "policy.toml", "user", "nexus", False, False))
+        layers, sources, errs = self._collect(specs)
+        errors += errs
+        import_claude = next((la.import_claude for la in layers if la.managed and la.import_claude is not None), None)
+        if import_claude is None:
+            import_claude = next((la.import_claude for la in layers if la.import_claude is not None), False)
+        claude_layers: list[Layer] = []
+        if import_claude:
+            cm = next((la.claude_managed for la in layers if la.claude_managed), None)
+            cspecs = [(Path(self.claude_managed or cm or CLAUDE_MANAGED), "claude-managed", "claude", False, True),
+                      (Path(self.home) / ".claude" / "settings.json", "claude-user", "claude", False, False)]
+            claude_layers, csources, cerrs = self._collect(cspecs)
+            for la in claude_layers:
+                la.managed = la.layer == "claude-managed"
+            sources += csources
+            errors += cerrs
+        learned, lsources, lerrs = self._collect([(self.learned_path, "learned", "nexus", False, False)])
+        sources += lsources
+        errors += lerrs
+        ordered = [la for la in layers if la.managed] + [la for la in claude_layers if la.managed] + \
+            [la for la in layers if not la.managed] + [la for la in claude_layers if not la.managed] + learned
+        self._global = ordered
+        self._global_sources = managed_sources + sources
+        self._project_cache.clear()
+        self.policy = merge(ordered)
+        self.errors = errors
+        self.warnings = warnings + list(self.policy.warnings)
+        self._import_claude = bool(import_claude)
+        return errors
+
+    # ------------------------------------------------------------------ per workspace
+
+    def policy_for(self, workspace: str | None) -> Policy:
+        """The merged policy for a call in ``workspace`` (global layers + that project's layers)."""
+        if not workspace:
+            return self.policy
+        ws = os.path.normpath(workspace)
+        files = [(Path(ws) / ".nexus" / "policy.toml", "project", "nexus")]
+        if getattr(self, "_import_claude", False):
+            files += [(Path(ws) / ".claude" / "settings.json", "claude-project", "claude"),
+                      (Path(ws) / ".claude" / "settings.local.json", "claude-local", "claude")]
+        stamps: list[object] = []
+        for f, _, _ in files:
+            try:
+                stamps.append(f.stat().st_mtime_ns)
+            except OSError:
+                stamps.append(None)
+        if all(s is None for s in stamps):
+            return self.policy
+        trust = self.trust_store.state(ws)
+        key = (tuple(stamps), trust, id(self._global))
+        hit = self._project_cache.get(ws)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        layers, _sources, errors = self._collect([(f, n, k, True, False) for f, n, k in files])
+        for e in errors:
+            if e not in self.errors:
+                self.errors.append(e)
+        learned = [la for la in self._global if la.layer == "learned"]
+        rest = [la for la in self._global if la.layer != "learned"]
+        pol = merge([*rest, *layers, *learned], workspace=ws, trust=trust)
+        if len(self._project_cache) >= MAX_PROJECT_CACHE:
+            self._project_cache.pop(next(iter(self._project_cache)))
+        self._project_cache[ws] = (key, pol, layers)
+        return pol
+
+    # ------------------------------------------------------------------ introspection
 
     def sources(self) -> list[PolicySource]:
-        return [PolicySource(layer="builtin", path="<builtin>", loaded=True)]
+        out = list(self._global_sources)
+        for ws, (_, _pol, layers) in self._project_cache.items():
+            out += [PolicySource(layer=la.layer, path=la.path, loaded=la.loaded) for la in layers]
+            del ws
+        if not out:
+            out.append(PolicySource(layer="builtin", path="<builtin>", loaded=True))
+        return out
 
     def rules(self) -> list[RuleInfo]:
-        return []
+        out: list[RuleInfo] = []
+        seen_layers = list(self._global)
+        for _, _pol, layers in self._project_cache.values():
+            seen_layers += layers
+        for la in seen_layers:
+            for r in la.rules:
+                warning = blanket_reason(r.text) if r.kind == "allow" else None
+                out.append(RuleInfo(kind=r.kind, rule=r.text, layer=la.layer, origin=r.origin,
+                                    removable=la.layer == "learned", warning=warning))
+        return out
+
+    # ------------------------------------------------------------------ changes
+
+    def _check_learnable(self, kind: str, rule: str) -> None:
+        try:
+            parse_rule(rule, kind)  # type: ignore[arg-type]
+        except RuleError as e:
+            raise ValueError(f"not a valid rule: {e}") from None
+        if kind == "allow":
+            why = blanket_reason(rule)
+            if why:
+                raise ValueError(f"{rule!r} is a blanket rule and cannot be remembered: {why}")
+            catastrophic = _catastrophic_example(rule)
+            if catastrophic:
+                raise ValueError(f"{rule!r} would allow a call that always needs a person: {catastrophic}")
 
     def change_rule(self, action: Literal["add", "remove"], kind: str, rule: str) -> None:
-        raise ValueError("rules cannot be changed yet: the policy engine is not in place")
+        """Add or remove a rule in learned.toml (the only file nexusd writes). Raises ValueError."""
+        if kind not in ("allow", "ask", "deny"):
+            raise ValueError(f"unknown rule kind {kind!r}")
+        rule = rule.strip()
+        if action == "add":
+            self._check_learnable(kind, rule)
+            learned_file.add_rules(self.learned_path, kind, [rule])
+        elif action == "remove":
+            if not learned_file.remove_rule(self.learned_path, kind, rule):
+                raise ValueError(f"{kind} rule {rule!r} is not in {self.learned_path} (only learned rules can be "
+                                 "removed here; edit the other policy files by hand)")
+        else:
+            raise ValueError(f"unknown action {action!r}")
+        self._reload_learned()
 
-    def learn(self, kind: Literal["allow", "deny"], rules: list[str]) -> None:
-        raise ValueError("rules cannot be learned yet: the policy engine is not in place")
+    def learn(self, kind: Literal["allow", "deny"], rules: list[str], *, verdict: Verdict | None = None) -> None:
+        """Persist answers with scope always (allow) / never (deny). All rules are checked before any is
+        written, so a refusal changes nothing. ``Trust(/path)`` pseudo-rules set folder trust."""
+        if kind not in ("allow", "deny"):
+            raise ValueError(f"only allow and deny rules are learned, not {kind!r}")
+        if not rules:
+            raise ValueError("no rule to remember")
+        if verdict is not None and kind == "allow":
+            bad = _NEVER_LEARN & set(verdict.flags)
+            if bad:
+                raise ValueError(f"this call can never be allowed always ({', '.join(sorted(bad))})")
+        trust: list[str] = []
+        plain: list[str] = []
+        for r in rules:
+            r = r.strip()
+            m = _TRUST_RULE.match(r)
+            if m:
+                trust.append(m.group(1))
+                continue
+            self._check_learnable(kind, r)
+            plain.append(r)
+        for ws in trust:
+            self.trust_store.set(ws, "trusted" if kind == "allow" else "untrusted")
+        if plain:
+            learned_file.add_rules(self.learned_path, kind, plain)
+        self._reload_learned()
+
+    def _reload_learned(self) -> None:
+        errs = self.load()
+        if errs:
+            self.errors = errs
 
     def trust(self, action: Literal["add", "remove"], path: str) -> None:
-        raise ValueError("folder trust is not in place yet")
+        if not path or not os.path.isabs(path):
+            raise ValueError(f"trust needs an absolute path, not {path!r}")
+        if action == "add":
+            self.trust_store.set(os.path.realpath(path), "trusted")
+        elif action == "remove":
+            self.trust_store.set(os.path.realpath(path), "untrusted")
+        else:
+            raise ValueError(f"unknown action {action!r}")
+        self._project_cache.clear()
 
     def trusted(self) -> list[str]:
-        return []
+        try:
+            return self.trust_store.trusted()
+        except Exception:
+            return []
+
+
+def _catastrophic_example(rule: str) -> str | None:
+    """A Bash allow rule whose literal text is itself a call that needs a person (rm -rf /, mkfs ...)."""
+    from nexusd.core.policy.rules import split_rule
+
+    try:
+        tool, spec = split_rule(rule)
+    except RuleError:
+        return None
+    if tool not in ("Bash", "run_shell_command") or not spec:
+        return None
+    literal = spec[:-2] if spec.endswith(":*") else spec
+    literal = " ".join(w for w in literal.split() if w != "*").replace("*", "")
+    if not literal.strip():
+        return None
+    try:
+        from nexusd.core.classify import classify
+        from nexusd.core.classify.fs import RealFileSystem
+        from nexusd.core.model import Context, Flag
+        from nexusd.protocol import CallInfo
+    except ImportError:
+        return None
+    home = os.path.expanduser("~")
+    call = CallInfo(provider="other", session="learn", tool="Bash", input={"command": literal}, cwd=home)
+    try:
+        cls = classify(call, Context(cwd=home, workspace_roots=(home,), home=home), RealFileSystem())
+    except Exception:
+        return None
+    if Flag.CATASTROPHIC in cls.flags:
+        return "; ".join(cls.notes) or literal
+    return None

@@ -1,0 +1,107 @@
+"""Every permission-mode name the seeds and the agents use, mapped onto one internal model.
+
+A mode answers three questions for a call the rules did not settle: up to which requirement does the
+mode allow by itself (``ceiling``), what happens above it (``escalation``: ask a person, deny, or ask
+auto mode's classifier), and whether it is a bypass mode (the managed kill switch turns those into
+``default``). The table ``MODES`` is the single source; ``docs/POLICY.md`` prints the same table.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from nexusd.core.model import Requirement
+
+Escalation = Literal["ask", "deny", "classifier"]
+
+
+class ModeSpec(msgspec.Struct, frozen=True):
+    """One internal mode. ``ceiling`` 0 means the mode allows nothing by itself."""
+
+    name: str  # internal name
+    ceiling: int  # highest Requirement the mode allows without a rule (0..3)
+    escalation: Escalation  # above the ceiling
+    shell_auto: bool = True  # False: shell calls never allowed by mode alone (seed 004's CAUTIOUS)
+    deny_writes: bool = False  # plan: anything that writes or runs is denied, not asked
+    bypass: bool = False  # subject to the managed disable_bypass kill switch
+    prompts: bool = True  # False: every would-be prompt becomes a deny (dontAsk)
+    summary: str = ""
+
+
+_RO, _WW, _DFA = int(Requirement.READ_ONLY), int(Requirement.WORKSPACE_WRITE), int(Requirement.DANGER_FULL_ACCESS)
+
+INTERNAL: dict[str, ModeSpec] = {
+    m.name: m
+    for m in (
+        ModeSpec("default", _RO, "ask", summary="reads inside the workspace allowed; everything else asked"),
+        ModeSpec("cautious", _RO, "ask", shell_auto=False, summary="like default, but every shell call is asked"),
+        ModeSpec("accept_edits", _WW, "ask", summary="reads and writes inside the workspace allowed; rest asked"),
+        ModeSpec("plan", _RO, "ask", deny_writes=True, summary="read-only: writes and commands denied, not asked"),
+        ModeSpec("auto", _WW, "classifier", summary="accept_edits, then the external classifier decides the rest"),
+        ModeSpec("dont_ask", _RO, "deny", prompts=False, summary="never asks: whatever would be asked is denied"),
+        ModeSpec("bypass", _DFA, "ask", bypass=True, summary="everything allowed but deny/ask rules and safety"),
+        ModeSpec("read_only", _RO, "deny", summary="seed 000 read-only: reads allowed, anything more denied"),
+        ModeSpec("workspace_write", _WW, "ask", summary="seed 000 workspace-write: escalation asked"),
+        ModeSpec("danger_full_access", _DFA, "ask", summary="seed 000 danger-full-access: everything tool-declared"),
+        ModeSpec("prompt", _RO, "ask", summary="seed 000 prompt: ask before any escalation"),
+        ModeSpec("allow", _DFA, "ask", bypass=True, summary="seed 000 allow: permit anything up to its level"),
+    )
+}
+
+# (spelling, who uses it, internal name). Lookup is exact first; see ``resolve`` for the fallback.
+MODES: tuple[tuple[str, str, str], ...] = (
+    # seed 000's five tiers (the first three double as session modes)
+    ("read-only", "seed 000", "read_only"),
+    ("workspace-write", "seed 000", "workspace_write"),
+    ("danger-full-access", "seed 000", "danger_full_access"),
+    ("prompt", "seed 000", "prompt"),
+    ("allow", "seed 000", "allow"),
+    # Claude Code
+    ("default", "Claude Code, Gemini CLI", "default"),
+    ("manual", "Claude Code (alias of default)", "default"),
+    ("acceptEdits", "Claude Code", "accept_edits"),
+    ("plan", "Claude Code, Gemini CLI", "plan"),
+    ("auto", "Claude Code", "auto"),
+    ("dontAsk", "Claude Code", "dont_ask"),
+    ("bypassPermissions", "Claude Code", "bypass"),
+    # seed 004
+    ("DEFAULT", "seed 004", "default"),
+    ("CAUTIOUS", "seed 004", "cautious"),
+    ("YOLO", "seed 004 (auto-approves edits only)", "accept_edits"),
+    ("PLAN", "seed 004 (Claude's plan)", "plan"),
+    ("ACCEPT_EDITS", "seed 004", "accept_edits"),
+    ("BYPASS_PERMISSIONS", "seed 004", "bypass"),
+    # Gemini CLI
+    ("autoEdit", "Gemini CLI", "accept_edits"),
+    ("auto_edit", "Gemini CLI", "accept_edits"),
+    ("yolo", "Gemini CLI", "bypass"),
+    # internal names, accepted verbatim (nexusctl mode, policy files)
+    *((n, "nexusd", n) for n in ("accept_edits", "dont_ask", "bypass", "cautious", "read_only", "workspace_write",
+                                   "danger_full_access")),
+)
+
+_EXACT: dict[str, str] = {spelling: internal for spelling, _, internal in MODES}
+# Case-/separator-insensitive fallback, minus spellings whose meaning depends on case (YOLO vs yolo).
+_AMBIGUOUS = {"yolo"}
+_LOOSE: dict[str, str] = {}
+for _s, _, _i in MODES:
+    _k = _s.lower().replace("-", "").replace("_", "")
+    if _k not in _AMBIGUOUS:
+        _LOOSE.setdefault(_k, _i)
+
+
+def resolve(name: str | None) -> ModeSpec | None:
+    """The internal mode for a spelling, or None when unknown (the caller falls back to ``default``)."""
+    if name is None:
+        return None
+    internal = _EXACT.get(name)
+    if internal is None:
+        internal = _LOOSE.get(name.lower().replace("-", "").replace("_", ""))
+    return INTERNAL.get(internal) if internal else None
+
+
+def internal_name(name: str) -> str | None:
+    spec = resolve(name)
+    return spec.name if spec else None

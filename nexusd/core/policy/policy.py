@@ -1,0 +1,91 @@
+"""The Policy: everything the engine needs from the policy files, as immutable plain data.
+
+Built by ``nexusd.policy.loader`` (the shell reads files; this module never does). One Policy is the
+merge of every layer for one workspace: deny/ask rules from every layer, allow rules flagged with
+their layer so the engine can ignore a project's allow rules in an untrusted workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from nexusd.core.policy.rules import Rule
+
+OnError = Literal["deny", "ask", "allow"]
+Trust = Literal["trusted", "untrusted", "unknown", "none"]  # none: the workspace has no project policy
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """An external hook command: gets the request as JSON, answers allow / ask / deny."""
+
+    command: tuple[str, ...]
+    tools: tuple[Rule, ...] = ()  # bare-rule matchers; empty = every call
+    timeout: float = 5.0
+    on_error: OnError = "deny"
+    origin: str = "builtin"
+
+    def applies(self, cls: Any) -> bool:
+        return not self.tools or any(r.covers_call(cls) for r in self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifierSpec:
+    """Auto mode's external classifier command."""
+
+    command: tuple[str, ...]
+    timeout: float = 10.0
+    on_error: Literal["deny", "ask"] = "deny"  # fail closed; "ask" = fail open to a person, never to allow
+    max_denials: int = 3
+    origin: str = "builtin"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """Seed 004's per-provider configuration."""
+
+    allowed_modes: frozenset[str] | None = None  # internal mode names; None = no restriction
+    auto_approval: bool | None = None  # None = the provider's default (Gemini: off)
+    prompt_timeout: float | None = None
+    default_mode: str | None = None
+
+
+# Seed 004: Gemini has no auto-approval unless a policy turns it on.
+PROVIDER_DEFAULTS: Mapping[str, ProviderSettings] = MappingProxyType({"gemini": ProviderSettings(auto_approval=False)})
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    rules: tuple[Rule, ...] = ()
+    default_mode: str | None = None
+    additional_directories: tuple[str, ...] = ()
+    allowed_modes: frozenset[str] | None = None  # managed ceiling on modes (internal names)
+    disable_bypass: bool = False
+    disable_bypass_origin: str = ""
+    providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
+    hooks: tuple[HookSpec, ...] = ()
+    classifier: ClassifierSpec | None = None
+    # Each layer's raw [sandbox] table: (table, file path, managed). nexusd.sandbox.settings validates/merges.
+    sandbox_layers: tuple[tuple[dict[str, Any], str, bool], ...] = ()
+    workspace: str | None = None
+    trust: Trust = "none"
+    builtin: bool = True  # no policy file contributed anything
+    warnings: tuple[str, ...] = ()
+
+    def provider(self, name: str) -> ProviderSettings:
+        configured = self.providers.get(name)
+        default = PROVIDER_DEFAULTS.get(name, ProviderSettings())
+        if configured is None:
+            return default
+        return ProviderSettings(
+            allowed_modes=configured.allowed_modes if configured.allowed_modes is not None else default.allowed_modes,
+            auto_approval=configured.auto_approval if configured.auto_approval is not None else default.auto_approval,
+            prompt_timeout=configured.prompt_timeout or default.prompt_timeout,
+            default_mode=configured.default_mode or default.default_mode,
+        )
+
+    def of_kind(self, kind: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.kind == kind)

@@ -1,0 +1,170 @@
+"""The rules "always" would persist (the narrowest useful ones), and the refusal of blanket rules.
+
+A rule like ``Bash(python *)`` or ``Bash(npm run *)`` allows arbitrary code: the model writes the
+script, the rule runs it. Such rules are never offered, never learned, and draw a warning when a
+person writes one by hand (seed 002's DANGEROUS_BASH_PATTERNS, extended).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+
+from nexusd.core.model import Classification, Command, ToolKind
+from nexusd.core.policy.rules import EDIT_TOOLS, RuleError, canonical_tool, split_rule
+
+MAX_SUGGESTIONS = 5
+
+INTERPRETERS = frozenset({"python", "python2", "python3", "node", "nodejs", "deno", "ruby", "perl", "php", "lua",
+                          "luajit", "pypy", "pypy3", "irb", "Rscript", "osascript", "tclsh", "wish"})
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
+EVAL_FAMILY = frozenset({"eval", "exec", "env", "xargs", "command", "builtin", "source", ".", "nohup", "timeout",
+                         "nice", "time", "stdbuf", "ionice", "watch", "parallel", "find"})
+PRIVILEGE = frozenset({"sudo", "doas", "su", "pkexec", "runuser"})
+REMOTE = frozenset({"ssh", "mosh", "telnet"})
+RUNNERS = frozenset({"npx", "bunx", "pnpx"})
+RUNNER_PREFIXES = frozenset({("npm", "run"), ("npm", "exec"), ("npm", "run-script"), ("yarn", "run"),
+                             ("yarn", "dlx"), ("yarn", "exec"), ("pnpm", "run"), ("pnpm", "exec"), ("pnpm", "dlx"),
+                             ("bun", "run"), ("bun", "x"), ("uv", "run"), ("uvx",), ("poetry", "run"),
+                             ("pipx", "run"), ("deno", "run"), ("go", "run"), ("cargo", "run")})
+# A bare front-end of a runner: "npm *" includes "npm run *".
+RUNNER_FRONTS = frozenset({"npm", "yarn", "pnpm", "bun", "uv", "poetry", "pipx", "git"})
+# Commands whose suggestion is the exact command: a prefix rule would allow destroying anything.
+EXACT_ONLY = frozenset({"rm", "rmdir", "mv", "cp", "dd", "chmod", "chown", "chgrp", "ln", "truncate", "shred",
+                        "kill", "pkill", "killall", "curl", "wget", "scp", "rsync", "docker", "kubectl", "make"})
+_SUBCOMMAND = re.compile(r"[a-z][a-z0-9_:.-]*\Z")
+_PY_VERSION = re.compile(r"(python|pypy|ruby|perl|php|lua|node)[0-9.]*\Z")
+
+
+def _base(word: str) -> str:
+    return posixpath.basename(word)
+
+
+def _blanket_command(words: Sequence[str]) -> str | None:
+    """Why a rule that allows ``words`` followed by anything is a blanket (None: it is not)."""
+    if not words:
+        return "it allows every command"
+    first = _base(words[0])
+    if "*" in words[0]:
+        return "a wildcard in the command name allows any program"
+    if first in INTERPRETERS or _PY_VERSION.match(first):
+        return f"{first} with any arguments runs arbitrary code (interpreter)"
+    if first in SHELLS:
+        return f"{first} with any arguments runs arbitrary code (shell)"
+    if first in EVAL_FAMILY:
+        return f"{first} with any arguments runs any other command"
+    if first in PRIVILEGE:
+        return f"{first} with any arguments runs anything as another user"
+    if first in REMOTE:
+        return f"{first} with any arguments runs anything on another machine"
+    if first in RUNNERS:
+        return f"{first} with any arguments runs any package's code (package runner)"
+    if len(words) >= 2 and (first, words[1]) in RUNNER_PREFIXES and (len(words) == 2 or "*" in words[2]):
+        return f"'{first} {words[1]}' with any arguments runs any script (package runner)"
+    if (first,) in RUNNER_PREFIXES:
+        return f"{first} with any arguments runs any package's code (package runner)"
+    if len(words) == 1 and first in RUNNER_FRONTS:
+        return f"bare '{first} *' includes every subcommand, including ones that run code"
+    return None
+
+
+def blanket_reason(rule_text: str) -> str | None:
+    """Why an allow rule is too broad to learn (None when it is acceptable)."""
+    try:
+        tool, spec = split_rule(rule_text)
+    except RuleError:
+        return None
+    tool = canonical_tool(tool)
+    if tool == "Bash":
+        if spec is None:
+            return "Bash without a specifier allows every command"
+        s = spec[:-2] + " *" if spec.endswith(":*") else spec
+        if "*" not in s:
+            return None  # an exact command
+        words = s.split()
+        literal: list[str] = []
+        for w in words:
+            if "*" in w:
+                if w != "*" and not literal:
+                    return "a wildcard in the command name allows any program"
+                break
+            literal.append(w)
+        return _blanket_command(literal)
+    if tool in EDIT_TOOLS or tool == "Read":
+        if spec is None:
+            return f"{tool} without a path allows every file" if tool != "Read" else None
+        if (spec.rstrip("/*") in ("", "/", "//", "~", "~/") and "*" in spec) or spec in ("//", "~", "~/", "/"):
+            return f"{tool}({spec}) covers the whole file system or home directory"
+    return None
+
+
+def _shell_rule(cmd: Command) -> str:
+    argv = list(cmd.argv)
+    exact = "Bash(" + " ".join(argv) + ")"
+    if not argv:
+        return exact
+    first = _base(argv[0])
+    if argv[0] != first or first in EXACT_ONLY or any("*" in a or "(" in a or ")" in a for a in argv):
+        return exact
+    prefix = [argv[0]]
+    rest = argv[1:]
+    if rest and _SUBCOMMAND.match(rest[0]):
+        prefix.append(rest[0])
+        rest = rest[1:]
+        if tuple(prefix) in RUNNER_PREFIXES and rest and _SUBCOMMAND.match(rest[0]):
+            prefix.append(rest[0])
+            rest = rest[1:]
+    if not rest:
+        return exact
+    if first == "git" and prefix[1:2] and prefix[1] in ("push", "reset", "clean", "checkout", "rebase",
+                                                         "config", "filter-branch", "gc", "rm", "restore"):
+        return exact
+    rule = "Bash(" + " ".join(prefix) + " *)"
+    return exact if blanket_reason(rule) else rule
+
+
+def _path_rule(tool: str, path: str, workspace_roots: Sequence[str]) -> str:
+    inside = any(path == r or path.startswith(r.rstrip("/") + "/") for r in workspace_roots)
+    if tool == "Read" and inside:
+        d = posixpath.dirname(path)
+        if d not in workspace_roots and d != "/":
+            return f"Read(/{d}/**)"
+    return f"{tool}(/{path})"
+
+
+def suggest(
+    cls: Classification, workspace_roots: Sequence[str], uncovered: Sequence[Command] | None = None
+) -> list[str]:
+    """The narrowest useful "always" rules for a call; empty means "always" must be refused."""
+    if not cls.auto_allowable:
+        return []
+    out: list[str] = []
+    if cls.kind == ToolKind.SHELL:
+        cmds = list(uncovered if uncovered is not None else cls.commands)
+        if not cmds:
+            return []
+        for c in cmds:
+            r = _shell_rule(c)
+            if r not in out:
+                out.append(r)
+        return out if len(out) <= MAX_SUGGESTIONS else []
+    if cls.kind == ToolKind.EDIT:
+        for p in cls.writes:
+            r = _path_rule("Edit", p, workspace_roots)
+            if r not in out:
+                out.append(r)
+    elif cls.kind == ToolKind.READ:
+        for p in cls.reads:
+            r = _path_rule("Read", p, workspace_roots)
+            if r not in out:
+                out.append(r)
+        if not cls.reads:
+            out.append(cls.tool)
+    elif cls.kind == ToolKind.FETCH:
+        if cls.domain:
+            out.append(f"WebFetch(domain:{cls.domain})")
+    elif cls.tool and re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z", cls.tool):
+        out.append(cls.tool)
+    out = [r for r in out if blanket_reason(r) is None]
+    return out if len(out) <= MAX_SUGGESTIONS else []

@@ -1,0 +1,104 @@
+"""``<state-dir>/learned.toml``: rules people answered with "always" / "never".
+
+Written with tomlkit so comments a person added survive, through a temporary file that is fsynced
+and renamed over the old one (and the directory fsynced), so a crash at any instant leaves either the
+old file or the new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import tomlkit
+from tomlkit.items import Array, Table
+
+HEADER = (
+    "Rules learned from answers with scope always / never (nexusd writes this file).\n"
+    "Edit freely: comments are kept. Remove a rule with `nexusctl rules remove`."
+)
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    """Temp file in the same directory, fsync, rename, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _load(path: Path) -> tomlkit.TOMLDocument:
+    if path.exists():
+        return tomlkit.parse(path.read_text(encoding="utf-8"))
+    doc = tomlkit.document()
+    for line in HEADER.splitlines():
+        doc.add(tomlkit.comment(line))
+    return doc
+
+
+def _array(doc: tomlkit.TOMLDocument, kind: str) -> Array:
+    perms = doc.get("permissions")
+    if perms is None:
+        perms = tomlkit.table()
+        doc["permissions"] = perms
+    if not isinstance(perms, Table | dict):
+        raise ValueError("learned.toml: [permissions] is not a table")
+    arr = perms.get(kind)
+    if arr is None:
+        arr = tomlkit.array()
+        arr.multiline(True)
+        perms[kind] = arr
+    if not isinstance(arr, Array | list):
+        raise ValueError(f"learned.toml: permissions.{kind} is not an array")
+    return arr  # type: ignore[return-value]
+
+
+def _text_of(item: object) -> str | None:
+    if isinstance(item, str):
+        return str(item)
+    if isinstance(item, dict):
+        r = item.get("rule")
+        return str(r) if isinstance(r, str) else None
+    return None
+
+
+def add_rules(path: Path, kind: str, rules: list[str]) -> list[str]:
+    """Append rules not yet present; returns the ones added."""
+    doc = _load(path)
+    arr = _array(doc, kind)
+    present = {_text_of(x) for x in arr}
+    added = [r for r in dict.fromkeys(rules) if r not in present]
+    for r in added:
+        arr.append(r)
+    if added:
+        atomic_write(path, tomlkit.dumps(doc))
+    return added
+
+
+def remove_rule(path: Path, kind: str, rule: str) -> bool:
+    if not path.exists():
+        return False
+    doc = _load(path)
+    arr = _array(doc, kind)
+    for i, x in enumerate(list(arr)):
+        if _text_of(x) == rule:
+            del arr[i]
+            atomic_write(path, tomlkit.dumps(doc))
+            return True
+    return False

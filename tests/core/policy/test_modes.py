@@ -1,0 +1,44 @@
+"""Every mode name of the seeds and the agents maps to one internal mode."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexusd.core.policy.modes import INTERNAL, MODES, resolve
+
+EXPECTED = {
+    "read-only": "read_only", "workspace-write": "workspace_write", "danger-full-access": "danger_full_access",
+    "prompt": "prompt", "allow": "allow",
+    "default": "default", "manual": "default", "acceptEdits": "accept_edits", "plan": "plan", "auto": "auto",
+    "dontAsk": "dont_ask", "bypassPermissions": "bypass",
+    "DEFAULT": "default", "CAUTIOUS": "cautious", "YOLO": "accept_edits", "PLAN": "plan",
+    "ACCEPT_EDITS": "accept_edits", "BYPASS_PERMISSIONS": "bypass",
+    "autoEdit": "accept_edits", "auto_edit": "accept_edits", "yolo": "bypass",
+}
+
+
+@pytest.mark.parametrize(("name", "internal"), sorted(EXPECTED.items()))
+def test_every_name(name, internal):
+    spec = resolve(name)
+    assert spec is not None and spec.name == internal
+
+
+def test_table_covers_every_name():
+    assert set(EXPECTED) <= {s for s, _, _ in MODES}
+    assert all(i in INTERNAL for _, _, i in MODES)
+
+
+@pytest.mark.parametrize(("loose", "internal"), [("accept-edits", "accept_edits"), ("DONTASK", "dont_ask"),
+                                                 ("Bypass_Permissions", "bypass"), ("AUTOEDIT", "accept_edits")])
+def test_loose_spellings(loose, internal):
+    assert resolve(loose).name == internal
+
+
+def test_unknown_and_case_dependent():
+    assert resolve("nonsense") is None and resolve(None) is None
+    assert resolve("Yolo") is None  # yolo (Gemini: bypass) vs YOLO (seed 004: edits): only exact spellings
+
+
+def test_kill_switch_marks_only_bypass_modes():
+    assert {m.name for m in INTERNAL.values() if m.bypass} == {"bypass", "allow"}
+    assert not INTERNAL["dont_ask"].prompts
