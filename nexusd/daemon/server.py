@@ -361,6 +361,7 @@ class Server:
                     await stream.send(
                         p.encode(p.Error(code="forbidden", message="only processes of the daemon's user are served"))
                     )
+                await _linger(stream)
                 return
             peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
             self._next_cid += 1
@@ -370,6 +371,8 @@ class Server:
                 with anyio.CancelScope() as scope:
                     conn.scope = scope
                     await self._read_loop(conn)
+                if not conn.closed:
+                    await _linger(stream)
             finally:
                 conn.closed = True
                 self.conns.discard(conn)
@@ -994,6 +997,19 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
+
+
+async def _linger(stream: anyio.abc.SocketStream) -> None:
+    """Close politely: stop sending, then discard what the peer still sends for a moment.
+
+    Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
+    """
+    with contextlib.suppress(Exception):
+        await stream.send_eof()
+        with anyio.move_on_after(0.5):
+            budget = 1 << 20
+            while budget > 0:
+                budget -= len(await stream.receive(1 << 16))
 
 
 def _ref_of(line: bytes) -> str | None:
