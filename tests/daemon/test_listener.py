@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -221,7 +222,7 @@ def test_an_inherited_socket_is_adopted_and_never_unlinked(daemon_factory):
 
 
 def test_nofile_soft_limit_is_raised_to_hard(daemon):
-    limits = open(f"/proc/{daemon.proc.pid}/limits").read()
+    limits = Path(f"/proc/{daemon.proc.pid}/limits").read_text()
     line = next(ln for ln in limits.splitlines() if ln.startswith("Max open files"))
     soft, hard = line.split()[3:5]
     assert soft == hard or int(soft) >= 1 << 20
