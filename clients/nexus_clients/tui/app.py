@@ -146,7 +146,11 @@ class QueueScreen(Screen[None]):
             self.app.send_answer(entry.id, "allow", "once", label="allowed once")  # type: ignore[attr-defined]
 
     def action_allow_session(self) -> None:
-        if entry := self._target():
+        entry = self._target()
+        if entry is not None and not entry.item.verdict.suggestions:
+            self.state.say("No rule to remember for this session (nexusd offered none): answer once.", "warning")
+            self.refresh_all()
+        elif entry is not None:
             self.app.send_answer(entry.id, "allow", "session", label="allowed for this session")  # type: ignore[attr-defined]
 
     def action_deny(self) -> None:
@@ -222,7 +226,8 @@ class QueueScreen(Screen[None]):
 
     @work(group="dialog")
     async def never(self, entry: Entry) -> None:
-        suggestions = list(entry.item.verdict.suggestions) or [entry.item.call.tool]
+        verdict = entry.item.verdict
+        suggestions = list(verdict.suggestions) or [risk.exact_rule(entry.item.call, verdict)]
         rules = await self.app.push_screen_wait(RuleEditScreen("deny", suggestions, self._what(entry)))
         if not rules:
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from nexusd.protocol import Verdict
+from nexusd.protocol import CallInfo, Verdict
 
 Tier = Literal["low", "medium", "high", "critical"]
 
@@ -129,3 +129,23 @@ def blanket_reason(rule: str) -> str | None:
         if name in _LAUNCHERS and ("*" in spec or "?" in spec):
             return f"{name} runs whatever follows it, so this allows any command"
     return None
+
+
+def exact_rule(call: CallInfo, verdict: Verdict) -> str:
+    """A rule for exactly this call: what "never" offers when the engine suggested nothing.
+
+    A deny rule that is too narrow only means being asked again, so exact is the safe default; the
+    person can widen it in the editor.
+    """
+    det = verdict.details
+    tool = det.tool if det else call.tool
+    inp = call.input
+    command = inp.get("command")
+    if isinstance(command, str) and command.strip():
+        return f"{tool}({command.strip()})"
+    if det and det.kind == "fetch" and det.domain:
+        return f"{tool}(domain:{det.domain})"
+    for key in ("file_path", "path", "notebook_path", "url"):
+        if isinstance(inp.get(key), str) and inp[key]:
+            return f"{tool}({inp[key]})"
+    return tool

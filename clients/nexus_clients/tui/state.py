@@ -5,10 +5,10 @@ widgets read it out, and the tests drive it directly. The clock is injected so c
 arrival guard are deterministic under test.
 
 Two rules here protect a person from answering the wrong request:
-- the selection never moves on its own to a *different pending* request (a key press meant for one
-  request must not land on another that just arrived or moved up);
-- a request that has just appeared cannot be answered for ``arrival_guard`` seconds, so a key already
-  on its way when a prompt pops up is not taken as its answer.
+- the selection moves on its own only when nothing is selected or the selected request was decided,
+  never away from a request still waiting (a key press meant for it must not land on another);
+- a request that has just appeared, or that the selection has just moved to on its own, cannot be
+  answered for ``arrival_guard`` seconds, so a key already on its way is not taken as its answer.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class TuiState:
     message: str = ""  # the last thing the person should read (lost race, sent, refused, ...)
     message_level: Literal["info", "warning", "error"] = "info"
     policy_errors: list[str] = field(default_factory=list)
+    auto_selected_at: float = float("-inf")  # when the selection last moved without the person
 
     # ------------------------------------------------------------------ events from the daemon
 
@@ -103,8 +104,13 @@ class TuiState:
             return None
         entry.resolved = res
         entry.resolved_at = self.clock()
-        if entry.answered_here is None and self.selected == res.id:
-            self.say(f"This request was {entry.outcome()}.", "warning")
+        if self.selected == res.id:
+            if entry.answered_here is None:
+                self.say(f"The selected request was {entry.outcome()}.", "warning")
+            self.selected = None
+            self._select_if_none()
+            if self.selected is None:
+                self.selected = res.id  # nothing else waits: keep showing what happened to it
         return entry
 
     def disconnected(self, detail: str) -> None:
@@ -128,6 +134,8 @@ class TuiState:
         if self.selected is None:
             first = next((e for e in self.entries.values() if e.pending), None)
             self.selected = first.id if first else None
+            if first is not None:
+                self.auto_selected_at = self.clock()
 
     def prune(self) -> None:
         """Forget answered requests after a while, never the selected one."""
@@ -149,8 +157,10 @@ class TuiState:
         return self.entries.get(self.selected) if self.selected else None
 
     def select(self, entry_id: str | None) -> None:
+        """The person chose: no guard for the choice itself."""
         if entry_id is None or entry_id in self.entries:
             self.selected = entry_id
+            self.auto_selected_at = float("-inf")
 
     def move(self, step: int) -> None:
         """Up/down through the whole queue, answered entries included."""
@@ -162,7 +172,7 @@ class TuiState:
             self.selected = ids[0] if step > 0 else ids[-1]
             return
         i = ids.index(self.selected)
-        self.selected = ids[max(0, min(len(ids) - 1, i + step))]
+        self.select(ids[max(0, min(len(ids) - 1, i + step))])
 
     def next_pending(self, step: int = 1) -> None:
         """Jump to the next (or previous) request still waiting, wrapping around."""
@@ -175,7 +185,7 @@ class TuiState:
             return
         i = ids.index(self.selected)
         order = ids[i + 1 :] + ids[: i + 1] if step > 0 else list(reversed(ids[:i])) + list(reversed(ids[i:]))
-        self.selected = next(x for x in order if x in waiting)
+        self.select(next(x for x in order if x in waiting))
 
     # ------------------------------------------------------------------ answering
 
@@ -192,6 +202,8 @@ class TuiState:
             return None, "Too late: this request has timed out and is being denied."
         if self.clock() - entry.seen_at < self.arrival_guard:
             return None, "This request just arrived: read it first, then answer."
+        if self.clock() - self.auto_selected_at < self.arrival_guard:
+            return None, "The selection just moved to this request: read it first, then answer."
         return entry, ""
 
     def say(self, message: str, level: Literal["info", "warning", "error"] = "info") -> None:

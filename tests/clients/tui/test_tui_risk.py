@@ -80,3 +80,15 @@ def test_blanket_rules_are_refused(rule: str) -> None:
 )
 def test_narrow_rules_pass(rule: str) -> None:
     assert risk.blanket_reason(rule) is None
+
+
+def test_exact_rule_for_never() -> None:
+    def c(tool: str, inp: dict) -> protocol.CallInfo:
+        return protocol.CallInfo("claude", "s", tool, inp, "/w")
+
+    plain = protocol.Verdict("ask", "r", "mode")
+    assert risk.exact_rule(c("Bash", {"command": " git push -f "}), plain) == "Bash(git push -f)"
+    assert risk.exact_rule(c("Write", {"file_path": "/w/a"}), plain) == "Write(/w/a)"
+    fetch = protocol.Verdict("ask", "r", "mode", details=protocol.CallDetails("fetch", "WebFetch", domain="x.org"))
+    assert risk.exact_rule(c("web_fetch", {"url": "https://x.org/a"}), fetch) == "WebFetch(domain:x.org)"
+    assert risk.exact_rule(c("mcp__gh__merge", {"pr": 1}), plain) == "mcp__gh__merge"

@@ -29,15 +29,43 @@ def test_queue_is_oldest_first_whatever_the_arrival_order() -> None:
     assert [e.id for e in s.queue()] == [item(1).id, item(2).id, item(3).id]
 
 
-def test_first_request_is_selected_but_selection_never_moves_to_another_pending_one() -> None:
+def test_selection_never_leaves_a_waiting_request_on_its_own() -> None:
     s = connected_state(Clock())
     s.apply_prompt(item(5))
     assert s.selected == item(5).id
     s.apply_prompt(item(1))  # older, so it sorts above the selection
+    s.apply_prompt(item(9))
     assert s.selected == item(5).id
-    s.apply_resolved(protocol.Resolved(id=item(5).id, decision="allow", source="user", answered_by="tui-2 (pid 7)"))
-    assert s.selected == item(5).id, "the answered request stays selected, showing who answered it"
+    s.apply_snapshot([item(1), item(5), item(9)])
+    assert s.selected == item(5).id
+
+
+def test_when_the_selected_request_is_decided_elsewhere_the_selection_moves_on_guarded() -> None:
+    clock = Clock()
+    s = connected_state(clock, guard=0.5)
+    s.apply_snapshot([item(1), item(2)])
+    clock.now += 5
+    assert s.answerable()[0] is not None
+    s.apply_resolved(protocol.Resolved(id=item(1).id, decision="allow", source="user", answered_by="tui-2 (pid 7)"))
     assert "answered by tui-2 (pid 7)" in s.message
+    assert s.selected == item(2).id
+    entry, why = s.answerable()
+    assert entry is None and "selection just moved" in why, "a key meant for the old request must not land here"
+    clock.now += 0.6
+    assert s.answerable()[0] is not None
+    s.apply_resolved(protocol.Resolved(id=item(2).id, decision="deny", source="timeout"))
+    assert s.selected == item(2).id, "nothing else waits: the last one stays, showing what happened"
+
+
+def test_choosing_a_request_by_hand_has_no_guard() -> None:
+    clock = Clock()
+    s = connected_state(clock, guard=0.5)
+    s.apply_snapshot([item(1), item(2)])
+    clock.now += 5
+    s.apply_resolved(protocol.Resolved(id=item(1).id, decision="allow", source="user"))
+    s.move(-1)
+    s.move(1)
+    assert s.selected == item(2).id and s.answerable()[0] is not None
 
 
 def test_arrival_guard_refuses_an_answer_to_a_request_that_just_appeared() -> None:
@@ -108,7 +136,8 @@ def test_answered_requests_are_pruned_after_a_while_but_never_the_selected_one()
         s.apply_resolved(protocol.Resolved(id=item(n).id, decision="allow", source="user"))
     clock.now += RESOLVED_KEEP + 1
     s.prune()
-    assert list(s.entries) == [item(1).id]
+    assert s.selected == item(2).id
+    assert list(s.entries) == [item(2).id]
 
 
 def test_outcome_lines() -> None:
