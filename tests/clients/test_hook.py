@@ -34,7 +34,7 @@ def claude_input(event: str = "PreToolUse", tool: str = "Bash", tool_input: dict
         "hook_event_name": event,
         "permission_mode": "default",
         "tool_name": tool,
-        "tool_input": tool_input if tool_input is not None else {"command": "echo hi"},
+        "tool_input": tool_input if tool_input is not None else {"command": "mkdir -p build/out"},
     }
     if event == "PreToolUse":
         data["tool_use_id"] = "toolu_1"
@@ -49,7 +49,7 @@ def gemini_input(tool: str = "run_shell_command", tool_input: dict | None = None
         "hook_event_name": "BeforeTool",
         "timestamp": "2026-01-01T00:00:00Z",
         "tool_name": tool,
-        "tool_input": tool_input if tool_input is not None else {"command": "echo hi"},
+        "tool_input": tool_input if tool_input is not None else {"command": "mkdir -p build/out"},
     }
 
 

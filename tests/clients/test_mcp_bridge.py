@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +21,10 @@ pytestmark = pytest.mark.anyio
 BRIDGE = [sys.executable, "-m", "nexus_clients.mcp_bridge"]
 
 
-def params(env: dict[str, str]) -> StdioServerParameters:
+def params(env: dict[str, str], cwd: Path | None = None) -> StdioServerParameters:
     keep = {k: env[k] for k in ("NEXUS_SOCKET", "NEXUS_CONFIG_DIR", "NEXUS_STATE_DIR", "PYTHONPATH") if k in env}
-    return StdioServerParameters(command=BRIDGE[0], args=BRIDGE[1:], env=keep | {"NEXUS_SESSION": "mcp-test"})
+    env = keep | {"NEXUS_SESSION": "mcp-test"}
+    return StdioServerParameters(command=BRIDGE[0], args=BRIDGE[1:], env=env, cwd=cwd)
 
 
 def payload(result: Any) -> dict[str, Any]:
@@ -41,9 +43,11 @@ async def test_initialize_and_list(daemon: DaemonHandle) -> None:
         assert tools[0].input_schema["required"] == ["tool_name", "input"]
 
 
-async def test_call_allow_echoes_the_input(daemon: DaemonHandle) -> None:
-    tool_input = {"file_path": "/tmp/readme.txt", "offset": 3}
-    async with Client(params(daemon.env)) as client:
+async def test_call_allow_echoes_the_input(daemon: DaemonHandle, tmp_path: Path) -> None:
+    # A read inside the directory the agent runs in: allowed without a person, under any engine.
+    (tmp_path / "readme.txt").write_text("hello\n")
+    tool_input = {"file_path": str(tmp_path / "readme.txt"), "offset": 3}
+    async with Client(params(daemon.env, cwd=tmp_path)) as client:
         result = await client.call_tool(
             "permission_prompt", {"tool_name": "Read", "input": tool_input, "tool_use_id": "toolu_7"}
         )
@@ -74,7 +78,8 @@ async def test_person_allows_through_ui(daemon: DaemonHandle) -> None:
 
             async def call() -> None:
                 box["r"] = await client.call_tool(
-                    "permission_prompt", {"tool_name": "Bash", "input": {"command": "make"}, "tool_use_id": "u1"}
+                    "permission_prompt",
+                    {"tool_name": "Bash", "input": {"command": "mkdir -p build"}, "tool_use_id": "u1"},
                 )
 
             tg.start_soon(call)
@@ -85,7 +90,7 @@ async def test_person_allows_through_ui(daemon: DaemonHandle) -> None:
                         assert event.item.call.agent_request_id == "u1"
                         await ui.call(protocol.Answer(id=event.item.id, decision="allow"))
                         break
-        assert payload(box["r"]) == {"behavior": "allow", "updatedInput": {"command": "make"}}
+        assert payload(box["r"]) == {"behavior": "allow", "updatedInput": {"command": "mkdir -p build"}}
 
 
 async def test_daemon_down_denies() -> None:
