@@ -107,10 +107,7 @@ class TuiState:
         if self.selected == res.id:
             if entry.answered_here is None:
                 self.say(f"The selected request was {entry.outcome()}.", "warning")
-            self.selected = None
-            self._select_if_none()
-            if self.selected is None:
-                self.selected = res.id  # nothing else waits: keep showing what happened to it
+            self._select_if_none()  # if nothing else waits it stays, showing what happened to it
         return entry
 
     def disconnected(self, detail: str) -> None:
@@ -131,11 +128,15 @@ class TuiState:
         self.entries = dict(sorted(self.entries.items(), key=lambda kv: (kv[1].item.created, kv[0])))
 
     def _select_if_none(self) -> None:
-        if self.selected is None:
+        """Select the oldest waiting request if nothing is selected or the selection was decided."""
+        current = self.entries.get(self.selected) if self.selected else None
+        if current is None or not current.pending:
             first = next((e for e in self.entries.values() if e.pending), None)
-            self.selected = first.id if first else None
             if first is not None:
+                self.selected = first.id
                 self.auto_selected_at = self.clock()
+            elif current is None:
+                self.selected = None
 
     def prune(self) -> None:
         """Forget answered requests after a while, never the selected one."""

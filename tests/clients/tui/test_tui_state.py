@@ -55,6 +55,10 @@ def test_when_the_selected_request_is_decided_elsewhere_the_selection_moves_on_g
     assert s.answerable()[0] is not None
     s.apply_resolved(protocol.Resolved(id=item(2).id, decision="deny", source="timeout"))
     assert s.selected == item(2).id, "nothing else waits: the last one stays, showing what happened"
+    clock.now += 5
+    s.apply_prompt(item(3))
+    assert s.selected == item(3).id, "a decided selection gives way to the next request"
+    assert "just arrived" in s.answerable()[1]
 
 
 def test_choosing_a_request_by_hand_has_no_guard() -> None:
