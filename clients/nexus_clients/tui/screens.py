@@ -164,7 +164,8 @@ class RuleEditScreen(ModalScreen[list[str] | None]):
         self.dismiss(None)
 
 
-KNOWN_MODES = ["default", "plan", "acceptEdits", "bypassPermissions", "read-only", "workspace-write"]
+# The common names of docs/POLICY.md's mode table; the daemon accepts every name listed there.
+KNOWN_MODES = ["default", "CAUTIOUS", "plan", "acceptEdits", "auto", "dontAsk", "bypassPermissions", "read-only"]
 
 
 class ModeScreen(ModalScreen[tuple[bool, str | None]]):
