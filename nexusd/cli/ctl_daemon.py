@@ -1,9 +1,378 @@
-"""nexusctl commands (filled by their owning issue)."""
+"""nexusctl commands that talk to a running daemon: status, pending, answer, watch, audit, check, mode, reload, version.
+
+Exit codes (every command): 0 ok (check: allowed), 1 denied (check: deny; answer: the answer was deny),
+2 usage error, 3 daemon unreachable, 4 refused by the daemon (protocol error), 5 bad reply,
+6 check: a person would be asked.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
 import click
+import msgspec
+
+from nexusd import protocol as p
+
+EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_BAD_REPLY, EXIT_ASK = 0, 1, 2, 3, 4, 5, 6
+
+
+def _fail(code: int, text: str) -> NoReturn:
+    click.echo(f"nexusctl: {text}", err=True)
+    sys.exit(code)
+
+
+@contextlib.contextmanager
+def _client(ctx: click.Context, role: p.Role = "admin", timeout: float = 5.0) -> Iterator[Any]:
+    """A connected client; every client failure becomes a one-line message and a documented exit code."""
+    from nexusd.client import BadReply, Client, ClientError, DaemonUnreachable
+
+    sock = (ctx.find_root().obj or {}).get("socket")
+    try:
+        with Client(socket_path=sock, role=role, name="nexusctl", timeout=timeout) as c:
+            yield c
+    except DaemonUnreachable as e:
+        _fail(EXIT_UNREACHABLE, f"nexusd is not reachable: {e}")
+    except ClientError as e:
+        _fail(EXIT_REFUSED, f"refused by nexusd ({e.code}): {e.message}")
+    except BadReply as e:
+        _fail(EXIT_BAD_REPLY, f"bad reply from nexusd: {e}")
+
+
+def _json(obj: Any) -> None:
+    click.echo(msgspec.json.encode(obj).decode())
+
+
+def _ago(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _summary(call: p.CallInfo) -> str:
+    from nexusd.daemon.audit import summarize
+
+    return summarize(call.input)
+
+
+def _print_item(item: p.PendingItem) -> None:
+    left = max(0.0, item.deadline - time.time())
+    click.echo(f"{item.id}  {item.call.provider}/{item.call.session[:12]}  {item.call.tool}  ({left:.0f}s left)")
+    click.echo(f"    {_summary(item.call)}")
+    click.echo(f"    why: {item.verdict.reason}")
+    for flag in item.verdict.flags:
+        click.echo(f"    flag: {flag}")
+    if item.verdict.suggestions:
+        click.echo(f"    always would remember: {', '.join(item.verdict.suggestions)}")
+
+
+def _print_trace(verdict: p.Verdict) -> None:
+    for i, step in enumerate(verdict.trace, 1):
+        detail = f" — {step.detail}" if step.detail else ""
+        click.echo(f"  {i}. {step.step}: {step.outcome}{detail}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the raw StatusReply as JSON.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show the daemon's version, uptime, connections, pending count, counters, policy and sandbox."""
+    with _client(ctx) as c:
+        st: p.StatusReply = c.status()
+    if as_json:
+        _json(st)
+        return
+    click.echo(f"nexusd {st.version}  pid {st.pid}  up {st.uptime:.0f}s  pending {st.pending}")
+    conns = ", ".join(f"{k} {v}" for k, v in sorted(st.connections.items())) or "none"
+    click.echo(f"connections: {conns}")
+    if st.counters:
+        click.echo("decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(st.counters.items())))
+    for src in st.policy:
+        state = "loaded" if src.loaded else f"NOT loaded: {src.error}"
+        click.echo(f"policy {src.layer}: {src.path} ({state})")
+    for err in st.policy_errors:
+        click.echo(f"policy error: {err}")
+    if st.sandbox is not None:
+        sb = st.sandbox
+        click.echo(
+            f"sandbox: {sb.backend or 'none'} on {sb.platform}"
+            + ("" if sb.available else f" (unavailable: {sb.reason})")
+        )
+    for sid, mode in sorted(st.sessions.items()):
+        click.echo(f"session {sid}: {mode}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the pending items as a JSON array.")
+@click.pass_context
+def pending(ctx: click.Context, as_json: bool) -> None:
+    """List the requests waiting for a person (ids to use with `nexusctl answer`)."""
+    with _client(ctx) as c:
+        snap: p.Snapshot = c.subscribe()
+    if as_json:
+        _json(snap.items)
+        return
+    if not snap.items:
+        click.echo("nothing pending")
+    for item in snap.items:
+        _print_item(item)
+
+
+@click.command()
+@click.argument("request_id")
+@click.argument("decision", type=click.Choice(["allow", "deny"]))
+@click.option("--session", "scope", flag_value="session", help="Also for the rest of this agent session.")
+@click.option("--always", "scope", flag_value="always", help="Remember as a rule (allow).")
+@click.option("--never", "scope", flag_value="never", help="Remember as a deny rule.")
+@click.option("--message", "-m", help="A message shown to the model.")
+@click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
+@click.pass_context
+def answer(
+    ctx: click.Context, request_id: str, decision: str, scope: str | None, message: str | None, rules: tuple[str, ...]
+) -> None:
+    """Answer a pending request: allow or deny, once (default), for the session, always, or never.
+
+    An answer from inside the requesting agent's own process tree is refused (exit 4).
+    """
+    scope = scope or "once"
+    if scope == "never" and decision != "deny":
+        _fail(EXIT_USAGE, "--never goes with deny")
+    if scope == "always" and decision != "allow":
+        scope = "never"  # "deny --always" means the same as "deny --never"
+    with _client(ctx) as c:
+        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None)
+    click.echo(f"{request_id}: {ack.detail}")
+    sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON message per line.")
+@click.pass_context
+def watch(ctx: click.Context, as_json: bool) -> None:
+    """Stream pending requests and their resolutions until interrupted (or the daemon stops)."""
+    from nexusd.client import ReplyTimeout
+
+    with _client(ctx, role="ui") as c:
+        snap = c.subscribe()
+        for item in snap.items:
+            _json(p.Prompt(item=item)) if as_json else _print_item(item)
+        while True:
+            try:
+                ev = c.next_event(timeout=3600)
+            except ReplyTimeout:
+                continue
+            except KeyboardInterrupt:
+                return
+            if as_json:
+                _json(ev)
+            elif isinstance(ev, p.Prompt):
+                _print_item(ev.item)
+            elif isinstance(ev, p.Resolved):
+                by = f" by {ev.answered_by}" if ev.answered_by else ""
+                click.echo(f"{ev.id}  -> {ev.decision} ({ev.source}{by}) {ev.reason}")
+            elif isinstance(ev, p.PolicyNotice):
+                click.echo("policy reloaded" if ev.ok else "policy reload FAILED: " + "; ".join(ev.errors))
+            if isinstance(ev, p.Bye):
+                click.echo(f"daemon stopping: {ev.reason}", err=True)
+                sys.exit(EXIT_UNREACHABLE)
+
+
+def _audit_path(ctx: click.Context) -> Path:
+    from nexusd import locations
+
+    return locations.state_dir() / "audit.jsonl"
+
+
+def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -> None:
+    if as_json:
+        click.echo(raw.decode() if raw is not None else msgspec.json.encode(rec).decode())
+        return
+    who = f" by {rec.answered_by}" if rec.answered_by else ""
+    event = "" if rec.event == "decision" else f" [{rec.event}]"
+    click.echo(
+        f"{_ago(rec.time)}  {rec.decision:5} {rec.source:9} {rec.tool:14} {rec.summary[:60]}{who}{event}"
+        f"  ({rec.latency_ms:.1f} ms)"
+    )
+
+
+@click.command()
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new records as they are written.")
+@click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--session", help="Only this agent session.")
+@click.option("--tool", help="Only this tool.")
+@click.option("--decision", type=click.Choice(["allow", "deny", "ask"]))
+@click.option(
+    "--file", "path", type=click.Path(dir_okay=False, path_type=Path), help="Audit file (default: state dir)."
+)
+@click.pass_context
+def audit(
+    ctx: click.Context,
+    follow: bool,
+    as_json: bool,
+    limit: int,
+    session: str | None,
+    tool: str | None,
+    decision: str | None,
+    path: Path | None,
+) -> None:
+    """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon."""
+    from nexusd.daemon.audit import read_tail
+
+    path = path or _audit_path(ctx)
+    match = {"session": session, "tool": tool, "decision": decision}
+    if not path.exists() and not follow:
+        _fail(EXIT_USAGE, f"no audit file at {path}")
+    for rec in read_tail(path, limit, match):
+        _print_record(rec, as_json)
+    if follow:
+        _follow(path, lambda rec, raw: _print_record(rec, as_json, raw), match)
+
+
+def _follow(path: Path, emit: Callable[[p.AuditRecord, bytes], None], match: dict[str, Any]) -> None:
+    """tail -F: survives rotation (the file is renamed away and a new one appears)."""
+    decoder = msgspec.json.Decoder(p.AuditRecord)
+    f = None
+    ino = None
+    buf = b""
+    try:
+        while True:
+            if f is None:
+                try:
+                    f = open(path, "rb")  # noqa: SIM115 - reopened on rotation
+                    ino = Path(path).stat().st_ino
+                    f.seek(0, 2)
+                except OSError:
+                    time.sleep(0.5)
+                    continue
+            chunk = f.read()
+            if chunk:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    try:
+                        rec = decoder.decode(line)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        continue
+                    if all(getattr(rec, k) == v for k, v in match.items() if v is not None):
+                        emit(rec, line)
+                continue
+            try:
+                rotated = Path(path).stat().st_ino != ino
+            except OSError:
+                rotated = True
+            if rotated:
+                f.close()
+                f = None
+                buf = b""
+                if Path(path).exists():  # read the new file from its start
+                    f = open(path, "rb")  # noqa: SIM115
+                    ino = Path(path).stat().st_ino
+                continue
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        return
+    finally:
+        if f is not None:
+            f.close()
+
+
+def _read_call(source: str) -> p.CallInfo:
+    data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    try:
+        obj = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        _fail(EXIT_USAGE, f"not JSON: {e}")
+    if isinstance(obj, dict) and isinstance(obj.get("call"), dict):
+        obj = obj["call"]  # a Request or Check message
+    try:
+        return msgspec.convert(obj, p.CallInfo)
+    except msgspec.ValidationError as e:
+        _fail(EXIT_USAGE, f"not a CallInfo (provider, session, tool, input, cwd ...): {e}")
+
+
+@click.command()
+@click.argument("source", default="-", metavar="[FILE]")
+@click.option("--offline", is_flag=True, help="Evaluate in-process from the policy files, without a daemon.")
+@click.option("--json", "as_json", is_flag=True, help="Print the Verdict as JSON.")
+@click.pass_context
+def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None:
+    """Evaluate a tool call without running it: print the decision, reason, deciding rule and trace.
+
+    FILE (default: stdin) holds a CallInfo, or a Request/Check message whose "call" is one.
+    Exit 0 allow, 1 deny, 6 a person would be asked.
+    """
+    call = _read_call(source)
+    if offline:
+        from nexusd.policy.offline import check_offline
+
+        verdict = check_offline(call)
+    else:
+        with _client(ctx) as c:
+            verdict = c.check(call)
+    if as_json:
+        _json(verdict)
+    else:
+        click.echo(f"decision: {verdict.decision}")
+        click.echo(f"reason:   {verdict.reason}")
+        click.echo(f"source:   {verdict.source}")
+        if verdict.rule:
+            click.echo(f"rule:     {verdict.rule}  ({verdict.rule_origin or 'unknown origin'})")
+        if verdict.requirement:
+            click.echo(f"needs:    {verdict.requirement}")
+        for flag in verdict.flags:
+            click.echo(f"flag:     {flag}")
+        if verdict.trace:
+            click.echo("trace:")
+            _print_trace(verdict)
+    sys.exit({"allow": EXIT_OK, "deny": EXIT_DENIED, "ask": EXIT_ASK}[verdict.decision])
+
+
+@click.command()
+@click.argument("session")
+@click.argument("mode")
+@click.pass_context
+def mode(ctx: click.Context, session: str, mode: str) -> None:
+    """Set an agent session's mode from nexusd (overrides what the agent reports); MODE "clear" removes it."""
+    with _client(ctx) as c:
+        ack = c.call(p.SetMode(session=session, mode=None if mode in ("clear", "-") else mode))
+    click.echo(f"{session}: {ack.detail}")
+
+
+@click.command()
+@click.pass_context
+def reload(ctx: click.Context) -> None:
+    """Re-read every policy file; on an error the daemon keeps the last good policy (exit 4)."""
+    with _client(ctx) as c:
+        ack = c.call(p.Reload())
+    click.echo(ack.detail or "policy reloaded")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def version(ctx: click.Context, as_json: bool) -> None:
+    """Print nexusctl's version and, if it is running, the daemon's."""
+    from nexusd import __version__
+    from nexusd.client import Client, NexusClientError
+
+    daemon: str | None = None
+    with contextlib.suppress(NexusClientError):
+        sock = (ctx.find_root().obj or {}).get("socket")
+        with Client(socket_path=sock, role="admin", name="nexusctl", timeout=2.0) as c:
+            daemon = c.welcome.version if c.welcome else None
+    if as_json:
+        click.echo(json.dumps({"nexusctl": __version__, "protocol": p.PROTOCOL_VERSION, "daemon": daemon}))
+    else:
+        click.echo(f"nexusctl {__version__} (protocol {p.PROTOCOL_VERSION})")
+        click.echo(f"nexusd {daemon}" if daemon else "nexusd not running")
 
 
 def register(group: click.Group) -> None:
     """Attach this module's commands to nexusctl."""
+    for cmd in (status, pending, answer, watch, audit, check, mode, reload, version):
+        group.add_command(cmd)

@@ -11,7 +11,13 @@ import pytest
 
 from nexusd import protocol as p
 
-CALL_BASH = {"provider": "claude", "session": "s-test", "tool": "Bash", "input": {"command": "ls -la"}, "cwd": "/tmp"}
+CALL_BASH = {
+    "provider": "claude",
+    "session": "s-test",
+    "tool": "Bash",
+    "input": {"command": "npm install left-pad"},
+    "cwd": "/tmp",
+}
 
 
 class Raw:

@@ -633,3 +633,38 @@ def test_sigterm_denies_pending_says_bye_and_exits_zero(daemon, raw_factory):
 def test_sigint_also_stops_cleanly(daemon):
     assert daemon.stop(signal.SIGINT) == 0
     assert not daemon.socket.exists()
+
+
+# ---------------------------------------------------------------- fuzzing the live daemon
+
+
+def test_arbitrary_bytes_never_take_the_daemon_down_or_allow(daemon):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.daemon.conftest import Raw
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.binary(max_size=300))
+    def feed(data: bytes) -> None:
+        r = Raw(daemon.socket)
+        try:
+            r.hello()
+            r.send_bytes(data + b"\n" + b'{"type":"status","ref":"fz"}\n')
+            while True:
+                try:
+                    m = r.recv()
+                except (EOFError, ConnectionResetError):
+                    return  # closed after a framing error: fine
+                assert not (isinstance(m, p.Decision) and m.decision == "allow")
+                if isinstance(m, p.StatusReply) and m.ref == "fz":
+                    return
+        finally:
+            r.close()
+
+    feed()
+    admin = Raw(daemon.socket)
+    admin.hello("admin")
+    st_ = admin.ask({"type": "status"})
+    assert isinstance(st_, p.StatusReply)
+    assert not any(k.startswith("allow/") for k in st_.counters)

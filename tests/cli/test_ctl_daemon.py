@@ -1,0 +1,162 @@
+"""nexusctl's daemon commands against a real daemon (in-process click runner, real socket)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from nexusd import protocol as p
+from nexusd.cli.ctl import main
+from tests.daemon.conftest import CALL_BASH, Raw
+
+
+def run(daemon, *args: str, input: str | None = None):
+    return CliRunner().invoke(main, ["--socket", str(daemon.socket), *args], input=input, env=daemon.env)
+
+
+@pytest.fixture
+def pending_request(daemon):
+    """A subscribed UI and an agent whose Bash call waits for a person; yields (agent, ui, id)."""
+    ui = Raw(daemon.socket)
+    ui.hello("ui")
+    ui.ask({"type": "subscribe"})
+    agent = Raw(daemon.socket)
+    agent.hello()
+    pend = agent.ask({"type": "request", "call": CALL_BASH, "ref": "r"})
+    assert isinstance(pend, p.Pending)
+    assert isinstance(ui.recv(), p.Prompt)
+    yield agent, ui, pend.id
+    agent.close()
+    ui.close()
+
+
+def test_status_text_and_json(daemon):
+    r = run(daemon, "status")
+    assert r.exit_code == 0, r.output
+    assert "pending 0" in r.output
+    r = run(daemon, "status", "--json")
+    assert json.loads(r.output)["type"] == "status_reply"
+
+
+def test_unreachable_daemon_is_one_line_and_exit_3(daemon):
+    daemon.stop()
+    for cmd in (["status"], ["pending"], ["answer", "x" * 32, "allow"], ["reload"], ["mode", "s", "plan"]):
+        r = run(daemon, *cmd)
+        assert r.exit_code == 3, (cmd, r.output)
+        assert "Traceback" not in r.output
+        assert len(r.output.strip().splitlines()) == 1
+    r = run(daemon, "version")
+    assert r.exit_code == 0 and "not running" in r.output
+
+
+def test_pending_and_answer(daemon, pending_request):
+    agent, _ui, rid = pending_request
+    r = run(daemon, "pending", "--json")
+    assert r.exit_code == 0
+    assert [i["id"] for i in json.loads(r.output)] == [rid]
+    r = run(daemon, "pending")
+    assert rid in r.output and "npm install left-pad" in r.output
+    r = run(daemon, "answer", rid, "allow", "--message", "fine")
+    assert r.exit_code == 0, r.output
+    d = agent.recv()
+    assert isinstance(d, p.Decision) and d.decision == "allow" and d.message == "fine"
+    again = run(daemon, "answer", rid, "deny")
+    assert again.exit_code == 4 and "already_decided" in again.output
+
+
+def test_answer_deny_exits_1_and_never_needs_deny(daemon, pending_request):
+    agent, _ui, rid = pending_request
+    r = run(daemon, "answer", rid, "allow", "--never")
+    assert r.exit_code == 2
+    r = run(daemon, "answer", rid, "deny")
+    assert r.exit_code == 1
+    assert agent.recv().decision == "deny"
+
+
+def test_answer_session_with_rule(daemon, pending_request):
+    agent, _ui, rid = pending_request
+    r = run(daemon, "answer", rid, "allow", "--session", "--rule", "Bash(ls *)")
+    assert r.exit_code == 0, r.output
+    assert agent.recv().decision == "allow"
+
+
+def test_check_reads_a_callinfo_or_a_request(daemon, tmp_path):
+    r = run(daemon, "check", input=json.dumps(CALL_BASH))
+    assert r.exit_code in (1, 6), r.output  # never allowed: Bash needs a person (or a rule denies it)
+    assert "decision:" in r.output and "trace:" in r.output
+    f = tmp_path / "req.json"
+    f.write_text(json.dumps({"type": "request", "call": {**CALL_BASH, "tool": "Read", "input": {"file_path": "/x"}}}))
+    r = run(daemon, "check", str(f), "--json")
+    verdict = json.loads(r.output)
+    assert verdict["decision"] in ("allow", "ask", "deny")
+    assert r.exit_code == {"allow": 0, "deny": 1, "ask": 6}[verdict["decision"]]
+    bad = run(daemon, "check", input="{not json")
+    assert bad.exit_code == 2
+
+
+def test_check_offline_needs_no_daemon(daemon):
+    daemon.stop()
+    r = run(daemon, "check", "--offline", "--json", input=json.dumps(CALL_BASH))
+    assert r.exit_code in (0, 1, 6), r.output
+    assert json.loads(r.output)["decision"] in ("allow", "deny", "ask")
+
+
+def test_mode_reload_version(daemon):
+    r = run(daemon, "mode", "sess-1", "plan")
+    assert r.exit_code == 0, r.output
+    st = json.loads(run(daemon, "status", "--json").output)
+    assert st["sessions"]["sess-1"] == "plan"
+    r = run(daemon, "mode", "sess-1", "clear")
+    assert json.loads(run(daemon, "status", "--json").output)["sessions"]["sess-1"] == "default"
+    r = run(daemon, "reload")
+    assert r.exit_code in (0, 4)
+    r = run(daemon, "version", "--json")
+    assert json.loads(r.output)["daemon"]
+
+
+def test_audit_reads_the_file_and_follows(daemon):
+    agent = Raw(daemon.socket)
+    agent.hello()
+    agent.ask({"type": "request", "call": {**CALL_BASH, "tool": "Read", "input": {"file_path": "/etc/hosts"}}})
+    agent.ask({"type": "request", "call": CALL_BASH})
+    admin = Raw(daemon.socket)
+    admin.hello("admin")
+    admin.ask({"type": "audit"})  # flush the writer
+    r = run(daemon, "audit", "--json")
+    assert r.exit_code == 0, r.output
+    records = [json.loads(line) for line in r.output.splitlines()]
+    assert [rec["tool"] for rec in records] == ["Read", "Bash"]
+    r = run(daemon, "audit", "--tool", "Bash")
+    assert "Bash" in r.output and "Read" not in r.output
+
+
+def test_watch_streams_until_bye(daemon):
+    out: list[str] = []
+
+    def watch() -> None:
+        r = run(daemon, "watch", "--json")
+        out.append(r.stdout)
+        out.append(str(r.exit_code))
+
+    t = threading.Thread(target=watch)
+    t.start()
+    agent = Raw(daemon.socket)
+    agent.hello()
+    admin = Raw(daemon.socket)
+    admin.hello("admin")
+    import time
+
+    deadline = time.monotonic() + 10
+    while admin.ask({"type": "status"}).connections.get("ui", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pend = agent.ask({"type": "request", "call": CALL_BASH})
+    assert isinstance(pend, p.Pending)
+    daemon.stop()
+    t.join(10)
+    assert out[1] == "3", out
+    lines = [json.loads(line) for line in out[0].splitlines()]
+    assert [m["type"] for m in lines] == ["prompt", "resolved", "bye"]
+    assert out[1] == "3"

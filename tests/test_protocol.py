@@ -1,0 +1,108 @@
+"""The wire contract: every message round-trips, and no byte string makes the decoder do anything but refuse."""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nexusd import protocol as p
+
+CALL = p.CallInfo(provider="claude", session="s", tool="Bash", input={"command": "ls"}, cwd="/")
+VERDICT = p.Verdict("ask", "needs a person", "mode", trace=[p.TraceStep("escalation", "ask")])
+ITEM = p.PendingItem(id="a" * 32, call=CALL, verdict=VERDICT, created=1.0, deadline=31.0)
+
+CLIENT_MESSAGES = [
+    p.Hello(proto=1, role="agent", name="x"),
+    p.Request(call=CALL, on_no_ui="ask", ref="1"),
+    p.Cancel(id="a" * 32),
+    p.Subscribe(),
+    p.Answer(id="a" * 32, decision="allow", scope="session", message="m", rules=["Bash(ls)"]),
+    p.StatusQuery(),
+    p.Check(call=CALL),
+    p.SetMode(session="s", mode=None),
+    p.Reload(),
+    p.RulesQuery(),
+    p.RuleChange(action="add", kind="deny", rule="Bash(rm *)"),
+    p.TrustChange(action="remove", path="/w"),
+    p.ProbeQuery(refresh=True),
+    p.SandboxPlanQuery(command="ls", cwd="/"),
+    p.AuditQuery(limit=5, decision="deny"),
+]
+SERVER_MESSAGES = [
+    p.Welcome(proto=1, version="0", role="ui"),
+    p.Pending(id="a", deadline=1.0),
+    p.Decision(decision="deny", reason="r", source="timeout", updated_input={"command": "x"}),
+    p.Snapshot(items=[ITEM]),
+    p.Prompt(item=ITEM),
+    p.Resolved(id="a", decision="allow", source="user", scope="once"),
+    p.Ack(detail="ok"),
+    p.Error(code="policy_error", message="m"),
+    p.StatusReply(version="0", pid=1, uptime=0, connections={}, pending=0, counters={}, policy=[], policy_errors=[]),
+    p.CheckResult(verdict=VERDICT),
+    p.RulesReply(rules=[p.RuleInfo("allow", "Read", "user", "x:1")]),
+    p.ProbeReply(probe=p.SandboxProbe(platform="linux", available=False)),
+    p.SandboxPlan(allowed=True, argv=["bwrap"]),
+    p.AuditReply(records=[]),
+    p.PolicyNotice(ok=False, errors=["e"]),
+    p.Bye(reason="stop"),
+]
+
+
+def test_every_client_message_round_trips_as_one_line():
+    assert {type(m) for m in CLIENT_MESSAGES} == set(p.ClientMessage.__args__)
+    for m in CLIENT_MESSAGES:
+        line = p.encode(m)
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert p.decode_client(line[:-1]) == m
+
+
+def test_every_server_message_round_trips():
+    assert {type(m) for m in SERVER_MESSAGES} == set(p.ServerMessage.__args__)
+    for m in SERVER_MESSAGES:
+        assert p.decode_server(p.encode(m)) == m
+
+
+def test_defaults_are_omitted_and_unknown_fields_refused():
+    assert p.encode(p.StatusQuery()) == b'{"type":"status"}\n'
+    try:
+        p.decode_client(b'{"type":"status","extra":1}')
+    except msgspec.ValidationError:
+        pass
+    else:
+        raise AssertionError("unknown field accepted")
+
+
+REFUSALS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_are_decoded_or_refused_never_anything_else(data):
+    for decode in (p.decode_client, p.decode_server):
+        try:
+            msg = decode(data)
+        except REFUSALS:
+            continue
+        assert isinstance(msg, msgspec.Struct)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.sampled_from([m.__struct_config__.tag for m in CLIENT_MESSAGES] + ["nope", ""]),
+    st.dictionaries(st.sampled_from(["id", "call", "decision", "scope", "ref", "proto", "role", "x"]), json_values),
+)
+def test_near_miss_messages_are_refused_cleanly(tag, fields):
+    data = msgspec.json.encode({"type": tag, **fields})
+    try:
+        msg = p.decode_client(data)
+    except REFUSALS:
+        return
+    assert msg.__struct_config__.tag == tag
