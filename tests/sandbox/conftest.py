@@ -92,7 +92,7 @@ def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch) -> Iterator
     root = Path(tempfile.mkdtemp(prefix="nxsb", dir="/tmp"))
     for d in ("ws", "outside", "home", "cfg", "state", "managed", "run"):
         (root / d).mkdir()
-    (root / "cfg" / "policy.toml").write_text('allow = ["Bash(secret-policy-marker)"]\n')
+    (root / "cfg" / "policy.toml").write_text('[permissions]\nallow = ["Bash(secret-policy-marker)"]\n')
     (root / "home" / ".bashrc").write_text("# real rc\n")
     monkeypatch.setenv("HOME", str(root / "home"))
     monkeypatch.setenv("NEXUS_CONFIG_DIR", str(root / "cfg"))
