@@ -5,7 +5,7 @@ rules, status). Screens talk to nexusd only through the app's ``link``; untruste
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from rich.console import Group
 from rich.text import Text
@@ -413,6 +413,7 @@ class StatusScreen(Screen[None]):
         """``reply`` shows that instead of asking the daemon (snapshot tests)."""
         super().__init__()
         self.initial = reply
+        self.plain = ""  # what is shown, as plain text (tests read it)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -423,7 +424,12 @@ class StatusScreen(Screen[None]):
         if self.initial is None:
             self.action_refresh()
         else:
-            self.query_one("#status-body", Static).update(Group(*status_lines(self.initial)))
+            self.show(self.initial)
+
+    def show(self, reply: protocol.StatusReply) -> None:
+        lines = status_lines(reply)
+        self.plain = "\n".join(line.plain for line in lines)
+        self.query_one("#status-body", Static).update(Group(*lines))
 
     @work(exclusive=True, group="status")
     async def action_refresh(self) -> None:
@@ -435,11 +441,11 @@ class StatusScreen(Screen[None]):
             body.update(Text(f"cannot load status: {_err_text(e)}", style="red"))
             return
         if isinstance(reply, protocol.StatusReply):
-            body.update(Group(*status_lines(reply)))
+            self.show(reply)
 
 
-def status_lines(s: protocol.StatusReply) -> list[Any]:
-    out: list[Any] = [Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold")]
+def status_lines(s: protocol.StatusReply) -> list[Text]:
+    out: list[Text] = [Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold")]
     conns = ", ".join(f"{role}: {n}" for role, n in sorted(s.connections.items())) or "none"
     out.append(Text(f"connections: {conns}"))
     if s.sessions:

@@ -239,3 +239,90 @@ def _bar_text(app: NexusTui) -> str:
     from nexus_clients.tui.widgets import ConnectionBar
 
     return app.queue_screen.query_one(ConnectionBar).render().plain
+
+
+async def test_mouse_picks_a_row_and_clicks_allow(daemon_factory: Callable[..., Any]) -> None:
+    d = daemon_factory()
+    app = tui(d)
+    async with app.run_test(size=SIZE) as pilot:
+        first = await ask(pilot, app, d, call("git push origin one"))
+        second = await ask(pilot, app, d, call("git push origin two"))
+        app.state.select(None)
+        await pilot.click("#queue", offset=(10, 2))  # row 2 of the queue: the second request
+        await pilot.pause()
+        assert "git push origin two" in _detail_text(app)
+        await pilot.click("#act-allow_once")
+        assert (await second.result(pilot)).decision == "allow"
+        await until(pilot, lambda: app.state.answerable()[0] is not None, what="guard over")
+        await pilot.click("#act-deny")
+        assert (await first.result(pilot)).decision == "deny"
+
+
+async def test_mode_change_reaches_the_daemon(daemon_factory: Callable[..., Any]) -> None:
+    from nexus_clients.tui.screens import ModeScreen
+
+    from nexusd import protocol
+    from nexusd.client import Client
+
+    d = daemon_factory()
+    app = tui(d)
+    async with app.run_test(size=SIZE) as pilot:
+        agent = await ask(pilot, app, d, call(session="sess-mode"))
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeScreen), what="mode dialog")
+        await pilot.press(*"plan", "enter")
+        await until(pilot, lambda: "Mode for session" in app.state.message, what="mode set")
+        with Client(d.socket, role="admin") as c:
+            status = c.call(protocol.StatusQuery())
+        assert status.sessions.get("sess-mode") == "plan", status.sessions
+        await pilot.press("n")
+        await agent.result(pilot)
+
+
+async def test_decisions_rules_and_status_screens_against_the_daemon(daemon_factory: Callable[..., Any]) -> None:
+    from nexus_clients.tui.screens import AuditScreen, RulesScreen, StatusScreen
+    from textual.widgets import DataTable
+
+    d = daemon_factory()
+    app = tui(d)
+    async with app.run_test(size=SIZE) as pilot:
+        agent = await ask(pilot, app, d, call("git push origin learned"))
+        rule = app.state.current().item.verdict.suggestions[0]  # type: ignore[union-attr]
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, RuleEditScreen))
+        await pilot.press("enter")
+        if isinstance(app.screen, ConfirmScreen):
+            await pilot.press("y")
+        await agent.result(pilot)
+
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, AuditScreen))
+        table = app.screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count >= 1, what="audit rows")
+        cells = [str(c) for c in table.get_row_at(0)]
+        assert "allow" in cells and "user" in cells
+        app.screen.query_one("#f-decision").value = "deny"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: table.row_count == 0, what="filtered to nothing")
+        await pilot.press("escape")
+
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RulesScreen))
+        screen = app.screen
+        assert isinstance(screen, RulesScreen)
+        await until(pilot, lambda: any(r.rule == rule for r in screen.rules), what="learned rule listed")
+        row = next(i for i, r in enumerate(screen.rules) if r.rule == rule)
+        assert screen.rules[row].removable
+        screen.query_one(DataTable).move_cursor(row=row)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="remove confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: not any(r.rule == rule for r in screen.rules), what="rule removed")
+        await pilot.press("escape")
+
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, StatusScreen))
+        status = app.screen
+        assert isinstance(status, StatusScreen)
+        await until(pilot, lambda: "connections:" in status.plain, what="status loaded")
+        assert "ui: 1" in status.plain
