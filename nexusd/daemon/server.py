@@ -825,7 +825,7 @@ class Server:
                     session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
             else:
                 try:
-                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules)
+                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=entry.item.verdict)
                 except ValueError as e:
                     await self._reply_error(
                         conn, "refused", f"not remembered: {e}; the request is still pending", msg.ref
