@@ -65,7 +65,7 @@ async def test_deny_and_deny_with_message(daemon_factory: Callable[..., Any]) ->
 
 
 async def test_a_deny_message_dialog_cancelled_sends_nothing(daemon_factory: Callable[..., Any]) -> None:
-    d = daemon_factory(pending_timeout=3)
+    d = daemon_factory(pending_timeout=6)
     app = tui(d)
     async with app.run_test(size=SIZE) as pilot:
         agent = await ask(pilot, app, d)
@@ -126,7 +126,7 @@ async def test_always_persists_the_edited_rule_and_the_next_request_is_not_asked
 
 
 async def test_always_refuses_a_blanket_rule_the_person_typed(daemon_factory: Callable[..., Any]) -> None:
-    d = daemon_factory(pending_timeout=4)
+    d = daemon_factory(pending_timeout=6)
     app = tui(d)
     async with app.run_test(size=SIZE) as pilot:
         agent = await ask(pilot, app, d)
