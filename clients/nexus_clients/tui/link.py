@@ -19,7 +19,7 @@ from nexusd import protocol
 
 @dataclass(frozen=True)
 class LinkUp:
-    """Connected and subscribed; the Snapshot follows."""
+    """Connected and subscribed (the daemon sent its Snapshot, which follows at once)."""
 
     version: str
 
@@ -72,8 +72,11 @@ class DaemonLink:
                 ) as client:
                     self._client = client
                     delay = self.backoff_min
-                    self.on_event(LinkUp(client.welcome.version))
+                    up = False
                     async for event in client.subscribe():
+                        if not up:  # "connected" means subscribed: prompts from here on reach us
+                            up = True
+                            self.on_event(LinkUp(client.welcome.version))
                         self.on_event(event)
                         if isinstance(event, protocol.Bye):
                             reason = f"nexusd stopped: {event.reason}"

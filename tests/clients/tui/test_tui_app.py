@@ -25,7 +25,8 @@ async def ask(pilot: Any, app: NexusTui, daemon: Any, info: Any = None) -> Agent
     await until(pilot, lambda: app.state.connection == "connected", what="connected")
     before = set(app.state.entries)
     agent = Agent(daemon.socket, info or call())
-    await until(pilot, lambda: set(app.state.entries) - before, what="the prompt reached the TUI")
+    await until(pilot, lambda: set(app.state.entries) - before or agent.done, what="the prompt reached the TUI")
+    assert not agent.done, f"decided without a person: {agent.decision or agent.error!r}"
     (new,) = set(app.state.entries) - before
     app.state.select(new)
     await pilot.pause()
