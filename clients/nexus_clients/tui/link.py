@@ -6,7 +6,6 @@ has new ids), so the link keeps no answer to send later: ``call`` fails at once 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,9 +95,3 @@ class DaemonLink:
         if client is None:
             raise NotConnected("not connected to nexusd")
         return await client.call(msg)
-
-    async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
