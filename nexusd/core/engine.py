@@ -212,6 +212,10 @@ def _allow_match(
         w_out = _covered_outside(writes, "edit", allows, ctx)
         if r_out is None or w_out is None:
             return [], []
+        if Flag.OUTSIDE_WORKSPACE in cls.flags and not any(
+            not _inside(p, ctx.workspace_roots) for p in (*reads, *writes)
+        ):
+            return [], []  # the classifier saw an outside path it could not name: no rule can cover it
         return used + [r for r in (*r_out, *w_out) if r not in used], []
     for rule in allows:
         if not rule.covers_call(cls):

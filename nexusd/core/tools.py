@@ -187,7 +187,9 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
             ):
                 command = shlex.join(argv)
             elif argv and argv[0] == "apply_patch" and len(argv) == 2:
-                return ToolInput(writes=tuple(patch_paths(argv[1])), write_bytes=len(argv[1].encode()))
+                found = tuple(patch_paths(argv[1]))
+                return ToolInput(writes=found, write_bytes=len(argv[1].encode()),
+                                 problems=() if found else ("patch names no file we can see",))
             else:
                 command = shlex.join(argv)
         elif isinstance(cmd, str):
@@ -216,7 +218,9 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
         if isinstance(inp.get("command"), list) and len(inp["command"]) == 2:
             body = inp["command"][1]
         body = body if isinstance(body, str) else ""
-        return ToolInput(writes=tuple(patch_paths(body)), write_bytes=len(body.encode()))
+        found = tuple(patch_paths(body))
+        return ToolInput(writes=found, write_bytes=len(body.encode()),
+                         problems=() if found else ("patch names no file we can see",))
     paths: list[str] = []
     for key in _PATH_KEYS:
         paths.extend(_strs(inp.get(key)))

@@ -67,7 +67,9 @@ class _Acc:
             return None
         info = paths.resolve(raw, cwd, self.ctx, self.fs)
         if info.unresolved:
-            self.note(f"{verb} a path we cannot resolve: {raw}")
+            # ~user/... (or a literal $ we cannot expand): where it lands is unknown, so no rule or mode
+            # may allow it (a Bash allow rule only checks the paths it can see)
+            self.flag(Flag.DYNAMIC, f"{verb} a path we cannot resolve: {raw}")
             self.need(DFA)
             if write:
                 self.flag(Flag.OUTSIDE_WORKSPACE, f"writes outside the workspace: {raw}")
@@ -162,6 +164,13 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         if ti.background:
             acc.flag(Flag.BACKGROUND, "runs in the background")
         if ti.command is None:
+            # Codex's shell(["apply_patch", body]) carries no command, only the files it writes
+            for raw in ti.writes:
+                acc.path(raw, cwd, write=True)
+            if ti.writes:
+                acc.need(WW)
+            if ti.write_bytes > MAX_WRITE_SIZE:
+                acc.flag(Flag.LARGE_WRITE, f"writes {ti.write_bytes} bytes (over {MAX_WRITE_SIZE})")
             return _finish(info, acc)
         return _bash(info, ti.command, cwd, acc)
     if info.kind is ToolKind.FETCH:
@@ -229,11 +238,25 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         out.append(cmd.to_command())
         eff = commands.effect(cmd)
         _command_effect(cmd, eff, cwds, acc)
+        if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
+            _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
     return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
+
+
+def _apply_patch_in_shell(command: str, cwds: list[str] | None, acc: _Acc) -> None:
+    """Codex's ``apply_patch <<'EOF' ...``: the files named anywhere in the command are written."""
+    from nexusd.core.tools import patch_paths
+
+    found = patch_paths(command)
+    if not found:
+        acc.flag(Flag.UNPARSEABLE, "apply_patch with a body that names no file we can see")
+    for raw in found:
+        for c in _each_cwd(raw, cwds):
+            acc.path(raw, c, write=True)
 
 
 def _apply_cd(target: str, cwds: list[str] | None, acc: _Acc) -> list[str] | None:

@@ -246,6 +246,9 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, "command nests too deeply")
             return
         t = node.type
+        if t in ("command", "pipeline") and _misparsed(node):
+            # tree-sitter-bash joins `a | b | c<newline>d && e` into `c d` without an ERROR node
+            self.flag(Flag.UNPARSEABLE, "the shell parser misread the command's structure")
         if t == "command":
             self._command(node, depth)
         elif t == "redirected_statement":
@@ -604,6 +607,22 @@ class _Walker:
             if n not in self.notes:
                 self.notes.append(n)
         self.functions.extend(inner.functions)
+
+
+def _misparsed(node: Node) -> bool:
+    """A pipeline holding a list, or one command whose words sit on different lines (no ``\\`` continuation)."""
+    if node.type == "pipeline":
+        return any(c.type == "list" for c in node.children)
+    src = node.text or b""
+    base = node.start_byte
+    prev_end: int | None = None
+    for c in node.children:
+        if prev_end is not None:
+            gap = src[prev_end - base : c.start_byte - base].replace(b"\\\n", b"")
+            if b"\n" in gap:
+                return True
+        prev_end = c.end_byte
+    return False
 
 
 def _shift_dyn(dyn: frozenset[int], shift: int) -> frozenset[int]:

@@ -118,8 +118,8 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("mv README.md ~/Desktop/", D, {OUT}, _, [], _),
     ("ls ~", R, {OUT}, _, ["{home}"], []),
     ("echo x > ~/notes", D, {OUT}, _, [], ["{home}/notes"]),
-    ("cat ~root/.ssh/id_rsa", D, set(), _, [], []),
-    ("touch ~bob/x", D, {OUT}, _, [], []),
+    ("cat ~root/.ssh/id_rsa", D, {DYN}, _, [], []),  # another user's home: never allowed by a rule
+    ("touch ~bob/x", D, {OUT, DYN}, _, [], []),
     # --- symlink escapes
     ("cat escape/secret.txt", R, {OUT, SYM}, _, ["{out}/secret.txt"], []),
     ("cat secret_link", R, {OUT, SYM}, _, ["{out}/secret.txt"], []),
