@@ -241,6 +241,11 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
         if c == "Glob" and isinstance(pattern, str) and "/" in pattern:
             base = pattern.split("*", 1)[0].rsplit("/", 1)[0] or "/"
             paths.append(base)
+        # Grep(glob=".env") prints the lines of .env: the files its filter names are read too
+        if c == "Grep":
+            for g in _strs(inp.get("glob")) + _strs(inp.get("include")):
+                if g and not g.startswith(("/", "~", "{")):
+                    paths.append(paths[0].rstrip("/") + "/" + g)
     size = 0
     for key in ("content", "new_string", "file_text", "new_source", "new_str", "text"):
         v = inp.get(key)

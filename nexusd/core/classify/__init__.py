@@ -22,6 +22,7 @@ escape_for_display = text.escape_for_display
 MAX_READ_SIZE = 10 * 1024 * 1024
 MAX_WRITE_SIZE = 10 * 1024 * 1024
 BINARY_PROBE = 8192
+MAX_GLOB_MATCHES = 256
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _READ_OPS = frozenset({"<", "<&", "<>"})
 _GIT_CONFIG_LIMIT = 64 * 1024
@@ -52,9 +53,12 @@ class _Acc:
         if note and note not in self.notes:
             self.notes.append(note)
 
-    def path(self, raw: str, cwd: str | None, write: bool, dynamic: bool = False) -> paths.PathInfo | None:
+    def path(self, raw: str, cwd: str | None, write: bool, dynamic: bool = False,
+             expand: bool = True) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
+        if expand and not dynamic and cwd is not None:
+            self._glob(raw, cwd, write)
         if dynamic and paths.expand_user(raw, self.ctx.home) is not None:
             dynamic = False  # $HOME/... is known
         if dynamic or cwd is None:
@@ -95,6 +99,20 @@ class _Acc:
                 self.flag(Flag.PROTECTED_PATH, f"writes to a protected path: {info.path}")
                 self.need(DFA)
         return info
+
+
+    def _glob(self, raw: str, cwd: str, write: bool) -> None:
+        """``cat .e*`` reads .env: the files a glob matches now are checked too (deny rules see them)."""
+        expanded = paths.expand_user(raw, self.ctx.home)
+        glob = getattr(self.fs, "glob", None)
+        if expanded is None or glob is None or not paths.has_glob(expanded):
+            return
+        pattern = expanded if expanded.startswith("/") else posixpath.join(cwd, expanded)
+        found = glob(pattern, MAX_GLOB_MATCHES)
+        if len(found) > MAX_GLOB_MATCHES:
+            self.flag(Flag.DYNAMIC, f"{raw} matches more than {MAX_GLOB_MATCHES} files")
+        for match in found[:MAX_GLOB_MATCHES]:
+            self.path(match, cwd, write, expand=False)
 
 
 def classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:

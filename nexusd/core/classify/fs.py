@@ -6,6 +6,8 @@ method answers conservatively instead of raising: an unreadable file has no size
 
 from __future__ import annotations
 
+import glob as _glob
+import itertools
 import os
 
 
@@ -53,3 +55,10 @@ class RealFileSystem:
             return None
         finally:
             os.close(fd)
+
+    def glob(self, pattern: str, limit: int) -> list[str]:
+        """What bash would expand ``pattern`` to (no dotglob), at most ``limit`` + 1 names."""
+        try:
+            return list(itertools.islice(_glob.iglob(pattern), limit + 1))
+        except (OSError, ValueError, RecursionError):
+            return []

@@ -116,6 +116,10 @@ def is_protected(path: str, ctx: Context) -> bool:
     return any(within(path, d) for d in ctx.protected_dirs)
 
 
+def has_glob(raw: str) -> bool:
+    return bool(_GLOB.search(raw))
+
+
 def _glob_may_hit(pattern: str, names: frozenset[str]) -> bool:
     """Could a glob path component match a protected name or ``..``? (bash: a leading dot is literal)."""
     if not _GLOB.search(pattern):
