@@ -68,8 +68,12 @@ def test_run_passes_output_and_exit_code(daemon: DaemonHandle, tmp_path: Path) -
 def test_run_cannot_reach_the_daemon_or_read_its_policy(daemon_factory: Callable[..., DaemonHandle],
                                                          tmp_path: Path) -> None:
     h = daemon_factory(policy="# secret-policy-marker\n")
-    reach = (f"import socket; s=socket.socket(socket.AF_UNIX); s.connect({str(h.socket)!r}); print('CONNECTED')")
-    r = ctl(h, "run", "--cwd", str(tmp_path), "--", sys.executable, "-c", reach)
+    reach = (f"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+             f"s.connect({str(h.socket)!r}); print('CONNECTED')")
+    # The base interpreter: a venv under /tmp is invisible in the sandbox's fresh /tmp, and a probe
+    # that cannot start must not pass for a blocked one (hence RAN).
+    r = ctl(h, "run", "--cwd", str(tmp_path), "--", getattr(sys, "_base_executable", sys.executable), "-c", reach)
+    assert "RAN" in r.stdout, r.stderr
     assert r.returncode != 0 and "CONNECTED" not in r.stdout
     r = ctl(h, "run", "--cwd", str(tmp_path), "--", "cat", str(h.config_dir / "policy.toml"))
     assert r.returncode != 0 and "secret-policy-marker" not in r.stdout

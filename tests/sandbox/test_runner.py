@@ -20,6 +20,10 @@ import pytest
 from tests.sandbox.conftest import World
 
 BACKENDS = ["bwrap", "unshare"]
+# The base interpreter, not the venv's symlink: the sandbox's /tmp is fresh, so a checkout (and its
+# .venv) under /tmp is invisible inside it. Escape probes print RAN first, so a probe that could not
+# even start can never pass for a blocked escape.
+PY = getattr(sys, "_base_executable", sys.executable)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -134,14 +138,15 @@ class _Listener:
 
 
 def _connect_cmd(port: int) -> str:
-    return (f"{sys.executable} -c \"import socket; s=socket.create_connection(('127.0.0.1', {port}), timeout=2); "
-            "print('CONNECTED')\"")
+    return (f"{PY} -c \"import socket; print('RAN', flush=True); "
+            f"s=socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\"")
 
 
 def test_network_isolation_blocks_loopback(world: World, backend: str) -> None:
     lst = _Listener()
     try:
         r = world.run(_connect_cmd(lst.port), backend=backend)
+        assert "RAN" in r.out, r.err
         assert "CONNECTED" not in r.out and r.rc != 0 and lst.hits == 0
         world.sandbox = {"network_isolation": False}  # the same test can fail: with the network shared it connects
         r = world.run(_connect_cmd(lst.port), backend=backend)
@@ -157,9 +162,10 @@ def test_daemon_dirs_are_hidden(world: World, backend: str) -> None:
     srv.listen(1)
     try:
         cmd = (f"cat {world.root}/cfg/policy.toml; ls -a {world.root}/state; "
-               f"{sys.executable} -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{sock_path}'); "
-               "print('CONNECTED')\"")
+               f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+               f"s.connect('{sock_path}'); print('CONNECTED')\"")
         r = world.run(cmd, backend=backend)
+        assert "RAN" in r.out, r.err
         assert "secret-policy-marker" not in r.out
         assert "CONNECTED" not in r.out
     finally:
@@ -221,8 +227,8 @@ def test_corpus_as_nobody(world: World) -> None:
 
 def test_build_and_test_commands_work(world: World, backend: str) -> None:
     (world.ws / "test_x.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
-    r = world.run(f"{sys.executable} -c \"open('built.txt','w').write('ok')\" && "
-                  f"{sys.executable} -c 'import json, sqlite3, ssl; print(\"toolchain\")' && "
+    r = world.run(f"{PY} -c \"open('built.txt','w').write('ok')\" && "
+                  f"{PY} -c 'import json, sqlite3, ssl; print(\"toolchain\")' && "
                   "mkdir -p build/out && cp built.txt build/out/", backend=backend)
     assert r.rc == 0, r.err
     assert (world.ws / "built.txt").read_text() == "ok"
