@@ -301,6 +301,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
         acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
+        if (
+            (cmd.argv[0] == "rm" and "-r" in "".join(a for a in cmd.argv[1:] if a.startswith("-") and
+                                                   not a.startswith("--")).replace("R", "r"))
+            or "--recursive" in cmd.argv or (cmd.argv[0] in ("chmod", "chown", "chgrp") and "-R" in cmd.argv)
+        ):
+            acc.flag(Flag.CATASTROPHIC, f"{cmd.argv[0]} -r on paths that arrive at run time")
     if eff.git_config_check is not None:
         _git_check(eff.git_config_check, cwds, acc)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
@@ -337,6 +343,11 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
     for cand in candidates:
         if cand in commands.SYSTEM_TOP or cand == home or cand in ("~", "$HOME", "${HOME}"):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}")
+            return
+        # the whole workspace, or a directory that holds it or the home directory
+        holders = (*acc.ctx.workspace_roots, home)
+        if name == "rm" and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
+            acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}, which holds the workspace or home")
             return
 
 

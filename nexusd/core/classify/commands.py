@@ -974,6 +974,13 @@ def _git(argv: tuple[str, ...]) -> Effect:
         ro = not plain or plain[0] in ("list", "show")
     elif sub == "diff" and "--no-index" in args:
         ro = True
+    if not ro and sub == "config":
+        # a config write can set core.hooksPath, core.fsmonitor, aliases ...: it writes a protected file
+        target = "~/.gitconfig" if "--global" in flags else "/etc/gitconfig" if "--system" in flags else (
+            repo_dir.rstrip("/") + "/.git/config")
+        files = [a.split("=", 1)[1] for a in args if a.startswith("--file=")]
+        files += [args[j + 1] for j, a in enumerate(args[:-1]) if a in ("-f", "--file")]
+        return Effect(DFA, extra_writes=files or [target], note=f"git {sub} changes configuration")
     if not ro:
         return Effect(DFA, note=f"git {sub} is not a read-only git command")
     return Effect(RO, git_config_check=repo_dir)

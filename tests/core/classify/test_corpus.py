@@ -140,7 +140,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("sed -i s/x/y/ .GIT/config", D, {PROT}, _, _, _),
     ("touch .gemini/settings.json .codex/config.toml .nexus/policy.toml", D, {PROT}, _, [], _),
     ("cat .git/config", R, set(), _, ["{ws}/.git/config"], []),
-    ("rm -rf .*", D, {PROT, OUT}, _, _, _),
+    ("rm -rf .*", D, {PROT, OUT, CAT}, _, _, _),
     # --- catastrophic
     ("rm -rf /", D, {CAT, OUT}, [["rm", "-rf", "/"]], [], ["/"]),
     ("rm -rf ~", D, {CAT, OUT}, _, [], ["{home}"]),
@@ -268,7 +268,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("git --git-dir=/tmp/evil/.git log", D, set(), _, _, _),
     ("git branch new-feature", D, set(), _, _, _),
     ("git tag -d v1", D, set(), _, _, _),
-    ("git config core.pager id", D, set(), _, _, _),
+    ("git config core.pager id", D, {PROT}, _, _, _),  # writes .git/config (core.hooksPath, fsmonitor ...)
     ("git config --get user.name", R, set(), _, _, _),
     ("git stash", D, set(), _, _, _),
     ("git stash list", R, set(), _, _, _),
