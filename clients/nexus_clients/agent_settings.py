@@ -9,18 +9,17 @@ never touched. The transforms are pure functions over parsed JSON so they are te
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import difflib
 import json
-import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from nexusd.atomicfile import write_atomic
 
 Agent = Literal["claude", "gemini"]
 HOOK_MARK = "nexus-hook"
@@ -232,24 +231,7 @@ def apply(change: Change) -> Path | None:
             backup = path.with_name(f"{path.name}.nexus-backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
             n += 1
         shutil.copy2(path, backup)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(change.new_text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    write_atomic(path, change.new_text, mode, dir_mode=0o755)
     return backup
 
 

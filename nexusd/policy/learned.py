@@ -7,40 +7,17 @@ old file or the new one, never a torn one.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 
 import tomlkit
 from tomlkit.items import Array, Table
 
+from nexusd.atomicfile import write_atomic
+
 HEADER = (
     "Rules learned from answers with scope always / never (nexusd writes this file).\n"
     "Edit freely: comments are kept. Remove a rule with `nexusctl rules remove`."
 )
-
-
-def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
-    """Temp file in the same directory, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
@@ -87,7 +64,7 @@ def add_rules(path: Path, kind: str, rules: list[str]) -> list[str]:
     for r in added:
         arr.append(r)
     if added:
-        atomic_write(path, tomlkit.dumps(doc))
+        write_atomic(path, tomlkit.dumps(doc))
     return added
 
 
@@ -99,6 +76,6 @@ def remove_rule(path: Path, kind: str, rule: str) -> bool:
     for i, x in enumerate(list(arr)):
         if _text_of(x) == rule:
             del arr[i]
-            atomic_write(path, tomlkit.dumps(doc))
+            write_atomic(path, tomlkit.dumps(doc))
             return True
     return False

@@ -13,7 +13,7 @@ from typing import Literal
 
 import tomlkit
 
-from nexusd.policy.learned import atomic_write
+from nexusd.atomicfile import write_atomic
 
 State = Literal["trusted", "untrusted", "unknown"]
 
@@ -68,5 +68,5 @@ class TrustStore:
                     del arr[i]
             if key == state:
                 arr.append(ws)
-        atomic_write(self.path, tomlkit.dumps(doc))
+        write_atomic(self.path, tomlkit.dumps(doc))
         self._cache = None

@@ -8,7 +8,6 @@ step says so and the files are left correct, with the commands to finish by hand
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
@@ -18,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nexusd.atomicfile import write_atomic
 from nexusd.service import launchd, systemd
 
 Out = Callable[[str], None]
@@ -220,7 +220,7 @@ def _run_step(step: Step) -> str:
     if isinstance(step, WriteFile):
         try:
             unchanged = step.path.is_file() and step.path.read_text() == step.content
-            write_atomically(step.path, step.content, step.mode)
+            write_atomic(step.path, step.content, step.mode, dir_mode=0o755)
         except OSError as e:
             raise StepFailed(f"{e.strerror or e}") from e
         return "ok (unchanged)" if unchanged else "ok"
@@ -264,26 +264,3 @@ def _run_command(argv: Sequence[str]) -> str:
     if r.returncode != 0:
         raise StepFailed(f"exit {r.returncode}: {text or 'no output'}")
     return "ok" + (f" ({text})" if text else "")
-
-
-def write_atomically(path: Path, content: str, mode: int) -> None:
-    """Temp file, fsync, rename: a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(content)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # replaces a symlink at path rather than writing through it
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tomlkit
 
-from nexusd.policy.learned import add_rules, atomic_write, remove_rule
+from nexusd.policy.learned import add_rules, remove_rule
 
 WRITER = """
 import sys
@@ -51,9 +51,3 @@ def test_add_is_idempotent_and_remove(tmp_path: Path):
     assert remove_rule(path, "allow", "Bash(a)")
     assert not remove_rule(path, "allow", "Bash(a)")
     assert list(tomlkit.parse(path.read_text())["permissions"]["allow"]) == ["Bash(b)"]
-
-
-def test_atomic_write_mode(tmp_path: Path):
-    p = tmp_path / "x"
-    atomic_write(p, "a = 1\n")
-    assert p.read_text() == "a = 1\n" and (p.stat().st_mode & 0o777) == 0o600

@@ -101,18 +101,6 @@ def test_a_tolerated_failure_is_not_a_failure(tmp: Path) -> None:
     assert "not needed" in lines[0] and lines[1].endswith("... ok")
 
 
-def test_write_replaces_a_symlink_instead_of_writing_through_it(tmp: Path) -> None:
-    victim = tmp / "victim"
-    victim.write_text("precious")
-    link = tmp / "units" / "nexusd.service"
-    link.parent.mkdir()
-    link.symlink_to(victim)
-    installer.write_atomically(link, "unit\n", 0o644)
-    assert victim.read_text() == "precious"
-    assert not link.is_symlink() and link.read_text() == "unit\n"
-    assert stat.S_IMODE(link.stat().st_mode) == 0o644
-    assert sorted(p.name for p in link.parent.iterdir()) == ["nexusd.service"]  # no temp file left
-
 
 def test_rewriting_the_same_content_says_unchanged(tmp: Path) -> None:
     plan = Plan("systemd", [WriteFile(tmp / "f", "a")], [])
