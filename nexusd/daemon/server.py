@@ -6,13 +6,13 @@ Every path that is not an explicit allow from the policy or a person ends in den
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import heapq
 import os
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ MAX_SESSIONS = 10_000
 MAX_RECENT = 50_000  # resolved ids remembered for "already decided"
 MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
 MAX_AUDIT_QUERY = 5_000
-_READ_CHUNK = 1 << 16
+MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 
 
 @dataclass
@@ -91,103 +91,301 @@ class _RefOnly(msgspec.Struct):
 _ref_decoder = msgspec.json.Decoder(_RefOnly)
 
 
-class Connection:
-    """One accepted client. Writes are serialized by a lock; pushes from other tasks go through an outbox."""
+class Connection(asyncio.Protocol):
+    """One accepted client as an asyncio Protocol: an idle connection costs no task and no stream object.
+
+    ``data_received`` splits input into lines; one short-lived task per burst handles them in order (a
+    handler may await the policy). Output goes straight into the transport's buffer, so lines leave in
+    the order the daemon produced them. Backpressure: while that buffer is above its high-water mark the
+    daemon stops reading from the client and handles none of its queued lines (it must read its replies
+    before it can ask for more), and a client with more than ``MAX_OUTBOX_BYTES`` unread is dropped.
+    """
 
     __slots__ = (
+        "buf",
+        "busy",
         "cid",
         "closed",
+        "eof",
+        "lines",
+        "linger_budget",
         "name",
-        "outbox",
-        "outbox_bytes",
         "peer",
         "pending",
+        "queued",
         "role",
-        "scope",
-        "send_lock",
         "server",
-        "stream",
         "subscribed",
-        "writer_running",
+        "timer",
+        "transport",
+        "writable",
+        "write_paused",
     )
 
-    def __init__(self, server: Server, stream: anyio.abc.ByteStream, peer: PeerCred, cid: int) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
-        self.stream = stream
-        self.peer = peer
-        self.cid = cid
+        self.transport: asyncio.Transport | None = None
+        self.peer = _NO_PEER
+        self.cid = 0
         self.role: str | None = None
         self.name = ""
-        self.pending: set[str] = set()
+        self.pending: set[str] | None = None  # created on the first pending request
         self.subscribed = False
-        self.closed = False
-        self.send_lock = anyio.Lock()
-        self.outbox: deque[bytes] = deque()
-        self.outbox_bytes = 0
-        self.writer_running = False
-        self.scope: anyio.CancelScope | None = None
+        self.closed = False  # nothing more is sent or handled (refused, lingering, killed, gone)
+        self.eof = False
+        self.buf = b""
+        self.lines: deque[bytes] | None = None
+        self.queued = 0  # bytes in ``lines``
+        self.busy = False  # a task is handling ``lines``
+        self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
+        self.linger_budget = -1  # >= 0 while lingering
+        self.write_paused = False
+        self.writable: asyncio.Event | None = None
 
     @property
     def label(self) -> str:
         return f"{self.name or '?'} (pid {self.peer.pid})"
 
-    async def send(self, data: bytes) -> bool:
-        if self.closed:
-            return False
-        if self.writer_running:  # keep lines in order behind what other tasks queued for this client
-            self.post(data)
-            return not self.closed
-        return await self._write(data)
+    # ------------------------------------------------------------------ output
 
-    async def _write(self, data: bytes) -> bool:
-        try:
-            async with self.send_lock:
-                await self.stream.send(data)
-            return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+    def send(self, data: bytes) -> bool:
+        """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading)."""
+        if self.closed or self.transport is None:
+            return False
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
+            log.warning("client not reading; dropping it", client=self.label)
             self.kill()
             return False
+        return True
 
-    def post(self, data: bytes) -> None:
-        """Queue a line from another task; never blocks the caller (timer, another client's handler)."""
-        if self.closed:
-            return
-        self.outbox.append(data)
-        self.outbox_bytes += len(data)
-        if self.outbox_bytes > MAX_OUTBOX_BYTES:
-            log.warning("client not reading; dropping it", client=self.label, queued=self.outbox_bytes)
-            self.kill()
-            return
-        if not self.writer_running:
-            self.writer_running = True
-            self.server.spawn(self._drain)
+    post = send  # pushes from other tasks (timer, another client's handler) go the same way
 
-    async def _drain(self) -> None:
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.writable is not None:
+            self.writable.set()
+            self.writable = None
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        t = self.transport
+        if t is None or self.closed or t.is_closing():
+            return
+        if self.write_paused or self.queued > _MAX_QUEUED_INPUT:
+            t.pause_reading()
+        else:
+            t.resume_reading()
+
+    # ------------------------------------------------------------------ input
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server._accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.linger_budget >= 0:  # closing politely: discard, up to a budget
+            self.linger_budget -= len(data)
+            if self.linger_budget < 0 and self.transport is not None:
+                self.transport.close()
+            return
+        if self.closed or self.eof:
+            return
+        limit = self.server.config.max_line_bytes
+        buf = self.buf + data if self.buf else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if len(line) > limit:
+                self._queue(_TOO_LONG)
+                return
+            self._queue(line)
+        if start:
+            buf = buf[start:]
+        if len(buf) > limit:
+            self._queue(_TOO_LONG)
+            return
+        self.buf = buf
+        if self.lines and not self.busy:
+            self.busy = True
+            self.server.spawn(self._run)
+
+    def _queue(self, line: bytes) -> None:
+        if self.lines is None:
+            self.lines = deque()
+        self.lines.append(line)
+        self.queued += len(line)
+        if line is _TOO_LONG:  # nothing after a framing error is read
+            self.eof = True
+            self.buf = b""
+            if not self.busy:
+                self.busy = True
+                self.server.spawn(self._run)
+        elif self.queued > _MAX_QUEUED_INPUT:
+            self._update_reading()
+
+    def eof_received(self) -> bool:
+        if self.linger_budget >= 0:
+            return False  # the transport closes (after flushing what we sent)
+        self.eof = True
+        self.buf = b""  # half a line then EOF: the half is discarded
+        if not self.busy:
+            self.close_politely()
+        return True  # keep our side open until the lines already read are answered
+
+    async def _run(self) -> None:
+        """Handle queued lines in order; ends when the queue is empty (an idle client has no task)."""
         try:
-            while self.outbox and not self.closed:
-                batch = b"".join(self.outbox)
-                self.outbox.clear()
-                self.outbox_bytes = 0
-                if self.closed or not await self._write(batch):
+            while self.lines and not self.closed:
+                if self.write_paused:
+                    self.writable = ev = asyncio.Event()
+                    await ev.wait()
+                    continue
+                line = self.lines.popleft()
+                self.queued -= len(line)
+                if line is _TOO_LONG:
+                    limit = self.server.config.max_line_bytes
+                    self.server._framing_error(self, "line_too_long", f"line exceeds {limit} bytes")
+                    self.close_politely()
                     return
+                if not await self.server._on_line(self, line) and not self.closed:
+                    self.close_politely()
+                    return
+        except Exception:
+            log.exception("connection handler failed", client=self.label)
+            self.close_politely()
         finally:
-            self.writer_running = False
+            self.busy = False
+        if self.eof and not self.closed:
+            self.close_politely()
+        else:
+            self._update_reading()
+
+    # ------------------------------------------------------------------ ending
+
+    def hello_expired(self) -> None:
+        self.timer = None
+        if self.role is None and not self.closed:
+            self.send(p.encode(p.Error(code="protocol_version", message="no hello in time")))
+            self.close_politely()
+
+    def close_politely(self) -> None:
+        """Stop sending (EOF after what is queued), then discard input for a moment before closing.
+
+        Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
+        """
+        t = self.transport
+        self._detach()
+        if t is None or t.is_closing() or self.linger_budget >= 0:
+            return
+        if self.eof:  # the peer already finished sending: nothing to discard
+            t.close()
+            return
+        self.linger_budget = _LINGER_BYTES
+        try:
+            if t.can_write_eof():
+                t.write_eof()
+            t.resume_reading()
+        except (OSError, RuntimeError):
+            t.abort()
+            return
+        self.timer = asyncio.get_running_loop().call_later(_LINGER_SECONDS, self._end_linger)
+
+    def _end_linger(self) -> None:
+        self.timer = None
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.abort() if t.get_write_buffer_size() else t.close()  # still unread after the linger: give up
 
     def kill(self) -> None:
+        self._detach()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._detach()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _detach(self) -> None:
+        """Leave the server: no more output, and every request still pending is cancelled (never allowed)."""
+        if self.closed:
+            return
         self.closed = True
-        self.outbox.clear()
-        if self.scope is not None:
-            self.scope.cancel()
+        self.lines = None
+        self.queued = 0
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.writable is not None:
+            self.writable.set()
+            self.writable = None
+        self.server._detached(self)
 
 
-@dataclass(slots=True)
+_NO_PEER = PeerCred(-1, -1, None)
+_TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a newline)
+_LINGER_SECONDS = 0.5
+_LINGER_BYTES = 1 << 20
+_MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
+
+
 class PendingEntry:
-    item: p.PendingItem
-    conn: Connection
-    ref: str | None
-    session: Session
-    deadline: float  # monotonic
-    started: float  # monotonic, for latency
+    """A request waiting for a person. Slim on purpose (10,000 at once): the verdict is kept as its
+    JSON (decoded again only for an answer); the call stays decoded for audit and the guard."""
+
+    __slots__ = ("call", "conn", "created", "deadline", "deadline_wall", "id", "ref", "started", "verdict_raw")
+
+    def __init__(
+        self,
+        rid: str,
+        call: p.CallInfo,
+        verdict_raw: bytes,
+        conn: Connection,
+        ref: str | None,
+        created: float,
+        deadline_wall: float,
+        deadline: float,
+        started: float,
+    ) -> None:
+        self.id = rid
+        self.call = call
+        self.verdict_raw = verdict_raw
+        self.conn = conn
+        self.ref = ref
+        self.created = created  # unix time
+        self.deadline_wall = deadline_wall  # unix time, as announced
+        self.deadline = deadline  # monotonic, for the timer
+        self.started = started  # monotonic, for latency
+
+    @property
+    def verdict(self) -> p.Verdict:
+        return _verdict_decoder.decode(self.verdict_raw)
+
+    def item(self) -> p.PendingItem:
+        """As UIs see it; the verdict goes out as the stored JSON, verbatim."""
+        return p.PendingItem(
+            id=self.id,
+            call=self.call,
+            verdict=msgspec.Raw(self.verdict_raw),  # type: ignore[arg-type]
+            created=self.created,
+            deadline=self.deadline_wall,
+            peer_pid=self.conn.peer.pid,
+        )
+
+
+_verdict_decoder = msgspec.json.Decoder(p.Verdict)
+_verdict_encoder = msgspec.json.Encoder()
 
 
 @dataclass
@@ -199,8 +397,8 @@ class Stats:
         self.counters[key] = self.counters.get(key, 0) + 1
 
 
-def _is_shell(call: p.CallInfo, verdict: p.Verdict) -> bool:
-    if verdict.details is not None:
+def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
+    if verdict is not None and verdict.details is not None:
         return verdict.details.kind == "shell"
     return call.tool in SHELL_TOOLS
 
@@ -238,6 +436,7 @@ class Server:
         self._heap: list[tuple[float, str]] = []
         self._timer_wake: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self._stopping = False
         self._status_dirty = False
@@ -261,9 +460,11 @@ class Server:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(fn, *args)
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """A short task outside the task group (cheaper to start); ``serve`` cancels leftovers at the end."""
+        task = asyncio.get_running_loop().create_task(fn())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def serve(self, bound: BoundSocket) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
@@ -273,7 +474,8 @@ class Server:
         errors = self.store.load()
         for err in errors:
             log.error("policy error", error=err)
-        listener = await anyio.abc.SocketListener.from_socket(bound.sock)
+        loop = asyncio.get_running_loop()
+        listener: asyncio.AbstractServer | None = None
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -281,7 +483,8 @@ class Server:
                 # Handlers in place before READY=1: systemd may send SIGHUP (reload) the moment it
                 # sees READY, and SIGHUP's default action would kill the daemon.
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-                tg.start_soon(self._accept_loop, listener)
+                # A plain asyncio server: one Protocol object per connection, no task per idle connection.
+                listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
                 if self.probe_fn is not None:
                     tg.start_soon(self._refresh_probe)
                 if self.notifier.enabled:
@@ -295,8 +498,12 @@ class Server:
                     pending_timeout=self.config.pending_timeout,
                 )
         finally:
-            with contextlib.suppress(Exception):
-                await listener.aclose()
+            if listener is not None:
+                listener.close()
+            for task in list(self._tasks):
+                task.cancel()
+            for conn in list(self.conns):
+                conn.kill()
             self.audit.close()
             log.info("stopped")
 
@@ -325,113 +532,60 @@ class Server:
         for conn in list(self.conns):
             conn.post(bye)
         with anyio.move_on_after(2.0):
-            while any((c.outbox or c.writer_running) and not c.closed for c in self.conns):
+            while any(c.transport is not None and c.transport.get_write_buffer_size() for c in self.conns):
                 await anyio.sleep(0.01)
         await anyio.to_thread.run_sync(self.audit.flush)
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    async def _accept_loop(self, listener: anyio.abc.SocketListener) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return
-            except OSError as e:  # EMFILE and friends: back off rather than spin or die
-                log.error("accept failed", error=str(e))
-                await anyio.sleep(0.1)
-                continue
-            self.spawn(self._handle, stream)
+    def _accepted(self, conn: Connection) -> None:
+        """At accept: the kernel's word on who connected; a stranger gets one error line and is closed."""
+        assert conn.transport is not None
+        try:
+            cred = peer_credentials(conn.transport.get_extra_info("socket"))
+        except OSError as e:
+            log.warning("peer credentials unavailable; refusing", error=str(e))
+            self._refuse(conn, "peer credentials unavailable")
+            return
+        if cred.uid != self.uid:
+            log.warning("refused a peer of another uid", uid=cred.uid, pid=cred.pid)
+            self._refuse(conn, "only processes of the daemon's user are served")
+            return
+        conn.peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
+        self._next_cid += 1
+        conn.cid = self._next_cid
+        self.conns.add(conn)
+        conn.timer = asyncio.get_running_loop().call_later(self.config.hello_timeout, conn.hello_expired)
 
-    # ------------------------------------------------------------------ one connection
+    def _refuse(self, conn: Connection, message: str) -> None:
+        assert conn.transport is not None
+        conn.transport.write(p.encode(p.Error(code="forbidden", message=message)))
+        conn.close_politely()  # never entered self.conns: nothing to undo
 
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-            try:
-                cred = peer_credentials(raw)
-            except OSError as e:
-                log.warning("peer credentials unavailable; refusing", error=str(e))
-                with contextlib.suppress(Exception):
-                    await stream.send(p.encode(p.Error(code="forbidden", message="peer credentials unavailable")))
-                return
-            if cred.uid != self.uid:
-                log.warning("refused a peer of another uid", uid=cred.uid, pid=cred.pid)
-                with contextlib.suppress(Exception):
-                    await stream.send(
-                        p.encode(p.Error(code="forbidden", message="only processes of the daemon's user are served"))
-                    )
-                await _linger(stream)
-                return
-            peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
-            self._next_cid += 1
-            conn = Connection(self, stream, peer, self._next_cid)
-            self.conns.add(conn)
-            try:
-                with anyio.CancelScope() as scope:
-                    conn.scope = scope
-                    await self._read_loop(conn)
-                if not conn.closed:
-                    await _linger(stream)
-            finally:
-                conn.closed = True
-                self.conns.discard(conn)
-                self.subscribers.discard(conn)
-                for pid_ in list(conn.pending):
-                    entry = self.pending.get(pid_)
-                    if entry is not None:
-                        self._resolve(entry, "deny", "cancelled", "the requester disconnected", notify_requester=False)
+    def _detached(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        self.subscribers.discard(conn)
+        if conn.pending:
+            for rid in list(conn.pending):
+                entry = self.pending.get(rid)
+                if entry is not None:
+                    self._resolve(entry, "deny", "cancelled", "the requester disconnected", notify_requester=False)
+        conn.pending = None
 
-    async def _read_loop(self, conn: Connection) -> None:
-        stream = conn.stream
-        limit = self.config.max_line_bytes
-        buf = b""
-        while True:
-            try:
-                if conn.role is None:
-                    chunk = b""
-                    with anyio.move_on_after(self.config.hello_timeout):
-                        chunk = await stream.receive(_READ_CHUNK)
-                    if not chunk:
-                        await conn.send(p.encode(p.Error(code="protocol_version", message="no hello in time")))
-                        return
-                else:
-                    chunk = await stream.receive(_READ_CHUNK)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return  # half a line then EOF: the half is discarded
-            buf = buf + chunk if buf else chunk
-            start = 0
-            while True:
-                nl = buf.find(b"\n", start)
-                if nl < 0:
-                    break
-                line = buf[start:nl]
-                start = nl + 1
-                if len(line) > limit:
-                    await self._framing_error(conn, "line_too_long", f"line exceeds {limit} bytes")
-                    return
-                if not await self._on_line(conn, line) or conn.closed:
-                    return
-            if start:
-                buf = buf[start:]
-            if len(buf) > limit:
-                await self._framing_error(conn, "line_too_long", f"line exceeds {limit} bytes")
-                return
-
-    async def _framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
+    def _framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
         log.info("framing error; closing", client=conn.label, code=code, message=message)
-        await conn.send(p.encode(p.Error(code=code, message=message)))
+        conn.send(p.encode(p.Error(code=code, message=message)))
 
     async def _on_line(self, conn: Connection, line: bytes) -> bool:
         """Handle one line; False closes the connection."""
         if b"\0" in line:
-            await self._framing_error(conn, "bad_json", "NUL byte in line")
+            self._framing_error(conn, "bad_json", "NUL byte in line")
             return False
         if not line.isascii():
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError:
-                await self._framing_error(conn, "bad_json", "line is not valid UTF-8")
+                self._framing_error(conn, "bad_json", "line is not valid UTF-8")
                 return False
         if not line.strip():
             return True  # blank lines are ignored
@@ -440,22 +594,22 @@ class Server:
         except msgspec.ValidationError as e:
             text = str(e)
             code: p.ErrorCode = "unknown_type" if "`$.type`" in text else "invalid_message"
-            await self._reply_error(conn, code, text, _ref_of(line))
+            self._reply_error(conn, code, text, _ref_of(line))
             return True
         except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as e:
-            await self._reply_error(conn, "bad_json", str(e), _ref_of(line))
+            self._reply_error(conn, "bad_json", str(e), _ref_of(line))
             return True
         kind = type(msg)
         if conn.role is None:
             if kind is not p.Hello:
-                await self._reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
+                self._reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
                 return False
             return await self._on_hello(conn, msg)
         if kind is p.Hello:
-            await self._reply_error(conn, "invalid_message", "already said hello", msg.ref)
+            self._reply_error(conn, "invalid_message", "already said hello", msg.ref)
             return True
         if kind not in ROLE_MESSAGES[conn.role]:
-            await self._reply_error(
+            self._reply_error(
                 conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref
             )
             return True
@@ -463,21 +617,21 @@ class Server:
             await self._handlers[kind](conn, msg)
         except Exception as e:  # a bug must cost one reply, not the daemon
             log.exception("handler failed", type=kind.__name__)
-            await self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", msg.ref)
+            self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", msg.ref)
         return True
 
-    async def _reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
-        await conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
+    def _reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
+        conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
 
     async def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
         if msg.proto != p.PROTOCOL_VERSION:
-            await self._reply_error(
+            self._reply_error(
                 conn, "protocol_version", f"daemon speaks protocol {p.PROTOCOL_VERSION}, not {msg.proto}", msg.ref
             )
             return False
         conn.role = msg.role
         conn.name = _clean(msg.name)
-        await conn.send(
+        conn.send(
             p.encode(
                 p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe, ref=msg.ref)
             )
@@ -536,7 +690,7 @@ class Server:
                         decision="deny",
                         reason=f"{verdict.reason}; a person must approve this and no nexusd UI is connected",
                     )
-            elif len(conn.pending) >= self.config.max_pending_per_connection:
+            elif conn.pending is not None and len(conn.pending) >= self.config.max_pending_per_connection:
                 verdict = p.Verdict(
                     "deny",
                     f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})",
@@ -562,7 +716,7 @@ class Server:
         pending_id: str | None,
     ) -> None:
         decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref)
-        await conn.send(p.encode(decision))
+        conn.send(p.encode(decision))
         self._record(pending_id or secrets.token_hex(16), call, decision, started, peer=conn.peer)
 
     def _decision(
@@ -571,7 +725,7 @@ class Server:
         decision: p.DecisionKind,
         reason: str,
         source: p.Source,
-        verdict: p.Verdict,
+        verdict: p.Verdict | None,
         *,
         ref: str | None,
         pending_id: str | None = None,
@@ -587,14 +741,16 @@ class Server:
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
-        rule = verdict.rule if source in ("rule", "mode", "safety", "hook", "classifier", "default") else None
+        rule = None
+        if verdict is not None and source in ("rule", "mode", "safety", "hook", "classifier", "default"):
+            rule = verdict.rule
         return p.Decision(
             decision=decision,
             reason=reason,
             source=source,
             id=pending_id,
             rule=rule,
-            rule_origin=verdict.rule_origin if rule else None,
+            rule_origin=verdict.rule_origin if rule and verdict is not None else None,
             updated_input=updated,
             message=message,
             answered_by=answered_by,
@@ -646,11 +802,8 @@ class Server:
     ) -> None:
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = self.config.pending_timeout
-        item = p.PendingItem(
-            id=rid, call=msg.call, verdict=verdict, created=now, deadline=now + timeout, peer_pid=conn.peer.pid
-        )
-        if not await conn.send(p.encode(p.Pending(id=rid, deadline=item.deadline, ref=msg.ref))):
+        timeout = self._prompt_timeout(msg.call)
+        if not conn.send(p.encode(p.Pending(id=rid, deadline=now + timeout, ref=msg.ref))):
             self._record(
                 rid,
                 msg.call,
@@ -661,8 +814,20 @@ class Server:
             return
         if conn.closed or self._stopping:
             return
-        entry = PendingEntry(item, conn, msg.ref, session, time.monotonic() + timeout, started)
+        entry = PendingEntry(
+            rid,
+            msg.call,
+            _verdict_encoder.encode(verdict),
+            conn,
+            msg.ref,
+            now,
+            now + timeout,
+            time.monotonic() + timeout,
+            started,
+        )
         self.pending[rid] = entry
+        if conn.pending is None:
+            conn.pending = set()
         conn.pending.add(rid)
         if not self._heap or entry.deadline < self._heap[0][0]:
             heapq.heappush(self._heap, (entry.deadline, rid))
@@ -670,10 +835,23 @@ class Server:
                 self._timer_wake.set()
         else:
             heapq.heappush(self._heap, (entry.deadline, rid))
-        prompt = p.encode(p.Prompt(item=item))
-        for ui in self.subscribers:
-            ui.post(prompt)
+        if self.subscribers:
+            prompt = p.encode(p.Prompt(item=entry.item()))
+            for ui in self.subscribers:
+                ui.post(prompt)
         self._status_dirty = True
+
+    def _prompt_timeout(self, call: p.CallInfo) -> float:
+        """The provider's ``prompt_timeout`` from the policy of the call's workspace, else --pending-timeout."""
+        try:
+            policy = self.store.policy_for(gate.workspace_of(call))
+            configured = policy.provider(call.provider).prompt_timeout
+        except Exception:  # a policy problem costs the setting, never the request
+            log.exception("prompt_timeout lookup failed; using the default")
+            return self.config.pending_timeout
+        if configured is None or not 0 < configured <= MAX_PROMPT_TIMEOUT:
+            return self.config.pending_timeout
+        return float(configured)
 
     def _resolve(
         self,
@@ -688,20 +866,21 @@ class Server:
         message: str | None = None,
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
-        rid = entry.item.id
+        rid = entry.id
         del self.pending[rid]
-        entry.conn.pending.discard(rid)
+        if entry.conn.pending is not None:
+            entry.conn.pending.discard(rid)
         self.recent[rid] = None
         if len(self.recent) > MAX_RECENT:
             self.recent.popitem(last=False)
-        call = entry.item.call
+        call = entry.call
         answered_by = by.label if by is not None else None
         d = self._decision(
             call,
             decision,
             reason,
             source,
-            entry.item.verdict,
+            entry.verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
             ref=entry.ref,
             pending_id=rid,
             message=message,
@@ -747,27 +926,27 @@ class Server:
         entry = self.pending.get(msg.id)
         if entry is None or (entry.conn is not conn and conn.role != "admin"):
             if msg.id in self.recent and entry is None:
-                await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+                self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
-                await self._reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
+                self._reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
             return
         by = None if entry.conn is conn else conn
         self._resolve(
             entry, "deny", "cancelled", "cancelled by the requester" if by is None else "cancelled by admin", by=by
         )
-        await conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
 
     # ------------------------------------------------------------------ UIs
 
     async def _on_subscribe(self, conn: Connection, msg: p.Subscribe) -> None:
-        items = [e.item for e in self.pending.values()]
+        items = [e.item() for e in self.pending.values()]
         conn.subscribed = True
         self.subscribers.add(conn)
-        await conn.send(p.encode(p.Snapshot(items=items, ref=msg.ref)))
+        conn.send(p.encode(p.Snapshot(items=items, ref=msg.ref)))
 
     def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
         """True if the answering process descends from the agent that made the request."""
-        agents = {entry.conn.peer.ppid, entry.item.call.agent_pid} - {None}
+        agents = {entry.conn.peer.ppid, entry.call.agent_pid} - {None}
         agents -= self._daemon_ancestors  # a shell/terminal above the daemon too is not "the agent"
         if not agents:
             return False
@@ -782,15 +961,15 @@ class Server:
         entry = self.pending.get(msg.id)
         if entry is None:
             if msg.id in self.recent:
-                await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+                self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
-                await self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
+                self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
             return
         if self._self_approval(conn, entry):
             log.warning("self-approval refused", answerer=conn.label, request=msg.id)
             self._record(
                 msg.id,
-                entry.item.call,
+                entry.call,
                 p.Decision(
                     msg.decision, "answer refused: it came from the requesting agent's own process tree", "user"
                 ),
@@ -800,7 +979,7 @@ class Server:
                 scope=msg.scope,
                 event="self_approval_refused",
             )
-            await self._reply_error(
+            self._reply_error(
                 conn,
                 "self_approval",
                 "refused: the answering process descends from the agent that made the request",
@@ -808,45 +987,46 @@ class Server:
             )
             return
         if msg.scope == "never" and msg.decision != "deny":
-            await self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
+            self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
             return
-        rules = list(msg.rules) if msg.rules else list(entry.item.verdict.suggestions)
+        verdict = entry.verdict
+        rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         if msg.scope != "once":
             if not rules:
-                await self._reply_error(
+                self._reply_error(
                     conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
                 )
                 return
             if msg.scope == "session":
-                session = self._session_by_id(entry.item.call.session)
+                session = self._session_by_id(entry.call.session)
                 if msg.decision == "allow":
                     session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
                 else:
                     session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
             else:
                 try:
-                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=entry.item.verdict)
+                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=verdict)
                 except ValueError as e:
-                    await self._reply_error(
+                    self._reply_error(
                         conn, "refused", f"not remembered: {e}; the request is still pending", msg.ref
                     )
                     return
         if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
-            await self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             return
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
         if msg.scope != "once":
             reason += f" ({msg.scope})"
         self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
-        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
 
     async def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
-            await self._reply_error(conn, "invalid_message", "mode must be a short non-empty name", msg.ref)
+            self._reply_error(conn, "invalid_message", "mode must be a short non-empty name", msg.ref)
             return
         self._session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)
-        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"mode {msg.mode or '(agent)'}")))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"mode {msg.mode or '(agent)'}")))
 
     # ------------------------------------------------------------------ queries
 
@@ -875,7 +1055,7 @@ class Server:
             sessions=sessions,
             ref=msg.ref,
         )
-        await conn.send(p.encode(reply))
+        conn.send(p.encode(reply))
 
     async def _on_check(self, conn: Connection, msg: p.Check) -> None:
         call = msg.call
@@ -889,7 +1069,7 @@ class Server:
         except Exception as e:
             log.exception("check failed")
             verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
-        await conn.send(p.encode(p.CheckResult(verdict=verdict, ref=msg.ref)))
+        conn.send(p.encode(p.CheckResult(verdict=verdict, ref=msg.ref)))
 
     async def reload(self) -> list[str]:
         self.notifier.reloading()
@@ -912,36 +1092,36 @@ class Server:
     async def _on_reload(self, conn: Connection, msg: p.Reload) -> None:
         errors = await self.reload()
         if errors:
-            await self._reply_error(
+            self._reply_error(
                 conn, "policy_error", "policy not reloaded, the last good one stays: " + "; ".join(errors), msg.ref
             )
         else:
-            await conn.send(p.encode(p.Ack(ref=msg.ref, detail="policy reloaded")))
+            conn.send(p.encode(p.Ack(ref=msg.ref, detail="policy reloaded")))
 
     async def _on_rules(self, conn: Connection, msg: p.RulesQuery) -> None:
         rules = list(self.store.rules())
         for sid, s in self.sessions.items():
             rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
             rules += [p.RuleInfo("deny", r, "session", f"session:{sid}") for r in s.deny_rules]
-        await conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.store.trusted()), ref=msg.ref)))
+        conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.store.trusted()), ref=msg.ref)))
 
     async def _on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
         try:
             self.store.change_rule(msg.action, msg.kind, msg.rule)
         except ValueError as e:
-            await self._reply_error(conn, "refused", str(e), msg.ref)
+            self._reply_error(conn, "refused", str(e), msg.ref)
             return
         log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
-        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
 
     async def _on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
         try:
             self.store.trust(msg.action, msg.path)
         except ValueError as e:
-            await self._reply_error(conn, "refused", str(e), msg.ref)
+            self._reply_error(conn, "refused", str(e), msg.ref)
             return
         log.info("trust changed", action=msg.action, path=msg.path, by=conn.label)
-        await conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
 
     async def _refresh_probe(self) -> p.SandboxProbe | None:
         if self.probe_fn is None:
@@ -961,7 +1141,7 @@ class Server:
             probe = await self._refresh_probe()
         if probe is None:
             probe = p.SandboxProbe(platform="other", available=False, reason="no probe configured")
-        await conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
+        conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
 
     async def _on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlanQuery) -> None:
         from nexusd.sandbox.plan import plan_command
@@ -973,14 +1153,14 @@ class Server:
         except Exception as e:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlan(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
-        await conn.send(p.encode(plan))
+        conn.send(p.encode(plan))
 
     async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
         match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source}
         await anyio.to_thread.run_sync(self.audit.flush)
         records = await anyio.to_thread.run_sync(read_tail, self.audit.path, limit, match)
-        await conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))
+        conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))
 
     # ------------------------------------------------------------------ service manager
 
@@ -997,19 +1177,6 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
-
-
-async def _linger(stream: anyio.abc.SocketStream) -> None:
-    """Close politely: stop sending, then discard what the peer still sends for a moment.
-
-    Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
-    """
-    with contextlib.suppress(Exception):
-        await stream.send_eof()
-        with anyio.move_on_after(0.5):
-            budget = 1 << 20
-            while budget > 0:
-                budget -= len(await stream.receive(1 << 16))
 
 
 def _ref_of(line: bytes) -> str | None:
