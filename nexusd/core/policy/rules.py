@@ -136,7 +136,13 @@ class Rule:
     def matches_argv(self, argv: Sequence[str]) -> bool:
         if self.bash is None:
             return True
-        return self.bash.fullmatch(SEP.join(argv)) is not None
+        if self.bash.fullmatch(SEP.join(argv)) is not None:
+            return True
+        # deny/ask `Bash(curl *)` also means /usr/bin/curl and ./curl; an allow stays exact
+        if self.kind != "allow" and argv and "/" in argv[0]:
+            base = argv[0].rstrip("/").rsplit("/", 1)[-1]
+            return bool(base) and self.bash.fullmatch(SEP.join((base, *argv[1:]))) is not None
+        return False
 
     def matches_path(self, path: str, cwd: str, home: str) -> bool:
         return self.path is None or self.path.matches(path, cwd, home)
