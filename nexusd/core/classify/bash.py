@@ -23,6 +23,10 @@ from tree_sitter import Language, Node, Parser
 from nexusd.core.model import Command, Flag, Redirect
 
 MAX_COMMAND_BYTES = 64 * 1024  # longer input is not parsed at all (our parser-timeout equivalent)
+# tree-sitter-bash 0.25 corrupts memory (a segfault some parses later) on characters outside the Basic
+# Multilingual Plane; lone surrogates are not even valid UTF-8. Such input is never handed to the
+# parser: it is unparseable, so a person decides (tests/core/classify/test_parser_crash.py).
+_UNSAFE_FOR_PARSER = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 MAX_NODE_DEPTH = 200  # deeper trees are refused rather than walked
 MAX_SHELL_DEPTH = 4  # nested `bash -c` levels parsed recursively
 MAX_BRACE_WORDS = 64  # brace expansion larger than this is refused
@@ -153,6 +157,13 @@ def parse(command: str) -> ShellAnalysis:
 def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
     if "\x00" in command:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("NUL byte in command",))
+    if _UNSAFE_FOR_PARSER.search(command):
+        return ShellAnalysis(
+            (),
+            (),
+            flags=frozenset({Flag.UNPARSEABLE}),
+            notes=("characters outside the Basic Multilingual Plane (emoji, surrogates) are not parsed",),
+        )
     src = command.encode("utf-8", "surrogatepass")
     if len(src) > MAX_COMMAND_BYTES:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
