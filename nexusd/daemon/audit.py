@@ -10,6 +10,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from nexusd.protocol import AuditRecord
 
 DEFAULT_MAX_BYTES = 16 << 20
 DEFAULT_KEEP = 3
+# After the first record of a burst, the writer sleeps this long before draining, so it wakes (and takes
+# the GIL from the event loop) once per batch rather than once per decision: measured -16 % decision p50
+# and +12 % throughput under load (docs/PERFORMANCE.md). Records wait at most this much longer in memory.
+BATCH_WINDOW = 0.005
 _SUMMARY_MAX = 200
 
 
@@ -133,6 +138,7 @@ class AuditLog:
         stop = False
         while not stop:
             items = [self._queue.get()]
+            time.sleep(BATCH_WINDOW)
             while True:
                 try:
                     items.append(self._queue.get_nowait())
