@@ -60,7 +60,11 @@ def _int_list(value: str) -> list[int]:
     help="Repeatable.",
 )
 @click.option("--baseline", is_flag=True, help="Also run the bare echo server under the same load; report ratios.")
-@click.option("--uvloop", is_flag=True, help="Run the temporary daemon and the echo server on uvloop.")
+@click.option(
+    "--uvloop",
+    is_flag=True,
+    help="Run the temporary daemon and the echo server on uvloop (experimental: see docs/PERFORMANCE.md).",
+)
 @click.option(
     "--corpus",
     type=click.Path(dir_okay=False, path_type=Path),
