@@ -29,9 +29,15 @@ def runtime_dir() -> Path:
     if sys.platform == "darwin":
         # launchd agents have no XDG runtime dir; a per-user dir under ~/Library is private by default.
         return Path.home() / "Library" / "Application Support" / APP / "run"
+    import warnings
+
     import platformdirs
 
-    return Path(platformdirs.user_runtime_dir(APP, appauthor=False, ensure_exists=False))
+    with warnings.catch_warnings():
+        # Without XDG_RUNTIME_DIR platformdirs warns and falls back to /tmp/runtime-<uid>; the daemon
+        # checks that directory's owner and mode itself, so the warning is only noise on every command.
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir(APP, appauthor=False, ensure_exists=False))
 
 
 def config_dir() -> Path:
