@@ -78,9 +78,11 @@ class _Run:
     policy: Policy
     mode: ModeSpec
     trace: list[TraceStep] = field(default_factory=list)
+    explain: bool = True  # False: no trace, details only where the daemon needs them (see evaluate)
 
     def step(self, step: str, outcome: str, detail: str = "") -> None:
-        self.trace.append(TraceStep(step, outcome, detail))
+        if self.explain:
+            self.trace.append(TraceStep(step, outcome, detail))
 
 
 # ---------------------------------------------------------------------- mode
@@ -266,7 +268,8 @@ def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Seque
         flags=flags,
         suggestions=list(suggestions) if decision == "ask" else [],
         trace=list(run.trace),
-        details=_details(run.cls),
+        # the daemon needs the kind of an allowed call (sandbox wrapping); people need all of it
+        details=_details(run.cls) if run.explain or decision == "allow" else None,
     )
 
 
@@ -315,10 +318,16 @@ def evaluate(
     hooks: Sequence[HookAnswer] | None = None,
     classifier: ClassifierAnswer | None = None,
     dry_run: bool = False,
+    explain: bool = True,
 ) -> Evaluation:
-    """Decide one call. Pure; see the module docstring for the order and for ``Evaluation.need``."""
+    """Decide one call. Pure; see the module docstring for the order and for ``Evaluation.need``.
+
+    ``explain=False`` decides identically but skips what only people read: no trace, and ``details``
+    only on an allow. Callers that show an ask to a person (or a check) must evaluate with
+    ``explain=True``; the gate re-evaluates an ask that way (pure, so the verdict is the same).
+    """
     mode, mode_note = effective_mode(session, policy, call.provider)
-    run = _Run(call, cls, ctx, policy, mode)
+    run = _Run(call, cls, ctx, policy, mode, explain=explain)
     run.step("mode", mode.name, mode_note)
     reads, writes = _file_paths(call, cls, ctx)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from nexusd.core.classify.fs import DecisionFileSystem, RealFileSystem
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
@@ -22,34 +23,57 @@ from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
 MAX_ROUNDS = 3  # deny rules -> hooks -> classifier: at most two I/O rounds
 
 
-def workspace_of(call: CallInfo) -> str:
-    """The workspace a call belongs to: the agent's project root, else the cwd's git root, else the cwd."""
+def workspace_of(call: CallInfo, fs: RealFileSystem | None = None) -> str:
+    """The workspace a call belongs to: the agent's project root, else the cwd's git root, else the cwd.
+
+    Recomputed for every call (never cached: a ``.git`` created or a symlink swapped between two calls
+    must count); ``fs`` shares the realpath answers with the rest of the same decision.
+    """
+    fs = fs or DecisionFileSystem()
     if call.workspace and os.path.isabs(call.workspace) and os.path.isdir(call.workspace):
-        return os.path.realpath(call.workspace)
-    cwd = os.path.realpath(call.cwd) if os.path.isabs(call.cwd) else "/"
+        return fs.realpath(call.workspace)
+    cwd = fs.realpath(call.cwd) if os.path.isabs(call.cwd) else "/"
     d = cwd
+    lstat = os.lstat
     while True:
-        if os.path.lexists(os.path.join(d, ".git")):
+        try:
+            lstat(d + "/.git" if d != "/" else "/.git")
             return d
-        parent = os.path.dirname(d)
+        except (OSError, ValueError):
+            pass
+        parent = d.rpartition("/")[0] or "/"
         if parent == d:
             return cwd
         d = parent
 
 
-def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str) -> Context:
-    roots = [workspace, *(os.path.realpath(d) for d in policy.additional_directories)]
+def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
+    key = (store.protected_dirs, store.config_dir, store.state_dir, store.managed_dir)
+    cached = getattr(store, "_gate_protected", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]  # pure function of the store's settings (no file-system facts)
     protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
                                      str(store.managed_dir))))
+    store._gate_protected = (key, protected)  # type: ignore[attr-defined]
+    return protected
+
+
+def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str,
+                fs: RealFileSystem | None = None) -> Context:
+    fs = fs or DecisionFileSystem()
+    if policy.additional_directories:
+        roots: tuple[str, ...] = tuple(dict.fromkeys(
+            [workspace, *(fs.realpath(d) for d in policy.additional_directories)]))
+    else:
+        roots = (workspace,)
     cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
-    return Context(cwd=cwd, workspace_roots=tuple(dict.fromkeys(roots)), home=store.home, protected_dirs=protected)
+    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store))
 
 
-def classify_call(call: CallInfo, ctx: Context) -> Classification:
+def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
     from nexusd.core.classify import classify
-    from nexusd.core.classify.fs import RealFileSystem
 
-    return classify(call, ctx, RealFileSystem())
+    return classify(call, ctx, fs or DecisionFileSystem())
 
 
 def _payload(call: CallInfo, cls: Classification, session: Session, policy: Policy) -> bytes:
@@ -93,15 +117,21 @@ async def decide(
 
 async def _decide(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool,
                   sandbox: SandboxProbe | None) -> Verdict:
-    workspace = workspace_of(call)
+    fs = DecisionFileSystem()  # one snapshot of realpath/lexists answers, for this decision only
+    workspace = workspace_of(call, fs)
     policy = store.policy_for(workspace)
-    ctx = context_for(call, store, policy, workspace)
-    cls = classify_call(call, ctx)
+    ctx = context_for(call, store, policy, workspace, fs)
+    cls = classify_call(call, ctx, fs)
     hooks: list[HookAnswer] | None = None
     classifier: ClassifierAnswer | None = None
     payload: bytes | None = None
     for _ in range(MAX_ROUNDS):
-        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=dry_run)
+        # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a
+        # person will see, get the full explanation (evaluate is pure: same inputs, same decision).
+        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=dry_run,
+                      explain=dry_run)
+        if not dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
+            ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, explain=True)
         if ev.verdict is not None:
             if not dry_run:
                 record_classifier(session, ev)

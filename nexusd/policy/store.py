@@ -33,6 +33,10 @@ from nexusd.protocol import PolicySource, RuleInfo, Verdict
 _TRUST_RULE = re.compile(r"Trust\((/.*)\)\Z")
 _NEVER_LEARN = frozenset({"catastrophic", "protected_path", "unparseable", "dynamic", "large_write"})
 MAX_PROJECT_CACHE = 256
+# A workspace's own layers: (path under the workspace, layer name, format).
+_PROJECT_FILES = (("/.nexus/policy.toml", "project", "nexus"),)
+_PROJECT_FILES_CLAUDE = (*_PROJECT_FILES, ("/.claude/settings.json", "claude-project", "claude"),
+                         ("/.claude/settings.local.json", "claude-local", "claude"))
 
 
 @dataclass
@@ -184,18 +188,19 @@ class PolicyStore:
         if not workspace:
             return self.policy
         ws = os.path.normpath(workspace)
-        files = [(Path(ws) / ".nexus" / "policy.toml", "project", "nexus")]
-        if getattr(self, "_import_claude", False):
-            files += [(Path(ws) / ".claude" / "settings.json", "claude-project", "claude"),
-                      (Path(ws) / ".claude" / "settings.local.json", "claude-local", "claude")]
-        stamps: list[object] = []
-        for f, _, _ in files:
+        # Stat every project file on every call (the cache below is validated by these stamps); plain
+        # strings and os.stat here, Path objects only on a miss.
+        names = _PROJECT_FILES_CLAUDE if getattr(self, "_import_claude", False) else _PROJECT_FILES
+        base = ws.rstrip("/")
+        stamps: list[int | None] = []
+        for rel, _, _ in names:
             try:
-                stamps.append(f.stat().st_mtime_ns)
-            except OSError:
+                stamps.append(os.stat(base + rel).st_mtime_ns)
+            except (OSError, ValueError):
                 stamps.append(None)
         if all(s is None for s in stamps):
             return self.policy
+        files = [(Path(base + rel), n, k) for rel, n, k in names]
         trust = self.trust_store.state(ws)
         key = (tuple(stamps), trust, id(self._global))
         hit = self._project_cache.get(ws)

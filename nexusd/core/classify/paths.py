@@ -7,6 +7,7 @@ normalised. All file-system facts come from the injected ``FileSystem``.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 
@@ -100,20 +101,26 @@ def inside_workspace(path: str, ctx: Context) -> bool:
     return any(within(path, r) for r in ctx.workspace_roots)
 
 
+_PROTECTED_NAMES = PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES
+
+
+@functools.lru_cache(maxsize=64)
+def _protected_roots(home: str, protected_dirs: tuple[str, ...]) -> tuple[str, ...]:
+    """Every protected prefix for one (home, daemon dirs): pure string work, so memoising it is safe."""
+    home = home.rstrip("/")
+    return (*(f"{home}/{rel}" for rel in PROTECTED_HOME), *PROTECTED_SYSTEM, *protected_dirs)
+
+
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
-    parts = path.split("/")
-    for part in parts:
-        low = part.casefold()  # case-insensitive file systems: .GIT is .git
-        if low in PROTECTED_DIR_NAMES or low in PROTECTED_FILE_NAMES:
+    names = _PROTECTED_NAMES
+    for part in path.split("/"):
+        if part and part.casefold() in names:  # case-insensitive file systems: .GIT is .git
             return True
-    home = ctx.home.rstrip("/")
-    for rel in PROTECTED_HOME:
-        if within(path, f"{home}/{rel}"):
+    for root in _protected_roots(ctx.home, ctx.protected_dirs):
+        if path == root or path.startswith(root.rstrip("/") + "/"):
             return True
-    if any(within(path, p) for p in PROTECTED_SYSTEM):
-        return True
-    return any(within(path, d) for d in ctx.protected_dirs)
+    return False
 
 
 def has_glob(raw: str) -> bool:
@@ -144,14 +151,15 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
     protected_glob = False
     if _GLOB.search(absolute):
         for comp in absolute.split("/"):
-            if _glob_may_hit(comp, PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES):
+            if _glob_may_hit(comp, _PROTECTED_NAMES):
                 protected_glob = True
                 import fnmatch
 
                 if fnmatch.fnmatchcase("..", comp):
                     glob_dotdot = True
     canonical = _canonical(absolute, fs)
-    inside = inside_workspace(canonical, ctx) and not glob_dotdot
-    escape = inside_workspace(lexical, ctx) and not inside_workspace(canonical, ctx)
-    protected = protected_glob or is_protected(canonical, ctx) or is_protected(lexical, ctx)
+    canonical_inside = inside_workspace(canonical, ctx)
+    inside = canonical_inside and not glob_dotdot
+    escape = not canonical_inside and lexical != canonical and inside_workspace(lexical, ctx)
+    protected = protected_glob or is_protected(canonical, ctx) or (lexical != canonical and is_protected(lexical, ctx))
     return PathInfo(raw=raw, path=canonical, inside=inside, symlink_escape=escape, protected=protected)
