@@ -1,7 +1,10 @@
 """Claude Code's shapes <-> nexusd's canonical ones: hook stdin -> CallInfo, Decision -> hook stdout.
 
 Pure functions over plain data (no I/O) so every mapping is unit-tested without a daemon. Imported by
-``nexus-hook`` on its hot path: standard library, msgspec (via the protocol) and nothing else.
+``nexus-hook`` on its hot path, so only the standard library is imported at module level: the hook builds
+the request as a wire dict (``call_fields_from_hook``) and its mappers take a ``protocol.Decision`` or the
+hook's ``wire_lean.LeanDecision`` alike; ``nexusd.protocol`` (msgspec) is imported only by the functions
+that return a ``CallInfo``.
 
 Claude Code lets a call through when a hook crashes, prints garbage or times out, so every function
 here either returns a well-formed answer or raises ``HookInputError``; the caller turns that into a deny.
@@ -10,9 +13,12 @@ here either returns a well-formed answer or raises ``HookInputError``; the calle
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nexusd.protocol import CallInfo, Decision
+from nexus_clients.wire_lean import LeanDecision, call_fields
+
+if TYPE_CHECKING:
+    from nexusd.protocol import CallInfo, Decision
 
 PRE_TOOL_USE = "PreToolUse"
 PERMISSION_REQUEST = "PermissionRequest"
@@ -45,6 +51,15 @@ def event_of(payload: Any) -> str:
 
 def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
     """Map a PreToolUse / PermissionRequest payload to the canonical request."""
+    from nexusd.protocol import CallInfo
+
+    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
+
+
+def call_fields_from_hook(
+    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
+) -> dict[str, Any]:
+    """``call_from_hook`` as the request's wire dict, for the hook's msgspec-free path."""
     event_of(payload)
     tool = _str(payload, "tool_name")
     tool_input = payload.get("tool_input")
@@ -58,7 +73,7 @@ def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | Non
         raise HookInputError("hook input field 'cwd' must be a string")
     mode = _str(payload, "permission_mode", required=False)
     tool_use_id = _str(payload, "tool_use_id", required=False)
-    return CallInfo(
+    return call_fields(
         provider=PROVIDER,
         session=session,
         tool=tool or "",
@@ -71,7 +86,7 @@ def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | Non
     )
 
 
-def model_reason(decision: Decision) -> str:
+def model_reason(decision: Decision | LeanDecision) -> str:
     """What the model (and the person watching) reads: who refused, which rule, any message from a person."""
     parts = [f"nexusd: {decision.reason}" if decision.reason else "nexusd"]
     if decision.rule:
@@ -85,7 +100,7 @@ def deny_reason(reason: str) -> str:
     return f"nexusd denied this tool call: {reason}"
 
 
-def hook_answer(event: str, decision: Decision, *, ask_allowed: bool) -> dict[str, Any] | None:
+def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any] | None:
     """The stdout JSON for ``event``; None means print nothing (Claude's own dialog takes over).
 
     ``ask`` only passes through when the hook was configured to fall back to Claude's dialog; otherwise
@@ -155,6 +170,8 @@ def call_from_prompt_tool(
     tool_use_id = arguments.get("tool_use_id")
     if tool_use_id is not None and not isinstance(tool_use_id, str):
         raise HookInputError("'tool_use_id' must be a string")
+    from nexusd.protocol import CallInfo
+
     return CallInfo(
         provider=PROVIDER,
         session=session,

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import os.path
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus_clients.claude import HookInputError, model_reason
-from nexusd.protocol import CallInfo, Decision
+from nexus_clients.wire_lean import LeanDecision, call_fields
+
+if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
+    from nexusd.protocol import CallInfo, Decision
 
 BEFORE_TOOL = "BeforeTool"
 PROVIDER = "gemini"
@@ -38,7 +41,15 @@ CANONICAL_TOOLS: dict[str, str] = {
 
 _PATH_KEYS = ("file_path", "dir_path", "path", "absolute_path")
 
-__all__ = ["BEFORE_TOOL", "CANONICAL_TOOLS", "HookInputError", "answer", "call_from_hook", "deny_text"]
+__all__ = [
+    "BEFORE_TOOL",
+    "CANONICAL_TOOLS",
+    "HookInputError",
+    "answer",
+    "call_fields_from_hook",
+    "call_from_hook",
+    "deny_text",
+]
 
 
 def _absolute(base: str, value: Any) -> Any:
@@ -49,6 +60,15 @@ def _absolute(base: str, value: Any) -> Any:
 
 def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
     """Map a BeforeTool payload ``{session_id, cwd, hook_event_name, tool_name, tool_input}``."""
+    from nexusd.protocol import CallInfo
+
+    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
+
+
+def call_fields_from_hook(
+    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
+) -> dict[str, Any]:
+    """``call_from_hook`` as the request's wire dict, for the hook's msgspec-free path."""
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
     if payload.get("hook_event_name") != BEFORE_TOOL:
@@ -76,7 +96,7 @@ def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | Non
     run_cwd = cwd
     if tool == "run_shell_command" and isinstance(tool_input.get("dir_path"), str) and tool_input["dir_path"]:
         run_cwd = tool_input["dir_path"]
-    return CallInfo(
+    return call_fields(
         provider=PROVIDER,
         session=session,
         tool=tool,
@@ -88,7 +108,7 @@ def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | Non
     )
 
 
-def answer(decision: Decision, *, ask_allowed: bool) -> dict[str, Any]:
+def answer(decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any]:
     """The stdout JSON. An allow may carry a rewritten input (Gemini merges ``tool_input`` into its params)."""
     kind = decision.decision
     if kind == "ask" and not ask_allowed:

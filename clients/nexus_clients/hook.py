@@ -4,21 +4,24 @@ It reads the agent's hook JSON on stdin, asks nexusd, and prints the agent's ans
 call through when a hook crashes, prints garbage or runs past its timeout, so this module is built to
 always answer deny itself when anything goes wrong:
 
-- Only the standard library is imported at module level; everything else (msgspec, the protocol, the
-  client) is imported inside the guarded block, so even a broken install ends in a deny.
+- Only the standard library is imported, at module level and on the whole path: the wire is spoken by
+  ``wire_lean`` (json + socket, a strict reader of the Decision) because importing msgspec alone cost
+  15-17 ms of a ~25 ms process. Our own modules are imported inside the guarded block, so even a broken
+  install ends in a deny.
 - A SIGALRM watchdog interrupts whatever is blocking shortly before ``--timeout`` (which must be below
   the timeout the agent gives the hook) and answers deny; a second alarm exits hard.
 - Claude: failures print a deny JSON and exit 0; if even that fails (or the event is unknown, so the
   right JSON shape is unknown), exit 2 with the reason on stderr, which Claude treats as a block.
 - Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
 
-The import path is stdlib + msgspec + nexusd.protocol + nexusd.client + nexusd.locations (a test
-checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
+The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations,
+and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -115,7 +118,7 @@ def describe(exc: BaseException, timeout: float) -> str:
         return f"nexusd refused the request: {getattr(exc, 'message', exc)}"
     if isinstance(exc, TimeoutError):
         return f"no decision from nexusd within {timeout:g} s"
-    if name in ("DecodeError", "ValidationError", "UnicodeDecodeError"):
+    if name in ("DecodeError", "ValidationError", "UnicodeDecodeError", "JSONDecodeError"):
         return f"unreadable hook input: {exc}"
     return f"nexus-hook failed ({name})"
 
@@ -147,24 +150,25 @@ def _read_stdin() -> bytes:
     return data
 
 
-def _ask_daemon(call: Any, opts: Options, started: float) -> Any:
-    from nexusd.client import Client
+def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
+    """Hello, Request, [Pending], Decision over the lean wire; returns a validated ``LeanDecision``."""
+    from nexus_clients.wire_lean import AgentConnection
+    from nexusd.locations import socket_path
 
     remaining = opts.timeout - (time.monotonic() - started) - MARGIN
     if remaining <= 0.1:
         raise HookDeadline()
-    name = f"nexus-hook {opts.provider}"
-    with Client(socket_path=opts.socket, role="agent", name=name, timeout=min(CONNECT_TIMEOUT, remaining)) as client:
+    path = str(socket_path(opts.socket))
+    with AgentConnection(path, timeout=min(CONNECT_TIMEOUT, remaining)) as conn:
+        conn.connect(f"nexus-hook {opts.provider}")
         remaining = opts.timeout - (time.monotonic() - started) - MARGIN
         if remaining <= 0.1:
             raise HookDeadline()
-        return client.request(call, on_no_ui=opts.on_no_ui, timeout=remaining)  # type: ignore[arg-type]
+        return conn.request(call, on_no_ui=opts.on_no_ui, timeout=remaining)
 
 
 def _write_json(obj: Any) -> None:
-    import msgspec
-
-    sys.stdout.buffer.write(msgspec.json.encode(obj) + b"\n")
+    sys.stdout.buffer.write(json.dumps(obj, allow_nan=False).encode("ascii") + b"\n")
     sys.stdout.buffer.flush()
 
 
@@ -183,7 +187,7 @@ def run_claude(opts: Options, started: float) -> int:
 
         payload = _decode(_read_stdin())
         event = claude.event_of(payload)
-        call = claude.call_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        call = claude.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
         decision = _ask_daemon(call, opts, started)
         answer = claude.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()
@@ -209,7 +213,7 @@ def run_gemini(opts: Options, started: float) -> int:
         from nexus_clients import gemini
 
         payload = _decode(_read_stdin())
-        call = gemini.call_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        call = gemini.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
         decision = _ask_daemon(call, opts, started)
         answer = gemini.answer(decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()
@@ -220,10 +224,15 @@ def run_gemini(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
-def _decode(raw: bytes) -> Any:
-    import msgspec
+def _reject_constant(name: str) -> Any:
+    from nexus_clients.claude import HookInputError
 
-    return msgspec.json.decode(raw)
+    raise HookInputError(f"{name} is not JSON")
+
+
+def _decode(raw: bytes) -> Any:
+    """Strict JSON as msgspec read it before: UTF-8 only, no NaN/Infinity."""
+    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -305,10 +305,12 @@ async def test_pending_timeout_denies(daemon_factory: Any) -> None:
 
 
 def test_hook_import_path_is_lean() -> None:
+    """What `nexus-hook` imports, in a fresh interpreter: the standard library and our lean modules only."""
     code = (
-        "import sys, nexus_clients.hook, nexus_clients.claude, nexus_clients.gemini, nexusd.client, msgspec\n"
-        "bad = {'anyio', 'click', 'structlog', 'tree_sitter', 'tree_sitter_bash', 'psutil', 'platformdirs',"
-        " 'textual', 'mcp', 'pydantic', 'tomlkit', 'pathspec'}\n"
+        "import sys, nexus_clients.hook, nexus_clients.claude, nexus_clients.gemini, nexus_clients.wire_lean\n"
+        "import nexusd.locations\n"
+        "bad = {'msgspec', 'anyio', 'click', 'structlog', 'tree_sitter', 'tree_sitter_bash', 'psutil',"
+        " 'platformdirs', 'textual', 'mcp', 'pydantic', 'tomlkit', 'pathspec'}\n"
         "ours = sorted(m for m in sys.modules if m.startswith(('nexusd', 'nexus_clients')))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in bad)); print(ours)\n"
     )
@@ -319,12 +321,29 @@ def test_hook_import_path_is_lean() -> None:
     assert forbidden == "[]"
     allowed = {
         "nexusd",
-        "nexusd.protocol",
-        "nexusd.client",
         "nexusd.locations",
         "nexus_clients",
         "nexus_clients.hook",
         "nexus_clients.claude",
         "nexus_clients.gemini",
+        "nexus_clients.wire_lean",
     }
     assert set(eval(ours)) <= allowed
+
+
+def test_hook_process_never_imports_msgspec(daemon: DaemonHandle, tmp_path: Path) -> None:
+    """A whole `nexus-hook` run against the real daemon, with an audit hook that fails on any msgspec import."""
+    probe = tmp_path / "sitecustomize.py"
+    probe.write_text(
+        "import sys\n"
+        "def _audit(event, args):\n"
+        "    if event == 'import' and str(args[0]).split('.')[0] == 'msgspec':\n"
+        "        import os; os.write(2, b'MSGSPEC-IMPORTED\\n')\n"
+        "sys.addaudithook(_audit)\n"
+    )
+    env = dict(daemon.env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
+    proc = run_hook(["claude"], claude_input(), env)
+    assert b"MSGSPEC-IMPORTED" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
