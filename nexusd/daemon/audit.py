@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -58,16 +59,16 @@ def summarize(tool_input: dict[str, Any]) -> str:
     return escape(text[: _SUMMARY_MAX * 2])[:_SUMMARY_MAX]
 
 
+_HIDDEN = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
 def escape(text: str) -> str:
     """Control, bidi and zero-width characters made visible so a log line cannot hide what ran."""
-    out = []
-    for ch in text:
-        o = ord(ch)
-        if o < 0x20 or o == 0x7F or 0x200B <= o <= 0x200F or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069:
-            out.append(f"\\u{o:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return _HIDDEN.sub(_visible, text)
 
 
 class AuditLog:
@@ -90,8 +91,9 @@ class AuditLog:
         self._thread = threading.Thread(target=self._run, name="nexusd-audit", daemon=True)
         self._thread.start()
 
-    def write(self, record: AuditRecord) -> None:
-        self._queue.put(record)
+    def write(self, record: AuditRecord, tool_input: dict[str, Any] | None = None) -> None:
+        """Queue ``record``; with ``tool_input``, the writer thread fills ``summary`` from it (off the loop)."""
+        self._queue.put(record if tool_input is None else (record, tool_input))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Blocking: wait until everything queued so far is on disk (call from a worker thread)."""
@@ -152,11 +154,21 @@ class AuditLog:
                 elif isinstance(item, _Flush):
                     flushes.append(item)
                 else:
-                    lines.append(self._encoder.encode(item) + b"\n")
+                    lines.append(self._line(item))
             if lines:
                 self._append(b"".join(lines))
             for f in flushes:
                 f.done.set()
+
+    def _line(self, item: Any) -> bytes:
+        if isinstance(item, tuple):
+            record, tool_input = item
+            try:
+                record.summary = summarize(tool_input)
+            except Exception:
+                record.summary = "<summary failed>"  # the decision is still logged
+            item = record
+        return self._encoder.encode(item) + b"\n"
 
     def _append(self, data: bytes) -> None:
         try:

@@ -26,7 +26,7 @@ import structlog
 from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
-from nexusd.daemon.audit import AuditLog, read_tail, summarize
+from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
@@ -777,7 +777,7 @@ class Server:
                 provider=call.provider,
                 session=call.session,
                 tool=call.tool,
-                summary=summarize(call.input),
+                summary="",  # the writer thread summarizes call.input, off the loop
                 decision=decision.decision,
                 source=decision.source,
                 reason=decision.reason,
@@ -791,7 +791,8 @@ class Server:
                 scope=scope,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,
-            )
+            ),
+            call.input,
         )
         log.debug(
             "decision", tool=call.tool, decision=decision.decision, source=decision.source, reason=decision.reason
