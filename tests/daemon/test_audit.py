@@ -57,3 +57,24 @@ def test_summary_escapes_what_could_hide_a_command():
     assert len(summarize({"command": "x" * 5000})) == 200
     assert summarize({"file_path": "/etc/passwd"}) == "/etc/passwd"
     assert escape("plain") == "plain"
+
+
+def test_writer_thread_fills_the_summary_from_the_input(tmp_path):
+    """The loop hands over the call's input; the line on disk carries the escaped summary."""
+    log = AuditLog(tmp_path / "audit.jsonl")
+    log.start()
+    tool_input = {"command": "echo hi\u202e; rm -rf ~\x1b[2K", "description": "x"}
+    log.write(rec(1), tool_input)
+    log.write(rec(2))  # no input: the record's own summary stays
+    assert log.flush()
+    log.close()
+    got = read_tail(tmp_path / "audit.jsonl", 10)
+    assert [r.summary for r in got] == [summarize(tool_input), "cmd 2"]
+    assert "\\u202e" in got[0].summary and "\\u001b" in got[0].summary and "\u202e" not in got[0].summary
+
+
+def test_escape_matches_the_character_rule():
+    hidden = [*range(0x20), 0x7F, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    for o in range(0x2100):
+        want = f"\\u{o:04x}" if o in hidden else chr(o)
+        assert escape(chr(o)) == want, hex(o)

@@ -215,3 +215,74 @@ async def test_prefix_rule_never_allows_a_joined_command(world, args, sep, other
     if v.decision == "allow":
         # only when what was joined is itself harmless enough for the mode (not by the rule alone)
         assert v.source != "rule" or all(c[0] == "ls" for c in v.details.commands), (cmd, v)
+
+
+# ---------------------------------------------------------------------- hot path: nothing cached across calls
+
+
+async def test_new_git_dir_between_two_calls_is_seen(world):
+    """workspace_of is recomputed per call: a .git created in a sub-directory moves the workspace."""
+    sub = world["ws"] / "src"
+    assert workspace_of(bash(world, "ls", cwd=sub)) == os.path.realpath(world["ws"])
+    (sub / ".git").mkdir()
+    assert workspace_of(bash(world, "ls", cwd=sub)) == os.path.realpath(sub)
+
+
+async def test_symlink_swapped_between_two_decisions_is_seen(world, tmp_path):
+    """The per-decision realpath snapshot must not outlive the decision: a swapped link counts at once."""
+    store = mkstore(world, POLICY)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = world["ws"] / "out"
+    os.symlink(world["ws"] / "src", link)
+    call = CallInfo(provider="claude", session="s", tool="Write",
+                    input={"file_path": str(link / "f.py"), "content": "x"}, cwd=str(world["ws"]), mode="acceptEdits")
+    first = await decide(call, store, Session(id="s", agent_mode="acceptEdits"))
+    assert first.decision == "allow", first
+    link.unlink()
+    os.symlink(outside, link)
+    second = await decide(call, store, Session(id="s", agent_mode="acceptEdits"))
+    assert second.decision != "allow", second
+    assert "symlink_escape" in second.flags or "outside_workspace" in second.flags
+
+
+async def test_plain_verdicts_are_lean_and_asks_and_checks_are_complete(world):
+    store = mkstore(world, POLICY)
+    deny = await decide(bash(world, "curl http://x"), store, Session(id="s"))
+    assert (deny.decision, deny.source, deny.rule) == ("deny", "rule", "Bash(curl *)")
+    assert deny.trace == [] and deny.details is None
+    allow = await decide(bash(world, "ls src"), store, Session(id="s"))
+    assert allow.decision == "allow" and allow.details is not None and allow.details.kind == "shell"
+    ask = await decide(bash(world, "git push origin main"), store, Session(id="s"))
+    assert ask.decision == "ask" and ask.details is not None
+    assert [s.step for s in ask.trace][:3] == ["mode", "deny_rules", "hooks"]
+    check = await decide(bash(world, "curl http://x"), store, Session(id="s"), dry_run=True)
+    assert check.decision == "deny" and check.details is not None and check.trace
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cmd=st.sampled_from(["ls src", "curl http://x", "git push o m", "rm -rf /", "cat .env", "echo hi > ~/.bashrc",
+                            "cat /etc/hostname", "git status", "npm run test x", "python -c 1"]),
+       mode=st.sampled_from([None, "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]))
+async def test_lean_evaluation_decides_like_the_full_one(world, cmd, mode):
+    """explain=False only drops explanation: decision, source, reason, rule and flags are identical."""
+    from nexusd.core.classify.fs import DecisionFileSystem
+    from nexusd.core.engine import evaluate
+    from nexusd.policy.gate import classify_call, context_for
+
+    store = mkstore(world, POLICY)
+    call = bash(world, cmd, mode=mode)
+    session = Session(id="s", agent_mode=mode)
+    fs = DecisionFileSystem()
+    ws = workspace_of(call, fs)
+    policy = store.policy_for(ws)
+    ctx = context_for(call, store, policy, ws, fs)
+    cls = classify_call(call, ctx, fs)
+    lean = evaluate(call, policy, session, cls, ctx, explain=False)
+    full = evaluate(call, policy, session, cls, ctx)
+    assert (lean.need, lean.hooks) == (full.need, full.hooks)
+    if full.verdict is not None:
+        a, b = lean.verdict, full.verdict
+        assert a is not None
+        assert (a.decision, a.source, a.reason, a.rule, a.rule_origin, a.flags, a.requirement) == (
+            b.decision, b.source, b.reason, b.rule, b.rule_origin, b.flags, b.requirement)
