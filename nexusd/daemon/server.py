@@ -7,6 +7,7 @@ Every path that is not an explicit allow from the policy or a person ends in den
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import os
 import secrets
@@ -129,7 +130,7 @@ class Connection(asyncio.Protocol):
         self.cid = 0
         self.role: str | None = None
         self.name = ""
-        self.pending: set[str] | None = None  # created on the first pending request
+        self.pending: list[str] | None = None  # ids of its pending requests; a list is the smallest container
         self.subscribed = False
         self.closed = False  # nothing more is sent or handled (refused, lingering, killed, gone)
         self.eof = False
@@ -150,8 +151,8 @@ class Connection(asyncio.Protocol):
 
     def send(self, data: bytes) -> bool:
         """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading)."""
-        if self.closed or self.transport is None:
-            return False
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False  # the connection is going; connection_lost will detach it
         self.transport.write(data)
         if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
             log.warning("client not reading; dropping it", client=self.label)
@@ -265,6 +266,8 @@ class Connection(asyncio.Protocol):
             self.close_politely()
         finally:
             self.busy = False
+            if not self.lines:
+                self.lines = None  # an idle connection keeps no queue
         if self.eof and not self.closed:
             self.close_politely()
         else:
@@ -341,15 +344,16 @@ _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading fr
 
 
 class PendingEntry:
-    """A request waiting for a person. Slim on purpose (10,000 at once): the verdict is kept as its
-    JSON (decoded again only for an answer); the call stays decoded for audit and the guard."""
+    """A request waiting for a person. Slim on purpose (10,000 at once cost ~1 KB each): the call and the
+    verdict are kept as their compact JSON, which is what UIs receive anyway, and decoded again only when
+    the entry is resolved or answered (a few microseconds, off the hot path)."""
 
-    __slots__ = ("call", "conn", "created", "deadline", "deadline_wall", "id", "ref", "started", "verdict_raw")
+    __slots__ = ("call_raw", "conn", "created", "deadline", "deadline_wall", "id", "ref", "started", "verdict_raw")
 
     def __init__(
         self,
         rid: str,
-        call: p.CallInfo,
+        call_raw: bytes,
         verdict_raw: bytes,
         conn: Connection,
         ref: str | None,
@@ -359,7 +363,7 @@ class PendingEntry:
         started: float,
     ) -> None:
         self.id = rid
-        self.call = call
+        self.call_raw = call_raw
         self.verdict_raw = verdict_raw
         self.conn = conn
         self.ref = ref
@@ -369,14 +373,18 @@ class PendingEntry:
         self.started = started  # monotonic, for latency
 
     @property
+    def call(self) -> p.CallInfo:
+        return _call_decoder.decode(self.call_raw)
+
+    @property
     def verdict(self) -> p.Verdict:
         return _verdict_decoder.decode(self.verdict_raw)
 
     def item(self) -> p.PendingItem:
-        """As UIs see it; the verdict goes out as the stored JSON, verbatim."""
+        """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
         return p.PendingItem(
             id=self.id,
-            call=self.call,
+            call=msgspec.Raw(self.call_raw),  # type: ignore[arg-type]
             verdict=msgspec.Raw(self.verdict_raw),  # type: ignore[arg-type]
             created=self.created,
             deadline=self.deadline_wall,
@@ -385,7 +393,8 @@ class PendingEntry:
 
 
 _verdict_decoder = msgspec.json.Decoder(p.Verdict)
-_verdict_encoder = msgspec.json.Encoder()
+_call_decoder = msgspec.json.Decoder(p.CallInfo)
+_json_encoder = msgspec.json.Encoder()
 
 
 @dataclass
@@ -817,8 +826,8 @@ class Server:
             return
         entry = PendingEntry(
             rid,
-            msg.call,
-            _verdict_encoder.encode(verdict),
+            _json_encoder.encode(msg.call),
+            _json_encoder.encode(verdict),
             conn,
             msg.ref,
             now,
@@ -828,8 +837,8 @@ class Server:
         )
         self.pending[rid] = entry
         if conn.pending is None:
-            conn.pending = set()
-        conn.pending.add(rid)
+            conn.pending = []
+        conn.pending.append(rid)
         if not self._heap or entry.deadline < self._heap[0][0]:
             heapq.heappush(self._heap, (entry.deadline, rid))
             if self._timer_wake is not None:
@@ -869,8 +878,9 @@ class Server:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
         rid = entry.id
         del self.pending[rid]
-        if entry.conn.pending is not None:
-            entry.conn.pending.discard(rid)
+        if entry.conn.pending:
+            with contextlib.suppress(ValueError):
+                entry.conn.pending.remove(rid)  # at most max_pending_per_connection long
         self.recent[rid] = None
         if len(self.recent) > MAX_RECENT:
             self.recent.popitem(last=False)
