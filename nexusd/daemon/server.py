@@ -12,6 +12,7 @@ import heapq
 import os
 import secrets
 import time
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -119,7 +120,6 @@ class Connection(asyncio.Protocol):
         "subscribed",
         "timer",
         "transport",
-        "writable",
         "write_paused",
     )
 
@@ -141,7 +141,6 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
         self.linger_budget = -1  # >= 0 while lingering
         self.write_paused = False
-        self.writable: asyncio.Event | None = None
 
     @property
     def label(self) -> str:
@@ -168,10 +167,10 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if self.writable is not None:
-            self.writable.set()
-            self.writable = None
-        self._update_reading()
+        if self.lines and not self.busy:
+            self._pump()
+        else:
+            self._update_reading()
 
     def _update_reading(self) -> None:
         t = self.transport
@@ -217,8 +216,7 @@ class Connection(asyncio.Protocol):
             return
         self.buf = buf
         if self.lines and not self.busy:
-            self.busy = True
-            self.server.spawn(self._run)
+            self._pump()
 
     def _queue(self, line: bytes) -> None:
         if self.lines is None:
@@ -229,8 +227,7 @@ class Connection(asyncio.Protocol):
             self.eof = True
             self.buf = b""
             if not self.busy:
-                self.busy = True
-                self.server.spawn(self._run)
+                self._pump()
         elif self.queued > _MAX_QUEUED_INPUT:
             self._update_reading()
 
@@ -239,39 +236,52 @@ class Connection(asyncio.Protocol):
             return False  # the transport closes (after flushing what we sent)
         self.eof = True
         self.buf = b""  # half a line then EOF: the half is discarded
-        if not self.busy:
+        if not self.busy and not self.lines:
             self.close_politely()
         return True  # keep our side open until the lines already read are answered
 
-    async def _run(self) -> None:
-        """Handle queued lines in order; ends when the queue is empty (an idle client has no task)."""
+    def _pump(self) -> None:
+        """Handle queued lines in order, inline while their handlers are synchronous (most are: an idle
+        client has no task and a status query costs none); a handler that must await (the policy, a
+        thread) gets one short task, which pumps on when it is done."""
+        server = self.server
         try:
-            while self.lines and not self.closed:
+            while self.lines and not self.closed and not self.busy:
                 if self.write_paused:
-                    self.writable = ev = asyncio.Event()
-                    await ev.wait()
-                    continue
+                    return  # resume_writing pumps again
                 line = self.lines.popleft()
                 self.queued -= len(line)
                 if line is _TOO_LONG:
-                    limit = self.server.config.max_line_bytes
-                    self.server._framing_error(self, "line_too_long", f"line exceeds {limit} bytes")
+                    limit = server.config.max_line_bytes
+                    server._framing_error(self, "line_too_long", f"line exceeds {limit} bytes")
                     self.close_politely()
                     return
-                if not await self.server._on_line(self, line) and not self.closed:
-                    self.close_politely()
+                outcome = server._on_line(self, line)
+                if outcome is False:
+                    if not self.closed:
+                        self.close_politely()
+                    return
+                if outcome is not True:
+                    self.busy = True
+                    server.spawn(self._await, outcome)
                     return
         except Exception:
             log.exception("connection handler failed", client=self.label)
             self.close_politely()
+            return
+        if not self.lines:
+            self.lines = None  # an idle connection keeps no queue
+            if self.eof and not self.closed:
+                self.close_politely()
+                return
+        self._update_reading()
+
+    async def _await(self, pending: Coroutine[Any, Any, None]) -> None:
+        try:
+            await pending
         finally:
             self.busy = False
-            if not self.lines:
-                self.lines = None  # an idle connection keeps no queue
-        if self.eof and not self.closed:
-            self.close_politely()
-        else:
-            self._update_reading()
+        self._pump()
 
     # ------------------------------------------------------------------ ending
 
@@ -330,9 +340,6 @@ class Connection(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.writable is not None:
-            self.writable.set()
-            self.writable = None
         self.server._detached(self)
 
 
@@ -344,9 +351,9 @@ _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading fr
 
 
 class PendingEntry:
-    """A request waiting for a person. Slim on purpose (10,000 at once cost ~1 KB each): the call and the
-    verdict are kept as their compact JSON, which is what UIs receive anyway, and decoded again only when
-    the entry is resolved or answered (a few microseconds, off the hot path)."""
+    """A request waiting for a person. Slim on purpose (10,000 at once): the call is kept as its compact
+    JSON and the verdict as deflated JSON, which is what UIs receive anyway, decoded again only when the
+    entry is resolved or answered (a few microseconds, off the hot path)."""
 
     __slots__ = ("call_raw", "conn", "created", "deadline", "deadline_wall", "id", "ref", "started", "verdict_raw")
 
@@ -378,14 +385,14 @@ class PendingEntry:
 
     @property
     def verdict(self) -> p.Verdict:
-        return _verdict_decoder.decode(self.verdict_raw)
+        return _verdict_decoder.decode(_unpack(self.verdict_raw))
 
     def item(self) -> p.PendingItem:
         """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
         return p.PendingItem(
             id=self.id,
             call=msgspec.Raw(self.call_raw),  # type: ignore[arg-type]
-            verdict=msgspec.Raw(self.verdict_raw),  # type: ignore[arg-type]
+            verdict=msgspec.Raw(_unpack(self.verdict_raw)),  # type: ignore[arg-type]
             created=self.created,
             deadline=self.deadline_wall,
             peer_pid=self.conn.peer.pid,
@@ -393,6 +400,30 @@ class PendingEntry:
 
 
 _verdict_decoder = msgspec.json.Decoder(p.Verdict)
+
+# A verdict's JSON is mostly the same keys and trace phrases; deflate with them as a preset dictionary
+# keeps ~850 bytes in ~130 (5 µs to pack, 2 µs to unpack), 7 MB less for 10,000 pending requests.
+_ZDICT = (
+    b'"details":{"kind":"shell","tool":"Bash","commands":[["reads":["writes":["domain":"notes":["flags":['
+    b'"rule":"rule_origin":"builtin","requirement":"read-only"workspace-write"danger-full-access",'
+    b'"suggestions":["Bash(","trace":[{"step":"mode","outcome":"default","detail":"(policy default) -> default"},'
+    b'{"step":"deny_rules","outcome":"passed"},{"step":"hooks","outcome":"skipped","detail":"no hook applies"},'
+    b'{"step":"ask_rules","outcome":"passed"},{"step":"safety","outcome":"passed"},{"step":"allow_rules",'
+    b'"outcome":"passed","detail":"no allow rule covers the call"},{"step":"mode_check","outcome":"passed",'
+    b'"detail":" is above mode default"},{"step":"escalation","outcome":"ask","detail":"mode escalation"}],'
+    b'{"decision":"ask","reason":"Bash needs danger-full-access; mode default asks","source":"mode",'
+)
+
+
+def _pack(data: bytes) -> bytes:
+    z = zlib.compressobj(1, zdict=_ZDICT)
+    return z.compress(data) + z.flush()
+
+
+def _unpack(data: bytes) -> bytes:
+    z = zlib.decompressobj(zdict=_ZDICT)
+    return z.decompress(data) + z.flush()
+
 _call_decoder = msgspec.json.Decoder(p.CallInfo)
 _json_encoder = msgspec.json.Encoder()
 
@@ -450,7 +481,8 @@ class Server:
         self._stopping = False
         self._status_dirty = False
         self._daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
-        self._handlers: dict[type, Callable[[Connection, Any], Any]] = {
+        # Plain functions answer inline; coroutine functions (policy, threads) get a task.
+        self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self._on_request,
             p.Cancel: self._on_cancel,
             p.Subscribe: self._on_subscribe,
@@ -469,9 +501,9 @@ class Server:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         """A short task outside the task group (cheaper to start); ``serve`` cancels leftovers at the end."""
-        task = asyncio.get_running_loop().create_task(fn())
+        task = asyncio.get_running_loop().create_task(fn(*args))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -585,8 +617,8 @@ class Server:
         log.info("framing error; closing", client=conn.label, code=code, message=message)
         conn.send(p.encode(p.Error(code=code, message=message)))
 
-    async def _on_line(self, conn: Connection, line: bytes) -> bool:
-        """Handle one line; False closes the connection."""
+    def _on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
+        """Handle one line: True when done, False to close the connection, or a coroutine still to await."""
         if b"\0" in line:
             self._framing_error(conn, "bad_json", "NUL byte in line")
             return False
@@ -613,7 +645,7 @@ class Server:
             if kind is not p.Hello:
                 self._reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
                 return False
-            return await self._on_hello(conn, msg)
+            return self._on_hello(conn, msg)
         if kind is p.Hello:
             self._reply_error(conn, "invalid_message", "already said hello", msg.ref)
             return True
@@ -623,16 +655,26 @@ class Server:
             )
             return True
         try:
-            await self._handlers[kind](conn, msg)
+            outcome = self._handlers[kind](conn, msg)
         except Exception as e:  # a bug must cost one reply, not the daemon
             log.exception("handler failed", type=kind.__name__)
             self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", msg.ref)
-        return True
+            return True
+        if outcome is None:
+            return True
+        return self._guarded(conn, kind, msg.ref, outcome)
+
+    async def _guarded(self, conn: Connection, kind: type, ref: str | None, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except Exception as e:  # a bug must cost one reply, not the daemon
+            log.exception("handler failed", type=kind.__name__)
+            self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", ref)
 
     def _reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
         conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
 
-    async def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
+    def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
         if msg.proto != p.PROTOCOL_VERSION:
             self._reply_error(
                 conn, "protocol_version", f"daemon speaks protocol {p.PROTOCOL_VERSION}, not {msg.proto}", msg.ref
@@ -710,11 +752,11 @@ class Server:
                     "deny", f"too many pending requests in the daemon (limit {self.config.max_pending})", "error"
                 )
             else:
-                await self._ask(conn, msg, verdict, session, started)
+                self._ask(conn, msg, verdict, session, started)
                 return
-        await self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None)
+        self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None)
 
-    async def _finish(
+    def _finish(
         self,
         conn: Connection,
         ref: str | None,
@@ -807,7 +849,7 @@ class Server:
             "decision", tool=call.tool, decision=decision.decision, source=decision.source, reason=decision.reason
         )
 
-    async def _ask(
+    def _ask(
         self, conn: Connection, msg: p.Request, verdict: p.Verdict, session: Session, started: float
     ) -> None:
         rid = secrets.token_hex(16)
@@ -827,7 +869,7 @@ class Server:
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            _json_encoder.encode(verdict),
+            _pack(_json_encoder.encode(verdict)),
             conn,
             msg.ref,
             now,
@@ -933,7 +975,7 @@ class Server:
             with anyio.move_on_after(delay):
                 await self._timer_wake.wait()
 
-    async def _on_cancel(self, conn: Connection, msg: p.Cancel) -> None:
+    def _on_cancel(self, conn: Connection, msg: p.Cancel) -> None:
         entry = self.pending.get(msg.id)
         if entry is None or (entry.conn is not conn and conn.role != "admin"):
             if msg.id in self.recent and entry is None:
@@ -949,7 +991,7 @@ class Server:
 
     # ------------------------------------------------------------------ UIs
 
-    async def _on_subscribe(self, conn: Connection, msg: p.Subscribe) -> None:
+    def _on_subscribe(self, conn: Connection, msg: p.Subscribe) -> None:
         items = [e.item() for e in self.pending.values()]
         conn.subscribed = True
         self.subscribers.add(conn)
@@ -968,7 +1010,7 @@ class Server:
             return True
         return bool(agents.intersection(chain))
 
-    async def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
+    def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
         entry = self.pending.get(msg.id)
         if entry is None:
             if msg.id in self.recent:
@@ -1031,7 +1073,7 @@ class Server:
         self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
 
-    async def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
+    def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
             self._reply_error(conn, "invalid_message", "mode must be a short non-empty name", msg.ref)
             return
@@ -1044,7 +1086,7 @@ class Server:
     def _status_text(self) -> str:
         return f"{len(self.pending)} pending"
 
-    async def _on_status(self, conn: Connection, msg: p.StatusQuery) -> None:
+    def _on_status(self, conn: Connection, msg: p.StatusQuery) -> None:
         roles: dict[str, int] = {}
         for c in self.conns:
             key = c.role or "handshake"
@@ -1109,14 +1151,14 @@ class Server:
         else:
             conn.send(p.encode(p.Ack(ref=msg.ref, detail="policy reloaded")))
 
-    async def _on_rules(self, conn: Connection, msg: p.RulesQuery) -> None:
+    def _on_rules(self, conn: Connection, msg: p.RulesQuery) -> None:
         rules = list(self.store.rules())
         for sid, s in self.sessions.items():
             rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
             rules += [p.RuleInfo("deny", r, "session", f"session:{sid}") for r in s.deny_rules]
         conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.store.trusted()), ref=msg.ref)))
 
-    async def _on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
+    def _on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
         try:
             self.store.change_rule(msg.action, msg.kind, msg.rule)
         except ValueError as e:
@@ -1125,7 +1167,7 @@ class Server:
         log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
 
-    async def _on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
+    def _on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
         try:
             self.store.trust(msg.action, msg.path)
         except ValueError as e:
