@@ -668,3 +668,24 @@ def test_arbitrary_bytes_never_take_the_daemon_down_or_allow(daemon):
     st_ = admin.ask({"type": "status"})
     assert isinstance(st_, p.StatusReply)
     assert not any(k.startswith("allow/") for k in st_.counters)
+
+
+# ---------------------------------------------------------------- per-provider prompt timeout
+
+
+def test_provider_prompt_timeout_sets_the_deadline_of_that_providers_requests(daemon_factory, raw_factory):
+    """``[providers.claude] prompt_timeout = 1`` wins over --pending-timeout 60 for claude only."""
+    d = daemon_factory(policy="[permissions]\n\n[providers.claude]\nprompt_timeout = 1\n", pending_timeout=60)
+    ui = raw_factory(d.socket, role="ui")
+    ui.ask({"type": "subscribe"})
+    gemini = raw_factory(d.socket)
+    slow = gemini.ask(request({**CALL_BASH, "provider": "gemini", "tool": "run_shell_command"}, ref="g"))
+    assert isinstance(slow, p.Pending) and slow.deadline > time.time() + 30  # the daemon's default
+    claude = raw_factory(d.socket)
+    sent = time.time()
+    pend = claude.ask(request())
+    assert isinstance(pend, p.Pending) and sent + 0.5 < pend.deadline < sent + 5
+    dec = claude.recv()
+    assert isinstance(dec, p.Decision) and (dec.decision, dec.source, dec.id) == ("deny", "timeout", pend.id)
+    st = status(raw_factory(d.socket, role="admin"))
+    assert st.pending == 1  # gemini's request is still waiting
