@@ -7,6 +7,8 @@ process that double-forks away from its agent escapes any ancestry check.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import struct
 import sys
@@ -75,3 +77,52 @@ def ancestors(pid: int) -> list[int] | None:
         return [pid, *(p.pid for p in proc.parents())]
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
+
+
+# Agents often run hooks through a shell (`/bin/sh -c "nexus-hook claude"`) or a wrapper, so the hook's
+# parent may be a transient process rather than the agent; the agent's own Bash tool descends from the
+# agent, not from that shell. Names as psutil reports them (comm) or as the executable's basename.
+SHELLS = frozenset({"sh", "dash", "bash", "zsh", "fish", "ksh", "mksh", "ash", "yash", "tcsh", "csh", "busybox"})
+WRAPPERS = frozenset(
+    {"env", "timeout", "nice", "nohup", "ionice", "setsid", "stdbuf", "chrt", "taskset", "flock", "time", "xargs"}
+)
+MAX_WRAPPER_HOPS = 8
+
+
+def _runs_a_command(argv: list[str]) -> bool:
+    """A shell started with ``-c`` or a script is transient; an interactive or login shell is not.
+
+    Stopping at interactive shells matters: walking past one would make its terminal or multiplexer
+    (a tmux server above every pane) "the agent", and answers from a UI in another pane would be refused.
+    """
+    for arg in argv[1:]:
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            return True
+        if arg.startswith(("-", "+")):
+            continue
+        return True  # a script file (or an option's value: still not an interactive shell)
+    return False
+
+
+def resolve_agent(pid: int | None) -> int | None:
+    """The first process at or above ``pid`` that is not a transient shell or wrapper (at most 8 hops)."""
+    if pid is None or pid <= 1:
+        return pid
+    import psutil
+
+    current = pid
+    for _ in range(MAX_WRAPPER_HOPS):
+        try:
+            proc = psutil.Process(current)
+            names = {proc.name()}
+            with contextlib.suppress(psutil.Error):
+                names.add(os.path.basename(proc.exe()))
+            if not (names & WRAPPERS or (names & SHELLS and _runs_a_command(proc.cmdline()))):
+                return current
+            parent = proc.ppid()
+        except psutil.Error:
+            return current
+        if parent <= 1:
+            return current
+        current = parent
+    return current

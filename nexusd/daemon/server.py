@@ -31,7 +31,7 @@ from nexusd.core.model import Session
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
-from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
+from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.policy import gate
 from nexusd.policy.store import PolicyStore
 
@@ -355,7 +355,18 @@ class PendingEntry:
     JSON and the verdict as deflated JSON, which is what UIs receive anyway, decoded again only when the
     entry is resolved or answered (a few microseconds, off the hot path)."""
 
-    __slots__ = ("call_raw", "conn", "created", "deadline", "deadline_wall", "id", "ref", "started", "verdict_raw")
+    __slots__ = (
+        "call_raw",
+        "conn",
+        "created",
+        "deadline",
+        "deadline_wall",
+        "guard",
+        "id",
+        "ref",
+        "started",
+        "verdict_raw",
+    )
 
     def __init__(
         self,
@@ -368,6 +379,7 @@ class PendingEntry:
         deadline_wall: float,
         deadline: float,
         started: float,
+        guard: frozenset[int] = frozenset(),
     ) -> None:
         self.id = rid
         self.call_raw = call_raw
@@ -378,6 +390,7 @@ class PendingEntry:
         self.deadline_wall = deadline_wall  # unix time, as announced
         self.deadline = deadline  # monotonic, for the timer
         self.started = started  # monotonic, for latency
+        self.guard = guard  # the requesting agent's pids: answers from below them are refused
 
     @property
     def call(self) -> p.CallInfo:
@@ -876,6 +889,7 @@ class Server:
             now + timeout,
             time.monotonic() + timeout,
             started,
+            self._agent_pids(conn, msg.call),
         )
         self.pending[rid] = entry
         if conn.pending is None:
@@ -997,10 +1011,29 @@ class Server:
         self.subscribers.add(conn)
         conn.send(p.encode(p.Snapshot(items=items, ref=msg.ref)))
 
+    def _agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]:
+        """Who the requesting agent is, taken while the requester still waits (its parent chain is alive).
+
+        The requester's parent (at accept) and the call's declared ``agent_pid``, each also resolved up
+        through transient shells and wrappers (``sh -c "nexus-hook claude"``): the agent's own Bash tool
+        descends from the agent, not from that shell. Ancestors of the daemon itself (a login shell, a
+        terminal, init) are never "the agent", or no UI started beside the daemon could answer.
+        """
+        direct = {pid for pid in (conn.peer.ppid, call.agent_pid) if pid is not None}
+        pids = set(direct)
+        for pid in direct:
+            try:
+                resolved = resolve_agent(pid)
+            except Exception:  # psutil trouble costs the resolution, never the request
+                log.exception("agent resolution failed", pid=pid)
+                continue
+            if resolved is not None:
+                pids.add(resolved)
+        return frozenset(pids - self._daemon_ancestors)
+
     def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
         """True if the answering process descends from the agent that made the request."""
-        agents = {entry.conn.peer.ppid, entry.call.agent_pid} - {None}
-        agents -= self._daemon_ancestors  # a shell/terminal above the daemon too is not "the agent"
+        agents = entry.guard
         if not agents:
             return False
         if answerer.peer.pid is None:

@@ -689,3 +689,69 @@ def test_provider_prompt_timeout_sets_the_deadline_of_that_providers_requests(da
     assert isinstance(dec, p.Decision) and (dec.decision, dec.source, dec.id) == ("deny", "timeout", pend.id)
     st = status(raw_factory(d.socket, role="admin"))
     assert st.pending == 1  # gemini's request is still waiting
+
+
+def test_self_approval_sees_through_the_shell_that_ran_the_hook(daemon, raw_factory):
+    """A fake agent runs its hook as ``sh -c '<requester>'`` (the shell stays in between), then a second,
+    separate child answers: it descends from the agent but not from that shell, and is refused. An
+    unrelated process may answer."""
+    ui = raw_factory(daemon.socket, role="ui")
+    ui.ask({"type": "subscribe"})
+    req_script = textwrap.dedent(
+        """
+        import os, time
+        from nexusd.client import Client
+        from nexusd import protocol as p
+        parent = open(f"/proc/{os.getppid()}/comm").read().strip()
+        with Client(role="agent", name="hook") as c:
+            c._send(p.Request(call=p.CallInfo(provider="claude", session="s", tool="Bash",
+                    input={"command": "rm -rf build"}, cwd="/tmp", agent_pid=os.getppid()), ref="q"))
+            m = c._read_until(lambda m: True, time.monotonic() + 10)
+            print(m.id, parent, flush=True)
+            m = c._read_until(lambda m: True, time.monotonic() + 20)
+            print(m.decision, m.source, flush=True)
+        """
+    )
+    ans_script = textwrap.dedent(
+        """
+        import sys
+        from nexusd.client import Client, ClientError
+        with Client(role="ui", name="nexusctl") as c:
+            try:
+                c.answer(sys.argv[1], "allow")
+                print("accepted")
+            except ClientError as e:
+                print(e.code)
+        """
+    )
+    agent_script = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        env = dict(os.environ, PY=sys.executable, REQ=REQ)
+        # "; exit $?" keeps the shell alive as the hook's parent (no exec of the last command)
+        req = subprocess.Popen(["/bin/sh", "-c", '"$PY" -c "$REQ"; exit $?'], env=env,
+                               stdout=subprocess.PIPE, text=True)
+        rid, parent = req.stdout.readline().split()
+        ans = subprocess.run([sys.executable, "-c", ANS, rid], capture_output=True, text=True)
+        print("ANSWER", parent, ans.stdout.strip(), rid, flush=True)
+        print("DECISION", req.stdout.readline().strip(), flush=True)
+        req.wait()
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"REQ={req_script!r}\nANS={ans_script!r}\n{agent_script}"],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    prompt = ui.recv()
+    assert isinstance(prompt, p.Prompt)
+    _, shell, verdict, rid = proc.stdout.readline().split()
+    assert shell in ("sh", "dash", "bash", "busybox"), shell  # the hook's parent really is the shell
+    assert verdict == "self_approval" and rid == prompt.item.id
+    outsider = subprocess.run(
+        [sys.executable, "-c", ans_script, rid], env=daemon.env, capture_output=True, text=True, timeout=20
+    )
+    assert outsider.stdout.strip() == "accepted", outsider
+    assert proc.stdout.readline().split() == ["DECISION", "allow", "user"]
+    proc.wait(10)
