@@ -755,3 +755,22 @@ def test_self_approval_sees_through_the_shell_that_ran_the_hook(daemon, raw_fact
     assert outsider.stdout.strip() == "accepted", outsider
     assert proc.stdout.readline().split() == ["DECISION", "allow", "user"]
     proc.wait(10)
+
+
+def test_a_client_that_never_reads_its_replies_is_not_read_either(daemon, raw_factory):
+    """Backpressure: the daemon stops reading from a client whose replies pile up unread, so the client's
+    own send blocks; it is neither buffered without bound nor dropped, and others are served meanwhile."""
+    import socket as socket_mod
+
+    flood = raw_factory(daemon.socket, role="admin")
+    flood.sock.settimeout(2.0)
+    chunk = b'{"type":"status"}\n' * 4096  # 72 KiB of queries, each answered by a far longer reply
+    sent = 0
+    with pytest.raises(socket_mod.timeout):
+        while sent < (64 << 20):
+            flood.sock.sendall(chunk)
+            sent += len(chunk)
+    assert sent < (8 << 20)  # stalled after kernel buffers and the daemon's 64 KiB high-water mark
+    assert isinstance(status(raw_factory(daemon.socket, role="admin")), p.StatusReply)
+    flood.sock.settimeout(10.0)
+    assert isinstance(flood.recv(), p.StatusReply)  # still connected: its replies are all there to read
