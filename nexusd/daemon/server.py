@@ -1,19 +1,17 @@
-"""The daemon shell: connections, framing, roles, the pending table and its one timer, audit, shutdown.
+"""The daemon's dispatcher and lifecycle: accept, roles, every message handler, sessions, decisions, audit, shutdown.
 
 It drives the policy (``nexusd.policy.gate.decide``) and owns state and time; it never decides itself.
-Every path that is not an explicit allow from the policy or a person ends in deny.
+Every path that is not an explicit allow from the policy or a person ends in deny. The wire side of a
+client lives in ``connection.py``; requests waiting for a person, and their deadlines, in ``pending.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import heapq
 import os
 import secrets
 import time
-import zlib
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +27,11 @@ from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.daemon.audit import AuditLog, read_tail
+from nexusd.daemon.connection import Connection
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
+from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
 from nexusd.policy.store import PolicyStore
 
@@ -64,8 +64,6 @@ SHELL_TOOLS = frozenset(
     {"Bash", "run_shell_command", "shell", "execute_command", "execute_bash", "local_shell", "container.exec"}
 )
 MAX_SESSIONS = 10_000
-MAX_RECENT = 50_000  # resolved ids remembered for "already decided"
-MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
 MAX_AUDIT_QUERY = 5_000
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 
@@ -92,352 +90,6 @@ class _RefOnly(msgspec.Struct):
 
 _ref_decoder = msgspec.json.Decoder(_RefOnly)
 
-
-class Connection(asyncio.Protocol):
-    """One accepted client as an asyncio Protocol: an idle connection costs no task and no stream object.
-
-    ``data_received`` splits input into lines; one short-lived task per burst handles them in order (a
-    handler may await the policy). Output goes straight into the transport's buffer, so lines leave in
-    the order the daemon produced them. Backpressure: while that buffer is above its high-water mark the
-    daemon stops reading from the client and handles none of its queued lines (it must read its replies
-    before it can ask for more), and a client with more than ``MAX_OUTBOX_BYTES`` unread is dropped.
-    """
-
-    __slots__ = (
-        "buf",
-        "busy",
-        "cid",
-        "closed",
-        "eof",
-        "lines",
-        "linger_budget",
-        "name",
-        "peer",
-        "pending",
-        "queued",
-        "role",
-        "server",
-        "subscribed",
-        "timer",
-        "transport",
-        "write_paused",
-    )
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.peer = _NO_PEER
-        self.cid = 0
-        self.role: str | None = None
-        self.name = ""
-        self.pending: list[str] | None = None  # ids of its pending requests; a list is the smallest container
-        self.subscribed = False
-        self.closed = False  # nothing more is sent or handled (refused, lingering, killed, gone)
-        self.eof = False
-        self.buf = b""
-        self.lines: deque[bytes] | None = None
-        self.queued = 0  # bytes in ``lines``
-        self.busy = False  # a task is handling ``lines``
-        self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
-        self.linger_budget = -1  # >= 0 while lingering
-        self.write_paused = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.name or '?'} (pid {self.peer.pid})"
-
-    # ------------------------------------------------------------------ output
-
-    def send(self, data: bytes) -> bool:
-        """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading)."""
-        if self.closed or self.transport is None or self.transport.is_closing():
-            return False  # the connection is going; connection_lost will detach it
-        self.transport.write(data)
-        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
-            log.warning("client not reading; dropping it", client=self.label)
-            self.kill()
-            return False
-        return True
-
-    post = send  # pushes from other tasks (timer, another client's handler) go the same way
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        if self.lines and not self.busy:
-            self._pump()
-        else:
-            self._update_reading()
-
-    def _update_reading(self) -> None:
-        t = self.transport
-        if t is None or self.closed or t.is_closing():
-            return
-        if self.write_paused or self.queued > _MAX_QUEUED_INPUT:
-            t.pause_reading()
-        else:
-            t.resume_reading()
-
-    # ------------------------------------------------------------------ input
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.server._accepted(self)
-
-    def data_received(self, data: bytes) -> None:
-        if self.linger_budget >= 0:  # closing politely: discard, up to a budget
-            self.linger_budget -= len(data)
-            if self.linger_budget < 0 and self.transport is not None:
-                self.transport.close()
-            return
-        if self.closed or self.eof:
-            return
-        limit = self.server.config.max_line_bytes
-        buf = self.buf + data if self.buf else data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            line = buf[start:nl]
-            start = nl + 1
-            if len(line) > limit:
-                self._queue(_TOO_LONG)
-                return
-            self._queue(line)
-        if start:
-            buf = buf[start:]
-        if len(buf) > limit:
-            self._queue(_TOO_LONG)
-            return
-        self.buf = buf
-        if self.lines and not self.busy:
-            self._pump()
-
-    def _queue(self, line: bytes) -> None:
-        if self.lines is None:
-            self.lines = deque()
-        self.lines.append(line)
-        self.queued += len(line)
-        if line is _TOO_LONG:  # nothing after a framing error is read
-            self.eof = True
-            self.buf = b""
-            if not self.busy:
-                self._pump()
-        elif self.queued > _MAX_QUEUED_INPUT:
-            self._update_reading()
-
-    def eof_received(self) -> bool:
-        if self.linger_budget >= 0:
-            return False  # the transport closes (after flushing what we sent)
-        self.eof = True
-        self.buf = b""  # half a line then EOF: the half is discarded
-        if not self.busy and not self.lines:
-            self.close_politely()
-        return True  # keep our side open until the lines already read are answered
-
-    def _pump(self) -> None:
-        """Handle queued lines in order, inline while their handlers are synchronous (most are: an idle
-        client has no task and a status query costs none); a handler that must await (the policy, a
-        thread) gets one short task, which pumps on when it is done."""
-        server = self.server
-        try:
-            while self.lines and not self.closed and not self.busy:
-                if self.write_paused:
-                    return  # resume_writing pumps again
-                line = self.lines.popleft()
-                self.queued -= len(line)
-                if line is _TOO_LONG:
-                    limit = server.config.max_line_bytes
-                    server._framing_error(self, "line_too_long", f"line exceeds {limit} bytes")
-                    self.close_politely()
-                    return
-                outcome = server._on_line(self, line)
-                if outcome is False:
-                    if not self.closed:
-                        self.close_politely()
-                    return
-                if outcome is not True:
-                    self.busy = True
-                    server.spawn(self._await, outcome)
-                    return
-        except Exception:
-            log.exception("connection handler failed", client=self.label)
-            self.close_politely()
-            return
-        if not self.lines:
-            self.lines = None  # an idle connection keeps no queue
-            if self.eof and not self.closed:
-                self.close_politely()
-                return
-        self._update_reading()
-
-    async def _await(self, pending: Coroutine[Any, Any, None]) -> None:
-        try:
-            await pending
-        finally:
-            self.busy = False
-        self._pump()
-
-    # ------------------------------------------------------------------ ending
-
-    def hello_expired(self) -> None:
-        self.timer = None
-        if self.role is None and not self.closed:
-            self.send(p.encode(p.Error(code="protocol_version", message="no hello in time")))
-            self.close_politely()
-
-    def close_politely(self) -> None:
-        """Stop sending (EOF after what is queued), then discard input for a moment before closing.
-
-        Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
-        """
-        t = self.transport
-        self._detach()
-        if t is None or t.is_closing() or self.linger_budget >= 0:
-            return
-        if self.eof:  # the peer already finished sending: nothing to discard
-            t.close()
-            return
-        self.linger_budget = _LINGER_BYTES
-        try:
-            if t.can_write_eof():
-                t.write_eof()
-            t.resume_reading()
-        except (OSError, RuntimeError):
-            t.abort()
-            return
-        self.timer = asyncio.get_running_loop().call_later(_LINGER_SECONDS, self._end_linger)
-
-    def _end_linger(self) -> None:
-        self.timer = None
-        t = self.transport
-        if t is not None and not t.is_closing():
-            t.abort() if t.get_write_buffer_size() else t.close()  # still unread after the linger: give up
-
-    def kill(self) -> None:
-        self._detach()
-        if self.transport is not None:
-            self.transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._detach()
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _detach(self) -> None:
-        """Leave the server: no more output, and every request still pending is cancelled (never allowed)."""
-        if self.closed:
-            return
-        self.closed = True
-        self.lines = None
-        self.queued = 0
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        self.server._detached(self)
-
-
-_NO_PEER = PeerCred(-1, -1, None)
-_TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a newline)
-_LINGER_SECONDS = 0.5
-_LINGER_BYTES = 1 << 20
-_MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
-
-
-class PendingEntry:
-    """A request waiting for a person. Slim on purpose (10,000 at once): the call is kept as its compact
-    JSON and the verdict as deflated JSON, which is what UIs receive anyway, decoded again only when the
-    entry is resolved or answered (a few microseconds, off the hot path)."""
-
-    __slots__ = (
-        "call_raw",
-        "conn",
-        "created",
-        "deadline",
-        "deadline_wall",
-        "guard",
-        "id",
-        "ref",
-        "started",
-        "verdict_raw",
-    )
-
-    def __init__(
-        self,
-        rid: str,
-        call_raw: bytes,
-        verdict_raw: bytes,
-        conn: Connection,
-        ref: str | None,
-        created: float,
-        deadline_wall: float,
-        deadline: float,
-        started: float,
-        guard: frozenset[int] = frozenset(),
-    ) -> None:
-        self.id = rid
-        self.call_raw = call_raw
-        self.verdict_raw = verdict_raw
-        self.conn = conn
-        self.ref = ref
-        self.created = created  # unix time
-        self.deadline_wall = deadline_wall  # unix time, as announced
-        self.deadline = deadline  # monotonic, for the timer
-        self.started = started  # monotonic, for latency
-        self.guard = guard  # the requesting agent's pids: answers from below them are refused
-
-    @property
-    def call(self) -> p.CallInfo:
-        return _call_decoder.decode(self.call_raw)
-
-    @property
-    def verdict(self) -> p.Verdict:
-        return _verdict_decoder.decode(_unpack(self.verdict_raw))
-
-    def item(self) -> p.PendingItem:
-        """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
-        return p.PendingItem(
-            id=self.id,
-            call=msgspec.Raw(self.call_raw),  # type: ignore[arg-type]
-            verdict=msgspec.Raw(_unpack(self.verdict_raw)),  # type: ignore[arg-type]
-            created=self.created,
-            deadline=self.deadline_wall,
-            peer_pid=self.conn.peer.pid,
-        )
-
-
-_verdict_decoder = msgspec.json.Decoder(p.Verdict)
-
-# A verdict's JSON is mostly the same keys and trace phrases; deflate with them as a preset dictionary
-# keeps ~850 bytes in ~130 (5 µs to pack, 2 µs to unpack), 7 MB less for 10,000 pending requests.
-_ZDICT = (
-    b'"details":{"kind":"shell","tool":"Bash","commands":[["reads":["writes":["domain":"notes":["flags":['
-    b'"rule":"rule_origin":"builtin","requirement":"read-only"workspace-write"danger-full-access",'
-    b'"suggestions":["Bash(","trace":[{"step":"mode","outcome":"default","detail":"(policy default) -> default"},'
-    b'{"step":"deny_rules","outcome":"passed"},{"step":"hooks","outcome":"skipped","detail":"no hook applies"},'
-    b'{"step":"ask_rules","outcome":"passed"},{"step":"safety","outcome":"passed"},{"step":"allow_rules",'
-    b'"outcome":"passed","detail":"no allow rule covers the call"},{"step":"mode_check","outcome":"passed",'
-    b'"detail":" is above mode default"},{"step":"escalation","outcome":"ask","detail":"mode escalation"}],'
-    b'{"decision":"ask","reason":"Bash needs danger-full-access; mode default asks","source":"mode",'
-)
-
-
-def _pack(data: bytes) -> bytes:
-    z = zlib.compressobj(1, zdict=_ZDICT)
-    return z.compress(data) + z.flush()
-
-
-def _unpack(data: bytes) -> bytes:
-    z = zlib.decompressobj(zdict=_ZDICT)
-    return z.decompress(data) + z.flush()
-
-_call_decoder = msgspec.json.Decoder(p.CallInfo)
 _json_encoder = msgspec.json.Encoder()
 
 
@@ -481,13 +133,10 @@ class Server:
         self.started_mono = time.monotonic()
         self.conns: set[Connection] = set()
         self.subscribers: set[Connection] = set()
-        self.pending: dict[str, PendingEntry] = {}
-        self.recent: OrderedDict[str, None] = OrderedDict()
+        self.pending = PendingTable()
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.stats = Stats()
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
-        self._heap: list[tuple[float, str]] = []
-        self._timer_wake: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
@@ -533,7 +182,7 @@ class Server:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                tg.start_soon(self._timer_loop)
+                tg.start_soon(self.pending.run_timer, self._expire)
                 # Handlers in place before READY=1: systemd may send SIGHUP (reload) the moment it
                 # sees READY, and SIGHUP's default action would kill the daemon.
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -592,7 +241,7 @@ class Server:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    def _accepted(self, conn: Connection) -> None:
+    def accepted(self, conn: Connection) -> None:
         """At accept: the kernel's word on who connected; a stranger gets one error line and is closed."""
         assert conn.transport is not None
         try:
@@ -616,7 +265,7 @@ class Server:
         conn.transport.write(p.encode(p.Error(code="forbidden", message=message)))
         conn.close_politely()  # never entered self.conns: nothing to undo
 
-    def _detached(self, conn: Connection) -> None:
+    def detached(self, conn: Connection) -> None:
         self.conns.discard(conn)
         self.subscribers.discard(conn)
         if conn.pending:
@@ -626,20 +275,20 @@ class Server:
                     self._resolve(entry, "deny", "cancelled", "the requester disconnected", notify_requester=False)
         conn.pending = None
 
-    def _framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
+    def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
         log.info("framing error; closing", client=conn.label, code=code, message=message)
         conn.send(p.encode(p.Error(code=code, message=message)))
 
-    def _on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
+    def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
         """Handle one line: True when done, False to close the connection, or a coroutine still to await."""
         if b"\0" in line:
-            self._framing_error(conn, "bad_json", "NUL byte in line")
+            self.framing_error(conn, "bad_json", "NUL byte in line")
             return False
         if not line.isascii():
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError:
-                self._framing_error(conn, "bad_json", "line is not valid UTF-8")
+                self.framing_error(conn, "bad_json", "line is not valid UTF-8")
                 return False
         if not line.strip():
             return True  # blank lines are ignored
@@ -882,7 +531,7 @@ class Server:
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            _pack(_json_encoder.encode(verdict)),
+            pack(_json_encoder.encode(verdict)),
             conn,
             msg.ref,
             now,
@@ -891,16 +540,7 @@ class Server:
             started,
             self._agent_pids(conn, msg.call),
         )
-        self.pending[rid] = entry
-        if conn.pending is None:
-            conn.pending = []
-        conn.pending.append(rid)
-        if not self._heap or entry.deadline < self._heap[0][0]:
-            heapq.heappush(self._heap, (entry.deadline, rid))
-            if self._timer_wake is not None:
-                self._timer_wake.set()
-        else:
-            heapq.heappush(self._heap, (entry.deadline, rid))
+        self.pending.add(entry)
         if self.subscribers:
             prompt = p.encode(p.Prompt(item=entry.item()))
             for ui in self.subscribers:
@@ -933,13 +573,7 @@ class Server:
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
         rid = entry.id
-        del self.pending[rid]
-        if entry.conn.pending:
-            with contextlib.suppress(ValueError):
-                entry.conn.pending.remove(rid)  # at most max_pending_per_connection long
-        self.recent[rid] = None
-        if len(self.recent) > MAX_RECENT:
-            self.recent.popitem(last=False)
+        self.pending.claim(entry)
         call = entry.call
         answered_by = by.label if by is not None else None
         d = self._decision(
@@ -974,25 +608,13 @@ class Server:
         self._status_dirty = True
         return d
 
-    async def _timer_loop(self) -> None:
-        """One task for every deadline: a heap ordered by deadline, stale entries skipped lazily."""
-        heap = self._heap
-        while True:
-            now = time.monotonic()
-            while heap and heap[0][0] <= now:
-                _, rid = heapq.heappop(heap)
-                entry = self.pending.get(rid)
-                if entry is not None:
-                    self._resolve(entry, "deny", "timeout", "nobody answered before the deadline")
-            self._timer_wake = anyio.Event()
-            delay = heap[0][0] - now if heap else 3600.0
-            with anyio.move_on_after(delay):
-                await self._timer_wake.wait()
+    def _expire(self, entry: PendingEntry) -> None:
+        self._resolve(entry, "deny", "timeout", "nobody answered before the deadline")
 
     def _on_cancel(self, conn: Connection, msg: p.Cancel) -> None:
         entry = self.pending.get(msg.id)
         if entry is None or (entry.conn is not conn and conn.role != "admin"):
-            if msg.id in self.recent and entry is None:
+            if self.pending.decided(msg.id) and entry is None:
                 self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
                 self._reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
@@ -1046,7 +668,7 @@ class Server:
     def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
         entry = self.pending.get(msg.id)
         if entry is None:
-            if msg.id in self.recent:
+            if self.pending.decided(msg.id):
                 self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
                 self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)

@@ -1,0 +1,299 @@
+"""One client connection as an asyncio Protocol: framing, line limits, backpressure, the hello timer, polite close.
+
+It knows nothing of messages or roles: each complete line goes to its owner (the ``Server``) through the
+small ``ConnectionOwner`` interface, so this module never imports the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+import structlog
+
+from nexusd import protocol as p
+from nexusd.daemon.peer import PeerCred
+
+log = structlog.get_logger("nexusd")
+
+MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
+
+
+class _LineLimit(Protocol):
+    max_line_bytes: int
+
+
+class ConnectionOwner(Protocol):
+    """What a connection needs of the server: its line limit, a way to run a task, and four callbacks."""
+
+    @property
+    def config(self) -> _LineLimit: ...
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
+
+    def accepted(self, conn: Connection) -> None: ...
+
+    def detached(self, conn: Connection) -> None: ...
+
+    def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None: ...
+
+    def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]: ...
+
+
+class Connection(asyncio.Protocol):
+    """One accepted client as an asyncio Protocol: an idle connection costs no task and no stream object.
+
+    ``data_received`` splits input into lines; one short-lived task per burst handles them in order (a
+    handler may await the policy). Output goes straight into the transport's buffer, so lines leave in
+    the order the daemon produced them. Backpressure: while that buffer is above its high-water mark the
+    daemon stops reading from the client and handles none of its queued lines (it must read its replies
+    before it can ask for more), and a client with more than ``MAX_OUTBOX_BYTES`` unread is dropped.
+    """
+
+    __slots__ = (
+        "buf",
+        "busy",
+        "cid",
+        "closed",
+        "eof",
+        "lines",
+        "linger_budget",
+        "name",
+        "peer",
+        "pending",
+        "queued",
+        "role",
+        "server",
+        "subscribed",
+        "timer",
+        "transport",
+        "write_paused",
+    )
+
+    def __init__(self, server: ConnectionOwner) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = _NO_PEER
+        self.cid = 0
+        self.role: str | None = None
+        self.name = ""
+        self.pending: list[str] | None = None  # ids of its pending requests; a list is the smallest container
+        self.subscribed = False
+        self.closed = False  # nothing more is sent or handled (refused, lingering, killed, gone)
+        self.eof = False
+        self.buf = b""
+        self.lines: deque[bytes] | None = None
+        self.queued = 0  # bytes in ``lines``
+        self.busy = False  # a task is handling ``lines``
+        self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
+        self.linger_budget = -1  # >= 0 while lingering
+        self.write_paused = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.name or '?'} (pid {self.peer.pid})"
+
+    # ------------------------------------------------------------------ output
+
+    def send(self, data: bytes) -> bool:
+        """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading)."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False  # the connection is going; connection_lost will detach it
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
+            log.warning("client not reading; dropping it", client=self.label)
+            self.kill()
+            return False
+        return True
+
+    post = send  # pushes from other tasks (timer, another client's handler) go the same way
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.lines and not self.busy:
+            self._pump()
+        else:
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        t = self.transport
+        if t is None or self.closed or t.is_closing():
+            return
+        if self.write_paused or self.queued > _MAX_QUEUED_INPUT:
+            t.pause_reading()
+        else:
+            t.resume_reading()
+
+    # ------------------------------------------------------------------ input
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.linger_budget >= 0:  # closing politely: discard, up to a budget
+            self.linger_budget -= len(data)
+            if self.linger_budget < 0 and self.transport is not None:
+                self.transport.close()
+            return
+        if self.closed or self.eof:
+            return
+        limit = self.server.config.max_line_bytes
+        buf = self.buf + data if self.buf else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if len(line) > limit:
+                self._queue(_TOO_LONG)
+                return
+            self._queue(line)
+        if start:
+            buf = buf[start:]
+        if len(buf) > limit:
+            self._queue(_TOO_LONG)
+            return
+        self.buf = buf
+        if self.lines and not self.busy:
+            self._pump()
+
+    def _queue(self, line: bytes) -> None:
+        if self.lines is None:
+            self.lines = deque()
+        self.lines.append(line)
+        self.queued += len(line)
+        if line is _TOO_LONG:  # nothing after a framing error is read
+            self.eof = True
+            self.buf = b""
+            if not self.busy:
+                self._pump()
+        elif self.queued > _MAX_QUEUED_INPUT:
+            self._update_reading()
+
+    def eof_received(self) -> bool:
+        if self.linger_budget >= 0:
+            return False  # the transport closes (after flushing what we sent)
+        self.eof = True
+        self.buf = b""  # half a line then EOF: the half is discarded
+        if not self.busy and not self.lines:
+            self.close_politely()
+        return True  # keep our side open until the lines already read are answered
+
+    def _pump(self) -> None:
+        """Handle queued lines in order, inline while their handlers are synchronous (most are: an idle
+        client has no task and a status query costs none); a handler that must await (the policy, a
+        thread) gets one short task, which pumps on when it is done."""
+        server = self.server
+        try:
+            while self.lines and not self.closed and not self.busy:
+                if self.write_paused:
+                    return  # resume_writing pumps again
+                line = self.lines.popleft()
+                self.queued -= len(line)
+                if line is _TOO_LONG:
+                    limit = server.config.max_line_bytes
+                    server.framing_error(self, "line_too_long", f"line exceeds {limit} bytes")
+                    self.close_politely()
+                    return
+                outcome = server.on_line(self, line)
+                if outcome is False:
+                    if not self.closed:
+                        self.close_politely()
+                    return
+                if outcome is not True:
+                    self.busy = True
+                    server.spawn(self._await, outcome)
+                    return
+        except Exception:
+            log.exception("connection handler failed", client=self.label)
+            self.close_politely()
+            return
+        if not self.lines:
+            self.lines = None  # an idle connection keeps no queue
+            if self.eof and not self.closed:
+                self.close_politely()
+                return
+        self._update_reading()
+
+    async def _await(self, pending: Coroutine[Any, Any, None]) -> None:
+        try:
+            await pending
+        finally:
+            self.busy = False
+        self._pump()
+
+    # ------------------------------------------------------------------ ending
+
+    def hello_expired(self) -> None:
+        self.timer = None
+        if self.role is None and not self.closed:
+            self.send(p.encode(p.Error(code="protocol_version", message="no hello in time")))
+            self.close_politely()
+
+    def close_politely(self) -> None:
+        """Stop sending (EOF after what is queued), then discard input for a moment before closing.
+
+        Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
+        """
+        t = self.transport
+        self._detach()
+        if t is None or t.is_closing() or self.linger_budget >= 0:
+            return
+        if self.eof:  # the peer already finished sending: nothing to discard
+            t.close()
+            return
+        self.linger_budget = _LINGER_BYTES
+        try:
+            if t.can_write_eof():
+                t.write_eof()
+            t.resume_reading()
+        except (OSError, RuntimeError):
+            t.abort()
+            return
+        self.timer = asyncio.get_running_loop().call_later(_LINGER_SECONDS, self._end_linger)
+
+    def _end_linger(self) -> None:
+        self.timer = None
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.abort() if t.get_write_buffer_size() else t.close()  # still unread after the linger: give up
+
+    def kill(self) -> None:
+        self._detach()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._detach()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _detach(self) -> None:
+        """Leave the server: no more output, and every request still pending is cancelled (never allowed)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.lines = None
+        self.queued = 0
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.server.detached(self)
+
+
+_NO_PEER = PeerCred(-1, -1, None)
+_TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a newline)
+_LINGER_SECONDS = 0.5
+_LINGER_BYTES = 1 << 20
+_MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses

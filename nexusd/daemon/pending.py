@@ -1,0 +1,183 @@
+"""The pending table: requests waiting for a person, kept slim, claimed exactly once, denied at their deadline.
+
+One heap and one timer task serve every deadline. Claiming is synchronous (no await between the lookup
+and the removal), so the first answer, cancel, disconnect or timeout wins and every later one finds the
+id among the recently decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+
+from nexusd import protocol as p
+
+if TYPE_CHECKING:
+    from nexusd.daemon.connection import Connection
+
+MAX_RECENT = 50_000  # resolved ids remembered for "already decided"
+
+
+class PendingEntry:
+    """A request waiting for a person. Slim on purpose (10,000 at once): the call is kept as its compact
+    JSON and the verdict as deflated JSON, which is what UIs receive anyway, decoded again only when the
+    entry is resolved or answered (a few microseconds, off the hot path)."""
+
+    __slots__ = (
+        "call_raw",
+        "conn",
+        "created",
+        "deadline",
+        "deadline_wall",
+        "guard",
+        "id",
+        "ref",
+        "started",
+        "verdict_raw",
+    )
+
+    def __init__(
+        self,
+        rid: str,
+        call_raw: bytes,
+        verdict_raw: bytes,
+        conn: Connection,
+        ref: str | None,
+        created: float,
+        deadline_wall: float,
+        deadline: float,
+        started: float,
+        guard: frozenset[int] = frozenset(),
+    ) -> None:
+        self.id = rid
+        self.call_raw = call_raw
+        self.verdict_raw = verdict_raw
+        self.conn = conn
+        self.ref = ref
+        self.created = created  # unix time
+        self.deadline_wall = deadline_wall  # unix time, as announced
+        self.deadline = deadline  # monotonic, for the timer
+        self.started = started  # monotonic, for latency
+        self.guard = guard  # the requesting agent's pids: answers from below them are refused
+
+    @property
+    def call(self) -> p.CallInfo:
+        return _call_decoder.decode(self.call_raw)
+
+    @property
+    def verdict(self) -> p.Verdict:
+        return _verdict_decoder.decode(unpack(self.verdict_raw))
+
+    def item(self) -> p.PendingItem:
+        """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
+        return p.PendingItem(
+            id=self.id,
+            call=msgspec.Raw(self.call_raw),  # type: ignore[arg-type]
+            verdict=msgspec.Raw(unpack(self.verdict_raw)),  # type: ignore[arg-type]
+            created=self.created,
+            deadline=self.deadline_wall,
+            peer_pid=self.conn.peer.pid,
+        )
+
+
+
+
+# A verdict's JSON is mostly the same keys and trace phrases; deflate with them as a preset dictionary
+# keeps ~850 bytes in ~130 (5 µs to pack, 2 µs to unpack), 7 MB less for 10,000 pending requests.
+_ZDICT = (
+    b'"details":{"kind":"shell","tool":"Bash","commands":[["reads":["writes":["domain":"notes":["flags":['
+    b'"rule":"rule_origin":"builtin","requirement":"read-only"workspace-write"danger-full-access",'
+    b'"suggestions":["Bash(","trace":[{"step":"mode","outcome":"default","detail":"(policy default) -> default"},'
+    b'{"step":"deny_rules","outcome":"passed"},{"step":"hooks","outcome":"skipped","detail":"no hook applies"},'
+    b'{"step":"ask_rules","outcome":"passed"},{"step":"safety","outcome":"passed"},{"step":"allow_rules",'
+    b'"outcome":"passed","detail":"no allow rule covers the call"},{"step":"mode_check","outcome":"passed",'
+    b'"detail":" is above mode default"},{"step":"escalation","outcome":"ask","detail":"mode escalation"}],'
+    b'{"decision":"ask","reason":"Bash needs danger-full-access; mode default asks","source":"mode",'
+)
+
+
+def pack(data: bytes) -> bytes:
+    z = zlib.compressobj(1, zdict=_ZDICT)
+    return z.compress(data) + z.flush()
+
+
+def unpack(data: bytes) -> bytes:
+    z = zlib.decompressobj(zdict=_ZDICT)
+    return z.decompress(data) + z.flush()
+
+
+_call_decoder = msgspec.json.Decoder(p.CallInfo)
+_verdict_decoder = msgspec.json.Decoder(p.Verdict)
+
+
+class PendingTable:
+    """Every pending request by id, the ids recently decided, and the deadline heap with its one timer."""
+
+    __slots__ = ("_entries", "_heap", "_recent", "_wake")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, PendingEntry] = {}
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._heap: list[tuple[float, str]] = []
+        self._wake: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, rid: str) -> PendingEntry | None:
+        return self._entries.get(rid)
+
+    def values(self) -> Iterator[PendingEntry]:
+        return iter(self._entries.values())
+
+    def decided(self, rid: str) -> bool:
+        """True if ``rid`` was resolved recently (bounded memory: the oldest are forgotten)."""
+        return rid in self._recent
+
+    def add(self, entry: PendingEntry) -> None:
+        rid = entry.id
+        self._entries[rid] = entry
+        conn = entry.conn
+        if conn.pending is None:
+            conn.pending = []
+        conn.pending.append(rid)
+        if not self._heap or entry.deadline < self._heap[0][0]:
+            heapq.heappush(self._heap, (entry.deadline, rid))
+            if self._wake is not None:
+                self._wake.set()
+        else:
+            heapq.heappush(self._heap, (entry.deadline, rid))
+
+    def claim(self, entry: PendingEntry) -> None:
+        """Take ``entry`` out for resolution; the caller must have just found it with ``get``."""
+        rid = entry.id
+        del self._entries[rid]
+        if entry.conn.pending:
+            with contextlib.suppress(ValueError):
+                entry.conn.pending.remove(rid)  # at most max_pending_per_connection long
+        self._recent[rid] = None
+        if len(self._recent) > MAX_RECENT:
+            self._recent.popitem(last=False)
+
+    async def run_timer(self, expire: Callable[[PendingEntry], object]) -> None:
+        """One task for every deadline: a heap ordered by deadline, stale entries skipped lazily."""
+        heap = self._heap
+        while True:
+            now = time.monotonic()
+            while heap and heap[0][0] <= now:
+                _, rid = heapq.heappop(heap)
+                entry = self._entries.get(rid)
+                if entry is not None:
+                    expire(entry)
+            self._wake = anyio.Event()
+            delay = heap[0][0] - now if heap else 3600.0
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
