@@ -97,11 +97,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for err in st.policy_errors:
         click.echo(f"policy error: {err}")
     if st.sandbox is not None:
-        sb = st.sandbox
-        click.echo(
-            f"sandbox: {sb.backend or 'none'} on {sb.platform}"
-            + ("" if sb.available else f" (unavailable: {sb.reason})")
-        )
+        from nexusd.cli.ctl_sandbox import format_probe
+
+        click.echo(format_probe(st.sandbox, "the daemon's view"))
     for sid, mode in sorted(st.sessions.items()):
         click.echo(f"session {sid}: {mode}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -39,6 +40,31 @@ def test_status_text_and_json(daemon):
     assert "pending 0" in r.output
     r = run(daemon, "status", "--json")
     assert json.loads(r.output)["type"] == "status_reply"
+
+
+def _status_with_probe(daemon) -> str:
+    """The daemon probes in a thread after it starts listening: wait until status carries the probe."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if json.loads(run(daemon, "status", "--json").output).get("sandbox"):
+            return run(daemon, "status").output
+        time.sleep(0.1)
+    raise AssertionError("the daemon never reported a sandbox probe")
+
+
+def test_status_shows_every_answer_of_the_probe(daemon):
+    out = _status_with_probe(daemon)
+    assert "sandbox (the daemon's view): available" in out
+    assert "check bwrap: ok" in out and "check unshare:" in out
+
+
+def test_status_shows_why_the_sandbox_is_unavailable(daemon_factory):
+    # No bwrap or unshare on PATH: the probe must say so, and status must show it.
+    h = daemon_factory(env={"PATH": "/nonexistent"})
+    out = _status_with_probe(h)
+    assert "sandbox (the daemon's view): UNAVAILABLE" in out
+    assert "check bwrap: bwrap not found" in out and "check unshare: unshare not found" in out
+    assert "reason:" in out
 
 
 def test_unreachable_daemon_is_one_line_and_exit_3(daemon):
