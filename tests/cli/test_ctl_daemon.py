@@ -55,7 +55,7 @@ def _status_with_probe(daemon) -> str:
 def test_status_shows_every_answer_of_the_probe(daemon):
     out = _status_with_probe(daemon)
     assert "sandbox (the daemon's view): available" in out
-    assert "check bwrap: ok" in out and "check unshare:" in out
+    assert "check bwrap: ok" in out and "check userns: ok" in out
 
 
 def test_status_shows_why_the_sandbox_is_unavailable(daemon_factory):
@@ -63,7 +63,7 @@ def test_status_shows_why_the_sandbox_is_unavailable(daemon_factory):
     h = daemon_factory(env={"PATH": "/nonexistent"})
     out = _status_with_probe(h)
     assert "sandbox (the daemon's view): UNAVAILABLE" in out
-    assert "check bwrap: bwrap not found" in out and "check unshare: unshare not found" in out
+    assert "check bwrap: bwrap not found" in out and "check userns: unshare not found" in out
     assert "reason:" in out
 
 
