@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from nexusd import protocol as p
+from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
 
 MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots) may be far longer than requests
 
@@ -39,31 +40,6 @@ REPLY_TYPES: dict[type, tuple[type, ...]] = {
     p.RuleChange: (p.Ack,),
     p.TrustChange: (p.Ack,),
 }
-
-
-class NexusClientError(Exception):
-    """Base of every client failure: none of them may ever be read as an allow."""
-
-
-class DaemonUnreachable(NexusClientError):
-    """Cannot connect, the connection was lost, or the daemon said Bye."""
-
-
-class ReplyTimeout(DaemonUnreachable):
-    """No (final) reply within the timeout."""
-
-
-class BadReply(NexusClientError):
-    """The daemon sent something undecodable or not the reply expected."""
-
-
-class ClientError(NexusClientError):
-    """The daemon answered with a protocol Error."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:

@@ -14,7 +14,8 @@ always answer deny itself when anything goes wrong:
   right JSON shape is unknown), exit 2 with the reason on stderr, which Claude treats as a block.
 - Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations,
+The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations
++ nexusd.client_errors,
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
 

@@ -19,6 +19,8 @@ import socket
 import time
 from typing import Any
 
+from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
+
 PROTOCOL_VERSION = 1
 MAX_REPLY_BYTES = 64 << 20  # as nexusd.client: a decision may carry a rewritten tool input
 
@@ -37,32 +39,6 @@ _CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace")
 
 HELLO_REF = "h1"
 REQUEST_REF = "r1"
-
-
-# Names match nexusd.client's exceptions so the hook describes both the same way.
-class NexusClientError(Exception):
-    pass
-
-
-class DaemonUnreachable(NexusClientError):
-    """Cannot connect, the connection was lost, or the daemon said Bye."""
-
-
-class ReplyTimeout(DaemonUnreachable):
-    """No reply before the deadline."""
-
-
-class BadReply(NexusClientError):
-    """A reply that is not exactly what the protocol allows here."""
-
-
-class ClientError(NexusClientError):
-    """The daemon answered with a protocol Error."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 class LeanDecision:

@@ -322,6 +322,7 @@ def test_hook_import_path_is_lean() -> None:
     allowed = {
         "nexusd",
         "nexusd.locations",
+        "nexusd.client_errors",
         "nexus_clients",
         "nexus_clients.hook",
         "nexus_clients.claude",
