@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,8 +20,19 @@ import msgspec
 
 from nexusd import protocol as p
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
+from nexusd.linesocket import MAX_REPLY_BYTES, LineSocket, why
 
-MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots) may be far longer than requests
+__all__ = [
+    "AsyncClient",
+    "BadReply",
+    "Client",
+    "ClientError",
+    "DaemonUnreachable",
+    "NexusClientError",
+    "ReplyTimeout",
+    "default_socket",
+    "resolve_socket",
+]
 
 # Which reply type each query expects; anything else (besides Error) is a BadReply.
 REPLY_TYPES: dict[type, tuple[type, ...]] = {
@@ -72,22 +82,14 @@ class Client:
         self.name = name
         self.timeout = timeout
         self.welcome: p.Welcome | None = None
-        self._sock: socket.socket | None = None
-        self._buf = b""
+        self._line: LineSocket | None = None
         self._refs = itertools.count(1)
         self.events: list[p.ServerMessage] = []  # pushes (Prompt, Resolved, ...) seen while waiting for replies
 
     # ---------------------------------------------------------------- connection
 
     def connect(self) -> Client:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except (OSError, TimeoutError) as e:
-            sock.close()
-            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {_why(e)}") from e
-        self._sock = sock
+        self._line = LineSocket.connect(self.socket_path, self.timeout)
         try:
             ref = self._ref()
             self._send(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name, ref=ref))
@@ -105,11 +107,9 @@ class Client:
         return self
 
     def close(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+        if self._line is not None:
+            self._line.close()
+            self._line = None
 
     def __enter__(self) -> Client:
         return self.connect()
@@ -184,13 +184,9 @@ class Client:
         return f"c{next(self._refs)}"
 
     def _send(self, msg: msgspec.Struct) -> None:
-        if self._sock is None:
+        if self._line is None:
             raise DaemonUnreachable("not connected")
-        try:
-            self._sock.sendall(p.encode(msg))
-        except (OSError, TimeoutError) as e:
-            self.close()
-            raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
+        self._line.send(p.encode(msg))
 
     def _read_until(self, want: Any, deadline: float, stash: bool = True) -> Any:
         while True:
@@ -211,39 +207,10 @@ class Client:
                 self.events.append(msg)
 
     def _read_line(self, deadline: float) -> bytes:
-        if self._sock is None:
+        if self._line is None:
             raise DaemonUnreachable("not connected")
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
-                return line
-            if len(self._buf) > MAX_REPLY_BYTES:
-                self.close()
-                raise BadReply("reply line too long")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ReplyTimeout("no reply from nexusd in time")
-            self._sock.settimeout(remaining)
-            try:
-                chunk = self._sock.recv(1 << 16)
-            except TimeoutError as e:
-                raise ReplyTimeout("no reply from nexusd in time") from e
-            except OSError as e:
-                self.close()
-                raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
-            if not chunk:
-                self.close()
-                raise DaemonUnreachable("nexusd closed the connection")
-            self._buf += chunk
+        return self._line.read_line(deadline)
 
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, TimeoutError):
-        return "timed out"
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e) or type(e).__name__
 
 
 class AsyncClient:
@@ -283,7 +250,7 @@ class AsyncClient:
         except TimeoutError as e:
             raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: timed out") from e
         except OSError as e:
-            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {_why(e)}") from e
+            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {why(e)}") from e
         self._send_lock = anyio.Lock()
         self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](10_000)
         self._tg = anyio.create_task_group()
@@ -424,7 +391,7 @@ class AsyncClient:
         except TimeoutError as e:
             raise ReplyTimeout("could not send to nexusd in time") from e
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
-            raise DaemonUnreachable(f"connection to nexusd lost: {_why(e)}") from e
+            raise DaemonUnreachable(f"connection to nexusd lost: {why(e)}") from e
 
     async def _reader(self) -> None:
         import anyio

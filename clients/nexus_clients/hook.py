@@ -15,7 +15,7 @@ always answer deny itself when anything goes wrong:
 - Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
 
 The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations
-+ nexusd.client_errors,
++ nexusd.client_errors + nexusd.linesocket,
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
 

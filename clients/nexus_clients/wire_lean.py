@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import socket
 import time
 from typing import Any
 
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
+from nexusd.linesocket import LineSocket
 
 PROTOCOL_VERSION = 1
-MAX_REPLY_BYTES = 64 << 20  # as nexusd.client: a decision may carry a rewritten tool input
 
 DECISION_KINDS = frozenset({"allow", "deny", "ask"})
 SOURCES = frozenset(
@@ -211,8 +210,7 @@ class AgentConnection:
     def __init__(self, socket_path: str, timeout: float) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
-        self._sock: socket.socket | None = None
-        self._buf = b""
+        self._line: LineSocket | None = None
 
     def __enter__(self) -> AgentConnection:
         return self
@@ -221,21 +219,12 @@ class AgentConnection:
         self.close()
 
     def close(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+        if self._line is not None:
+            self._line.close()
+            self._line = None
 
     def connect(self, name: str) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError as e:  # TimeoutError is an OSError
-            sock.close()
-            raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {e}") from None
-        self._sock = sock
+        self._line = LineSocket.connect(self.socket_path, self.timeout)
         self._send(hello(name))
         msg = self._next(time.monotonic() + self.timeout)
         kind = msg.get("type")
@@ -273,44 +262,18 @@ class AgentConnection:
             raise BadReply(f"expected decision, got {kind!r}")
 
     def _send(self, msg: dict[str, Any]) -> None:
-        if self._sock is None:
+        if self._line is None:
             raise DaemonUnreachable("not connected")
         try:
             data = encode(msg)
         except (ValueError, TypeError, RecursionError) as e:
             raise ValueError(f"cannot encode the request: {e}") from None
-        try:
-            self._sock.sendall(data)
-        except OSError as e:
-            self.close()
-            raise DaemonUnreachable(f"connection to nexusd lost: {e}") from None
+        self._line.send(data)
 
     def _next(self, deadline: float) -> dict[str, Any]:
         return parse_line(self._read_line(deadline))
 
     def _read_line(self, deadline: float) -> bytes:
-        if self._sock is None:
+        if self._line is None:
             raise DaemonUnreachable("not connected")
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
-                return line
-            if len(self._buf) > MAX_REPLY_BYTES:
-                self.close()
-                raise BadReply("reply line too long")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ReplyTimeout("no reply from nexusd in time")
-            self._sock.settimeout(remaining)
-            try:
-                chunk = self._sock.recv(1 << 16)
-            except TimeoutError:
-                raise ReplyTimeout("no reply from nexusd in time") from None
-            except OSError as e:
-                self.close()
-                raise DaemonUnreachable(f"connection to nexusd lost: {e}") from None
-            if not chunk:
-                self.close()
-                raise DaemonUnreachable("nexusd closed the connection")
-            self._buf += chunk
+        return self._line.read_line(deadline)

@@ -323,6 +323,7 @@ def test_hook_import_path_is_lean() -> None:
         "nexusd",
         "nexusd.locations",
         "nexusd.client_errors",
+        "nexusd.linesocket",
         "nexus_clients",
         "nexus_clients.hook",
         "nexus_clients.claude",

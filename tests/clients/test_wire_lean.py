@@ -16,7 +16,7 @@ import pytest
 from nexus_clients import claude, gemini, wire_lean
 from nexus_clients.wire_lean import BadReply, LeanDecision
 
-from nexusd import protocol
+from nexusd import linesocket, protocol
 
 CLAUDE_PRE = {
     "session_id": "s-1",
@@ -42,7 +42,7 @@ def test_literal_sets_and_version_match_the_protocol() -> None:
     assert set(typing.get_args(protocol.Source)) == wire_lean.SOURCES
     assert set(typing.get_args(protocol.Role)) == wire_lean.ROLES
     assert set(typing.get_args(protocol.NoUi)) == wire_lean.NO_UI
-    assert wire_lean.MAX_REPLY_BYTES >= protocol.MAX_LINE_BYTES
+    assert linesocket.MAX_REPLY_BYTES >= protocol.MAX_LINE_BYTES
 
 
 def test_decision_fields_match_the_protocol() -> None:
@@ -202,12 +202,14 @@ def _conversation(replies: list[bytes]) -> LeanDecision:
     whose real replies test_hook covers end to end)."""
     import socket
 
+    from nexusd.linesocket import LineSocket
+
     ours, theirs = socket.socketpair()
     try:
         theirs.sendall(b"".join(r + b"\n" for r in replies))
         theirs.shutdown(socket.SHUT_WR)
         conn = wire_lean.AgentConnection("unused", timeout=2.0)
-        conn._sock = ours
+        conn._line = LineSocket(ours)
         decision = conn.request(
             wire_lean.call_fields(provider="p", session="s", tool="t", input={}, cwd="/"), "deny", 2
         )
