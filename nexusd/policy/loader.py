@@ -133,7 +133,8 @@ def _unknown(table: dict[str, Any], allowed: Iterable[str], where: str) -> list[
     return sorted(set(table) - set(allowed))
 
 
-def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, root: str, base_line: int) -> None:
+def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, root: str, base_line: int,
+                     home: str | None = None) -> None:
     for kind in ("deny", "ask", "allow"):
         items = perms.get(kind, [])
         kline = lines.key(kind, base_line) if lines else 0
@@ -162,7 +163,7 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
             line = lines.at(lines.value(text, kline)) if lines else layer.path
             try:
                 rule = parse_rule(text, kind, layer=layer.layer, origin=line, policy_root=root,  # type: ignore[arg-type]
-                                  project=layer.project, match=match, not_match=not_match)
+                                  project=layer.project, match=match, not_match=not_match, home=home)
             except RuleError as e:
                 layer.errors.append(f"{line}: {e}")
                 continue
@@ -196,7 +197,7 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
     for k in _unknown(perms, PERM_KEYS, ""):
         out.errors.append(f"{lines.at(lines.key(k, pl))}: unknown key permissions.{k} "
                           f"(known: {', '.join(sorted(PERM_KEYS))})")
-    parse_rules_into(out, perms, lines, root, pl)
+    parse_rules_into(out, perms, lines, root, pl, home=home)
 
     def guard(where: str, line: int, fn: Any) -> Any:
         try:

@@ -11,7 +11,6 @@ The matching functions are pure: the call's cwd and home arrive as arguments.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import shlex
@@ -298,8 +297,13 @@ def parse_rule(
     project: bool = False,
     match: Iterable[str] = (),
     not_match: Iterable[str] = (),
+    home: str | None = None,
 ) -> Rule:
-    """Parse one rule; raises RuleError with a message that names the rule."""
+    """Parse one rule; raises RuleError with a message that names the rule.
+
+    ``home`` is needed only to check examples that use ``~`` (the caller knows it; the core never reads
+    the environment).
+    """
     tool, spec = split_rule(text)
     tool = canonical_tool(tool)
     common = dict(
@@ -335,7 +339,7 @@ def parse_rule(
         if spec is not None:
             raise RuleError(f"{text!r}: {tool} takes no specifier")
         rule = Rule(tool=tool, family="tool", **common)  # type: ignore[arg-type]
-    errors = check_examples(rule, policy_root=policy_root)
+    errors = check_examples(rule, policy_root=policy_root, home=home)
     if errors:
         raise RuleError("; ".join(errors))
     return rule
@@ -362,7 +366,6 @@ def check_examples(rule: Rule, *, policy_root: str | None = None, home: str | No
 
 def example_matches(rule: Rule, example: str, *, policy_root: str | None = None, home: str | None = None) -> bool:
     """Examples are a command (Bash, split like a shell would), a path, a domain/URL, or a tool name."""
-    home = home or os.path.expanduser("~")
     cwd = policy_root or "/"
     if rule.family == "shell":
         argv = shlex.split(example)
@@ -372,9 +375,11 @@ def example_matches(rule: Rule, example: str, *, policy_root: str | None = None,
     if rule.family in ("read", "edit"):
         p = example
         if p == "~" or p.startswith("~/"):
+            if not home:
+                raise ValueError("a ~ example needs the home directory, which is not known here")
             p = home + p[1:]
         p = posixpath.normpath(posixpath.join(cwd, p))
-        return rule.matches_path(p, cwd, home)
+        return rule.matches_path(p, cwd, home or "")
     if rule.family == "fetch":
         host = example
         if "://" in host:

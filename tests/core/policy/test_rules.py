@@ -157,3 +157,13 @@ def test_examples_always_agree_with_the_matcher(words, extra, star, other):
         else:
             with pytest.raises(RuleError):
                 parse_rule(rule_text, "allow", match=[text])
+
+
+def test_home_examples_use_the_home_the_caller_gives() -> None:
+    """The core never reads $HOME: a ~ example is checked against the caller's home, or reported."""
+    ok = parse_rule("Read(~/.ssh/**)", "deny", match=["~/.ssh/id_rsa"], home="/home/alice")
+    assert ok.tool == "Read"
+    with pytest.raises(RuleError, match="home directory"):
+        parse_rule("Read(~/.ssh/**)", "deny", match=["~/.ssh/id_rsa"])
+    with pytest.raises(RuleError, match="should match but does not"):
+        parse_rule("Read(~/.ssh/**)", "deny", match=["/home/bob/.ssh/id_rsa"], home="/home/alice")
