@@ -102,6 +102,11 @@ class Stats:
         self.counters[key] = self.counters.get(key, 0) + 1
 
 
+def _allowed_because_sandboxed(verdict: p.Verdict) -> bool:
+    """The gate's sandbox auto-allow step turned an ask into this allow (the step is kept in every trace)."""
+    return any(t.step == "sandbox" and t.outcome == "allow" for t in verdict.trace)
+
+
 def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
     if verdict is not None and verdict.details is not None:
         return verdict.details.kind == "shell"
@@ -454,6 +459,10 @@ class Server:
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
+            else:
+                if updated is None and verdict is not None and _allowed_because_sandboxed(verdict):
+                    log.error("allowed only to run sandboxed, but not wrapped; denying", tool=call.tool)
+                    decision, source, reason = "deny", "error", "allowed only to run sandboxed, which failed; denied"
         rule = None
         if verdict is not None and source in ("rule", "mode", "safety", "hook", "classifier", "default"):
             rule = verdict.rule

@@ -287,8 +287,12 @@ def wrap_for_agent(
     command = call.input.get(key)
     if not isinstance(command, str):
         return None
+    from nexusd.policy.gate import workspace_of
+
     try:
-        settings = sandbox_settings(store.policy)
+        # The same policy the gate decided with (global + this workspace's trusted project layers): an
+        # allow granted because the call runs sandboxed must be wrapped by the same settings.
+        settings = sandbox_settings(store.policy_for(workspace_of(call)))
     except ValueError:
         settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
     if not settings.enabled:
@@ -303,16 +307,3 @@ def wrap_for_agent(
         return None if not settings.fail_if_unavailable else {**call.input, key: "exit 126"}
     socket = str(locations.socket_path())
     return {**call.input, key: wrap_command(command, workspace=ws, socket=socket)}
-
-
-def auto_allow_applies(call: CallInfo, policy: object, probe: SandboxProbe | None) -> bool:
-    """For the engine's ``checkSandboxAutoAllow`` step: a shell call that will run sandboxed may skip a
-    bare ask (deny rules per sub-command and content-scoped ask rules are checked before this)."""
-    key = SHELL_TOOLS.get(call.tool)
-    if key is None or not isinstance(call.input.get(key), str) or probe is None or not probe.available:
-        return False
-    try:
-        s = sandbox_settings(policy)
-    except ValueError:
-        return False
-    return s.enabled and s.auto_allow_bash_if_sandboxed and command_disposition(call.input[key], s) == "sandbox"

@@ -117,3 +117,38 @@ def test_deny_rule_masks_inside_the_sandbox(world: World) -> None:
     world.extra_rules = [_rule("deny", "Read", None, "/.env")]
     r = world.run("cat .env")
     assert "TOPSECRET" not in r.out
+
+
+def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> None:
+    """A trusted project enables the sandbox with auto-allow while the user's policy does not: the gate
+    allows the call *because* it runs sandboxed, so the wrapper must read the same (project) policy and
+    wrap it. Reading only the global layers once let such a call run unsandboxed."""
+    import anyio
+
+    from nexusd.core.model import Session
+    from nexusd.policy.gate import decide
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.probe import probe
+
+    ws = tmp_path / "ws"
+    (ws / ".nexus").mkdir(parents=True)
+    (ws / ".git").mkdir()
+    (ws / ".nexus" / "policy.toml").write_text(
+        "[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n"
+    )
+    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=tmp_path / "state", managed_dir=tmp_path / "m",
+                        home=str(tmp_path / "home"))
+    store.load()
+    store.trust("add", str(ws))
+    found = probe()
+    assert found.available, found.reason
+    call = CallInfo("claude", "s", "Bash", {"command": "npm install left-pad"}, str(ws), mode="default",
+                    workspace=str(ws))
+    verdict = anyio.run(lambda: decide(call, store, Session(id="s"), sandbox=found))
+    assert verdict.decision == "allow", verdict
+    # The daemon denies such an allow if it ever comes back unwrapped; it recognises it by this step.
+    from nexusd.daemon.server import _allowed_because_sandboxed
+
+    assert _allowed_because_sandboxed(verdict)
+    out = wrap_for_agent(call, verdict, store, found)
+    assert out is not None and "nexusd.sandbox.launcher" in str(out["command"])
