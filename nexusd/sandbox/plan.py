@@ -176,15 +176,17 @@ def plan_command(
     workspace: str | None = None,
 ) -> SandboxPlan:
     """Never raises for bad input: a refusal says why."""
-    try:
-        settings = sandbox_settings(store.policy)
-    except ValueError as e:
-        return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
     if not os.path.isabs(cwd) or not os.path.isdir(cwd):
         return SandboxPlan(allowed=False, reason=f"cwd {cwd!r} is not an existing absolute directory")
     ws = workspace or cwd
     if not os.path.isabs(ws) or not os.path.isdir(ws):
         return SandboxPlan(allowed=False, reason=f"workspace {ws!r} is not an existing absolute directory")
+    # The workspace's policy (global + its trusted project layers), as the gate uses for the same call.
+    policy = store.policy_for(_real(ws))
+    try:
+        settings = sandbox_settings(policy)
+    except ValueError as e:
+        return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
     if "\x00" in command:
         return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
     inner = [_shell(), "-c", command]
@@ -200,7 +202,7 @@ def plan_command(
         return SandboxPlan(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
     sandbox_home, sandbox_tmp = sandbox_dirs(Path(store.state_dir), _real(ws))
     home = os.path.expanduser("~")
-    deny_read, deny_write = policy_deny_paths(store.policy, _real(cwd), home)
+    deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
     layout = build_layout(
         cwd, ws, settings,
         hidden_dirs=daemon_dirs(store),

@@ -152,3 +152,32 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
     assert _allowed_because_sandboxed(verdict)
     out = wrap_for_agent(call, verdict, store, found)
     assert out is not None and "nexusd.sandbox.launcher" in str(out["command"])
+
+
+def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: Path) -> None:
+    """``nexusctl run`` and the launcher plan with the workspace's policy: a trusted project's
+    deny_read masks its file inside the sandbox (the global layers alone know nothing of it)."""
+    import tempfile
+
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.plan import plan_command
+    from nexusd.sandbox.runner import execute
+
+    root = Path(tempfile.mkdtemp(prefix="nxsp", dir="/tmp"))  # short paths; the workspace is bound in
+    ws = root / "ws"
+    (ws / ".nexus").mkdir(parents=True)
+    (ws / "secret.txt").write_text("TOPSECRET")
+    (ws / ".nexus" / "policy.toml").write_text(
+        '[sandbox]\nenabled = true\n[sandbox.filesystem]\ndeny_read = ["../secret.txt"]\n'
+    )
+    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
+                        home=str(root / "home"))
+    store.load()
+    store.trust("add", str(ws))
+    plan = plan_command("cat secret.txt; echo done", str(ws), store, real_probe, workspace=str(ws))
+    assert plan.allowed, plan.reason
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    assert "done" in text and "TOPSECRET" not in text
