@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import tomlkit
+import tomlkit.exceptions
 from tomlkit.items import Array, Table
 
 from nexusd.atomicfile import write_atomic
@@ -22,7 +23,11 @@ HEADER = (
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
     if path.exists():
-        return tomlkit.parse(path.read_text(encoding="utf-8"))
+        try:
+            return tomlkit.parse(path.read_text(encoding="utf-8"))
+        except (tomlkit.exceptions.ParseError, UnicodeDecodeError) as e:
+            # Never rewrite a file we cannot read: a person's edits would be lost. Say which file.
+            raise ValueError(f"{path} is not valid TOML ({e}); fix or remove it, nothing was changed") from e
     doc = tomlkit.document()
     for line in HEADER.splitlines():
         doc.add(tomlkit.comment(line))

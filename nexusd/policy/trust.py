@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import tomlkit
+import tomlkit.exceptions
 
 from nexusd.atomicfile import write_atomic
 
@@ -54,7 +55,10 @@ class TrustStore:
         ws = os.path.normpath(workspace)
         if not os.path.isabs(ws):
             raise ValueError(f"trust needs an absolute path, not {workspace!r}")
-        doc = tomlkit.parse(self.path.read_text(encoding="utf-8")) if self.path.exists() else tomlkit.document()
+        try:
+            doc = tomlkit.parse(self.path.read_text(encoding="utf-8")) if self.path.exists() else tomlkit.document()
+        except (tomlkit.exceptions.ParseError, UnicodeDecodeError) as e:
+            raise ValueError(f"{self.path} is not valid TOML ({e}); fix or remove it, nothing was changed") from e
         if not self.path.exists():
             doc.add(tomlkit.comment("Folder trust (nexusctl trust add|remove|list). Comments are kept."))
         for key in ("trusted", "untrusted"):

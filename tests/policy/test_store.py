@@ -174,3 +174,24 @@ def test_claude_settings_import(dirs):
     assert s.load() == []
     assert set(texts(s.policy, "deny")) == {"Bash(curl *)", "Bash(wget *)"}
     assert texts(s.policy_for(str(dirs["ws"])), "ask") == ["Bash(make *)"]
+
+
+def test_corrupt_learned_and_trust_files_are_refused_by_name_and_left_alone(tmp_path):
+    """A hand-broken learned.toml or trust.toml is never rewritten (the person's edits would be lost):
+    learning and trust changes are refused naming the file, and the workspace counts as untrusted."""
+    from nexusd.policy.store import PolicyStore
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "learned.toml").write_text("[permissions\nallow = [")
+    (state / "trust.toml").write_text("trusted = [ 'x'")
+    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=state, managed_dir=tmp_path / "m")
+    assert any("learned.toml" in e for e in store.load())
+    for act in (lambda: store.learn("allow", ["Bash(npm run test *)"]),
+                lambda: store.change_rule("add", "allow", "Bash(make test)"),
+                lambda: store.trust("add", str(tmp_path))):
+        with pytest.raises(ValueError, match=r"(learned|trust)\.toml is not valid TOML"):
+            act()
+    assert (state / "learned.toml").read_text() == "[permissions\nallow = ["
+    assert (state / "trust.toml").read_text() == "trusted = [ 'x'"
+    assert store.trust_store.state(str(tmp_path)) == "untrusted"
