@@ -52,12 +52,6 @@ class RealFileSystem:
         except (OSError, ValueError):
             return False
 
-    def is_symlink(self, path: str) -> bool:
-        try:
-            return os.path.islink(path)
-        except (OSError, ValueError):
-            return False
-
     def size(self, path: str) -> int | None:
         try:
             st = os.stat(path)

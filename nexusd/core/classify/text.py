@@ -25,10 +25,6 @@ MAX_DISPLAY_LINE = 400
 MAX_DISPLAY_LINES = 200
 
 
-def has_nul(text: str) -> bool:
-    return "\x00" in text
-
-
 def hidden_chars(text: str) -> list[str]:
     """The hidden characters in ``text`` as U+XXXX labels (bidi, zero-width, raw controls but CR/LF/TAB)."""
     found = HIDDEN_RE.findall(text) + _CONTROL_RE.findall(text)

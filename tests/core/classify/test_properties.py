@@ -32,9 +32,6 @@ class _NoFs:
     def lexists(self, path: str) -> bool:
         return path in ("/", "/ws")
 
-    def is_symlink(self, path: str) -> bool:
-        return False
-
     def size(self, path: str) -> int | None:
         return None
 
