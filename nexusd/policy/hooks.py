@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
 import anyio
@@ -22,16 +22,36 @@ MAX_OUTPUT = 64 * 1024
 
 
 async def run_command(argv: Sequence[str], payload: bytes, timeout: float) -> tuple[int | None, bytes, bytes, str]:
-    """Run one command with ``payload`` on stdin. Returns (exit code or None, stdout, stderr, error)."""
+    """Run one command with ``payload`` on stdin. Returns (exit code or None, stdout, stderr, error).
+
+    A command may answer without reading its stdin (and exit before we finish writing it): that is not
+    an error. Output past ``MAX_OUTPUT`` is read and dropped, so a chatty hook cannot fill memory."""
+    out, err = bytearray(), bytearray()
+
+    async def drain(stream: AsyncIterable[bytes], into: bytearray) -> None:
+        async for chunk in stream:
+            if len(into) < MAX_OUTPUT:
+                into += chunk[: MAX_OUTPUT - len(into)]
+
     try:
         with anyio.fail_after(timeout):
-            result = await anyio.run_process(list(argv), input=payload, check=False,
-                                             env={**os.environ, "NEXUS_HOOK": "1"})
+            async with await anyio.open_process(list(argv), env={**os.environ, "NEXUS_HOOK": "1"}) as proc:
+                assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drain, proc.stdout, out)
+                    tg.start_soon(drain, proc.stderr, err)
+                    try:
+                        await proc.stdin.send(payload)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        pass  # it stopped reading: its answer (or exit code) still counts
+                    finally:
+                        await proc.stdin.aclose()
+                    code = await proc.wait()
     except TimeoutError:
         return None, b"", b"", f"timed out after {timeout:g}s"
     except OSError as e:
         return None, b"", b"", f"cannot run {argv[0]}: {e.strerror or e}"
-    return result.returncode, result.stdout[:MAX_OUTPUT], result.stderr[:MAX_OUTPUT], ""
+    return code, bytes(out), bytes(err), ""
 
 
 def parse_answer(code: int | None, out: bytes, err: bytes, error: str) -> tuple[str | None, str, str | None]:
