@@ -26,6 +26,7 @@ import structlog
 from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
+from nexusd.core.policy.policy import Policy
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.listener import BoundSocket
@@ -33,6 +34,7 @@ from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
+from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 
 log = structlog.get_logger("nexusd")
@@ -141,6 +143,7 @@ class Server:
         self.pending = PendingTable()
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.stats = Stats()
+        self.memo = DecisionMemo()  # verified verdicts of calls seen before (nexusd/policy/memo.py)
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -383,17 +386,38 @@ class Server:
 
     # ------------------------------------------------------------------ requests
 
-    async def _on_request(self, conn: Connection, msg: p.Request) -> None:
+    def _on_request(self, conn: Connection, msg: p.Request) -> Coroutine[Any, Any, None] | None:
+        """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
+        decided request costs no task; hooks and auto mode's classifier continue in one."""
         started = time.monotonic()
         call = msg.call
         session = self._session(call)
         try:
-            verdict = await gate.decide(call, self.store, session, sandbox=self.probe)
+            begun = gate.begin(call, self.store, session, sandbox=self.probe, memo=self.memo)
+        except Exception as e:
+            log.exception("decide failed; denying", tool=call.tool)
+            self._settle(conn, msg, gate.failed(e), session, started, None)
+            return None
+        if begun.verdict is None:
+            return self._request_rounds(conn, msg, begun, started)
+        self._settle(conn, msg, begun.verdict, session, started, begun.policy)
+        return None
+
+    async def _request_rounds(self, conn: Connection, msg: p.Request, begun: gate.Begun, started: float) -> None:
+        try:
+            verdict = await gate.finish(begun)
             if not isinstance(verdict, p.Verdict):
                 raise TypeError(f"decide returned {type(verdict).__name__}")
         except Exception as e:
-            log.exception("decide failed; denying", tool=call.tool)
-            verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
+            log.exception("decide failed; denying", tool=msg.call.tool)
+            verdict = gate.failed(e)
+        self._settle(conn, msg, verdict, begun.session, started, begun.policy)
+
+    def _settle(self, conn: Connection, msg: p.Request, verdict: p.Verdict, session: Session, started: float,
+                policy: Policy | None) -> None:
+        """Send an allow or deny now, or turn an ask into a pending request (or a deny when nobody can
+        answer); ``policy`` is the one the gate decided with, for sandbox wrapping."""
+        call = msg.call
         if verdict.decision == "ask":
             if self._stopping:
                 verdict = p.Verdict("deny", "daemon stopping", "error")
@@ -421,7 +445,7 @@ class Server:
             else:
                 self._ask(conn, msg, verdict, session, started)
                 return
-        self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None)
+        self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None, policy=policy)
 
     def _finish(
         self,
@@ -432,8 +456,10 @@ class Server:
         session: Session,
         started: float,
         pending_id: str | None,
+        policy: Policy | None = None,
     ) -> None:
-        decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref)
+        decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref,
+                                  policy=policy)
         conn.send(p.encode(decision))
         self._record(pending_id or secrets.token_hex(16), call, decision, started, peer=conn.peer)
 
@@ -449,13 +475,14 @@ class Server:
         pending_id: str | None = None,
         message: str | None = None,
         answered_by: str | None = None,
+        policy: Policy | None = None,
     ) -> p.Decision:
         updated: dict[str, Any] | None = None
         if decision == "allow" and _is_shell(call, verdict):
             try:
                 from nexusd.sandbox.plan import wrap_for_agent
 
-                updated = wrap_for_agent(call, verdict, self.store, self.probe)
+                updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy)
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
@@ -792,6 +819,7 @@ class Server:
         self.notifier.reloading()
         try:
             errors = list(self.store.load())
+            self.memo.clear()  # entries of the old policy could never hit again; free them
         except Exception as e:  # the store promises not to raise; fail safe if it does
             log.exception("policy reload failed")
             errors = [f"reload failed: {type(e).__name__}: {e}"]

@@ -7,6 +7,7 @@ Never allows on error: any exception becomes a deny with source "error".
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,6 +18,7 @@ from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.policy.classifier import run_classifier
 from nexusd.policy.hooks import run_hooks
+from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
 
@@ -100,6 +102,27 @@ def record_classifier(session: Session, ev: Evaluation) -> None:
         session.classifier_denials = 0
 
 
+@dataclass(slots=True)
+class Begun:
+    """The synchronous first round of a decision: a verdict, or the state ``finish`` needs for the hook
+    and classifier rounds. ``policy`` is the policy it decided with (sandbox wrapping must use the same)."""
+
+    call: CallInfo
+    session: Session
+    policy: Policy
+    verdict: Verdict | None = None
+    cls: Classification | None = None
+    ctx: Context | None = None
+    ev: Evaluation | None = None
+    dry_run: bool = False
+    sandbox: SandboxProbe | None = None
+
+
+def failed(e: BaseException) -> Verdict:
+    """The deny for a decision that raised (fail closed)."""
+    return Verdict("deny", f"policy evaluation failed ({type(e).__name__}: {e}); denied", "error")
+
+
 async def decide(
     call: CallInfo,
     store: PolicyStore,
@@ -107,35 +130,60 @@ async def decide(
     *,
     dry_run: bool = False,
     sandbox: SandboxProbe | None = None,
+    memo: DecisionMemo | None = None,
 ) -> Verdict:
     """Never raises for a bad call: the caller still wraps it and turns any exception into deny."""
     try:
-        return await _decide(call, store, session, dry_run=dry_run, sandbox=sandbox)
+        begun = begin(call, store, session, dry_run=dry_run, sandbox=sandbox, memo=memo)
+        return begun.verdict if begun.verdict is not None else await finish(begun)
     except Exception as e:  # fail closed
-        return Verdict("deny", f"policy evaluation failed ({type(e).__name__}: {e}); denied", "error")
+        return failed(e)
 
 
-async def _decide(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool,
-                  sandbox: SandboxProbe | None) -> Verdict:
+def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool = False,
+          sandbox: SandboxProbe | None = None, memo: DecisionMemo | None = None) -> Begun:
+    """Everything of a decision that needs no waiting: most calls are settled here, inline on the
+    daemon's loop, without a task. May raise; ``decide`` and the daemon turn that into deny."""
     fs = DecisionFileSystem()  # one snapshot of realpath/lexists answers, for this decision only
     workspace = workspace_of(call, fs)
     policy = store.policy_for(workspace)
-    ctx = context_for(call, store, policy, workspace, fs)
-    cls = classify_call(call, ctx, fs)
+    key: tuple[Any, ...] | None = None
+    if memo is not None and not dry_run:
+        key = memo.key(call, workspace, session, (store.home, _protected_dirs(store)))
+        cached = memo.get(key, policy, fs)
+        if cached is not None:
+            return Begun(call, session, policy, cached)
+    recorder = RecordingFileSystem(fs) if key is not None else None
+    cfs: Any = recorder or fs
+    ctx = context_for(call, store, policy, workspace, cfs)
+    cls = classify_call(call, ctx, cfs)
+    # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a person
+    # will see, get the full explanation (evaluate is pure: same inputs, same decision).
+    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=dry_run)
+    if not dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
+        ev = evaluate(call, policy, session, cls, ctx, explain=True)
+    begun = Begun(call, session, policy, None, cls, ctx, ev, dry_run, sandbox)
+    if ev.verdict is not None:
+        if not dry_run:
+            record_classifier(session, ev)
+        if recorder is not None and key is not None:
+            memo.put(key, policy, recorder, ev.verdict)  # type: ignore[union-attr]
+        begun.verdict = _sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+    return begun
+
+
+async def finish(b: Begun) -> Verdict:
+    """The rounds that wait for programs: hooks, then auto mode's classifier (at most one each)."""
+    assert b.cls is not None and b.ctx is not None and b.ev is not None
+    call, policy, session, cls, ctx, ev = b.call, b.policy, b.session, b.cls, b.ctx, b.ev
     hooks: list[HookAnswer] | None = None
     classifier: ClassifierAnswer | None = None
     payload: bytes | None = None
     for _ in range(MAX_ROUNDS):
-        # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a
-        # person will see, get the full explanation (evaluate is pure: same inputs, same decision).
-        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=dry_run,
-                      explain=dry_run)
-        if not dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
-            ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, explain=True)
         if ev.verdict is not None:
-            if not dry_run:
+            if not b.dry_run:
                 record_classifier(session, ev)
-            return _sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+            return _sandbox_auto_allow(ev.verdict, call, cls, policy, b.sandbox)
         payload = payload or _payload(call, cls, session, policy)
         if ev.need == "hooks" and hooks is None:
             hooks = await run_hooks(ev.hooks, payload)
@@ -143,6 +191,10 @@ async def _decide(call: CallInfo, store: PolicyStore, session: Session, *, dry_r
             classifier = await run_classifier(policy.classifier, payload)
         else:
             break
+        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,
+                      explain=b.dry_run)
+        if not b.dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
+            ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, explain=True)
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from nexusd import locations
+from nexusd.core.policy.policy import Policy
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
@@ -280,9 +281,11 @@ def wrap_command(command: str, *, workspace: str, socket: str | None) -> str:
 
 
 def wrap_for_agent(
-    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None
+    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None
 ) -> dict[str, object] | None:
-    """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is."""
+    """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
+
+    ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again."""
     key = SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
@@ -294,7 +297,7 @@ def wrap_for_agent(
     try:
         # The same policy the gate decided with (global + this workspace's trusted project layers): an
         # allow granted because the call runs sandboxed must be wrapped by the same settings.
-        settings = sandbox_settings(store.policy_for(workspace_of(call)))
+        settings = sandbox_settings(policy if policy is not None else store.policy_for(workspace_of(call)))
     except ValueError:
         settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
     if not settings.enabled:

@@ -1,0 +1,133 @@
+"""Verified memo of rule-, mode- and safety-decided verdicts: skip the classifier and engine for a call
+seen before, but only after re-asking the file system every question the first decision asked.
+
+Why this is sound: past ``workspace_of`` and ``policy_for`` (which run for every call), a verdict is a
+pure function of the call, the policy object, the session's state, the daemon's fixed context (home,
+protected directories) and the answers of the ``FileSystem`` the classifier was given. The key holds
+the first four (the policy by identity: a reload or a changed project file makes a new object); the
+entry holds every file-system question with its answer. A hit replays those questions against the
+current file system, and any different answer (a swapped symlink, a new file a glob matches, an edited
+git config) is a miss that decides afresh. Replaying a handful of syscalls is much cheaper than parsing,
+walking and matching rules again, and nothing the file system says is ever trusted from the past.
+
+Only final allow/deny verdicts of the first engine round are kept: never asks (a person sees those with
+a full trace), never a verdict that needed hooks or auto mode's classifier (programs whose answers may
+change), never an error.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import msgspec
+
+from nexusd.core.classify.fs import DecisionFileSystem
+from nexusd.core.model import Session
+from nexusd.core.policy.policy import Policy
+from nexusd.protocol import CallInfo, Verdict
+
+MAX_ENTRIES = 4096
+
+_encode = msgspec.json.Encoder().encode
+
+
+class RecordingFileSystem:
+    """Answers through one decision's ``DecisionFileSystem`` and writes down every distinct question."""
+
+    __slots__ = ("_fs", "log")
+
+    def __init__(self, fs: DecisionFileSystem) -> None:
+        self._fs = fs
+        self.log: dict[tuple[str, tuple[Any, ...]], Any] = {}
+
+    def _ask(self, op: str, *args: Any) -> Any:
+        answer = getattr(self._fs, op)(*args)
+        if isinstance(answer, list):
+            answer = tuple(answer)  # the log must not share a list the classifier might keep
+        self.log.setdefault((op, args), answer)
+        return list(answer) if isinstance(answer, tuple) else answer
+
+    def realpath(self, path: str) -> str:
+        return self._ask("realpath", path)
+
+    def lexists(self, path: str) -> bool:
+        return self._ask("lexists", path)
+
+    def size(self, path: str) -> int | None:
+        return self._ask("size", path)
+
+    def head(self, path: str, n: int) -> bytes | None:
+        return self._ask("head", path, n)
+
+    def glob(self, pattern: str, limit: int) -> list[str]:
+        return self._ask("glob", pattern, limit)
+
+
+class _Entry:
+    __slots__ = ("log", "policy", "verdict")
+
+    def __init__(self, policy: Policy, log: tuple[tuple[str, tuple[Any, ...], Any], ...], verdict: Verdict) -> None:
+        self.policy, self.log, self.verdict = policy, log, verdict
+
+
+def session_state(s: Session) -> tuple[Any, ...]:
+    """Everything of a session the engine reads (the id is in the call)."""
+    return (s.provider, s.agent_mode, s.override_mode, s.allow_rules, s.deny_rules, s.classifier_denials)
+
+
+def cacheable(verdict: Verdict) -> bool:
+    return verdict.decision in ("allow", "deny") and verdict.source in ("rule", "mode", "safety", "default")
+
+
+class DecisionMemo:
+    """A bounded LRU of verdicts, each valid only while its file-system answers still hold."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self.hits = self.misses = self.stale = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    @staticmethod
+    def key(call: CallInfo, workspace: str, session: Session, fixed: tuple[Any, ...]) -> tuple[Any, ...]:
+        # The input as canonical bytes: dicts are not hashable, and equal bytes mean an equal input.
+        return (call.provider, call.session, call.tool, _encode(call.input), call.cwd, call.workspace, call.mode,
+                workspace, session_state(session), fixed)
+
+    def get(self, key: tuple[Any, ...], policy: Policy, fs: DecisionFileSystem) -> Verdict | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        if entry.policy is not policy or not _still_true(entry.log, fs):
+            del self._entries[key]
+            self.stale += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return entry.verdict
+
+    def put(self, key: tuple[Any, ...], policy: Policy, recorder: RecordingFileSystem, verdict: Verdict) -> None:
+        if not cacheable(verdict):
+            return
+        log = tuple((op, args, answer) for (op, args), answer in recorder.log.items())
+        self._entries[key] = _Entry(policy, log, verdict)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+
+def _still_true(log: tuple[tuple[str, tuple[Any, ...], Any], ...], fs: DecisionFileSystem) -> bool:
+    for op, args, answer in log:
+        now = getattr(fs, op)(*args)
+        if isinstance(now, list):
+            now = tuple(now)
+        if now != answer:
+            return False
+    return True
