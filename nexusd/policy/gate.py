@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from nexusd.core.classify.fs import DecisionFileSystem, RealFileSystem
+from nexusd.core.classify.fs import lexists as _lexists
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
@@ -36,13 +37,9 @@ def workspace_of(call: CallInfo, fs: RealFileSystem | None = None) -> str:
         return fs.realpath(call.workspace)
     cwd = fs.realpath(call.cwd) if os.path.isabs(call.cwd) else "/"
     d = cwd
-    lstat = os.lstat
     while True:
-        try:
-            lstat(d + "/.git" if d != "/" else "/.git")
+        if _lexists(d + "/.git" if d != "/" else "/.git"):
             return d
-        except (OSError, ValueError):
-            pass
         parent = d.rpartition("/")[0] or "/"
         if parent == d:
             return cwd

@@ -34,23 +34,53 @@ def _kernel_realpath(path: str) -> str | None:
     return target
 
 
+def lexists(path: str) -> bool:
+    """``os.path.lexists`` without raising and catching an exception for every missing name (the
+    common answer on the hot path): faccessat(F_OK, AT_SYMLINK_NOFOLLOW) asks the same question."""
+    try:
+        return os.access(path, os.F_OK, follow_symlinks=False)
+    except (OSError, ValueError, NotImplementedError):
+        return os.path.lexists(path) if "\x00" not in path else False
+
+
 class RealFileSystem:
     """``nexusd.core.model.FileSystem`` over ``os``."""
 
     def realpath(self, path: str) -> str:
-        fast = _kernel_realpath(path) if _O_PATH else None
-        if fast is not None:
-            return fast
+        if _O_PATH:
+            fast = _kernel_realpath(path)
+            if fast is None:
+                fast = self._realpath_missing(path)
+            if fast is not None:
+                return fast
         try:
             return os.path.realpath(path)
         except (OSError, ValueError):
             return os.path.normpath(path)
 
+    def _realpath_missing(self, path: str, known_missing: bool = False) -> str | None:
+        """A path whose last name is not there at all (not even a dangling link), as tools about to
+        create it name it: the parent's realpath plus that name, which is what ``os.path.realpath``
+        answers (it appends a name it cannot lstat), without an lstat per component. None for anything
+        else (use the library). ``known_missing``: this decision's lexists already said so."""
+        cut = path.rfind("/")
+        name = path[cut + 1:]
+        if cut < 0 or name in ("", ".", "..") or "\x00" in path:
+            return None
+        if not known_missing:
+            try:
+                os.lstat(path)
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError):
+                return None  # ENOTDIR, ELOOP, EACCES ...: the library's answer
+            else:
+                return None  # it exists (a dangling link, or something the kernel would not open)
+        parent = self.realpath(path[:cut] or "/")
+        return f"{parent}/{name}" if parent != "/" else f"/{name}"
+
     def lexists(self, path: str) -> bool:
-        try:
-            return os.path.lexists(path)
-        except (OSError, ValueError):
-            return False
+        return lexists(path)
 
     def size(self, path: str) -> int | None:
         try:
@@ -102,7 +132,11 @@ class DecisionFileSystem(RealFileSystem):
     def realpath(self, path: str) -> str:
         hit = self._real.get(path)
         if hit is None:
-            hit = self._real[path] = RealFileSystem.realpath(self, path)
+            if _O_PATH and self._exists.get(path) is False:  # the classifier asks lexists first
+                hit = self._realpath_missing(path, known_missing=True)
+            if hit is None:
+                hit = RealFileSystem.realpath(self, path)
+            self._real[path] = hit
         return hit
 
     def lexists(self, path: str) -> bool:

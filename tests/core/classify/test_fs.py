@@ -19,9 +19,17 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
     fs = RealFileSystem()
     paths = [str(tmp_path), f"{tmp_path}/l", f"{tmp_path}/l/..", f"{tmp_path}/l/e/hostname", f"{tmp_path}/dangling",
              f"{tmp_path}/dangling/x", f"{tmp_path}/missing/x", f"{tmp_path}/loop1", f"{tmp_path}/a/r", "/", "//tmp",
-             f"{tmp_path}/a/./b/", "/proc/self", "relative/x"]
+             f"{tmp_path}/a/./b/", "/proc/self", "relative/x", f"{tmp_path}/missing", f"{tmp_path}/l/missing",
+             f"{tmp_path}/l/m1/m2/m3", f"{tmp_path}/missing/..", f"{tmp_path}/missing/../a", f"{tmp_path}/l/e/nope/",
+             f"{tmp_path}/dangling/missing/x", f"{tmp_path}/a/r/missing", f"{tmp_path}/loop1/missing",
+             f"{tmp_path}/l/../missing", "/missing", f"{tmp_path}//missing", f"{tmp_path}/a/b/e/missing/.",
+             f"{tmp_path}/file/missing"]
+    (tmp_path / "file").write_text("x")
     for p in paths:
         assert fs.realpath(p) == os.path.realpath(p), p
+        decision = DecisionFileSystem()  # as the classifier asks: lexists first, then realpath
+        decision.lexists(p)
+        assert decision.realpath(p) == os.path.realpath(p), p
 
 
 def test_decision_snapshot_is_per_instance(tmp_path: Path):
@@ -38,3 +46,21 @@ def test_decision_snapshot_is_per_instance(tmp_path: Path):
     second = DecisionFileSystem()
     assert second.realpath(f"{tmp_path}/l") == str(tmp_path / "y")
     assert second.lexists(f"{tmp_path}/new")
+
+
+def test_lexists_matches_the_library(tmp_path: Path):
+    """faccessat without following links answers exactly what os.path.lexists answers."""
+    (tmp_path / "f").write_text("x")
+    os.symlink(tmp_path / "nope", tmp_path / "dangling")
+    os.symlink(tmp_path / "f", tmp_path / "link")
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "in").write_text("x")
+    os.chmod(tmp_path / "locked", 0)
+    fs = RealFileSystem()
+    try:
+        for p in ["f", "dangling", "link", "missing", "f/x", "locked/in", "dangling/x", ""]:
+            path = str(tmp_path / p) if p else ""
+            assert fs.lexists(path) == os.path.lexists(path), p
+        assert fs.lexists("/tmp\x00x") is False
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
