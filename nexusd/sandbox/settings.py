@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nexusd.core.policy.policy import Policy
+
 BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
              "network_isolation")
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
@@ -166,12 +168,31 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     return SandboxSettings(**values, **{k: tuple(v) for k, v in lists.items()}, sources=tuple(sources))
 
 
+_MEMO_MAX = 64
+_memo: dict[int, tuple[object, SandboxSettings]] = {}
+
+
 def sandbox_settings(policy: object) -> SandboxSettings:
     """The effective settings of a loaded policy (defaults when it has no ``[sandbox]`` tables).
 
     The policy loader keeps each layer's table as ``Policy.sandbox_layers``: ``SandboxLayer`` objects
-    (validated at load, so errors name their file) or ``(table, path)`` pairs.
+    (validated at load, so errors name their file) or ``(table, path)`` pairs. Policies are immutable,
+    so the answer is remembered per policy object (held, so its id cannot be reused): every allowed
+    shell call asks.
     """
+    if not isinstance(policy, Policy):
+        return _sandbox_settings(policy)
+    hit = _memo.get(id(policy))
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    settings = _sandbox_settings(policy)
+    if len(_memo) >= _MEMO_MAX:
+        _memo.pop(next(iter(_memo)))
+    _memo[id(policy)] = (policy, settings)
+    return settings
+
+
+def _sandbox_settings(policy: object) -> SandboxSettings:
     layers = getattr(policy, "sandbox_layers", None) or ()
     parsed: list[SandboxLayer] = []
     for item in layers:
