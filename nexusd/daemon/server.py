@@ -8,6 +8,7 @@ client lives in ``connection.py``; requests waiting for a person, and their dead
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import secrets
 import time
@@ -143,6 +144,10 @@ class Server:
         self.pending = PendingTable()
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.stats = Stats()
+        # Audit ids of calls settled at once: unique, not secret (nobody answers them), so a random prefix
+        # per daemon run and a counter, not a getrandom syscall per call. Pending ids stay 128-bit random.
+        self._id_prefix = secrets.token_hex(8)
+        self._id_counter = itertools.count(1)
         self.memo = DecisionMemo()  # verified verdicts of calls seen before (nexusd/policy/memo.py)
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -447,6 +452,9 @@ class Server:
                 return
         self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None, policy=policy)
 
+    def _record_id(self) -> str:
+        return f"{self._id_prefix}{next(self._id_counter):016x}"
+
     def _finish(
         self,
         conn: Connection,
@@ -461,7 +469,7 @@ class Server:
         decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref,
                                   policy=policy)
         conn.send(p.encode(decision))
-        self._record(pending_id or secrets.token_hex(16), call, decision, started, peer=conn.peer)
+        self._record(pending_id or self._record_id(), call, decision, started, peer=conn.peer)
 
     def _decision(
         self,
