@@ -187,6 +187,42 @@ def bench_env(root: Path) -> dict[str, str]:
     return env
 
 
+def cpu_split() -> tuple[set[int], set[int]] | None:
+    """(server CPUs, client CPUs) to keep the server under test and the load generator apart, or None
+    with fewer than two usable CPUs (or no affinity API)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(cpus) < 2:
+        return None
+    return {cpus[-1]}, set(cpus[:-1])
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` onto ``cpus`` (a thread started before the call keeps its own mask)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cpus)
+
+
+def make_project(path: Path) -> Path:
+    """Make ``path`` look like a fresh ``git init`` (without needing git): agents work in repositories,
+    and the gate's workspace lookup stops at the first ``.git`` it finds going up from the cwd."""
+    git = path / ".git"
+    for d in ("objects", "refs/heads", "refs/tags"):
+        (git / d).mkdir(parents=True, exist_ok=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+    )
+    return path
+
+
 def start_daemon(
     policy: str | None = BENCH_POLICY,
     args: Sequence[str] = (),
@@ -199,6 +235,7 @@ def start_daemon(
     root = Path(tempfile.mkdtemp(prefix="nxb", dir="/tmp"))
     for d in ("run", "config", "state", "managed", "workspace"):
         (root / d).mkdir(mode=0o700)
+    make_project(root / "workspace")
     env = bench_env(root)
     if extra_env:
         env.update(extra_env)

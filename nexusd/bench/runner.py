@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,8 +79,13 @@ def run_bench(
     uvloop: bool = False,
     corpus: Path | None = None,
     daemon_args: Sequence[str] = (),
+    pin: bool = True,
 ) -> dict[str, Any]:
-    """Run every (scenario, clients) cell; returns the JSON-able report (see ``docs/PERFORMANCE.md``)."""
+    """Run every (scenario, clients) cell; returns the JSON-able report (see ``docs/PERFORMANCE.md``).
+
+    With ``pin`` (and a daemon of its own), the daemon and the echo server share one CPU and the load
+    generator gets the others: otherwise where the scheduler happens to place the processes swings
+    both the floor and the daemon by 2x between runs (measured on 2 vCPUs), and ratios mean nothing."""
     for name in scenario_names:
         if name not in scenarios.SCENARIOS:
             raise KeyError(f"unknown scenario {name!r}; choose from {', '.join(scenarios.SCENARIOS)}")
@@ -100,7 +106,15 @@ def run_bench(
             "target": str(socket) if socket else "temporary daemon",
         },
     }
+    split = procs.cpu_split() if pin and socket is None else None
+    out["params"]["pinned"] = (
+        {"server_cpus": sorted(split[0]), "client_cpus": sorted(split[1])} if split is not None else None
+    )
     with contextlib.ExitStack() as stack:
+        if split is not None:
+            mask = os.sched_getaffinity(0)
+            stack.callback(os.sched_setaffinity, 0, mask)
+            os.sched_setaffinity(0, split[1])
         if socket is None:
             d = stack.enter_context(procs.daemon(procs.BENCH_POLICY, daemon_args, uvloop=uvloop))
             path, pid, workspace = d.socket, d.pid, str(d.root / "workspace")
@@ -108,9 +122,14 @@ def run_bench(
         else:
             path = socket
             pid = asyncio.run(_daemon_pid(path))
-            workspace = stack.enter_context(tempfile.TemporaryDirectory(prefix="nxb-ws"))
+            workspace = str(procs.make_project(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nxb-ws")))))
             out["daemon"] = {}
-        echo_path = stack.enter_context(procs.echo_server(uvloop=uvloop)).socket if baseline else None
+        echo = stack.enter_context(procs.echo_server(uvloop=uvloop)) if baseline else None
+        echo_path = echo.socket if echo is not None else None
+        if split is not None:
+            for server in (pid, echo.pid if echo is not None else None):
+                if server:
+                    procs.pin(server, split[0])
         out["daemon"]["pid"] = pid
         out["daemon"]["rss_before_mb"] = report.mb(procs.rss_bytes(pid)) if pid else None
         out["cells"] = asyncio.run(

@@ -78,6 +78,12 @@ def _int_list(value: str) -> list[int]:
     default=None,
     help="Measure the daemon on this socket instead of starting a temporary one.",
 )
+@click.option(
+    "--pin/--no-pin",
+    default=True,
+    show_default=True,
+    help="Keep the daemon and echo server on one CPU and the load generator on the others (own daemon only).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option(
     "--out", "out_file", type=click.Path(dir_okay=False), default=None, help="Also save the JSON report here."
@@ -94,6 +100,7 @@ def bench(
     uvloop: bool,
     corpus: Path | None,
     socket_: Path | None,
+    pin: bool,
     as_json: bool,
     out_file: str | None,
 ) -> None:
@@ -121,6 +128,7 @@ def bench(
             baseline=baseline,
             uvloop=uvloop,
             corpus=corpus,
+            pin=pin,
         )
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         click.echo(f"nexusctl bench: {exc}", err=True)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from nexusd.bench import procs
 from nexusd.bench.runner import render, run_bench
@@ -39,6 +42,34 @@ def test_baseline_run_reports_both_targets_and_ratios() -> None:
     text = render(out)
     assert "allow" in text and "prompt" in text and "echo" in text
     json.dumps(out, allow_nan=False)  # strict JSON: no NaN anywhere
+    split = procs.cpu_split()
+    if split is None:
+        assert out["params"]["pinned"] is None
+    else:
+        assert out["params"]["pinned"] == {"server_cpus": sorted(split[0]), "client_cpus": sorted(split[1])}
+        assert os.sched_getaffinity(0) >= split[0] | split[1]  # the harness gave its own CPUs back
+
+
+def test_pin_moves_every_thread_of_a_process() -> None:
+    split = procs.cpu_split()
+    if split is None:
+        pytest.skip("needs two CPUs")
+    with procs.daemon(procs.BENCH_POLICY) as d:  # the audit thread exists once the daemon is ready
+        tids = [int(t) for t in os.listdir(f"/proc/{d.pid}/task")]
+        assert len(tids) >= 2
+        procs.pin(d.pid, split[0])
+        assert all(os.sched_getaffinity(t) == split[0] for t in tids)
+
+
+def test_bench_workspace_is_a_repository(tmp_path) -> None:
+    from nexusd.core.classify.fs import RealFileSystem
+    from nexusd.policy.gate import workspace_of
+    from nexusd.protocol import CallInfo
+
+    ws = procs.make_project(tmp_path / "ws")
+    (ws / "src").mkdir()
+    call = CallInfo(provider="claude", session="s", tool="Bash", input={"command": "ls"}, cwd=str(ws / "src"))
+    assert workspace_of(call, RealFileSystem()) == os.path.realpath(ws)
 
 
 def test_running_daemon_is_measured_in_place(daemon_factory: Callable[..., DaemonHandle]) -> None:
