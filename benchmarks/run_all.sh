@@ -11,10 +11,11 @@ cd "$root"
 
 if [[ "${QUICK:-}" == 1 ]]; then
   wire=(--clients 1,4 --requests 200); startup=(--runs 2); hook=(--runs 5); mcp=(--runs 2)
-  pend=(--total 500 --connections 10 --timeout 3)
+  pend=(--total 500 --connections 10 --timeout 3); pend_conns=(--total 500 --connections 500 --timeout 3)
 else
   wire=(--clients 1,32 --requests 5000); startup=(--runs 10); hook=(--runs 40); mcp=(--runs 15)
   pend=(--total 10000 --connections 100 --timeout 20)
+  pend_conns=(--total 10000 --connections 10000 --timeout 15)  # one per hook process, the realistic case
 fi
 
 status=0
@@ -30,5 +31,6 @@ run hook_process "$py" benchmarks/hook_process.py "${hook[@]}"
 run mcp_ready "$py" benchmarks/mcp_ready.py "${mcp[@]}"
 run classify "$py" benchmarks/classify_run.py
 run pending_10k "$py" benchmarks/pending_10k.py "${pend[@]}"
+run pending_10k_conns "$py" benchmarks/pending_10k.py "${pend_conns[@]}"
 "$py" benchmarks/targets.py "$out"
 exit $status

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nexusd.bench import report
 
-ORDER = ["wire", "hook_process", "mcp_ready", "pending_10k", "classify", "startup"]
+ORDER = ["wire", "hook_process", "mcp_ready", "pending_10k", "pending_10k_conns", "classify", "startup"]
 
 
 def main(argv: list[str]) -> int:

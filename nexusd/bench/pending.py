@@ -198,13 +198,13 @@ def _analyse(
         "late_ms": lat,
         "checks": [
             {
-                "metric": f"{total:,} pending: peak RSS over idle",
+                "metric": f"{total:,} pending on {len(arrivals):,} connections: peak RSS over idle",
                 "value": over,
                 "target": "≤ 50 MB",
                 "result": report.check(over, t["pending_over_idle_mb"]),
             },
             {
-                "metric": "denied after deadline, max lateness",
+                "metric": f"denied after deadline, max lateness ({len(arrivals):,} connections)",
                 "value": lat["max"],
                 "target": "≤ 250 ms",
                 "result": report.check(lat["max"], t["pending_late_ms"]) if not missing else "MISS",
