@@ -84,6 +84,12 @@ def _int_list(value: str) -> list[int]:
     show_default=True,
     help="Keep the daemon and echo server on one CPU and the load generator on the others (own daemon only).",
 )
+@click.option(
+    "--daemon-arg",
+    "daemon_args",
+    multiple=True,
+    help="Extra argument for the temporary daemon, repeatable (e.g. --daemon-arg=--decision-memo=0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option(
     "--out", "out_file", type=click.Path(dir_okay=False), default=None, help="Also save the JSON report here."
@@ -101,6 +107,7 @@ def bench(
     corpus: Path | None,
     socket_: Path | None,
     pin: bool,
+    daemon_args: tuple[str, ...],
     as_json: bool,
     out_file: str | None,
 ) -> None:
@@ -129,6 +136,7 @@ def bench(
             uvloop=uvloop,
             corpus=corpus,
             pin=pin,
+            daemon_args=daemon_args,
         )
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         click.echo(f"nexusctl bench: {exc}", err=True)

@@ -87,6 +87,13 @@ def configure_logging(level: str) -> None:
     help="Longest accepted protocol line.",
 )
 @click.option(
+    "--decision-memo",
+    type=click.IntRange(min=0, max=1 << 20),
+    default=4096,
+    show_default=True,
+    help="Verdicts of repeated calls kept, each re-checked against the file system before use; 0 turns it off.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -100,6 +107,7 @@ def main(
     max_pending: int,
     max_pending_per_connection: int,
     max_line_bytes: int,
+    decision_memo: int,
     log_level: str,
 ) -> None:
     """Run the nexusd permission daemon in the foreground until SIGTERM or SIGINT (SIGHUP reloads policy).
@@ -152,6 +160,7 @@ def main(
             max_pending=max_pending,
             max_pending_per_connection=max_pending_per_connection,
             max_line_bytes=max_line_bytes,
+            decision_memo=decision_memo,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

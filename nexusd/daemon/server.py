@@ -83,6 +83,7 @@ class Config:
     max_line_bytes: int = p.MAX_LINE_BYTES
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
+    decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
 
 
 class _RefOnly(msgspec.Struct):
@@ -148,7 +149,8 @@ class Server:
         # per daemon run and a counter, not a getrandom syscall per call. Pending ids stay 128-bit random.
         self._id_prefix = secrets.token_hex(8)
         self._id_counter = itertools.count(1)
-        self.memo = DecisionMemo()  # verified verdicts of calls seen before (nexusd/policy/memo.py)
+        # Verified verdicts of calls seen before (nexusd/policy/memo.py).
+        self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -785,6 +787,15 @@ class Server:
     def _status_text(self) -> str:
         return f"{len(self.pending)} pending"
 
+    def _counters(self) -> dict[str, int]:
+        counters = dict(self.stats.counters)
+        if self.memo is not None:
+            for key, n in (("memo/hit", self.memo.hits), ("memo/miss", self.memo.misses),
+                           ("memo/stale", self.memo.stale)):
+                if n:
+                    counters[key] = n
+        return counters
+
     def _on_status(self, conn: Connection, msg: p.StatusQuery) -> None:
         roles: dict[str, int] = {}
         for c in self.conns:
@@ -800,7 +811,7 @@ class Server:
             uptime=round(time.monotonic() - self.started_mono, 3),
             connections=roles,
             pending=len(self.pending),
-            counters=dict(self.stats.counters),
+            counters=self._counters(),
             policy=self.store.sources(),
             policy_errors=errors,
             sandbox=self.probe,
@@ -827,7 +838,8 @@ class Server:
         self.notifier.reloading()
         try:
             errors = list(self.store.load())
-            self.memo.clear()  # entries of the old policy could never hit again; free them
+            if self.memo is not None:
+                self.memo.clear()  # entries of the old policy could never hit again; free them
         except Exception as e:  # the store promises not to raise; fail safe if it does
             log.exception("policy reload failed")
             errors = [f"reload failed: {type(e).__name__}: {e}"]

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -774,3 +775,42 @@ def test_a_client_that_never_reads_its_replies_is_not_read_either(daemon, raw_fa
     assert isinstance(status(raw_factory(daemon.socket, role="admin")), p.StatusReply)
     flood.sock.settimeout(10.0)
     assert isinstance(flood.recv(), p.StatusReply)  # still connected: its replies are all there to read
+
+
+# ---------------------------------------------------------------- decision memo over the wire
+
+MEMO_POLICY = '[permissions]\nallow = ["Bash(cat *)"]\ndeny = ["Read(//etc/hostname)"]\n'
+
+
+def _cat_link(ws: Path) -> dict:
+    return {"provider": "claude", "session": "memo", "tool": "Bash", "input": {"command": "cat link.txt"},
+            "cwd": str(ws)}
+
+
+def test_memo_hits_repeats_and_sees_a_swapped_symlink(daemon_factory, raw_factory, tmp_path):
+    d = daemon_factory(policy=MEMO_POLICY)
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / "a.txt").write_text("a")
+    os.symlink(ws / "a.txt", ws / "link.txt")
+    agent = raw_factory(d.socket)
+    for i in range(3):
+        assert agent.ask(request(_cat_link(ws), ref=f"a{i}")).decision == "allow"
+    (ws / "link.txt").unlink()
+    os.symlink("/etc/hostname", ws / "link.txt")
+    res = agent.ask(request(_cat_link(ws), ref="b"))
+    assert res.decision == "deny" and res.rule == "Read(//etc/hostname)", res
+    st = status(agent)
+    assert (st.counters.get("memo/hit"), st.counters.get("memo/stale")) == (2, 1), st.counters
+
+
+def test_memo_can_be_turned_off(daemon_factory, raw_factory, tmp_path):
+    d = daemon_factory(policy=MEMO_POLICY, args=("--decision-memo", "0"))
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / "a.txt").write_text("a")
+    os.symlink(ws / "a.txt", ws / "link.txt")
+    agent = raw_factory(d.socket)
+    for i in range(3):
+        assert agent.ask(request(_cat_link(ws), ref=f"a{i}")).decision == "allow"
+    assert not any(k.startswith("memo/") for k in status(agent).counters)
