@@ -28,6 +28,8 @@ from nexusd.core.policy.policy import Policy
 from nexusd.protocol import CallInfo, Verdict
 
 MAX_ENTRIES = 4096
+MAX_BYTES = 16 << 20  # an agent that sends megabyte commands must not make the memo a memory sink
+_ENTRY_OVERHEAD = 1024  # the verdict, tuples and dict slot, roughly
 
 _encode = msgspec.json.Encoder().encode
 
@@ -65,10 +67,23 @@ class RecordingFileSystem:
 
 
 class _Entry:
-    __slots__ = ("log", "policy", "verdict")
+    __slots__ = ("cost", "log", "policy", "verdict")
 
-    def __init__(self, policy: Policy, log: tuple[tuple[str, tuple[Any, ...], Any], ...], verdict: Verdict) -> None:
-        self.policy, self.log, self.verdict = policy, log, verdict
+    def __init__(self, policy: Policy, log: tuple[tuple[str, tuple[Any, ...], Any], ...], verdict: Verdict,
+                 cost: int) -> None:
+        self.policy, self.log, self.verdict, self.cost = policy, log, verdict, cost
+
+
+def _cost(key: tuple[Any, ...], log: tuple[tuple[str, tuple[Any, ...], Any], ...]) -> int:
+    """Bytes an entry holds, roughly: the call's text and every path and file head in its log."""
+    n = _ENTRY_OVERHEAD + sum(len(k) for k in key if isinstance(k, str | bytes))
+    for _op, args, answer in log:
+        n += 64 + sum(len(a) for a in args if isinstance(a, str))
+        if isinstance(answer, str | bytes):
+            n += len(answer)
+        elif isinstance(answer, tuple):
+            n += sum(len(a) for a in answer)
+    return n
 
 
 def session_state(s: Session) -> tuple[Any, ...]:
@@ -83,9 +98,10 @@ def cacheable(verdict: Verdict) -> bool:
 class DecisionMemo:
     """A bounded LRU of verdicts, each valid only while its file-system answers still hold."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self.max_entries = max_entries
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
         self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self.bytes = 0
         self.hits = self.misses = self.stale = 0
 
     def __len__(self) -> int:
@@ -93,6 +109,7 @@ class DecisionMemo:
 
     def clear(self) -> None:
         self._entries.clear()
+        self.bytes = 0
 
     @staticmethod
     def key(call: CallInfo, workspace: str, session: Session, fixed: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -106,7 +123,7 @@ class DecisionMemo:
             self.misses += 1
             return None
         if entry.policy is not policy or not _still_true(entry.log, fs):
-            del self._entries[key]
+            self._drop(key)
             self.stale += 1
             return None
         self._entries.move_to_end(key)
@@ -117,10 +134,20 @@ class DecisionMemo:
         if not cacheable(verdict):
             return
         log = tuple((op, args, answer) for (op, args), answer in recorder.log.items())
-        self._entries[key] = _Entry(policy, log, verdict)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        cost = _cost(key, log)
+        if cost > self.max_bytes // 64:
+            return  # one huge call may not push out dozens of ordinary ones
+        self._drop(key)
+        self._entries[key] = _Entry(policy, log, verdict, cost)
+        self.bytes += cost
+        while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+            _, old = self._entries.popitem(last=False)
+            self.bytes -= old.cost
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old.cost
 
 
 def _still_true(log: tuple[tuple[str, tuple[Any, ...], Any], ...], fs: DecisionFileSystem) -> bool:

@@ -203,6 +203,22 @@ async def test_lru_is_bounded(world):
     assert memo.hits == 1
 
 
+async def test_memory_is_bounded_by_bytes_too(world):
+    """Huge commands (allowed by rule) neither grow the memo past its budget nor flush it."""
+    store, memo = mkstore(world), DecisionMemo(max_bytes=256 * 1024)
+    for i in range(20):
+        await decide(bash(world, f"echo {i}"), store, Session(id="s"), memo=memo)
+    small = memo.bytes
+    for i in range(50):
+        v = await decide(bash(world, f"echo {i} " + "x" * 5000), store, Session(id="s"), memo=memo)
+        assert v.decision == "allow"
+    assert memo.bytes == small and len(memo) == 20  # too big to keep: never stored
+    for i in range(200):
+        await decide(bash(world, f"echo {i} " + "y" * 2000), store, Session(id="s"), memo=memo)
+    assert memo.bytes <= memo.max_bytes and 20 < len(memo) < 200
+    assert memo.bytes == sum(e.cost for e in memo._entries.values())
+
+
 def test_begin_settles_rule_decisions_without_awaiting(world):
     b = begin(bash(world, "rm -rf build"), mkstore(world), Session(id="s"))
     assert b.verdict is not None and b.verdict.decision == "deny" and b.policy is not None
