@@ -34,6 +34,9 @@ def _kernel_realpath(path: str) -> str | None:
     return target
 
 
+_MAX_MISSING_DEPTH = 64  # _realpath_missing recurses once per missing parent
+
+
 def lexists(path: str) -> bool:
     """``os.path.lexists`` without raising and catching an exception for every missing name (the
     common answer on the hot path): faccessat(F_OK, AT_SYMLINK_NOFOLLOW) asks the same question."""
@@ -65,8 +68,8 @@ class RealFileSystem:
         else (use the library). ``known_missing``: this decision's lexists already said so."""
         cut = path.rfind("/")
         name = path[cut + 1:]
-        if cut < 0 or name in ("", ".", "..") or "\x00" in path:
-            return None
+        if cut < 0 or name in ("", ".", "..") or "\x00" in path or path.count("/") > _MAX_MISSING_DEPTH:
+            return None  # the library walks deep paths without recursion
         if not known_missing:
             try:
                 os.lstat(path)

@@ -23,7 +23,7 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
              f"{tmp_path}/l/m1/m2/m3", f"{tmp_path}/missing/..", f"{tmp_path}/missing/../a", f"{tmp_path}/l/e/nope/",
              f"{tmp_path}/dangling/missing/x", f"{tmp_path}/a/r/missing", f"{tmp_path}/loop1/missing",
              f"{tmp_path}/l/../missing", "/missing", f"{tmp_path}//missing", f"{tmp_path}/a/b/e/missing/.",
-             f"{tmp_path}/file/missing"]
+             f"{tmp_path}/file/missing", f"{tmp_path}/l" + "/m" * 3000, f"{tmp_path}" + "/m" * 60]
     (tmp_path / "file").write_text("x")
     for p in paths:
         assert fs.realpath(p) == os.path.realpath(p), p
