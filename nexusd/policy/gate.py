@@ -163,8 +163,8 @@ def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool
     if ev.verdict is not None:
         if not dry_run:
             record_classifier(session, ev)
-        if recorder is not None and key is not None:
-            memo.put(key, policy, recorder, ev.verdict)  # type: ignore[union-attr]
+        if memo is not None and recorder is not None and key is not None:
+            memo.put(key, policy, recorder, ev.verdict)
         begun.verdict = _sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
     return begun
 
