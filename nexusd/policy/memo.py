@@ -37,17 +37,19 @@ _encode = msgspec.json.Encoder().encode
 class RecordingFileSystem:
     """Answers through one decision's ``DecisionFileSystem`` and writes down every distinct question."""
 
-    __slots__ = ("_fs", "log")
+    __slots__ = ("_fs", "changed", "log")
 
     def __init__(self, fs: DecisionFileSystem) -> None:
         self._fs = fs
         self.log: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        self.changed = False  # one question got two answers: the file system moved under this decision
 
     def _ask(self, op: str, *args: Any) -> Any:
         answer = getattr(self._fs, op)(*args)
         if isinstance(answer, list):
             answer = tuple(answer)  # the log must not share a list the classifier might keep
-        self.log.setdefault((op, args), answer)
+        if self.log.setdefault((op, args), answer) != answer:
+            self.changed = True  # no single answer stands for what the decision saw: never kept
         return list(answer) if isinstance(answer, tuple) else answer
 
     def realpath(self, path: str) -> str:
@@ -131,7 +133,7 @@ class DecisionMemo:
         return entry.verdict
 
     def put(self, key: tuple[Any, ...], policy: Policy, recorder: RecordingFileSystem, verdict: Verdict) -> None:
-        if not cacheable(verdict):
+        if not cacheable(verdict) or recorder.changed:
             return
         log = tuple((op, args, answer) for (op, args), answer in recorder.log.items())
         cost = _cost(key, log)

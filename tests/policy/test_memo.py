@@ -219,6 +219,23 @@ async def test_memory_is_bounded_by_bytes_too(world):
     assert memo.bytes == sum(e.cost for e in memo._entries.values())
 
 
+def test_a_file_that_changes_during_the_decision_is_never_kept(tmp_path):
+    """size/head/glob are asked afresh each time; two answers to one question mean no entry."""
+    from nexusd.core.classify.fs import DecisionFileSystem
+    from nexusd.policy.memo import RecordingFileSystem
+
+    f = tmp_path / "f"
+    f.write_text("a")
+    rec = RecordingFileSystem(DecisionFileSystem())
+    assert rec.head(str(f), 10) == b"a" and not rec.changed
+    f.write_text("b")
+    assert rec.head(str(f), 10) == b"b" and rec.changed
+    memo = DecisionMemo()
+    key = ("k",)
+    memo.put(key, object(), rec, Verdict("allow", "r", "rule"))  # type: ignore[arg-type]
+    assert len(memo) == 0
+
+
 def test_begin_settles_rule_decisions_without_awaiting(world):
     b = begin(bash(world, "rm -rf build"), mkstore(world), Session(id="s"))
     assert b.verdict is not None and b.verdict.decision == "deny" and b.policy is not None
