@@ -89,8 +89,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"nexusd {st.version}  pid {st.pid}  up {st.uptime:.0f}s  pending {st.pending}")
     conns = ", ".join(f"{k} {v}" for k, v in sorted(st.connections.items())) or "none"
     click.echo(f"connections: {conns}")
-    if st.counters:
-        click.echo("decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(st.counters.items())))
+    decisions = {k: v for k, v in st.counters.items() if not k.startswith("memo/")}
+    memo = {k.removeprefix("memo/"): v for k, v in st.counters.items() if k.startswith("memo/")}
+    if decisions:
+        click.echo("decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(decisions.items())))
+    if memo:
+        click.echo("decision memo: " + ", ".join(f"{k} {memo.get(k, 0)}" for k in ("hit", "miss", "stale")))
     for src in st.policy:
         state = "loaded" if src.loaded else f"NOT loaded: {src.error}"
         click.echo(f"policy {src.layer}: {src.path} ({state})")

@@ -42,6 +42,19 @@ def test_status_text_and_json(daemon):
     assert json.loads(r.output)["type"] == "status_reply"
 
 
+def test_status_counts_decisions_and_the_memo_apart(daemon_factory, tmp_path):
+    d = daemon_factory(policy='[permissions]\nallow = ["Bash(echo *)"]\n')
+    (tmp_path / ".git").mkdir()
+    agent = Raw(d.socket)
+    agent.hello()
+    call = {**CALL_BASH, "input": {"command": "echo hi"}, "cwd": str(tmp_path)}
+    for i in range(3):
+        assert agent.ask({"type": "request", "call": call, "ref": str(i)}).decision == "allow"
+    out = run(d, "status").output
+    assert "decisions: allow/rule 3" in out and "decision memo: hit 2, miss 1, stale 0" in out, out
+    agent.close()
+
+
 def _status_with_probe(daemon) -> str:
     """The daemon probes in a thread after it starts listening: wait until status carries the probe."""
     deadline = time.monotonic() + 15
