@@ -787,15 +787,20 @@ def _cat_link(ws: Path) -> dict:
             "cwd": str(ws)}
 
 
-def test_memo_hits_repeats_and_sees_a_swapped_symlink(daemon_factory, raw_factory, tmp_path):
-    d = daemon_factory(policy=MEMO_POLICY)
-    ws = tmp_path / "ws"
+def _three_allowed_cats(d, raw_factory, ws: Path):
+    """A repository whose link.txt points inside it; the same allowed call three times."""
     (ws / ".git").mkdir(parents=True)
     (ws / "a.txt").write_text("a")
     os.symlink(ws / "a.txt", ws / "link.txt")
     agent = raw_factory(d.socket)
     for i in range(3):
         assert agent.ask(request(_cat_link(ws), ref=f"a{i}")).decision == "allow"
+    return agent
+
+
+def test_memo_hits_repeats_and_sees_a_swapped_symlink(daemon_factory, raw_factory, tmp_path):
+    ws = tmp_path / "ws"
+    agent = _three_allowed_cats(daemon_factory(policy=MEMO_POLICY), raw_factory, ws)
     (ws / "link.txt").unlink()
     os.symlink("/etc/hostname", ws / "link.txt")
     res = agent.ask(request(_cat_link(ws), ref="b"))
@@ -806,11 +811,5 @@ def test_memo_hits_repeats_and_sees_a_swapped_symlink(daemon_factory, raw_factor
 
 def test_memo_can_be_turned_off(daemon_factory, raw_factory, tmp_path):
     d = daemon_factory(policy=MEMO_POLICY, args=("--decision-memo", "0"))
-    ws = tmp_path / "ws"
-    (ws / ".git").mkdir(parents=True)
-    (ws / "a.txt").write_text("a")
-    os.symlink(ws / "a.txt", ws / "link.txt")
-    agent = raw_factory(d.socket)
-    for i in range(3):
-        assert agent.ask(request(_cat_link(ws), ref=f"a{i}")).decision == "allow"
+    agent = _three_allowed_cats(d, raw_factory, tmp_path / "ws")
     assert not any(k.startswith("memo/") for k in status(agent).counters)
