@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nexusd.core.classify import bash, classify
-from nexusd.core.classify.fs import RealFileSystem
 from nexusd.core.model import Context
+from nexusd.policy.filesystem import RealFileSystem
 from nexusd.protocol import CallInfo
 
 CORPUS = Path(__file__).parent / "corpus" / "commands.txt"

@@ -12,12 +12,12 @@ from typing import Any
 
 import msgspec
 
-from nexusd.core.classify.fs import DecisionFileSystem, RealFileSystem
-from nexusd.core.classify.fs import lexists as _lexists
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.policy.classifier import run_classifier
+from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
+from nexusd.policy.filesystem import lexists as _lexists
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
 from nexusd.policy.store import PolicyStore

@@ -22,9 +22,9 @@ from typing import Any
 
 import msgspec
 
-from nexusd.core.classify.fs import DecisionFileSystem
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
+from nexusd.policy.filesystem import DecisionFileSystem
 from nexusd.protocol import CallInfo, Verdict
 
 MAX_ENTRIES = 4096

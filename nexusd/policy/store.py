@@ -338,8 +338,8 @@ def _catastrophic_example(rule: str) -> str | None:
         return None
     try:
         from nexusd.core.classify import classify
-        from nexusd.core.classify.fs import RealFileSystem
         from nexusd.core.model import Context, Flag
+        from nexusd.policy.filesystem import RealFileSystem
         from nexusd.protocol import CallInfo
     except ImportError:
         return None

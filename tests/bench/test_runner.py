@@ -62,7 +62,7 @@ def test_pin_moves_every_thread_of_a_process() -> None:
 
 
 def test_bench_workspace_is_a_repository(tmp_path) -> None:
-    from nexusd.core.classify.fs import RealFileSystem
+    from nexusd.policy.filesystem import RealFileSystem
     from nexusd.policy.gate import workspace_of
     from nexusd.protocol import CallInfo
 

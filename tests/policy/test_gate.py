@@ -266,8 +266,8 @@ async def test_plain_verdicts_are_lean_and_asks_and_checks_are_complete(world):
        mode=st.sampled_from([None, "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]))
 async def test_lean_evaluation_decides_like_the_full_one(world, cmd, mode):
     """explain=False only drops explanation: decision, source, reason, rule and flags are identical."""
-    from nexusd.core.classify.fs import DecisionFileSystem
     from nexusd.core.engine import evaluate
+    from nexusd.policy.filesystem import DecisionFileSystem
     from nexusd.policy.gate import classify_call, context_for
 
     store = mkstore(world, POLICY)

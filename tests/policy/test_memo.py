@@ -221,7 +221,7 @@ async def test_memory_is_bounded_by_bytes_too(world):
 
 def test_a_file_that_changes_during_the_decision_is_never_kept(tmp_path):
     """size/head/glob are asked afresh each time; two answers to one question mean no entry."""
-    from nexusd.core.classify.fs import DecisionFileSystem
+    from nexusd.policy.filesystem import DecisionFileSystem
     from nexusd.policy.memo import RecordingFileSystem
 
     f = tmp_path / "f"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nexusd.core.classify import classify
-from nexusd.core.classify.fs import RealFileSystem
 from nexusd.core.model import Classification, Context
+from nexusd.policy.filesystem import RealFileSystem
 from nexusd.protocol import CallInfo
 
 

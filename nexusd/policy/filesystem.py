@@ -1,6 +1,7 @@
-"""The real file system behind the ``FileSystem`` protocol: the classifier's only I/O.
+"""The real file system behind the core's ``FileSystem`` protocol: the classifier's only I/O, kept out of
+the pure core (which never imports this module) and injected by the gate.
 
-The daemon injects this; tests and ``nexusctl check --offline`` may inject any other world. Every
+Tests and ``nexusctl check --offline`` may inject any other world. Every
 method answers conservatively instead of raising: an unreadable file has no size and no head.
 """
 

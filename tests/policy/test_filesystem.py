@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nexusd.core.classify.fs import DecisionFileSystem, RealFileSystem
+from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 
 
 def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
