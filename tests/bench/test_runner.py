@@ -95,3 +95,10 @@ def test_nexusctl_bench_json_and_usage_errors(daemon_factory: Callable[..., Daem
     assert out["cells"][0]["nexusd"]["requests"] == 6
     bad = subprocess.run([*cmd, "--clients", "0"], capture_output=True, env=d.env, timeout=60, check=False)
     assert bad.returncode == 2 and b"positive" in bad.stderr
+
+
+def test_a_daemon_argument_it_refuses_is_one_clear_error() -> None:
+    nexusctl = str(Path(sys.executable).with_name("nexusctl"))
+    cp = subprocess.run([nexusctl, "bench", "--scenario", "allow", "--clients", "1", "--requests", "2",
+                         "--daemon-arg=--bogus"], capture_output=True, text=True, timeout=60, check=False)
+    assert cp.returncode == 1 and "No such option '--bogus'" in cp.stderr and "Traceback" not in cp.stderr
