@@ -151,7 +151,7 @@ def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool
         if cached is not None:
             return Begun(call, session, policy, cached)
     recorder = RecordingFileSystem(fs) if key is not None else None
-    cfs: Any = recorder or fs
+    cfs: Any = recorder if recorder is not None else fs
     ctx = context_for(call, store, policy, workspace, cfs)
     cls = classify_call(call, ctx, cfs)
     # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a person
