@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from nexusd.core.classify.commands import SAFE_DEVICES
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
+    NOT_RULE_ALLOWABLE,
     Classification,
     Command,
     Context,
@@ -38,7 +40,7 @@ from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
 
 # Need a person in every mode, bypass included, and can never be learned.
-SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC})
+SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
 SAFETY_DENY = frozenset({Flag.LARGE_WRITE})
 UNTRUSTED_FLAG = "untrusted_workspace"
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
@@ -129,9 +131,9 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
     """Paths read and written, canonical ones plus the lexical path a file tool named (the link itself)."""
     reads, writes = list(cls.reads), list(cls.writes)
     for r in cls.redirects:
-        if r.target is None or r.target.isdigit() or r.target == "-":
+        if not _redirect_file(r.target):
             continue
-        p = _abs(r.target, ctx)
+        p = _abs(r.target, ctx)  # type: ignore[arg-type]
         if r.op in _WRITE_OPS and p not in writes:
             writes.append(p)
         if r.op in _READ_OPS and p not in reads:
@@ -147,7 +149,26 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
     return reads, writes
 
 
+def _redirect_file(target: str | None) -> bool:
+    """Whether a redirect target is a file (not a descriptor, a heredoc, or a harmless device)."""
+    if target is None or target.isdigit() or target == "-" or target.endswith("-"):
+        return False
+    return target not in SAFE_DEVICES and not target.startswith(("/dev/fd/", "/dev/pts/"))
+
+
+def _redirect_writes(cls: Classification, ctx: Context) -> list[str]:
+    return [_abs(r.target, ctx) for r in cls.redirects  # type: ignore[arg-type]
+            if r.op in _WRITE_OPS and _redirect_file(r.target)]
+
+
 # ---------------------------------------------------------------------- rule matching
+
+
+def _argv_hit(rule: Rule, c: Command) -> bool:
+    """A deny/ask rule matches a command, or any tail of an opaque one's argv (it may run its arguments)."""
+    if rule.matches_argv(c.argv):
+        return True
+    return c.opaque and any(rule.matches_argv(c.argv[i:]) for i in range(1, len(c.argv)))
 
 
 def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:
@@ -158,7 +179,7 @@ def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[st
         if rule.bare:
             return "the shell tool"
         for c in cls.commands:
-            if rule.matches_argv(c.argv):
+            if _argv_hit(rule, c):
                 return "sub-command " + " ".join(c.argv)
         return None
     if rule.family in ("read", "edit") and not rule.bare:
@@ -209,7 +230,18 @@ def _allow_match(
                 used.append(hit)
         if uncovered:
             return [], uncovered
-        # A Bash rule allows the commands; files outside the workspace need Read/Edit rules of their own.
+        # A Bash rule allows the commands, not the files their redirects write (Claude Code and Gemini CLI
+        # agree: `Bash(echo *)` does not cover `echo x > notes.txt`); those need an Edit rule or the mode.
+        edits = [r for r in allows if r.family == "edit" and not r.bare]
+        redirect_rules: list[Rule] = []
+        for p in _redirect_writes(cls, ctx):
+            hit = next((r for r in edits if r.matches_path(p, ctx.cwd, ctx.home)), None)
+            if hit is None:
+                return [], []
+            if hit not in redirect_rules:
+                redirect_rules.append(hit)
+        used += [r for r in redirect_rules if r not in used]
+        # Files outside the workspace need Read/Edit rules of their own.
         r_out = _covered_outside(reads, "read", allows, ctx)
         w_out = _covered_outside(writes, "edit", allows, ctx)
         if r_out is None or w_out is None:
@@ -410,14 +442,20 @@ def evaluate(
         run.step("allow_rules", "skipped", "not auto-allowable: " + ", ".join(bad))
         run.step("mode_check", "skipped", "not auto-allowable")
     else:
-        allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
-        allows += _session_rules(session, "allow", run)
-        used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+        used = []
+        if cls.rule_allowable:
+            allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
+            allows += _session_rules(session, "allow", run)
+            used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+        else:
+            bad = sorted(str(f) for f in cls.flags & NOT_RULE_ALLOWABLE)
+            run.step("allow_rules", "skipped", "no rule can cover it: " + ", ".join(bad))
         if used:
             run.step("allow_rules", "matched", "; ".join(f"{r.text} ({r.origin})" for r in used))
             return Evaluation(_verdict(run, "allow", f"allowed by rule {used[0].text}" if len(used) == 1
                                        else "allowed by rules " + ", ".join(r.text for r in used), "rule", rules=used))
-        run.step("allow_rules", "passed", "no allow rule covers the call")
+        elif cls.rule_allowable:
+            run.step("allow_rules", "passed", "no allow rule covers the call")
         v = _mode_check(run, writes)
         if v is not None:
             return Evaluation(v)

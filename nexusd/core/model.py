@@ -55,6 +55,12 @@ class Flag(StrEnum):
     BINARY_READ = "binary_read"  # NUL in the first 8 KiB: flagged
     UNKNOWN_TOOL = "unknown_tool"
     BACKGROUND = "background"  # & or run_in_background
+    # runs code, or writes files, that its words do not name: git --upload-pack, sed's e/w commands,
+    # rg --pre, find -exec sh -c '... {} ...'. No allow rule covers it (the rule's author saw only the
+    # words); a mode that reaches danger-full-access may still allow it.
+    HIDDEN_EFFECT = "hidden_effect"
+    # manages nexusd itself (nexusctl mode/rules/trust/answer, its config or socket): a person, always
+    GATE_CONTROL = "gate_control"
 
 
 NOT_AUTO_ALLOWABLE = frozenset(
@@ -67,8 +73,11 @@ NOT_AUTO_ALLOWABLE = frozenset(
         Flag.PRIVATE_ADDRESS,
         Flag.LARGE_WRITE,
         Flag.SYMLINK_ESCAPE,
+        Flag.GATE_CONTROL,
     }
 )
+# Flags that bar allow-by-rule only: the mode may still allow what reaches its ceiling.
+NOT_RULE_ALLOWABLE = NOT_AUTO_ALLOWABLE | {Flag.HIDDEN_EFFECT}
 
 
 class Command(msgspec.Struct, frozen=True):
@@ -78,6 +87,9 @@ class Command(msgspec.Struct, frozen=True):
     env: tuple[tuple[str, str], ...] = ()  # assignments in front of it (and env's own)
     wrappers: tuple[str, ...] = ()  # e.g. ("timeout", "env") that were peeled off
     text: str = ""  # the source text of the command as written (for display)
+    # the program is not in the command knowledge: any of its arguments may be a command it runs, so
+    # deny and ask rules are matched against every tail of argv (``setsid curl x`` under ``Bash(curl *)``)
+    opaque: bool = False
 
 
 class Redirect(msgspec.Struct, frozen=True):
@@ -104,6 +116,10 @@ class Classification(msgspec.Struct, frozen=True):
     @property
     def auto_allowable(self) -> bool:
         return not (self.flags & NOT_AUTO_ALLOWABLE)
+
+    @property
+    def rule_allowable(self) -> bool:
+        return not (self.flags & NOT_RULE_ALLOWABLE)
 
 
 class Context(msgspec.Struct, frozen=True):

@@ -253,8 +253,8 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
     for cmd in sa.commands:
-        out.append(cmd.to_command())
         eff = commands.effect(cmd)
+        out.append(cmd.to_command(opaque=not eff.known))
         _command_effect(cmd, eff, cwds, acc)
         if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
             _apply_patch_in_shell(command, cwds, acc)

@@ -125,9 +125,12 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     text: str = ""
     dynamic_args: frozenset[int] = frozenset()  # argv indices whose value depends on a variable
     stdin_args: bool = False  # receives further arguments at run time (xargs, find -exec {})
+    # argv indices of words with an unquoted glob character (* ? [ or an extglob) that bash may expand
+    # into several words, any of which may start with "-" (a file named --output=x in the workspace)
+    glob_args: frozenset[int] = frozenset()
 
-    def to_command(self) -> Command:
-        return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text)
+    def to_command(self, opaque: bool = False) -> Command:
+        return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text, opaque=opaque)
 
 
 class ShellAnalysis(msgspec.Struct, frozen=True):

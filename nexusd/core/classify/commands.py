@@ -29,6 +29,7 @@ class Effect(msgspec.Struct):
     git_config_check: str | None = None  # read-only only if the repository at this dir has no code-running config
     cd: str | None = None  # changes the working directory to this (raw) path; "" = unknown
     recursive_targets: list[int] = []  # rm -r / chmod -R targets (for the catastrophic check)
+    known: bool = True  # False: the program is not in the knowledge (its argv is opaque to us)
 
 
 # Commands that only print and take no file arguments.
@@ -533,7 +534,7 @@ def effect(cmd: ParsedCommand) -> Effect:
         return Effect(RO) if not bad else Effect(DFA, note=f"shopt {' '.join(bad)} changes how words expand")
     if name == "set":
         return Effect(RO)
-    return Effect(DFA)
+    return Effect(DFA, known=False)
 
 
 def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
