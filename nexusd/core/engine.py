@@ -164,6 +164,21 @@ def _redirect_writes(cls: Classification, ctx: Context) -> list[str]:
 # ---------------------------------------------------------------------- rule matching
 
 
+# Variables that only tune output, locale or test runners: in front of a command they do not change
+# which program runs or what it loads, so a Bash allow rule still covers ``CI=1 npm test``. Any other
+# assignment is part of what runs (``FOO=bar npm test`` under ``Bash(npm test:*)`` is asked, as peers do).
+HARMLESS_ENV = frozenset({
+    "CI", "NODE_ENV", "RAILS_ENV", "RACK_ENV", "APP_ENV", "DEBUG", "VERBOSE", "LOG_LEVEL", "RUST_LOG",
+    "RUST_BACKTRACE", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES",
+    "LANG", "LANGUAGE", "TZ", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+    "PYTHONIOENCODING", "PYTHONUTF8", "CGO_ENABLED", "GOOS", "GOARCH", "NODE_NO_WARNINGS", "TIMEFORMAT",
+})  # not PYTHONWARNINGS: ``error::mod.Cls`` imports mod
+
+
+def _env_neutral(c: Command) -> bool:
+    return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
+
+
 def _argv_hit(rule: Rule, c: Command) -> bool:
     """A deny/ask rule matches a command, or any tail of an opaque one's argv (it may run its arguments)."""
     if rule.matches_argv(c.argv):
@@ -223,7 +238,7 @@ def _allow_match(
         uncovered: list[Command] = []
         shell = [r for r in allows if r.family == "shell"]
         for c in cls.commands:
-            hit = next((r for r in shell if r.matches_argv(c.argv)), None)
+            hit = next((r for r in shell if r.matches_argv(c.argv)), None) if _env_neutral(c) else None
             if hit is None:
                 uncovered.append(c)
             elif hit not in used:

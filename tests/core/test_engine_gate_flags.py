@@ -105,3 +105,20 @@ def test_a_word_with_nul_is_never_allowed_by_rule(argv):
     cls = sh(argv, req=DFA)
     assert decide(cls, policy(allow=["Bash(git status:*)", "Bash(git status *)"])).decision != "allow"
     assert decide(cls, policy(deny=["Bash(git status:*)"])).decision == "deny"
+
+
+def _with_env(env: tuple[tuple[str, str], ...]) -> Classification:
+    return Classification(kind=ToolKind.SHELL, tool="Bash", requirement=DFA,
+                          commands=(Command(("npm", "test"), env=env, text="npm test"),))
+
+
+@pytest.mark.parametrize("env", [(("FOO", "bar"),), (("CI", "1"), ("X", "y")), (("NODE_OPTIONS", "--require=x"),),
+                                 (("PYTHONWARNINGS", "error::evil.Cls"),)])
+def test_an_env_prefix_is_part_of_what_runs(env):
+    """``FOO=bar npm test`` under ``Bash(npm test:*)``: asked, as Claude Code and Gemini CLI do."""
+    assert decide(_with_env(env), policy(allow=["Bash(npm test:*)"])).decision == "ask"
+
+
+@pytest.mark.parametrize("env", [(), (("CI", "true"),), (("NODE_ENV", "test"), ("LC_ALL", "C"))])
+def test_harmless_env_prefixes_keep_the_rule(env):
+    assert decide(_with_env(env), policy(allow=["Bash(npm test:*)"])).decision == "allow"
