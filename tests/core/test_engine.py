@@ -386,7 +386,8 @@ def test_person_override_beats_agent_mode():
 
 def test_disable_bypass_kill_switch():
     pol = Policy(disable_bypass=True, disable_bypass_origin="/etc/nexus/policy.toml:3")
-    for mode in ("bypassPermissions", "BYPASS_PERMISSIONS", "yolo", "allow"):
+    for mode in ("bypassPermissions", "BYPASS_PERMISSIONS", "yolo", "allow", "danger-full-access",
+                 "DANGER_FULL_ACCESS", "danger_full_access", "bypass"):
         v = decide(shell("curl x", req=DFA), pol, mode=mode)
         assert v.decision == "ask", mode
         assert "disable_bypass" in v.trace[0].detail

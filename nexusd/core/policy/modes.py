@@ -2,8 +2,8 @@
 
 A mode answers three questions for a call the rules did not settle: up to which requirement does the
 mode allow by itself (``ceiling``), what happens above it (``escalation``: ask a person, deny, or ask
-auto mode's classifier), and whether it is a bypass mode (the managed kill switch turns those into
-``default``). The table ``MODES`` is the single source; ``docs/POLICY.md`` prints the same table.
+auto mode's classifier), and whether it is bypass-class (it reaches danger-full-access by itself; the
+managed kill switch turns every such mode into ``default``). The table ``MODES`` is the single source; ``docs/POLICY.md`` prints the same table.
 """
 
 from __future__ import annotations
@@ -25,9 +25,17 @@ class ModeSpec(msgspec.Struct, frozen=True):
     escalation: Escalation  # above the ceiling
     shell_auto: bool = True  # False: shell calls never allowed by mode alone (seed 004's CAUTIOUS)
     deny_writes: bool = False  # plan: anything that writes or runs is denied, not asked
-    bypass: bool = False  # subject to the managed disable_bypass kill switch
     prompts: bool = True  # False: every would-be prompt becomes a deny (dontAsk)
     summary: str = ""
+
+    @property
+    def bypass(self) -> bool:
+        """Bypass-class: allows danger-full-access by itself, so the managed kill switch covers it.
+
+        Derived, not declared: a mode that grants what bypass grants cannot escape ``disable_bypass``
+        by being spelled differently (danger-full-access, allow, yolo, any later alias).
+        """
+        return self.ceiling >= _DFA
 
 
 _RO, _WW, _DFA = int(Requirement.READ_ONLY), int(Requirement.WORKSPACE_WRITE), int(Requirement.DANGER_FULL_ACCESS)
@@ -41,12 +49,12 @@ INTERNAL: dict[str, ModeSpec] = {
         ModeSpec("plan", _RO, "ask", deny_writes=True, summary="read-only: writes and commands denied, not asked"),
         ModeSpec("auto", _WW, "classifier", summary="accept_edits, then the external classifier decides the rest"),
         ModeSpec("dont_ask", _RO, "deny", prompts=False, summary="never asks: whatever would be asked is denied"),
-        ModeSpec("bypass", _DFA, "ask", bypass=True, summary="everything allowed but deny/ask rules and safety"),
+        ModeSpec("bypass", _DFA, "ask", summary="everything allowed but deny/ask rules and safety"),
         ModeSpec("read_only", _RO, "deny", summary="seed 000 read-only: reads allowed, anything more denied"),
         ModeSpec("workspace_write", _WW, "ask", summary="seed 000 workspace-write: escalation asked"),
         ModeSpec("danger_full_access", _DFA, "ask", summary="seed 000 danger-full-access: everything tool-declared"),
         ModeSpec("prompt", _RO, "ask", summary="seed 000 prompt: ask before any escalation"),
-        ModeSpec("allow", _DFA, "ask", bypass=True, summary="seed 000 allow: permit anything up to its level"),
+        ModeSpec("allow", _DFA, "ask", summary="seed 000 allow: permit anything up to its level"),
     )
 }
 

@@ -39,6 +39,8 @@ def test_unknown_and_case_dependent():
     assert resolve("Yolo") is None  # yolo (Gemini: bypass) vs YOLO (seed 004: edits): only exact spellings
 
 
-def test_kill_switch_marks_only_bypass_modes():
-    assert {m.name for m in INTERNAL.values() if m.bypass} == {"bypass", "allow"}
+def test_kill_switch_covers_every_full_access_mode():
+    """Was {"bypass", "allow"}: danger-full-access kept full access under disable_bypass (a hole)."""
+    assert {m.name for m in INTERNAL.values() if m.bypass} == {"bypass", "allow", "danger_full_access"}
+    assert all(m.bypass == (m.ceiling == 3) for m in INTERNAL.values())
     assert not INTERNAL["dont_ask"].prompts
