@@ -15,7 +15,8 @@ cannot ask (dontAsk; plan for writes).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -179,11 +180,28 @@ def _env_neutral(c: Command) -> bool:
     return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
 
 
+_SHELL_SEPARATORS = re.compile(r"[;&|()\n`]+|\$\(")
+
+
+def _opaque_views(argv: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """What an opaque program may run: every tail of its argv, and every command-like piece of a word
+    that may be shell source (``zpty w 'curl x'``, ``setsid -f bash -c 'curl x; y'``)."""
+    for i in range(1, len(argv)):
+        yield argv[i:]
+    for word in argv[1:]:
+        if not any(ch.isspace() for ch in word):
+            continue
+        for piece in _SHELL_SEPARATORS.split(word):
+            words = tuple(w.strip("'\"") for w in piece.split())
+            for i in range(len(words)):
+                yield words[i:]
+
+
 def _argv_hit(rule: Rule, c: Command) -> bool:
-    """A deny/ask rule matches a command, or any tail of an opaque one's argv (it may run its arguments)."""
+    """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
     if rule.matches_argv(c.argv):
         return True
-    return c.opaque and any(rule.matches_argv(c.argv[i:]) for i in range(1, len(c.argv)))
+    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv))
 
 
 def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:

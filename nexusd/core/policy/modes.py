@@ -3,7 +3,8 @@
 A mode answers three questions for a call the rules did not settle: up to which requirement does the
 mode allow by itself (``ceiling``), what happens above it (``escalation``: ask a person, deny, or ask
 auto mode's classifier), and whether it is bypass-class (it reaches danger-full-access by itself; the
-managed kill switch turns every such mode into ``default``). The table ``MODES`` is the single source; ``docs/POLICY.md`` prints the same table.
+managed kill switch turns every such mode into ``default``). The table ``MODES`` is the single
+source; ``docs/POLICY.md`` prints the same table.
 """
 
 from __future__ import annotations
