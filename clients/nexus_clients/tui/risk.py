@@ -7,9 +7,9 @@ names are the wire strings of ``Verdict.flags`` (see docs/POLICY.md); the TUI ma
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
+from nexusd.core.policy import suggest
 from nexusd.protocol import CallInfo, Verdict
 
 Tier = Literal["low", "medium", "high", "critical"]
@@ -84,51 +84,8 @@ def flag_lines(verdict: Verdict) -> list[str]:
 
 # --------------------------------------------------------------------------- blanket rules
 
-_RULE = re.compile(r"^(?P<tool>[^()\s]+)\s*(?:\((?P<spec>.*)\))?$", re.DOTALL)
-# Programs that run whatever follows them: "Bash(bash *)" is "Bash(*)" in disguise.
-_LAUNCHERS = frozenset(
-    {
-        "bash", "sh", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "busybox",
-        "python", "python3", "python2", "node", "deno", "bun", "perl", "ruby", "php", "lua", "osascript",
-        "sudo", "doas", "su", "env", "xargs", "eval", "exec", "command", "builtin", "nohup", "nice",
-        "timeout", "time", "watch", "stdbuf", "setsid", "chroot", "ssh", "find", "npx", "uvx", "pipx",
-    }
-)  # fmt: skip
-_WILD = set("*?/.:~ \t")
-
-
-def blanket_reason(rule: str) -> str | None:
-    """Why ``rule`` would allow far more than the request at hand, or None when it is narrow enough."""
-    rule = rule.strip()
-    if not rule:
-        return "empty rule"
-    m = _RULE.match(rule)
-    if m is None:
-        return "not of the form Tool or Tool(specifier)"
-    tool, spec = m.group("tool"), m.group("spec")
-    if any(c in tool for c in "*?"):
-        return "a wildcard in the tool name covers many tools"
-    if spec is None:
-        parts = tool.split("__")
-        if tool.startswith("mcp__") and len(parts) >= 3 and all(parts[1:]):
-            return None  # one MCP tool of one server: the narrowest an MCP rule gets
-        return f"no specifier: it allows every {tool} call"
-    spec = spec.strip()
-    if set(spec) <= _WILD:
-        return f"the specifier {spec!r} matches everything"
-    if spec.startswith("domain:"):
-        domain = spec[len("domain:") :].strip()
-        if set(domain) <= _WILD or (domain.startswith("*") and domain.count(".") < 2):
-            return f"{domain!r} covers a whole top-level domain or more"
-        return None
-    if tool in ("Bash", "run_shell_command", "shell", "exec_command"):
-        first = spec.split()[0] if spec.split() else ""
-        if any(c in first for c in "*?"):
-            return "the program itself is a wildcard"
-        name = first.rsplit("/", 1)[-1]
-        if name in _LAUNCHERS and ("*" in spec or "?" in spec):
-            return f"{name} runs whatever follows it, so this allows any command"
-    return None
+# One check for "too broad" everywhere (engine suggestions, learning, policy warnings, every UI).
+blanket_reason = suggest.blanket_reason
 
 
 def exact_rule(call: CallInfo, verdict: Verdict) -> str:

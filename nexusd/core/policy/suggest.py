@@ -69,19 +69,59 @@ def _blanket_command(words: Sequence[str]) -> str | None:
     return None
 
 
+def _reads_program_from_input(words: Sequence[str]) -> str | None:
+    """``Bash(sh)``, ``Bash(python3 -)``, ``Bash(sudo -s)``, ``Bash(ssh host)``: an exact rule that still runs
+    whatever is piped in (``curl … | sh`` learned as ``Bash(sh)`` allows every script forever)."""
+    first = _base(words[0])
+    plain = [w for w in words[1:] if not w.startswith("-") or w == "-"]
+    stdin = not plain or plain == ["-"]
+    if (first in INTERPRETERS or _PY_VERSION.match(first) or first in SHELLS) and stdin:
+        return f"{first} without a script runs whatever program it is given on its input"
+    if first in PRIVILEGE and stdin:
+        return f"{first} without a command opens a shell that runs whatever it is given"
+    if first in REMOTE and len(plain) <= 1:
+        return f"{first} without a command runs whatever it is given on the other machine"
+    if first == "parallel" and stdin:
+        return "parallel without a command runs every input line as a command"
+    return None
+
+
+# Tools whose bare name (no specifier) reaches every file, command or site.
+_BROAD_BARE = frozenset({"Bash", "Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", *EDIT_TOOLS})
+_WILD = frozenset("*?/.:~ \t")
+
+
 def blanket_reason(rule_text: str) -> str | None:
-    """Why an allow rule is too broad to learn (None when it is acceptable)."""
+    """Why an allow rule is too broad to learn or offer (None when it is acceptable).
+
+    The one check: the engine's suggestions, learning, the policy loader's warnings and every UI's rule
+    editor ask this function, so "narrow enough" means the same everywhere.
+    """
     try:
         tool, spec = split_rule(rule_text)
-    except RuleError:
-        return None
+    except RuleError as e:
+        return f"not a valid rule: {e}"
+    if any(c in tool for c in "*?"):
+        return "a wildcard in the tool name covers many tools"
     tool = canonical_tool(tool)
+    if spec is None:
+        if tool in _BROAD_BARE:
+            return f"{tool} without a specifier allows every {tool} call"
+        parts = tool.split("__")
+        if tool.startswith("mcp__") and (len(parts) < 3 or not all(parts[1:])):
+            return f"{tool} allows every tool of that MCP server"
+        return None
+    if set(spec.strip()) <= _WILD:
+        return f"the specifier {spec!r} matches everything"
+    if tool == "WebFetch" and spec.startswith("domain:"):
+        domain = spec[len("domain:") :].strip()
+        if set(domain) <= _WILD or (domain.startswith("*") and domain.count(".") < 2):
+            return f"{domain!r} covers a whole top-level domain or more"
+        return None
     if tool == "Bash":
-        if spec is None:
-            return "Bash without a specifier allows every command"
         s = spec[:-2] + " *" if spec.endswith(":*") else spec
         if "*" not in s:
-            return None  # an exact command
+            return _reads_program_from_input(s.split())  # an exact command
         words = s.split()
         literal: list[str] = []
         for w in words:
@@ -91,11 +131,10 @@ def blanket_reason(rule_text: str) -> str | None:
                 break
             literal.append(w)
         return _blanket_command(literal)
-    if tool in EDIT_TOOLS or tool == "Read":
-        if spec is None:
-            return f"{tool} without a path allows every file" if tool != "Read" else None
-        if (spec.rstrip("/*") in ("", "/", "//", "~", "~/") and "*" in spec) or spec in ("//", "~", "~/", "/"):
-            return f"{tool}({spec}) covers the whole file system or home directory"
+    whole = (spec.rstrip("/*") in ("", "/", "//", "~", "~/", ".", "./") and "*" in spec) or spec in (
+        "//", "~", "~/", "/")
+    if (tool in EDIT_TOOLS or tool == "Read") and whole:
+        return f"{tool}({spec}) covers the whole file system, home directory or workspace"
     return None
 
 
@@ -146,6 +185,8 @@ def suggest(
             return []
         for c in cmds:
             r = _shell_rule(c)
+            if blanket_reason(r):
+                return []  # learning the rest would not cover the call; learning this one allows too much
             if r not in out:
                 out.append(r)
         return out if len(out) <= MAX_SUGGESTIONS else []
