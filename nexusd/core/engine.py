@@ -528,11 +528,35 @@ def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
     if cls.kind == ToolKind.SHELL and not mode.shell_auto:
         run.step("mode_check", "passed", f"mode {mode.name} never allows shell calls by itself")
         return None
+    if need == Requirement.WORKSPACE_WRITE and mode.ceiling == need and not _in_write_scope(mode, cls, writes):
+        run.step("mode_check", "passed", f"mode {mode.name} allows only {_SCOPE_TEXT[mode.write_scope]} by itself")
+        return None
     if need <= mode.ceiling and not (mode.deny_writes and _runs_or_writes(cls, writes)):
         run.step("mode_check", "allow", f"mode {mode.name} reaches {Requirement(need).label}")
         return _verdict(run, "allow", f"mode {mode.name} allows {Requirement(need).label}", "mode")
     run.step("mode_check", "passed", f"{Requirement(need).label} is above mode {mode.name}")
     return None
+
+
+# Claude Code's acceptEdits also runs these without a prompt when they stay inside the workspace.
+ACCEPT_EDITS_COMMANDS = frozenset({"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"})
+_EDIT_ONLY_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "ApplyPatch"})  # not Delete, Move
+_SCOPE_TEXT = {"all": "workspace writes", "edits_fs": "file edits and common filesystem commands",
+               "edits": "file edits"}
+
+
+def _in_write_scope(mode: ModeSpec, cls: Classification, writes: Sequence[str]) -> bool:
+    """Whether a workspace-write call is one the mode allows by itself (its seed's definition)."""
+    if mode.write_scope == "all":
+        return True
+    if cls.kind == ToolKind.EDIT:
+        return cls.tool in _EDIT_ONLY_TOOLS
+    if mode.write_scope == "edits" or cls.kind != ToolKind.SHELL or not cls.commands:
+        return False
+    # read-only commands (their redirects into the workspace are file edits) and the filesystem commands
+    return all(c.requirement == Requirement.READ_ONLY or (c.argv and c.argv[0] in ACCEPT_EDITS_COMMANDS
+                                                          and not c.wrappers and not c.opaque)
+               for c in cls.commands)
 
 
 def _classifier_step(run: _Run, session: Session, writes: Sequence[str], answer: ClassifierAnswer | None,

@@ -90,6 +90,9 @@ class Command(msgspec.Struct, frozen=True):
     # the program is not in the command knowledge: any of its arguments may be a command it runs, so
     # deny and ask rules are matched against every tail of argv (``setsid curl x`` under ``Bash(curl *)``)
     opaque: bool = False
+    # what this command alone needs (before path checks): lets a mode tell a read-only command with a
+    # redirect from a writer it does not cover (Claude's acceptEdits allows only some writers)
+    requirement: Requirement = Requirement.READ_ONLY
 
 
 class Redirect(msgspec.Struct, frozen=True):

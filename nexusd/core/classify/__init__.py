@@ -254,7 +254,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     out: list[Command] = []
     for cmd in sa.commands:
         eff = commands.effect(cmd)
-        out.append(cmd.to_command(opaque=not eff.known))
+        out.append(cmd.to_command(opaque=not eff.known, requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc)
         if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
             _apply_patch_in_shell(command, cwds, acc)

@@ -20,7 +20,7 @@ import msgspec
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from nexusd.core.model import Command, Flag, Redirect
+from nexusd.core.model import Command, Flag, Redirect, Requirement
 
 MAX_COMMAND_BYTES = 64 * 1024  # longer input is not parsed at all (our parser-timeout equivalent)
 # tree-sitter-bash 0.25 corrupts memory (a segfault some parses later) on characters outside the Basic
@@ -129,8 +129,9 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     # into several words, any of which may start with "-" (a file named --output=x in the workspace)
     glob_args: frozenset[int] = frozenset()
 
-    def to_command(self, opaque: bool = False) -> Command:
-        return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text, opaque=opaque)
+    def to_command(self, opaque: bool = False, requirement: Requirement = Requirement.READ_ONLY) -> Command:
+        return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text, opaque=opaque,
+                       requirement=requirement)
 
 
 class ShellAnalysis(msgspec.Struct, frozen=True):

@@ -16,6 +16,11 @@ import msgspec
 from nexusd.core.model import Requirement
 
 Escalation = Literal["ask", "deny", "classifier"]
+# What a mode whose ceiling is workspace-write allows by itself at that level:
+# "all" every workspace write (seed 000's workspace-write); "edits_fs" edit tools plus shell commands
+# made only of Claude's common filesystem commands (Claude's acceptEdits); "edits" edit tools only
+# (seed 004's ACCEPT_EDITS and YOLO, Gemini's autoEdit: delete, move and shell calls are asked).
+WriteScope = Literal["all", "edits_fs", "edits"]
 
 
 class ModeSpec(msgspec.Struct, frozen=True):
@@ -27,6 +32,7 @@ class ModeSpec(msgspec.Struct, frozen=True):
     shell_auto: bool = True  # False: shell calls never allowed by mode alone (seed 004's CAUTIOUS)
     deny_writes: bool = False  # plan: anything that writes or runs is denied, not asked
     prompts: bool = True  # False: every would-be prompt becomes a deny (dontAsk)
+    write_scope: WriteScope = "all"
     summary: str = ""
 
     @property
@@ -46,9 +52,13 @@ INTERNAL: dict[str, ModeSpec] = {
     for m in (
         ModeSpec("default", _RO, "ask", summary="reads inside the workspace allowed; everything else asked"),
         ModeSpec("cautious", _RO, "ask", shell_auto=False, summary="like default, but every shell call is asked"),
-        ModeSpec("accept_edits", _WW, "ask", summary="reads and writes inside the workspace allowed; rest asked"),
+        ModeSpec("accept_edits", _WW, "ask", write_scope="edits_fs",
+                 summary="reads, file edits and mkdir/touch/rm/rmdir/mv/cp/sed inside the workspace; rest asked"),
+        ModeSpec("edits_only", _WW, "ask", write_scope="edits",
+                 summary="reads and file edits inside the workspace; deletes, moves and shell asked"),
         ModeSpec("plan", _RO, "ask", deny_writes=True, summary="read-only: writes and commands denied, not asked"),
-        ModeSpec("auto", _WW, "classifier", summary="accept_edits, then the external classifier decides the rest"),
+        ModeSpec("auto", _WW, "classifier", write_scope="edits_fs",
+                 summary="accept_edits, then the external classifier decides the rest"),
         ModeSpec("dont_ask", _RO, "deny", prompts=False, summary="never asks: whatever would be asked is denied"),
         ModeSpec("bypass", _DFA, "ask", summary="everything allowed but deny/ask rules and safety"),
         ModeSpec("read_only", _RO, "deny", summary="seed 000 read-only: reads allowed, anything more denied"),
@@ -78,17 +88,17 @@ MODES: tuple[tuple[str, str, str], ...] = (
     # seed 004
     ("DEFAULT", "seed 004", "default"),
     ("CAUTIOUS", "seed 004", "cautious"),
-    ("YOLO", "seed 004 (auto-approves edits only)", "accept_edits"),
+    ("YOLO", "seed 004 (auto-approves edits only)", "edits_only"),
     ("PLAN", "seed 004 (Claude's plan)", "plan"),
-    ("ACCEPT_EDITS", "seed 004", "accept_edits"),
+    ("ACCEPT_EDITS", "seed 004", "edits_only"),
     ("BYPASS_PERMISSIONS", "seed 004", "bypass"),
     # Gemini CLI
-    ("autoEdit", "Gemini CLI", "accept_edits"),
-    ("auto_edit", "Gemini CLI", "accept_edits"),
+    ("autoEdit", "Gemini CLI", "edits_only"),
+    ("auto_edit", "Gemini CLI", "edits_only"),
     ("yolo", "Gemini CLI", "bypass"),
     # internal names, accepted verbatim (nexusctl mode, policy files)
-    *((n, "nexusd", n) for n in ("accept_edits", "dont_ask", "bypass", "cautious", "read_only", "workspace_write",
-                                   "danger_full_access")),
+    *((n, "nexusd", n) for n in ("accept_edits", "edits_only", "dont_ask", "bypass", "cautious", "read_only",
+                                   "workspace_write", "danger_full_access")),
 )
 
 _EXACT: dict[str, str] = {spelling: internal for spelling, _, internal in MODES}

@@ -11,9 +11,11 @@ EXPECTED = {
     "prompt": "prompt", "allow": "allow",
     "default": "default", "manual": "default", "acceptEdits": "accept_edits", "plan": "plan", "auto": "auto",
     "dontAsk": "dont_ask", "bypassPermissions": "bypass",
-    "DEFAULT": "default", "CAUTIOUS": "cautious", "YOLO": "accept_edits", "PLAN": "plan",
-    "ACCEPT_EDITS": "accept_edits", "BYPASS_PERMISSIONS": "bypass",
-    "autoEdit": "accept_edits", "auto_edit": "accept_edits", "yolo": "bypass",
+    # seed 004's ACCEPT_EDITS and YOLO and Gemini's autoEdit approve edit tools only (was accept_edits,
+    # which also allowed deletes, moves and workspace-write shell commands: looser than their seeds)
+    "DEFAULT": "default", "CAUTIOUS": "cautious", "YOLO": "edits_only", "PLAN": "plan",
+    "ACCEPT_EDITS": "edits_only", "BYPASS_PERMISSIONS": "bypass",
+    "autoEdit": "edits_only", "auto_edit": "edits_only", "yolo": "bypass",
 }
 
 
@@ -29,7 +31,7 @@ def test_table_covers_every_name():
 
 
 @pytest.mark.parametrize(("loose", "internal"), [("accept-edits", "accept_edits"), ("DONTASK", "dont_ask"),
-                                                 ("Bypass_Permissions", "bypass"), ("AUTOEDIT", "accept_edits")])
+                                                 ("Bypass_Permissions", "bypass"), ("AUTOEDIT", "edits_only")])
 def test_loose_spellings(loose, internal):
     assert resolve(loose).name == internal
 

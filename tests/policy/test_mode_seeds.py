@@ -1,0 +1,106 @@
+"""Each mode means what its seed says, through the real classifier and gate (issue "Modes that mean exactly
+what the seeds say").
+
+- Claude Code's acceptEdits: reads, file edits, and the common filesystem commands (mkdir, touch, rm,
+  rmdir, mv, cp, sed) inside the workspace; any other shell write is asked.
+- Seed 004's ACCEPT_EDITS and YOLO ("auto-approve edits, prompt for other dangerous tools": delete_file,
+  move_file and execute_bash stay prompted) and Gemini's autoEdit: edit tools only.
+- The kill switch covers every mode that reaches danger-full-access.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nexusd.policy.offline import check_offline
+from nexusd.protocol import CallInfo
+from tests.conftest import short_tmpdir
+
+
+@pytest.fixture(scope="module")
+def world() -> tuple[Path, Path]:
+    root = short_tmpdir()
+    ws = root / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "a.py").write_text("x = 1\n")
+    (ws / "notes.txt").write_text("n\n")
+    cfg = root / "cfg"
+    cfg.mkdir()
+    return ws, root
+
+
+def decide(world, tool: str, inp: dict, mode: str, provider: str = "claude", policy: str = "") -> str:
+    ws, root = world
+    cfg = root / f"cfg-{abs(hash(policy))}"
+    cfg.mkdir(exist_ok=True)
+    if policy:
+        (cfg / "policy.toml").write_text(policy)
+    call = CallInfo(provider=provider, session="s", tool=tool, input=inp, cwd=str(ws), mode=mode,
+                    workspace=str(ws))
+    return check_offline(call, config_dir=cfg, state_dir=root / "state", managed_dir=root / "managed").decision
+
+
+def bash(world, command: str, mode: str, **kw) -> str:
+    return decide(world, "Bash", {"command": command}, mode, **kw)
+
+
+ACCEPT_EDITS_ALLOWS = ["mkdir build", "touch src/b.py", "rm notes.txt", "rmdir src/x", "mv src/a.py src/c.py",
+                       "cp src/a.py src/d.py", "sed -i s/x/y/ src/a.py", "echo hi > notes.txt",
+                       "cat src/a.py > src/copy.py", "mkdir -p out && cp src/a.py out/"]
+ACCEPT_EDITS_ASKS = ["tee src/t.py < notes.txt", "chmod +x src/a.py", "ln -s src/a.py link", "truncate -s0 notes.txt",
+                     "timeout 5 rm notes.txt", "shred notes.txt", "mkdir /tmp/outside-ws", "npm install"]
+
+
+@pytest.mark.parametrize("command", ACCEPT_EDITS_ALLOWS)
+def test_claude_accept_edits_allows_edits_and_filesystem_commands(world, command):
+    assert bash(world, command, "acceptEdits") == "allow"
+
+
+@pytest.mark.parametrize("command", ACCEPT_EDITS_ASKS)
+def test_claude_accept_edits_asks_other_writers(world, command):
+    assert bash(world, command, "acceptEdits") == "ask"
+
+
+@pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
+@pytest.mark.parametrize("command", ["mkdir build", "rm notes.txt", "echo hi > notes.txt", "sed -i s/x/y/ src/a.py"])
+def test_seed_004_edit_modes_prompt_for_shell(world, mode, command):
+    """Seed 004: ``case "ACCEPT_EDITS": case "YOLO": return tier === "dangerous" && !isEditTool(toolName)``."""
+    assert bash(world, command, mode) == "ask"
+
+
+@pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO", "acceptEdits"])
+def test_edit_tools_are_allowed_by_every_edit_mode(world, mode):
+    ws, _ = world
+    assert decide(world, "Edit", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"},
+                  mode) == "allow"
+    assert decide(world, "Write", {"file_path": f"{ws}/src/new.py", "content": "z"}, mode) == "allow"
+
+
+@pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
+@pytest.mark.parametrize("tool,inp", [("delete_file", {"path": "WS/notes.txt"}),
+                                      ("move_file", {"source": "WS/notes.txt", "destination": "WS/n2.txt"})])
+def test_seed_004_restricted_tools_are_prompted(world, mode, tool, inp):
+    """Seed 004's RESTRICTED_TOOLS (delete_file, move_file) are not edit tools: prompted in ACCEPT_EDITS."""
+    ws, _ = world
+    inp = {k: v.replace("WS", str(ws)) for k, v in inp.items()}
+    assert decide(world, tool, inp, mode) == "ask"
+
+
+@pytest.mark.parametrize("mode", ["autoEdit", "auto_edit"])
+def test_gemini_auto_edit_approves_edits_only(world, mode):
+    ws, _ = world
+    pol = "[providers.gemini]\nauto_approval = true\n"
+    assert decide(world, "replace", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"}, mode,
+                  provider="gemini", policy=pol) == "allow"
+    assert decide(world, "run_shell_command", {"command": "mkdir build"}, mode, provider="gemini",
+                  policy=pol) == "ask"
+
+
+@pytest.mark.parametrize("mode", ["bypassPermissions", "danger-full-access", "DANGER_FULL_ACCESS", "allow", "yolo",
+                                  "BYPASS_PERMISSIONS"])
+def test_kill_switch_covers_every_full_access_mode(world, mode):
+    pol = "[permissions]\ndisable_bypass = true\n"
+    assert bash(world, "npm install", mode) == "allow"
+    assert bash(world, "npm install", mode, policy=pol) == "ask"
