@@ -206,6 +206,11 @@ def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy:
         return v
     if probe is None or not probe.available or not isinstance(call.input.get("command"), str):
         return v
+    if policy.provider(call.provider).auto_approval is False:
+        # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
+        trace = [*v.trace, TraceStep("sandbox", "skipped",
+                                     f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply")]
+        return msgspec.structs.replace(v, trace=trace)
     try:
         from nexusd.sandbox.plan import command_disposition
         from nexusd.sandbox.settings import sandbox_settings

@@ -181,3 +181,38 @@ def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: P
         out.seek(0)
         text = out.read().decode(errors="replace")
     assert "done" in text and "TOPSECRET" not in text
+
+
+@pytest.mark.parametrize(("provider", "extra", "expected"), [
+    ("claude", "", "allow"),
+    ("gemini", "", "ask"),  # Gemini's provider has no auto-approval by default
+    ("claude", "[providers.claude]\nauto_approval = false\n", "ask"),
+    ("gemini", "[providers.gemini]\nauto_approval = true\n", "allow"),
+])
+def test_no_auto_approval_beats_sandbox_auto_allow(tmp_path: Path, provider: str, extra: str, expected: str) -> None:
+    """One order, the stricter: a provider without auto-approval is asked even when the call would run
+    sandboxed with auto_allow_bash_if_sandboxed (it was allowed), and the trace says why."""
+    import anyio
+
+    from nexusd.core.model import Session
+    from nexusd.policy.gate import decide
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.probe import probe
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "policy.toml").write_text(
+        "[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n" + extra)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=tmp_path / "state", managed_dir=tmp_path / "m",
+                        home=str(tmp_path / "home"))
+    assert not store.load()
+    found = probe()
+    assert found.available, found.reason
+    tool = "Bash" if provider == "claude" else "run_shell_command"
+    call = CallInfo(provider, "s", tool, {"command": "npm install left-pad"}, str(ws), mode="default",
+                    workspace=str(ws))
+    verdict = anyio.run(lambda: decide(call, store, Session(id="s", provider=provider), sandbox=found))
+    assert verdict.decision == expected, verdict.reason
+    if expected == "ask":
+        assert any(s.step == "sandbox" and "auto-approval" in s.detail for s in verdict.trace)
