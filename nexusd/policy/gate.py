@@ -208,8 +208,8 @@ def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy:
         return v
     if policy.provider(call.provider).auto_approval is False:
         # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
-        trace = [*v.trace, TraceStep("sandbox", "skipped",
-                                     f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply")]
+        why = f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply"
+        trace = [*v.trace, TraceStep("sandbox", "skipped", why)]
         return msgspec.structs.replace(v, trace=trace)
     try:
         from nexusd.sandbox.plan import command_disposition
