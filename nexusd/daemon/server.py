@@ -27,6 +27,7 @@ import structlog
 from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
+from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.connection import Connection
@@ -777,6 +778,11 @@ class Server:
     def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
             self._reply_error(conn, "invalid_message", "mode must be a short non-empty name", msg.ref)
+            return
+        if msg.mode is not None and resolve(msg.mode) is None:
+            # an unknown name would show in status and silently act as default: refuse it, with the list
+            names = ", ".join(dict.fromkeys(spelling for spelling, _, _ in MODES))
+            self._reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}; valid modes: {names}", msg.ref)
             return
         self._session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)

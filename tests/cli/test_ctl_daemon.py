@@ -156,6 +156,13 @@ def test_mode_reload_version(daemon):
     assert json.loads(r.output)["daemon"]
 
 
+def test_mode_refuses_an_unknown_name_with_the_valid_ones(daemon):
+    r = run(daemon, "mode", "sess-2", "bypas")
+    assert r.exit_code != 0
+    assert "unknown mode 'bypas'" in r.output and "bypassPermissions" in r.output
+    assert "sess-2" not in json.loads(run(daemon, "status", "--json").output).get("sessions", {})
+
+
 def test_audit_reads_the_file_and_follows(daemon):
     agent = Raw(daemon.socket)
     agent.hello()

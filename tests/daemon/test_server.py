@@ -542,6 +542,15 @@ def test_set_mode_shows_in_status(daemon, raw_factory):
     assert status(ui).sessions["sess-9"] == "default"
 
 
+@pytest.mark.parametrize("mode", ["bypas", "superuser", "Yolo", "plan mode", "defaults"])
+def test_set_mode_refuses_unknown_names(daemon, raw_factory, mode):
+    ui = raw_factory(daemon.socket, role="ui")
+    reply = ui.ask({"type": "set_mode", "session": "sess-u", "mode": mode, "ref": "m"})
+    assert isinstance(reply, p.Error) and reply.code == "invalid_message" and reply.ref == "m"
+    assert "unknown mode" in reply.message and "acceptEdits" in reply.message
+    assert "sess-u" not in status(ui).sessions or status(ui).sessions["sess-u"] == "default"
+
+
 def test_check_has_no_side_effects(daemon, raw_factory):
     ui = raw_factory(daemon.socket, role="ui")
     ui.ask({"type": "subscribe"})
