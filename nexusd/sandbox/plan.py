@@ -54,8 +54,8 @@ def sandbox_dirs(state_dir: Path, workspace: str) -> tuple[str, str]:
     tag = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     base = state_dir / "sandbox" / tag
     home, tmp = base / "home", base / "tmp"
-    for d in (state_dir / "sandbox", base, home, tmp):
-        d.mkdir(mode=0o700, exist_ok=True)
+    for d in (state_dir, state_dir / "sandbox", base, home, tmp):
+        d.mkdir(mode=0o700, exist_ok=True, parents=d == state_dir)  # a fresh state dir may not exist yet
     return str(home), str(tmp)
 
 
@@ -217,12 +217,35 @@ def plan_command(
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
         argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
-        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub)
+        argv, note = _unix_socket_filter(argv, settings, probe, Path(store.state_dir))
+        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub, reason=note)
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
                        reason=probe.reason if probe else "")
+
+
+def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: SandboxProbe | None,
+                        state_dir: Path) -> tuple[list[str], str]:
+    """Close host Unix sockets with the seccomp filter unless the policy opens them all; say what is left."""
+    from nexusd.sandbox.seccomp import filter_file, with_filter
+
+    if settings.allow_all_unix_sockets:
+        return argv, "allow_all_unix_sockets: the command can connect to the host's Unix sockets"
+    if probe is None or probe.checks.get("seccomp") != "ok":
+        why = probe.checks.get("seccomp", "not probed") if probe is not None else "not probed"
+        return argv, f"no seccomp filter ({why}): the command can connect to the host's Unix sockets"
+    try:
+        path = filter_file(state_dir)
+    except (OSError, ValueError) as e:
+        return argv, f"no seccomp filter (cannot write it: {e}): the command can connect to the host's Unix sockets"
+    note = ""
+    if settings.allow_unix_sockets:
+        note = ("allow_unix_sockets cannot re-open single sockets on Linux (the filter refuses every new Unix "
+                "socket): set [sandbox.network] allow_all_unix_sockets = true to reach "
+                + ", ".join(settings.allow_unix_sockets))
+    return with_filter(argv, path), note
 
 
 # --------------------------------------------------------------------------- excluded commands

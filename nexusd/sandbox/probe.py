@@ -37,6 +37,26 @@ UNSHARE_GUARANTEES = (
 )
 
 
+SECCOMP_MISSING = "no seccomp filter: sandboxed commands can connect to the host's Unix sockets"
+
+
+def _seccomp_check(run: Runner, bwrap_argv: list[str]) -> str:
+    """Whether bubblewrap installs the Unix-socket filter (``ok`` or why not)."""
+    import platform as _platform
+    import tempfile
+
+    from nexusd.sandbox.seccomp import unix_socket_filter, with_filter
+
+    try:
+        data = unix_socket_filter(_platform.machine())
+    except ValueError as e:
+        return str(e)
+    with tempfile.NamedTemporaryFile(prefix="nexus-seccomp-", suffix=".bpf") as f:
+        f.write(data)
+        f.flush()
+        return _attempt(run, with_filter(bwrap_argv, Path(f.name)))
+
+
 def _run(argv: list[str], timeout: float) -> tuple[int, str]:
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
     return r.returncode, r.stderr.decode(errors="replace").strip()
@@ -148,7 +168,12 @@ def probe(
                                            "--ipc", "--uts", "--net", "--mount-proc", "--", "true"])
 
     if checks.get("bwrap") == "ok" or checks.get("bwrap_compat") == "ok":
-        note = "" if checks.get("bwrap") == "ok" else "old bubblewrap: nested user namespaces are not disabled"
+        notes = [] if checks.get("bwrap") == "ok" else ["old bubblewrap: nested user namespaces are not disabled"]
+        flags = BWRAP_FULL if checks.get("bwrap") == "ok" else BWRAP_COMPAT
+        checks["seccomp"] = _seccomp_check(run, [str(bwrap), *mounts, *flags, "--", "true"])
+        if checks["seccomp"] != "ok":
+            notes.append(f"{SECCOMP_MISSING} ({checks['seccomp']})")
+        note = "; ".join(notes)
         return SandboxProbe(platform=platform, available=True, backend="bwrap", container=container,
                             checks=checks, reason=note)
     if checks.get("unshare") == "ok":

@@ -17,10 +17,12 @@ from typing import Any
 from nexusd.core.policy.policy import Policy
 
 BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
-             "network_isolation")
+             "network_isolation", "allow_all_unix_sockets")
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
-TOP_KEYS = frozenset((*BOOL_KEYS, "excluded_commands", "filesystem", "network"))
-NETWORK_KEYS = frozenset(("isolated",))
+NETWORK_BOOL_KEYS = ("allow_all_unix_sockets",)  # booleans that live in [sandbox.network]
+TOP_KEYS = frozenset((*(k for k in BOOL_KEYS if k not in NETWORK_BOOL_KEYS), "excluded_commands", "filesystem",
+                      "network"))
+NETWORK_KEYS = frozenset(("isolated", "allow_all_unix_sockets", "allow_unix_sockets"))
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -35,7 +37,9 @@ class SandboxLayer:
     auto_allow_bash_if_sandboxed: bool | None = None
     allow_unsandboxed_commands: bool | None = None
     network_isolation: bool | None = None
+    allow_all_unix_sockets: bool | None = None
     excluded_commands: tuple[str, ...] = ()
+    allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()
     deny_write: tuple[str, ...] = ()
     deny_read: tuple[str, ...] = ()
@@ -51,7 +55,12 @@ class SandboxSettings:
     auto_allow_bash_if_sandboxed: bool = False  # sandboxed shell calls skip a bare ask (deny/ask rules still apply)
     allow_unsandboxed_commands: bool = True  # excluded_commands may run outside the sandbox
     network_isolation: bool = True
+    # Unix sockets: closed by a seccomp filter unless allow_all_unix_sockets. allow_unix_sockets names
+    # paths to re-open; a socket-creation filter cannot tell paths apart, so on Linux those paths need
+    # allow_all_unix_sockets (the plan says so) and stay closed otherwise.
+    allow_all_unix_sockets: bool = False
     excluded_commands: tuple[str, ...] = ()
+    allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()  # absolute paths
     deny_write: tuple[str, ...] = ()
     deny_read: tuple[str, ...] = ()
@@ -113,7 +122,8 @@ def parse_sandbox_layer(
     if not isinstance(table, Mapping):
         raise ValueError("[sandbox] must be a table")
     _check_keys(table, TOP_KEYS, "sandbox")
-    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS}
+    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS if k not in NETWORK_BOOL_KEYS}
+    values["allow_all_unix_sockets"] = None
     net = table.get("network")
     if net is not None:
         if not isinstance(net, Mapping):
@@ -124,6 +134,14 @@ def parse_sandbox_layer(
             if values["network_isolation"] is not None and values["network_isolation"] != isolated:
                 raise ValueError("sandbox.network_isolation and sandbox.network.isolated disagree")
             values["network_isolation"] = isolated
+        values["allow_all_unix_sockets"] = _bool(net, "allow_all_unix_sockets", "sandbox.network")
+    sockets: tuple[str, ...] = ()
+    if net is not None:
+        try:
+            sockets = tuple(resolve_sandbox_path(r, policy_file, home)
+                            for r in _strings(net, "allow_unix_sockets", "sandbox.network"))
+        except ValueError as e:
+            raise ValueError(f"sandbox.network.allow_unix_sockets: {e}") from None
     excluded = _strings(table, "excluded_commands", "sandbox")
     for rule in excluded:
         if not rule.strip():
@@ -139,7 +157,8 @@ def parse_sandbox_layer(
             paths[key] = tuple(resolve_sandbox_path(r, policy_file, home) for r in raw)
         except ValueError as e:
             raise ValueError(f"sandbox.filesystem.{key}: {e}") from None
-    return SandboxLayer(path=str(policy_file), managed=managed, excluded_commands=excluded, **values, **paths)
+    return SandboxLayer(path=str(policy_file), managed=managed, excluded_commands=excluded,
+                        allow_unix_sockets=sockets, **values, **paths)
 
 
 def parse_sandbox_table(table: Mapping[str, Any], policy_file: Path) -> SandboxSettings:
@@ -152,7 +171,7 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     protection or room, never remove another layer's deny. A managed layer's booleans are final."""
     values: dict[str, Any] = {}
     final: set[str] = set()
-    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands")}
+    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets")}
     sources: list[str] = []
     for layer in layers:
         sources.append(layer.path)

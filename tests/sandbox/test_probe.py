@@ -78,3 +78,20 @@ def test_containers(tmp_path: Path) -> None:
     assert detect_container(tmp_path, {}) == "kubernetes"
     (tmp_path / "proc/1/cgroup").write_text("0::/\n")
     assert detect_container(tmp_path, {}) is None
+
+
+def test_real_probe_installs_the_unix_socket_filter_here() -> None:
+    p = probe()
+    assert p.checks["seccomp"] == "ok" and "seccomp" not in p.reason
+
+
+def test_seccomp_refused_keeps_bwrap_and_names_the_reduced_guarantee() -> None:
+    def run(argv: list[str], timeout: float) -> tuple[int, str]:
+        if "--seccomp" in argv:
+            return 1, "bwrap: prctl(PR_SET_SECCOMP): Invalid argument"
+        return 0, ""
+
+    p = probe(run=run, which=lambda n: f"/usr/bin/{n}", sys_platform="linux")
+    assert p.available and p.backend == "bwrap"
+    assert "Invalid argument" in p.checks["seccomp"]
+    assert "Unix sockets" in p.reason

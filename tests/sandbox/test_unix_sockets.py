@@ -1,0 +1,150 @@
+"""Host Unix sockets are closed to sandboxed commands (real bubblewrap, real listening sockets).
+
+A listening socket of the host (docker.sock, the session bus, ssh-agent are the real-world cases) is
+reachable through the bind-mounted file system and, for abstract sockets, through no path at all; the
+seccomp filter refuses new AF_UNIX sockets, and ``[sandbox.network] allow_all_unix_sockets`` re-opens them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexusd.policy.store import PolicyStore
+from nexusd.sandbox.plan import plan_command
+from nexusd.sandbox.probe import probe
+from nexusd.sandbox.runner import execute
+from nexusd.sandbox.seccomp import ARCHES, unix_socket_filter
+
+SECRET = b"host-socket-secret"
+
+
+@pytest.fixture(scope="module")
+def found():
+    p = probe()
+    assert p.available and p.backend == "bwrap", p.reason
+    assert p.checks.get("seccomp") == "ok", p.checks
+    return p
+
+
+class Listener:
+    """A host socket that sends SECRET to whoever connects (path or abstract name)."""
+
+    def __init__(self, address: str | bytes) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(address)
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.accepted = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            with conn:
+                conn.sendall(SECRET)
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Path, Path]]:
+    # short (AF_UNIX paths are limited to 108 bytes), and not under /tmp, which the sandbox replaces
+    root = Path(tempfile.mkdtemp(prefix="nxus", dir="/var/tmp"))
+    ws = root / "ws"
+    ws.mkdir()
+    (root / "cfg").mkdir()
+    yield root, ws
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run_sandboxed(root: Path, ws: Path, found, code: str, policy: str = "") -> str:
+    (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
+    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
+                        home=str(root / "home"))
+    assert not store.load()
+    plan = plan_command(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", str(ws), store, found,
+                        workspace=str(ws))
+    assert plan.allowed, plan.reason
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        rc = execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
+        out.seek(0)
+        err.seek(0)
+        return f"rc={rc} out={out.read().decode(errors='replace')} err={err.read()}"
+
+
+CONNECT = """import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect({addr!r})
+print(s.recv(100).decode())
+"""
+
+
+@pytest.mark.parametrize("kind", ["path", "abstract"])
+def test_host_unix_socket_is_closed(world, found, kind):
+    root, ws = world
+    addr: str | bytes = str(root / "host.sock") if kind == "path" else f"\0nexus-test-{root.name}".encode()
+    listener = Listener(addr)
+    try:
+        result = run_sandboxed(root, ws, found, CONNECT.format(addr=addr))
+        assert SECRET.decode() not in result and "PermissionError" in result, result
+        assert listener.accepted == 0
+    finally:
+        listener.close()
+
+
+def test_allow_all_unix_sockets_reopens_them(world, found):
+    root, ws = world
+    addr = str(root / "host.sock")
+    listener = Listener(addr)
+    try:
+        result = run_sandboxed(root, ws, found, CONNECT.format(addr=addr),
+                               policy="[sandbox.network]\nallow_all_unix_sockets = true\n")
+        assert SECRET.decode() in result, result
+    finally:
+        listener.close()
+
+
+def test_other_sockets_and_socketpair_still_work(world, found):
+    root, ws = world
+    code = ("import socket\na, b = socket.socketpair()\na.sendall(b'pair')\nprint(b.recv(4).decode())\n"
+            "socket.socket(socket.AF_INET).close()\nprint('inet ok')\n")
+    result = run_sandboxed(root, ws, found, code)
+    assert "pair" in result and "inet ok" in result, result
+
+
+def test_single_socket_allowances_are_named_as_not_enforceable(world, found):
+    root, ws = world
+    (root / "cfg" / "policy.toml").write_text(
+        '[sandbox]\nenabled = true\n[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\n')
+    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
+                        home=str(root / "home"))
+    assert not store.load()
+    plan = plan_command("true", str(ws), store, found, workspace=str(ws))
+    assert plan.allowed and "--seccomp" in plan.argv
+    assert "allow_all_unix_sockets" in plan.reason and "/run/docker.sock" in plan.reason
+
+
+@pytest.mark.parametrize("machine", sorted(ARCHES))
+def test_filter_program_shape(machine):
+    prog = unix_socket_filter(machine)
+    assert len(prog) % 8 == 0 and 8 < len(prog) // 8 < 32  # struct sock_filter is 8 bytes
+    with pytest.raises(ValueError):
+        unix_socket_filter("sparc64")
