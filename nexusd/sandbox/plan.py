@@ -7,6 +7,7 @@ launcher (``python -I -m nexusd.sandbox.launcher``), which asks the daemon for t
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
@@ -14,7 +15,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +25,13 @@ from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
-from nexusd.sandbox.settings import SandboxSettings, sandbox_settings
+from nexusd.sandbox.settings import (
+    CREDENTIAL_PATHS,
+    WORKSPACE_SECRET_PREFIX,
+    SandboxSettings,
+    person_allow_read,
+    sandbox_settings,
+)
 
 # Tool name -> the input key holding the shell command (Claude Code's Bash, Gemini CLI's run_shell_command).
 SHELL_TOOLS = {"Bash": "command", "run_shell_command": "command"}
@@ -204,6 +211,13 @@ def plan_command(
     sandbox_home, sandbox_tmp = sandbox_dirs(Path(store.state_dir), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
+    personal = person_allow_read(policy)
+    secrets = secret_masks(_real(ws), home, personal)
+    deny_read = [*deny_read, *secrets]
+    # a project's allow_read never re-opens a built-in secret mask (or anything inside one)
+    settings = replace(settings, allow_read=tuple(
+        r for r in settings.allow_read
+        if r in personal or not any(r == m or r.startswith(m + "/") for m in secrets)))
     layout = build_layout(
         cwd, ws, settings,
         hidden_dirs=daemon_dirs(store),
@@ -224,6 +238,25 @@ def plan_command(
     argv = build_unshare_argv(layout.spec, inner)
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
                        reason=probe.reason if probe else "")
+
+
+def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:
+    """The built-in deny_read (credential locations, the workspace root's .env files) that exist, minus what
+    the user's or managed policy re-opened (a path that equals or contains the mask)."""
+    found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
+    with contextlib.suppress(OSError):
+        found += [os.path.join(workspace, name) for name in sorted(os.listdir(workspace))
+                  if name.startswith(WORKSPACE_SECRET_PREFIX)]
+    opened = [_real(r) for r in reopened]
+    out = []
+    for p in found:
+        if not os.path.lexists(p):
+            continue
+        rp = _real(p)
+        if any(rp == o or rp.startswith(o.rstrip("/") + "/") for o in opened):
+            continue
+        out.append(rp)
+    return list(dict.fromkeys(out))
 
 
 def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: SandboxProbe | None,

@@ -68,6 +68,34 @@ class SandboxSettings:
     sources: tuple[str, ...] = field(default=(), compare=False)  # the policy files that contributed
 
 
+# Masked in every sandbox (seed 001 leaves deny_read empty; a read by one allowed command and a send by
+# the next is how secrets leave). Home-relative. Only allow_read of the user's or the managed policy
+# re-opens one: a project's policy cannot ask for the user's keys.
+CREDENTIAL_PATHS = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json", ".netrc",
+    ".git-credentials", ".config/gh", ".config/hub", ".npmrc", ".yarnrc", ".pypirc", ".cargo/credentials",
+    ".cargo/credentials.toml", ".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
+    ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
+    ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+)
+# Masked in the workspace root the same way: environment files hold API keys more often than not.
+WORKSPACE_SECRET_PREFIX = ".env"
+
+
+def person_allow_read(policy: object) -> tuple[str, ...]:
+    """allow_read of the layers a project cannot write (user, managed, and anything outside the workspace)."""
+    workspace = getattr(policy, "workspace", None)
+    root = workspace.rstrip("/") + "/" if isinstance(workspace, str) and workspace else None
+    out: list[str] = []
+    for item in getattr(policy, "sandbox_layers", None) or ():
+        layer = item if isinstance(item, SandboxLayer) else parse_sandbox_layer(
+            item[0], Path(item[1]), managed=bool(item[2]) if len(item) > 2 else False)
+        if root is not None and layer.path.startswith(root) and not layer.managed:
+            continue  # a project layer
+        out.extend(p for p in layer.allow_read if p not in out)
+    return tuple(out)
+
+
 def resolve_sandbox_path(raw: str, policy_file: Path, home: str | None = None) -> str:
     """Seed 001's ``resolveSandboxFilesystemPath``: absolute, ``~/``, or ``./`` relative to the policy file."""
     if not isinstance(raw, str) or not raw:

@@ -1,0 +1,105 @@
+"""Credentials are unreadable inside the sandbox by default (real bubblewrap, a fake home).
+
+Masked: well-known credential locations in the home directory and the workspace root's ``.env*`` files.
+Re-opened only by ``allow_read`` of the user's (or managed) policy; a trusted project's ``allow_read``
+cannot ask for the user's keys.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexusd.policy.store import PolicyStore
+from nexusd.sandbox.plan import plan_command
+from nexusd.sandbox.probe import probe
+from nexusd.sandbox.runner import execute
+
+SECRETS = {
+    ".ssh/id_ed25519": "SSH-PRIVATE-KEY",
+    ".aws/credentials": "AWS-SECRET",
+    ".config/gcloud/credentials.db": "GCLOUD-SECRET",
+    ".netrc": "NETRC-PASSWORD",
+    ".docker/config.json": "DOCKER-AUTH",
+    ".kube/config": "KUBE-TOKEN",
+    ".git-credentials": "GIT-CREDENTIAL",
+}
+
+
+@pytest.fixture(scope="module")
+def found():
+    p = probe()
+    assert p.available and p.backend == "bwrap", p.reason
+    return p
+
+
+@pytest.fixture
+def world(monkeypatch) -> Iterator[tuple[Path, Path, Path]]:
+    root = Path(tempfile.mkdtemp(prefix="nxse", dir="/var/tmp"))  # /tmp is replaced inside the sandbox
+    home, ws = root / "home", root / "ws"
+    for rel, text in SECRETS.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    (home / "notes.txt").write_text("PLAIN-NOTE")
+    ws.mkdir()
+    (ws / ".env").write_text("API_KEY=ENV-SECRET")
+    (ws / ".env.local").write_text("ENV-LOCAL-SECRET")
+    (ws / "README.md").write_text("PLAIN-README")
+    (root / "cfg").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    yield root, home, ws
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool = False) -> str:
+    (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
+    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
+                        home=str(root / "home"))
+    assert not store.load()
+    if trust:
+        store.trust("add", str(ws))
+    plan = plan_command(command, str(ws), store, found, workspace=str(ws))
+    assert plan.allowed, plan.reason
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
+        out.seek(0)
+        return out.read().decode(errors="replace")
+
+
+def cat_all(home: Path, ws: Path) -> str:
+    files = [str(home / rel) for rel in SECRETS] + [str(ws / ".env"), str(ws / ".env.local"), str(home / "notes.txt"),
+                                                   str(ws / "README.md")]
+    return "cat " + " ".join(files) + " 2>/dev/null; true"
+
+
+def test_credentials_and_env_files_are_masked(world, found):
+    root, home, ws = world
+    out = run(root, ws, found, cat_all(home, ws))
+    for secret in (*SECRETS.values(), "ENV-SECRET", "ENV-LOCAL-SECRET"):
+        assert secret not in out, secret
+    assert "PLAIN-NOTE" in out and "PLAIN-README" in out  # everything else stays readable
+
+
+def test_users_allow_read_reopens_one(world, found):
+    root, home, ws = world
+    out = run(root, ws, found, cat_all(home, ws), policy='[sandbox.filesystem]\nallow_read = ["~/.aws"]\n')
+    assert "AWS-SECRET" in out and "SSH-PRIVATE-KEY" not in out
+
+
+def test_a_trusted_projects_allow_read_cannot_reopen_them(world, found):
+    root, home, ws = world
+    (ws / ".nexus").mkdir()
+    (ws / ".nexus" / "policy.toml").write_text(
+        f'[sandbox.filesystem]\nallow_read = ["{home}/.ssh", "{home}/.aws/credentials", "../.env"]\n')
+    out = run(root, ws, found, cat_all(home, ws), trust=True)
+    assert "SSH-PRIVATE-KEY" not in out and "AWS-SECRET" not in out and "ENV-SECRET" not in out
+
+
+def test_masked_env_file_cannot_be_overwritten_either(world, found):
+    root, _, ws = world
+    run(root, ws, found, "echo PWNED > .env; true")
+    assert (ws / ".env").read_text() == "API_KEY=ENV-SECRET"
