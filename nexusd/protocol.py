@@ -367,6 +367,10 @@ class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
     reason: str = ""
     backend: str | None = None  # bwrap | unshare; None: unsandboxed (only when the policy allows it)
     scrub: list[str] = []  # protected paths missing now: remove them after the command if it planted them
+    # nested protection: roots walked after the command; protected paths below them that were not in
+    # protected_before were planted by it and are removed
+    scrub_below: list[str] = []
+    protected_before: list[str] = []
     ref: str | None = None
 
 

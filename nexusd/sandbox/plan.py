@@ -25,6 +25,7 @@ from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
+from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.settings import (
     CREDENTIAL_PATHS,
     WORKSPACE_SECRET_PREFIX,
@@ -116,6 +117,9 @@ def policy_deny_paths(policy: object, cwd: str, home: str) -> tuple[list[str], l
 class Layout:
     spec: MountSpec
     scrub: list[str]
+    nested_roots: tuple[str, ...] = ()  # writable roots walked for nested protected paths
+    nested_before: tuple[str, ...] = ()  # what that walk found (bound read-only)
+    notes: tuple[str, ...] = ()
 
 
 def build_layout(
@@ -155,6 +159,19 @@ def build_layout(
         elif in_writable(p):
             scrub.append(p)
     scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
+    nested: list[str] = []
+    notes: list[str] = []
+    for root in writable:
+        found = find_protected(root)
+        nested += found.paths
+        if not found.complete:
+            notes.append(f"{root} is too large to search whole for nested protected paths (.git/hooks, agent "
+                         "settings ...): some below it may stay writable")
+    for p in dict.fromkeys(nested):
+        protected_ro.append(p)
+        rp = _real(p)
+        if rp != p:
+            protected_ro.append(rp)
 
     def existing(paths: Iterable[str]) -> list[str]:
         return [r for r in dict.fromkeys(_real(p) for p in paths) if os.path.lexists(r)]
@@ -171,7 +188,7 @@ def build_layout(
         env=(("HOME", sandbox_home), ("TMPDIR", sandbox_tmp)),
         network=not settings.network_isolation,
     )
-    return Layout(spec, scrub)
+    return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(nested)), tuple(notes))
 
 
 def plan_command(
@@ -232,12 +249,15 @@ def plan_command(
         full = probe is not None and probe.checks.get("bwrap") == "ok"
         argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
         argv, note = _unix_socket_filter(argv, settings, probe, Path(store.state_dir))
-        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub, reason=note)
+        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
+                           reason="; ".join(n for n in (note, *layout.notes) if n),
+                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before))
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
-                       reason=probe.reason if probe else "")
+                       reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+                       scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before))
 
 
 def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:

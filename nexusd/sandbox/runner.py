@@ -76,8 +76,15 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        if plan.scrub:
-            removed, failed = scrub(plan.scrub)
+        planted: list[str] = list(plan.scrub)
+        if plan.scrub_below:
+            from nexusd.sandbox.nested import planted as nested_planted
+
+            before = frozenset(plan.protected_before)
+            for root in plan.scrub_below:
+                planted += [p for p in nested_planted(root, before) if p not in planted]
+        if planted:
+            removed, failed = scrub(planted)
             for path in removed:
                 print(f"nexus: removed {path}, planted by the sandboxed command", file=err, flush=True)
             for path in failed:
