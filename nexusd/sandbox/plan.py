@@ -96,6 +96,42 @@ def _rule_path(rule: object, cwd: str, home: str) -> str | None:
 _GLOB = frozenset("*?[")
 
 
+def policy_write_paths(policy: object, cwd: str, home: str) -> list[str]:
+    """Where the permission policy lets the agent write, so that a write the gate allowed does not fail
+    inside the sandbox: additional directories (the agent's --add-dir) and the concrete paths of Edit allow
+    rules (a project's only when the workspace is trusted, as the engine does)."""
+    out = list(getattr(policy, "additional_directories", ()) or ())
+    trusted = getattr(policy, "trust", None) == "trusted"
+    for rule in getattr(policy, "rules", ()) or ():
+        if getattr(rule, "kind", None) != "allow" or getattr(rule, "tool", None) not in ("Edit", "Write", "MultiEdit"):
+            continue
+        if getattr(rule, "project", False) and not trusted:
+            continue
+        path = _rule_path(rule, cwd, home)
+        if path is not None and path != "/":
+            out.append(path)
+    return out
+
+
+def worktree_common_dir(workspace: str) -> str | None:
+    """A linked worktree's shared repository (``.git`` is a file naming ``<main>/.git/worktrees/<name>``):
+    commits write objects and refs there, so it must be writable — its hooks and config stay protected."""
+    dotgit = os.path.join(workspace, ".git")
+    if not os.path.isfile(dotgit):
+        return None
+    try:
+        with open(dotgit, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096).strip()
+        if not line.startswith("gitdir:"):
+            return None
+        gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="replace") as f:
+            common = f.read(4096).strip()
+    except OSError:
+        return None
+    return _real(os.path.normpath(os.path.join(gitdir, common)))
+
+
 def policy_deny_paths(policy: object, cwd: str, home: str) -> tuple[list[str], list[str]]:
     """Read/Edit deny rules of the permission policy that name concrete paths, as (deny_read, deny_write).
 
@@ -130,13 +166,17 @@ def build_layout(
     hidden_dirs: Iterable[str],
     extra_deny_read: Iterable[str] = (),
     extra_deny_write: Iterable[str] = (),
+    extra_writable: Iterable[str] = (),
     home: str,
     sandbox_home: str,
     sandbox_tmp: str,
 ) -> Layout:
     """The mounts for one command, from existing paths only, and what to scrub after it."""
     cwd, workspace = _real(cwd), _real(workspace)
-    writable = [workspace, *(_real(p) for p in settings.allow_write)]
+    common = worktree_common_dir(workspace)
+    writable = [workspace, *(_real(p) for p in (*settings.allow_write, *extra_writable))]
+    if common is not None:
+        writable.append(common)
     writable = [p for p in dict.fromkeys(writable) if os.path.exists(p)]
 
     def in_writable(p: str) -> bool:
@@ -148,6 +188,8 @@ def build_layout(
     for root in dict.fromkeys((workspace, cwd)):
         candidates += [os.path.join(root, f) for f in (*GIT_FILES, *AGENT_DIRS)]
     candidates += [os.path.join(home, f) for f in (*HOME_FILES, *AGENT_DIRS)]
+    if common is not None:
+        candidates += [os.path.join(common, f) for f in ("hooks", "config")]
     existing_bare, missing_bare = bare_repo_paths(cwd)
     candidates += existing_bare
     for p in dict.fromkeys(candidates):
@@ -240,6 +282,7 @@ def plan_command(
         hidden_dirs=daemon_dirs(store),
         extra_deny_read=deny_read,
         extra_deny_write=deny_write,
+        extra_writable=policy_write_paths(policy, _real(cwd), home),
         home=home,
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
