@@ -216,7 +216,7 @@ def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy:
         from nexusd.sandbox.settings import sandbox_settings
 
         settings = sandbox_settings(policy)
-        if not (settings.enabled and settings.auto_allow_bash_if_sandboxed):
+        if not (settings.active_on(probe.platform) and settings.auto_allow_bash_if_sandboxed):
             return v
         if command_disposition(call.input["command"], settings) != "sandbox":
             return v

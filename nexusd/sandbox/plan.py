@@ -26,6 +26,7 @@ from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
+from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
     CREDENTIAL_PATHS,
     WORKSPACE_SECRET_PREFIX,
@@ -419,7 +420,7 @@ def wrap_for_agent(
         settings = sandbox_settings(policy if policy is not None else store.policy_for(workspace_of(call)))
     except ValueError:
         settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
-    if not settings.enabled:
+    if not settings.active_on(probe.platform if probe is not None else detect_platform()):
         return None
     if (probe is None or not probe.available) and not settings.fail_if_unavailable:
         return None  # the policy allows unsandboxed runs; the launcher would only add a warning

@@ -17,11 +17,13 @@ from typing import Any
 from nexusd.core.policy.policy import Policy
 
 BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
-             "network_isolation", "allow_all_unix_sockets")
+             "network_isolation", "allow_all_unix_sockets", "allow_managed_read_paths_only")
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
+FS_BOOL_KEYS = ("allow_managed_read_paths_only",)  # booleans that live in [sandbox.filesystem]
+PLATFORMS = frozenset({"linux", "wsl2", "wsl1", "macos", "other"})  # nexusd.sandbox.probe.detect_platform
 NETWORK_BOOL_KEYS = ("allow_all_unix_sockets",)  # booleans that live in [sandbox.network]
-TOP_KEYS = frozenset((*(k for k in BOOL_KEYS if k not in NETWORK_BOOL_KEYS), "excluded_commands", "filesystem",
-                      "network"))
+TOP_KEYS = frozenset((*(k for k in BOOL_KEYS if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)), "excluded_commands",
+                      "filesystem", "network", "enabled_platforms"))
 NETWORK_KEYS = frozenset(("isolated", "allow_all_unix_sockets", "allow_unix_sockets"))
 _GLOB_CHARS = frozenset("*?[")
 
@@ -38,6 +40,8 @@ class SandboxLayer:
     allow_unsandboxed_commands: bool | None = None
     network_isolation: bool | None = None
     allow_all_unix_sockets: bool | None = None
+    allow_managed_read_paths_only: bool | None = None
+    enabled_platforms: tuple[str, ...] | None = None
     excluded_commands: tuple[str, ...] = ()
     allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()
@@ -59,6 +63,10 @@ class SandboxSettings:
     # paths to re-open; a socket-creation filter cannot tell paths apart, so on Linux those paths need
     # allow_all_unix_sockets (the plan says so) and stay closed otherwise.
     allow_all_unix_sockets: bool = False
+    # only the managed policy's allow_read re-opens what deny_read and the built-in masks hide
+    allow_managed_read_paths_only: bool = False
+    # seed 001's enabledPlatforms: where transparent sandboxing applies (None: every supported platform)
+    enabled_platforms: tuple[str, ...] | None = None
     excluded_commands: tuple[str, ...] = ()
     allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()  # absolute paths
@@ -66,6 +74,10 @@ class SandboxSettings:
     deny_read: tuple[str, ...] = ()
     allow_read: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)  # the policy files that contributed
+
+    def active_on(self, platform: str) -> bool:
+        """Whether agents' shell calls are sandboxed on ``platform`` (enabled, and the platform listed)."""
+        return self.enabled and (self.enabled_platforms is None or platform in self.enabled_platforms)
 
 
 # Masked in every sandbox (seed 001 leaves deny_read empty; a read by one allowed command and a send by
@@ -87,11 +99,13 @@ def person_allow_read(policy: object) -> tuple[str, ...]:
     workspace = getattr(policy, "workspace", None)
     root = workspace.rstrip("/") + "/" if isinstance(workspace, str) and workspace else None
     out: list[str] = []
+    managed_only = sandbox_settings(policy).allow_managed_read_paths_only
     for item in getattr(policy, "sandbox_layers", None) or ():
         layer = item if isinstance(item, SandboxLayer) else parse_sandbox_layer(
             item[0], Path(item[1]), managed=bool(item[2]) if len(item) > 2 else False)
-        if root is not None and layer.path.startswith(root) and not layer.managed:
-            continue  # a project layer
+        if (root is not None and layer.path.startswith(root) and not layer.managed) or (
+                managed_only and not layer.managed):
+            continue  # a project layer, or only the managed policy re-opens reads
         out.extend(p for p in layer.allow_read if p not in out)
     return tuple(out)
 
@@ -150,8 +164,16 @@ def parse_sandbox_layer(
     if not isinstance(table, Mapping):
         raise ValueError("[sandbox] must be a table")
     _check_keys(table, TOP_KEYS, "sandbox")
-    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS if k not in NETWORK_BOOL_KEYS}
-    values["allow_all_unix_sockets"] = None
+    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS
+                              if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)}
+    values["allow_all_unix_sockets"] = values["allow_managed_read_paths_only"] = None
+    if "enabled_platforms" in table:
+        plats = _strings(table, "enabled_platforms", "sandbox")
+        unknown = sorted(set(plats) - PLATFORMS)
+        if unknown:
+            raise ValueError(f"sandbox.enabled_platforms: unknown platform(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(PLATFORMS))})")
+        values["enabled_platforms"] = plats
     net = table.get("network")
     if net is not None:
         if not isinstance(net, Mapping):
@@ -177,7 +199,8 @@ def parse_sandbox_layer(
     fs = table.get("filesystem", {})
     if not isinstance(fs, Mapping):
         raise ValueError("sandbox.filesystem must be a table")
-    _check_keys(fs, FS_KEYS, "sandbox.filesystem")
+    _check_keys(fs, (*FS_KEYS, *FS_BOOL_KEYS), "sandbox.filesystem")
+    values["allow_managed_read_paths_only"] = _bool(fs, "allow_managed_read_paths_only", "sandbox.filesystem")
     paths: dict[str, tuple[str, ...]] = {}
     for key in FS_KEYS:
         raw = _strings(fs, key, "sandbox.filesystem")
@@ -200,9 +223,16 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     values: dict[str, Any] = {}
     final: set[str] = set()
     lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets")}
+    managed_reads: list[str] = []
+    platforms: tuple[str, ...] | None = None
     sources: list[str] = []
     for layer in layers:
         sources.append(layer.path)
+        if layer.managed:
+            managed_reads.extend(x for x in layer.allow_read if x not in managed_reads)
+        if layer.enabled_platforms is not None:  # narrowing only: every layer's list must name the platform
+            platforms = layer.enabled_platforms if platforms is None else tuple(
+                p for p in platforms if p in layer.enabled_platforms)
         for key in BOOL_KEYS:
             v = getattr(layer, key)
             if v is None or key in final:
@@ -212,7 +242,10 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
                 final.add(key)
         for key, acc in lists.items():
             acc.extend(x for x in getattr(layer, key) if x not in acc)
-    return SandboxSettings(**values, **{k: tuple(v) for k, v in lists.items()}, sources=tuple(sources))
+    if values.get("allow_managed_read_paths_only"):
+        lists["allow_read"] = managed_reads
+    return SandboxSettings(**values, **{k: tuple(v) for k, v in lists.items()}, enabled_platforms=platforms,
+                           sources=tuple(sources))
 
 
 _MEMO_MAX = 64

@@ -81,3 +81,51 @@ def test_sandbox_settings_from_policy_layers() -> None:
     pol = SimpleNamespace(sandbox_layers=[({"enabled": True}, "/x/policy.toml")])
     assert sandbox_settings(pol).enabled
     assert sandbox_settings(object()) == SandboxSettings()
+
+
+def _layer(table: dict, managed: bool = False, path: str = "/etc/proj/policy.toml"):
+    return parse_sandbox_layer(table, Path(path), managed=managed, home="/home/u")
+
+
+def test_enabled_platforms_narrow_where_transparent_sandboxing_applies() -> None:
+    s = merge_settings([_layer({"enabled": True, "enabled_platforms": ["linux", "macos"]})])
+    assert s.active_on("linux") and s.active_on("macos") and not s.active_on("wsl2")
+    # every layer's list must name the platform: a later layer cannot widen a managed one's list
+    s = merge_settings([_layer({"enabled_platforms": ["macos"]}, managed=True),
+                        _layer({"enabled": True, "enabled_platforms": ["linux", "macos"]})])
+    assert not s.active_on("linux") and s.active_on("macos")
+    assert merge_settings([_layer({"enabled": True})]).active_on("wsl2")  # not set: every platform
+    assert not merge_settings([_layer({"enabled_platforms": ["linux"]})]).active_on("linux")  # not enabled
+
+
+@pytest.mark.parametrize("bad", [["linux", "windows"], "linux", [1]])
+def test_enabled_platforms_are_checked(bad) -> None:
+    with pytest.raises(ValueError, match="enabled_platforms"):
+        _layer({"enabled_platforms": bad})
+
+
+def test_allow_managed_read_paths_only_keeps_only_the_managed_layers_allow_read() -> None:
+    managed = _layer({"filesystem": {"allow_managed_read_paths_only": True, "allow_read": ["/opt/shared"]}},
+                     managed=True)
+    user = _layer({"filesystem": {"allow_read": ["~/.ssh"]}})
+    s = merge_settings([managed, user])
+    assert s.allow_managed_read_paths_only and s.allow_read == ("/opt/shared",)
+    assert merge_settings([user]).allow_read == ("/home/u/.ssh",)
+
+
+def test_managed_read_paths_only_stops_the_user_reopening_credentials() -> None:
+    from nexusd.sandbox.settings import person_allow_read
+
+    layers = ((({"filesystem": {"allow_managed_read_paths_only": True}}), "/etc/nexus/policy.toml", True),
+              ({"filesystem": {"allow_read": ["~/.aws"]}}, "/home/u/.config/nexus/policy.toml", False))
+    pol = SimpleNamespace(sandbox_layers=layers, workspace=None)
+    assert person_allow_read(pol) == ()
+
+
+def test_unix_socket_keys_live_in_network() -> None:
+    s = merge_settings([_layer({"network": {"allow_all_unix_sockets": True, "allow_unix_sockets": ["/run/x.sock"]}})])
+    assert s.allow_all_unix_sockets and s.allow_unix_sockets == ("/run/x.sock",)
+    with pytest.raises(ValueError, match="unknown key"):
+        _layer({"allow_all_unix_sockets": True})
+    with pytest.raises(ValueError, match="allow_unix_sockets"):
+        _layer({"network": {"allow_unix_sockets": ["relative.sock"]}})
