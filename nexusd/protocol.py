@@ -371,6 +371,11 @@ class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
     # protected_before were planted by it and are removed
     scrub_below: list[str] = []
     protected_before: list[str] = []
+    # the workspace's sandbox settings as the gate applies them (for status screens)
+    transparent: bool = False  # agents' allowed shell calls here are rewritten to run sandboxed
+    auto_allow: bool = False  # auto_allow_bash_if_sandboxed is on here
+    network: str = "isolated"  # isolated | open
+    unix_sockets: str = "closed"  # closed (seccomp filter) | open
     ref: str | None = None
 
 

@@ -1,4 +1,4 @@
-"""``nexusctl sandbox probe`` and ``nexusctl run``."""
+"""``nexusctl sandbox probe``, ``nexusctl sandbox status`` and ``nexusctl run``."""
 
 from __future__ import annotations
 
@@ -57,6 +57,44 @@ def probe_cmd(ctx: click.Context, refresh: bool, here: bool, as_json: bool) -> N
     else:
         click.echo(format_probe(result, where))
     ctx.exit(0 if result.available else 1)
+
+
+@sandbox_group.command("status")
+@click.option("--workspace", type=click.Path(file_okay=False), help="The workspace (default: here).")
+@click.option("--json", "as_json", is_flag=True, help="Print the daemon's plan for the workspace as JSON.")
+@click.pass_context
+def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
+    """Whether agents' shell calls in a workspace run sandboxed, are auto-allowed, and what they can reach.
+
+    Exit 0 when agents' shell calls there run sandboxed, 1 when they do not (or would be refused).
+    """
+    import os
+
+    from nexusd.client import Client, NexusClientError
+    from nexusd.protocol import SandboxPlan, SandboxPlanQuery
+
+    ws = os.path.abspath(workspace or os.getcwd())
+    try:
+        with Client(socket_path=(ctx.obj or {}).get("socket"), role="ui", name="nexusctl") as c:
+            plan = c.call(SandboxPlanQuery(command="true", cwd=ws, workspace=ws))
+    except NexusClientError as e:
+        raise click.ClickException(str(e)) from None
+    if not isinstance(plan, SandboxPlan):
+        raise click.ClickException(f"unexpected reply {type(plan).__name__}")
+    if as_json:
+        click.echo(msgspec.json.encode(plan).decode())
+        ctx.exit(0 if plan.transparent and plan.allowed else 1)
+    lines = [f"sandbox for {ws}:",
+             f"  agents' shell calls: {'run sandboxed' if plan.transparent else 'NOT sandboxed (sandbox off here)'}",
+             f"  auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}",
+             f"  backend: {plan.backend or 'none'}" + ("" if plan.allowed else " (commands are refused)"),
+             f"  network: {plan.network}",
+             f"  host Unix sockets: {plan.unix_sockets}",
+             f"  nested protected paths: {len(plan.protected_before)} bound read-only"]
+    if plan.reason:
+        lines.append(f"  note: {plan.reason}")
+    click.echo("\n".join(lines))
+    ctx.exit(0 if plan.transparent and plan.allowed else 1)
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

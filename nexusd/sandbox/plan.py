@@ -288,6 +288,10 @@ def plan_command(
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
     )
+    platform = probe.platform if probe is not None else detect_platform()
+    state = {"transparent": settings.active_on(platform),
+             "auto_allow": settings.active_on(platform) and settings.auto_allow_bash_if_sandboxed,
+             "network": "open" if layout.spec.network else "isolated"}
     if backend == "bwrap":
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
@@ -295,13 +299,15 @@ def plan_command(
         argv, note = _unix_socket_filter(argv, settings, probe, Path(store.state_dir))
         return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
                            reason="; ".join(n for n in (note, *layout.notes) if n),
-                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before))
+                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
+                           unix_sockets="closed" if "--seccomp" in argv else "open", **state)
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
                        reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
-                       scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before))
+                       scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
+                       unix_sockets="open", **state)
 
 
 def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:

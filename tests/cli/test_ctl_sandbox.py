@@ -92,3 +92,21 @@ def test_launcher_through_the_daemon_scrubs_a_planted_bare_repo(daemon: DaemonHa
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "hi\n", r.stderr
     assert sorted(os.listdir(ws)) == []
+
+
+def test_sandbox_status_says_what_applies_to_a_workspace(daemon_factory: Callable[..., DaemonHandle],
+                                                         tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub/.git/hooks").mkdir(parents=True)
+    off = daemon_factory()
+    _wait_probe(off)
+    r = ctl(off, "sandbox", "status", "--workspace", str(ws))
+    assert r.returncode == 1 and "NOT sandboxed" in r.stdout and "auto-allow if sandboxed: off" in r.stdout
+    on = daemon_factory(policy="[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n")
+    _wait_probe(on)
+    r = ctl(on, "sandbox", "status", "--workspace", str(ws))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run sandboxed" in r.stdout and "auto-allow if sandboxed: on" in r.stdout
+    assert "host Unix sockets: closed" in r.stdout and "network: isolated" in r.stdout
+    plan = json.loads(ctl(on, "sandbox", "status", "--workspace", str(ws), "--json").stdout)
+    assert plan["transparent"] and plan["auto_allow"] and str(ws / "sub/.git/hooks") in plan["protected_before"]
