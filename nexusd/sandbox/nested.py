@@ -29,11 +29,22 @@ SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", "
 GIT_PARTS = ("hooks", "config")
 
 
+# Environment files hold API keys more often than not: masked in the sandbox at any depth. Templates
+# (.env.example and friends) are meant to be read.
+ENV_PREFIX = ".env"
+ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults"})
+
+
+def is_env_secret(name: str) -> bool:
+    return name.startswith(ENV_PREFIX) and name not in ENV_TEMPLATES
+
+
 @dataclass(frozen=True)
 class Found:
     paths: tuple[str, ...]  # existing protected paths (files and directories), absolute
     complete: bool  # False: the walk hit a bound, some may be missing
     dirs: tuple[tuple[str, int], ...] = ()  # (directory, st_mtime_ns) of every directory listed
+    secrets: tuple[str, ...] = ()  # .env files (not templates), to mask
 
 
 _cache: dict[str, Found] = {}
@@ -64,6 +75,7 @@ def find_protected(root: str) -> Found:
 
 def _walk(root: str) -> Found:
     paths: list[str] = []
+    secrets: list[str] = []
     dirs: list[tuple[str, int]] = []
     entries = 0
     complete = True
@@ -80,8 +92,10 @@ def _walk(root: str) -> Found:
         for e in listing:
             entries += 1
             if entries > MAX_ENTRIES:
-                return Found(tuple(paths), False, tuple(dirs))
+                return Found(tuple(paths), False, tuple(dirs), tuple(secrets))
             name = e.name
+            if is_env_secret(name):
+                secrets.append(e.path)
             try:
                 is_dir = e.is_dir(follow_symlinks=False)
             except OSError:
@@ -100,7 +114,7 @@ def _walk(root: str) -> Found:
                     complete = False
                     continue
                 stack.append((e.path, depth + 1))
-    return Found(tuple(sorted(paths)), complete, tuple(dirs))
+    return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)))
 
 
 def planted(root: str, before: frozenset[str]) -> list[str]:

@@ -7,7 +7,6 @@ launcher (``python -I -m nexusd.sandbox.launcher``), which asks the daemon for t
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import hashlib
 import os
@@ -29,7 +28,6 @@ from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
     CREDENTIAL_PATHS,
-    WORKSPACE_SECRET_PREFIX,
     SandboxSettings,
     person_allow_read,
     sandbox_settings,
@@ -311,12 +309,10 @@ def plan_command(
 
 
 def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:
-    """The built-in deny_read (credential locations, the workspace root's .env files) that exist, minus what
+    """The built-in deny_read (credential locations, the workspace's .env files) that exist, minus what
     the user's or managed policy re-opened (a path that equals or contains the mask)."""
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
-    with contextlib.suppress(OSError):
-        found += [os.path.join(workspace, name) for name in sorted(os.listdir(workspace))
-                  if name.startswith(WORKSPACE_SECRET_PREFIX)]
+    found += find_protected(workspace).secrets  # .env files at any depth (not templates)
     opened = [_real(r) for r in reopened]
     out = []
     for p in found:

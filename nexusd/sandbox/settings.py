@@ -90,8 +90,6 @@ CREDENTIAL_PATHS = (
     ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
     ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 )
-# Masked in the workspace root the same way: environment files hold API keys more often than not.
-WORKSPACE_SECRET_PREFIX = ".env"
 
 
 def person_allow_read(policy: object) -> tuple[str, ...]:

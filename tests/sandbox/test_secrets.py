@@ -48,6 +48,9 @@ def world(monkeypatch) -> Iterator[tuple[Path, Path, Path]]:
     ws.mkdir()
     (ws / ".env").write_text("API_KEY=ENV-SECRET")
     (ws / ".env.local").write_text("ENV-LOCAL-SECRET")
+    (ws / "packages/api").mkdir(parents=True)
+    (ws / "packages/api/.env.production").write_text("NESTED-ENV-SECRET")
+    (ws / ".env.example").write_text("API_KEY=TEMPLATE-VALUE")
     (ws / "README.md").write_text("PLAIN-README")
     (root / "cfg").mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -72,16 +75,18 @@ def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool
 
 def cat_all(home: Path, ws: Path) -> str:
     files = [str(home / rel) for rel in SECRETS] + [str(ws / ".env"), str(ws / ".env.local"), str(home / "notes.txt"),
-                                                   str(ws / "README.md")]
+                                                   str(ws / "README.md"), str(ws / "packages/api/.env.production"),
+                                                   str(ws / ".env.example")]
     return "cat " + " ".join(files) + " 2>/dev/null; true"
 
 
 def test_credentials_and_env_files_are_masked(world, found):
     root, home, ws = world
     out = run(root, ws, found, cat_all(home, ws))
-    for secret in (*SECRETS.values(), "ENV-SECRET", "ENV-LOCAL-SECRET"):
+    for secret in (*SECRETS.values(), "ENV-SECRET", "ENV-LOCAL-SECRET", "NESTED-ENV-SECRET"):
         assert secret not in out, secret
-    assert "PLAIN-NOTE" in out and "PLAIN-README" in out  # everything else stays readable
+    # everything else stays readable, .env templates included
+    assert "PLAIN-NOTE" in out and "PLAIN-README" in out and "TEMPLATE-VALUE" in out
 
 
 def test_users_allow_read_reopens_one(world, found):
