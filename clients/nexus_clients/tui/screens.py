@@ -4,6 +4,7 @@ rules, status). Screens talk to nexusd only through the app's ``link``; untruste
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -409,10 +410,12 @@ class StatusScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
-    def __init__(self, reply: protocol.StatusReply | None = None) -> None:
-        """``reply`` shows that instead of asking the daemon (snapshot tests)."""
+    def __init__(self, reply: protocol.StatusReply | None = None, workspace: str | None = None) -> None:
+        """``reply`` shows that instead of asking the daemon (snapshot tests); ``workspace`` is the one whose
+        sandbox settings are shown (default: the directory the TUI was started in)."""
         super().__init__()
         self.initial = reply
+        self.workspace = workspace or os.getcwd()
         self.plain = ""  # what is shown, as plain text (tests read it)
 
     def compose(self) -> ComposeResult:
@@ -426,8 +429,10 @@ class StatusScreen(Screen[None]):
         else:
             self.show(self.initial)
 
-    def show(self, reply: protocol.StatusReply) -> None:
+    def show(self, reply: protocol.StatusReply, plan: protocol.SandboxPlan | None = None) -> None:
         lines = status_lines(reply)
+        if plan is not None:
+            lines += workspace_sandbox_lines(self.workspace, plan)
         self.plain = "\n".join(line.plain for line in lines)
         self.query_one("#status-body", Static).update(Group(*lines))
 
@@ -440,8 +445,29 @@ class StatusScreen(Screen[None]):
         except Exception as e:
             body.update(Text(f"cannot load status: {_err_text(e)}", style="red"))
             return
-        if isinstance(reply, protocol.StatusReply):
-            self.show(reply)
+        if not isinstance(reply, protocol.StatusReply):
+            return
+        plan: protocol.SandboxPlan | None = None
+        try:
+            answer = await app.link_call(protocol.SandboxPlanQuery(command="true", cwd=self.workspace,
+                                                                   workspace=self.workspace))
+            plan = answer if isinstance(answer, protocol.SandboxPlan) else None
+        except Exception:
+            plan = None  # the daemon's status is still worth showing
+        self.show(reply, plan)
+
+
+def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlan) -> list[Text]:
+    """Whether agents' shell calls in ``workspace`` run sandboxed and are auto-allowed, and what they reach."""
+    out = [Text("\nsandbox for ", style="bold underline") + safe_text(workspace, style="bold underline")]
+    on = plan.transparent and plan.allowed
+    out.append(Text("agents' shell calls: " + ("run sandboxed" if on else "NOT sandboxed"),
+                    style="green" if on else "yellow"))
+    out.append(Text(f"auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}   network: {plan.network}   "
+                    f"host Unix sockets: {plan.unix_sockets}   nested protected paths: {len(plan.protected_before)}"))
+    if plan.reason:
+        out.append(safe_text(plan.reason, style="yellow"))
+    return out
 
 
 def status_lines(s: protocol.StatusReply) -> list[Text]:

@@ -327,3 +327,6 @@ async def test_decisions_rules_and_status_screens_against_the_daemon(daemon_fact
         assert isinstance(status, StatusScreen)
         await until(pilot, lambda: "connections:" in status.plain, what="status loaded")
         assert "ui: 1" in status.plain
+        # the sandbox settings of the TUI's own directory, as the daemon applies them there
+        await until(pilot, lambda: "sandbox for " in status.plain, what="workspace sandbox shown")
+        assert "agents' shell calls: NOT sandboxed" in status.plain and "auto-allow if sandboxed: off" in status.plain
