@@ -82,6 +82,7 @@ class _Run:
     mode: ModeSpec
     trace: list[TraceStep] = field(default_factory=list)
     explain: bool = True  # False: no trace, details only where the daemon needs them (see evaluate)
+    why_not_mode: str = ""  # set when a setting, not the mode's ceiling, kept the mode from allowing
 
     def step(self, step: str, outcome: str, detail: str = "") -> None:
         if self.explain:
@@ -507,6 +508,8 @@ def evaluate(
                                    "default"))
     reason = f"{cls.tool} needs {need}; mode {mode.name} asks" if cls.auto_allowable else (
         f"{cls.tool} cannot be allowed automatically: {'; '.join(cls.notes) or 'flagged'}")
+    if run.why_not_mode and cls.auto_allowable:
+        reason = f"{cls.tool} asks because {run.why_not_mode}"
     return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg))
 
 
@@ -523,7 +526,12 @@ def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
         if safe:
             run.step("mode_check", "allow", "a safe tool (provider without auto-approval)")
             return _verdict(run, "allow", f"{cls.tool} is a safe read inside the workspace", "mode")
-        run.step("mode_check", "passed", f"provider {run.call.provider} has no auto-approval")
+        name = run.call.provider
+        run.why_not_mode = (
+            f"the {name} provider has no auto-approval ([providers.{name}] auto_approval = false"
+            f"{', its default' if name == 'gemini' else ''}): only allow rules and file reads inside the workspace "
+            f"pass without a person; add an allow rule, or set auto_approval = true to let the mode decide")
+        run.step("mode_check", "passed", f"provider {name} has no auto-approval")
         return None
     if cls.kind == ToolKind.SHELL and not mode.shell_auto:
         run.step("mode_check", "passed", f"mode {mode.name} never allows shell calls by itself")

@@ -104,3 +104,21 @@ def test_kill_switch_covers_every_full_access_mode(world, mode):
     pol = "[permissions]\ndisable_bypass = true\n"
     assert bash(world, "npm install", mode) == "allow"
     assert bash(world, "npm install", mode, policy=pol) == "ask"
+
+
+@pytest.mark.parametrize("command", ["ls", "git status", "cat src/a.py"])
+def test_gemini_ask_names_the_setting_and_how_to_change_it(world, command):
+    """Issue "first hour": Gemini asked for `ls` with "Bash needs read-only; mode default asks", hiding the cause."""
+    ws, root = world
+    call = CallInfo(provider="gemini", session="s", tool="run_shell_command", input={"command": command},
+                    cwd=str(ws), workspace=str(ws))
+    v = check_offline(call, config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "managed")
+    assert v.decision == "ask"
+    assert "[providers.gemini] auto_approval = false" in v.reason and "auto_approval = true" in v.reason
+    assert "allow rule" in v.reason
+    pol = "[providers.gemini]\nauto_approval = true\n"
+    assert bash_provider(world, command, "gemini", pol) == "allow"
+
+
+def bash_provider(world, command: str, provider: str, policy: str) -> str:
+    return decide(world, "run_shell_command", {"command": command}, "default", provider=provider, policy=policy)
