@@ -74,7 +74,7 @@ class QueueScreen(Screen[None]):
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
         Binding("t", "open('status')", "status"),
-        Binding("question_mark", "open('help')", "help"),
+        Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
     ]
 
@@ -196,7 +196,12 @@ class QueueScreen(Screen[None]):
 
     @work(group="dialog")
     async def deny_with_message(self, entry: Entry) -> None:
-        message = await self.app.push_screen_wait(DenyMessageScreen(self._what(entry)))
+        state = self.state
+
+        def remaining() -> float | None:
+            return entry.remaining(state.clock()) if entry.pending else None
+
+        message = await self.app.push_screen_wait(DenyMessageScreen(self._what(entry), remaining))
         if message is None:
             return
         self.app.send_answer(entry.id, "deny", "once", message=message, label="denied with a message")  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from rich.console import Group
@@ -34,19 +35,39 @@ def _err_text(e: BaseException) -> str:
 
 
 class DenyMessageScreen(ModalScreen[str | None]):
-    """Deny, with a message the model will read (why, or what to do instead)."""
+    """Deny, with a message the model will read (why, or what to do instead).
+
+    ``remaining`` (seconds left before the daemon denies the request by itself, or None once it is
+    decided) drives a countdown: typing a message takes time, and a person should see it run out.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, what: Text) -> None:
+    def __init__(self, what: Text, remaining: Callable[[], float | None] | None = None) -> None:
         super().__init__()
         self.what = what
+        self.remaining = remaining
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(Text("Deny, with a message to the model", style="bold"))
             yield Static(self.what)
+            yield Static("", id="deny-countdown")
             yield Input(placeholder="message (Enter sends the deny, Esc cancels)", id="deny-message", max_length=2000)
+
+    def on_mount(self) -> None:
+        if self.remaining is not None:
+            self.tick()
+            self.set_interval(0.5, self.tick)
+
+    def tick(self) -> None:
+        left = self.remaining() if self.remaining is not None else None
+        label = self.query_one("#deny-countdown", Static)
+        if left is None:
+            label.update(Text("this request was decided meanwhile: the deny will not be sent", style="bold yellow"))
+        else:
+            label.update(Text(f"auto-deny in {max(0, int(left + 0.999))}s",
+                              style="bold red" if left <= 10 else "bold"))
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:

@@ -96,6 +96,8 @@ class TuiState:
         self.entries[item.id] = Entry(item, self.clock())
         self._order()
         self._select_if_none()
+        if self.message_level == "info":
+            self.say("")  # "Sent: …" was about the last request; a warning or an error stays until read
         return True
 
     def apply_resolved(self, res: Resolved) -> Entry | None:

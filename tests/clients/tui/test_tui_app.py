@@ -330,3 +330,37 @@ async def test_decisions_rules_and_status_screens_against_the_daemon(daemon_fact
         # the sandbox settings of the TUI's own directory, as the daemon applies them there
         await until(pilot, lambda: "sandbox for " in status.plain, what="workspace sandbox shown")
         assert "agents' shell calls: NOT sandboxed" in status.plain and "auto-allow if sandboxed: off" in status.plain
+
+
+async def test_first_hour_papercuts(daemon_factory: Callable[..., Any]) -> None:
+    """Issue "first hour": one "? help" on screen, the deny-with-message box counts down and says when the
+    request is decided meanwhile, and "Sent:" does not linger over the next request."""
+    from textual.widgets import Static
+
+    d = daemon_factory(pending_timeout=4)
+    app = tui(d)
+    async with app.run_test(size=SIZE) as pilot:
+        from textual.widgets import Button
+
+        shown_help = [b for b in app.screen.active_bindings.values()
+                      if b.binding.show and b.binding.action == "open('help')"]
+        buttons = [str(b.label) for b in app.screen.query(Button) if "help" in str(b.label)]
+        assert len(shown_help) + len(buttons) == 1, (shown_help, buttons)
+
+        agent = await ask(pilot, app, d)
+        await pilot.press("N")
+        await until(pilot, lambda: isinstance(app.screen, DenyMessageScreen), what="message dialog")
+        label = app.screen.query_one("#deny-countdown", Static)
+        await until(pilot, lambda: "auto-deny in" in str(label.render()), what="countdown shown")
+        await until(pilot, lambda: "decided meanwhile" in str(label.render()), what="timeout shown", timeout=15)
+        await pilot.press("escape")
+        assert (await agent.result(pilot)).source == "timeout"
+
+        agent = await ask(pilot, app, d)
+        await pilot.press("y")
+        await agent.result(pilot)
+        await until(pilot, lambda: app.state.message.startswith("Sent"), what="sent message")
+        agent = await ask(pilot, app, d)
+        assert not app.state.message.startswith("Sent")
+        await pilot.press("n")
+        await agent.result(pilot)
