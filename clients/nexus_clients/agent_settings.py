@@ -9,6 +9,7 @@ never touched. The transforms are pure functions over parsed JSON so they are te
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import json
@@ -16,6 +17,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,17 +209,40 @@ def read_json(path: Path) -> tuple[dict[str, Any], str | None]:
     return data, text
 
 
-def plan(path: Path, transform: Any) -> Change:
+KEEP_BACKUPS = 5  # per settings file: older nexus backups are removed when a new one is made
+
+
+def _backups(path: Path) -> list[Path]:
+    """Our backups of ``path``, newest first."""
+    found = [p for p in path.parent.glob(f"{glob_escape(path.name)}.nexus-backup-*") if p.is_file()]
+    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
+
+
+def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
+    """``restore`` (uninstall): when the result is what a backup held, write that backup's exact text back
+    (a round trip leaves the file byte-identical), and when nothing is left, remove the file (an install
+    that created it leaves no ``{}`` behind)."""
     data, old_text = read_json(path)
     new = transform(data)
     if new == data:
         return Change(path, old_text, old_text)
+    if restore:
+        if not new:
+            return Change(path, old_text, None)
+        for backup in _backups(path):
+            try:
+                text = backup.read_text(encoding="utf-8")
+                if json.loads(text) == new:
+                    return Change(path, old_text, text)
+            except (OSError, ValueError):
+                continue
     return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
 
 def apply(change: Change) -> Path | None:
-    """Write the change atomically; returns the backup's path (None when there was no file or no change)."""
-    if not change.changed or change.new_text is None:
+    """Write (or, for ``new_text=None``, remove) atomically after a backup; returns the backup's path (None
+    when there was no file or no change). Only the newest ``KEEP_BACKUPS`` backups of a file are kept."""
+    if not change.changed:
         return None
     path = change.path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -231,7 +256,14 @@ def apply(change: Change) -> Path | None:
             backup = path.with_name(f"{path.name}.nexus-backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
             n += 1
         shutil.copy2(path, backup)
-    write_atomic(path, change.new_text, mode, dir_mode=0o755)
+        for old in _backups(path)[KEEP_BACKUPS:]:
+            with contextlib.suppress(OSError):
+                old.unlink()
+    if change.new_text is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    else:
+        write_atomic(path, change.new_text, mode, dir_mode=0o755)
     return backup
 
 
@@ -252,9 +284,9 @@ def install_changes(
 
 def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
     if agent == "claude":
-        changes = [plan(settings_path("claude", project, home), claude_uninstall)]
+        changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)
         if mcp_file.exists():
-            changes.append(plan(mcp_file, mcp_uninstall))
+            changes.append(plan(mcp_file, mcp_uninstall, restore=True))
         return changes
-    return [plan(settings_path("gemini", project, home), gemini_uninstall)]
+    return [plan(settings_path("gemini", project, home), gemini_uninstall, restore=True)]

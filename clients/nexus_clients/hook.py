@@ -239,7 +239,7 @@ def _decode(raw: bytes) -> Any:
 def main(argv: list[str] | None = None) -> NoReturn:
     started = time.monotonic()
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] in (["-h"], ["--help"]):
+    if "-h" in args or "--help" in args:  # `nexus-hook claude --help` too: help is never a misconfiguration
         print(USAGE)
         sys.exit(0)
     try:

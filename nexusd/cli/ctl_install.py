@@ -39,7 +39,8 @@ def _run(changes: list[settings.Change], dry_run: bool) -> None:
             continue
         backup = settings.apply(change)
         note = f" (backup: {backup})" if backup else ""
-        click.echo(f"{change.path}: updated{note}")
+        what = "removed (nothing else was in it)" if change.new_text is None else "updated"
+        click.echo(f"{change.path}: {what}{note}")
     if dry_run:
         click.echo("Dry run: nothing was written.")
 

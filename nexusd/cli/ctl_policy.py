@@ -92,9 +92,13 @@ def validate(file: Path | None, workspace: str) -> None:
     click.echo(f"ok: {n} rule(s)")
 
 
-@click.group("rules")
-def rules_group() -> None:
-    """Show, add and remove rules (added rules go to learned.toml)."""
+@click.group("rules", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with no subcommand).")
+@click.pass_context
+def rules_group(ctx: click.Context, as_json: bool) -> None:
+    """Show, add and remove rules (added rules go to learned.toml); with no subcommand, list them."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(rules_list, as_json=as_json)
 
 
 @rules_group.command("list")
@@ -119,26 +123,42 @@ def rules_list(ctx: click.Context, as_json: bool) -> None:
         click.echo("no rules: the built-in default applies (reads inside the workspace allowed, the rest asked)")
 
 
-@rules_group.command("add")
+@rules_group.command("add", short_help="Add RULE as KIND (allow, ask, deny) to learned.toml.")
 @click.argument("kind", type=click.Choice(["allow", "ask", "deny"]))
 @click.argument("rule")
 @click.pass_context
 def rules_add(ctx: click.Context, kind: str, rule: str) -> None:
-    """Add RULE (e.g. 'Bash(npm run test *)') as KIND to learned.toml."""
+    """Add RULE as KIND (allow, ask, deny) to learned.toml, for example:
+
+    nexusctl rules add allow 'Bash(npm run test *)'
+    """
     from nexusd import protocol as p
 
     _call(ctx, p.RuleChange(action="add", kind=kind, rule=rule))  # type: ignore[arg-type]
     click.echo(f"added {kind} {rule}")
 
 
-@rules_group.command("remove")
-@click.argument("kind", type=click.Choice(["allow", "ask", "deny"]))
-@click.argument("rule")
+@rules_group.command("remove", short_help="Remove a learned rule: [KIND] RULE.")
+@click.argument("words", nargs=-1, required=True, metavar="[KIND] RULE")
 @click.pass_context
-def rules_remove(ctx: click.Context, kind: str, rule: str) -> None:
-    """Remove a learned RULE."""
+def rules_remove(ctx: click.Context, words: tuple[str, ...]) -> None:
+    """Remove a learned RULE. KIND (allow, ask, deny) is needed only when the same rule text was learned
+    under more than one kind; otherwise it is looked up."""
     from nexusd import protocol as p
 
+    kinds = ("allow", "ask", "deny")
+    if len(words) == 2 and words[0] in kinds:
+        kind, rule = words
+    elif len(words) == 1:
+        rule = words[0]
+        learned = [r.kind for r in _call(ctx, p.RulesQuery()).rules if r.layer == "learned" and r.rule == rule]
+        if not learned:
+            raise click.ClickException(f"{rule!r} is not a learned rule (see `nexusctl rules list`)")
+        if len(set(learned)) > 1:
+            raise click.ClickException(f"{rule!r} is learned as {', '.join(sorted(set(learned)))}: name the kind")
+        kind = learned[0]
+    else:
+        raise click.UsageError("give RULE, or KIND RULE (quote the rule: 'Bash(npm run *)')")
     _call(ctx, p.RuleChange(action="remove", kind=kind, rule=rule))  # type: ignore[arg-type]
     click.echo(f"removed {kind} {rule}")
 
@@ -181,6 +201,9 @@ def trust_list(ctx: click.Context) -> None:
     reply = _call(ctx, p.RulesQuery())
     for t in reply.trusted:
         click.echo(t)
+    if not reply.trusted:
+        click.echo("no trusted workspaces: project policies contribute only restrictions "
+                   "(trust one with `nexusctl trust add DIR`)")
 
 
 def register(group: click.Group) -> None:

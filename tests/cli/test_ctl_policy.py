@@ -59,3 +59,27 @@ def test_rules_and_trust_through_the_daemon(daemon, tmp_path: Path):
     assert str(ws.resolve()) in run.invoke(main, [*base, "trust", "list"]).stdout
     assert run.invoke(main, [*base, "trust", "remove", str(ws)]).exit_code == 0
     assert str(ws.resolve()) not in run.invoke(main, [*base, "trust", "list"]).stdout
+
+
+def test_first_hour_rough_edges(daemon, tmp_path: Path):
+    """Bare `rules` lists, `rules remove RULE` finds the kind, help is not cut mid-sentence, an empty trust
+    list says so (issue "first hour")."""
+    run = CliRunner()
+    base = ["--socket", str(daemon.socket)]
+    r = run.invoke(main, [*base, "rules"])
+    assert r.exit_code == 0 and "no rules" in r.stdout
+    assert run.invoke(main, [*base, "rules", "add", "allow", "Bash(npm run test *)"]).exit_code == 0
+    assert "Bash(npm run test *)" in run.invoke(main, [*base, "rules", "--json"]).stdout
+    r = run.invoke(main, [*base, "rules", "remove", "Bash(npm run test *)"])
+    assert r.exit_code == 0 and "removed allow" in r.stdout
+    r = run.invoke(main, [*base, "rules", "remove", "Bash(never learned)"])
+    assert r.exit_code == 1 and "not a learned rule" in r.stderr
+    assert run.invoke(main, [*base, "rules", "add", "deny", "Bash(x)"]).exit_code == 0
+    assert run.invoke(main, [*base, "rules", "add", "ask", "Bash(x)"]).exit_code == 0
+    r = run.invoke(main, [*base, "rules", "remove", "Bash(x)"])
+    assert r.exit_code == 1 and "name the kind" in r.stderr
+    assert run.invoke(main, [*base, "rules", "remove", "ask", "Bash(x)"]).exit_code == 0
+    helptext = run.invoke(main, ["rules", "--help"]).stdout
+    assert "Add RULE as KIND (allow, ask, deny) to learned.toml." in helptext and "(e.g." not in helptext
+    r = run.invoke(main, [*base, "trust", "list"])
+    assert r.exit_code == 0 and "no trusted workspaces" in r.stdout

@@ -131,3 +131,28 @@ def test_unparseable_file_never_touched(tmp_path: Path, text: str) -> None:
 def test_gemini_rejects_mcp(tmp_path: Path) -> None:
     with pytest.raises(s.SettingsError):
         s.install_changes("gemini", project=tmp_path, mcp=True)
+
+
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+def test_round_trips_leave_nothing_behind(tmp_path: Path, agent: str) -> None:
+    """Issue "first hour": uninstall left {} where there was no file, and backups piled up without bound.
+    Now: no file before -> no file after; a file in the user's own formatting comes back byte-identical."""
+    home = tmp_path / "home"
+    path = s.settings_path(agent, None, home)  # type: ignore[arg-type]
+    for _ in range(2):
+        for change in s.install_changes(agent, project=None, mcp=False, home=home):  # type: ignore[arg-type]
+            s.apply(change)
+        assert path.exists()
+        for change in s.uninstall_changes(agent, project=None, home=home):  # type: ignore[arg-type]
+            s.apply(change)
+        assert not path.exists()
+    odd = '{"theme":"dark",   "model": "x",\n "permissions": {"allow": ["Bash(ls)"]}}\n'
+    path.write_text(odd)
+    for _ in range(s.KEEP_BACKUPS + 4):
+        for change in s.install_changes(agent, project=None, mcp=False, home=home):  # type: ignore[arg-type]
+            s.apply(change)
+        for change in s.uninstall_changes(agent, project=None, home=home):  # type: ignore[arg-type]
+            s.apply(change)
+        assert path.read_text() == odd
+    backups = [p for p in path.parent.iterdir() if ".nexus-backup-" in p.name]
+    assert 0 < len(backups) <= s.KEEP_BACKUPS

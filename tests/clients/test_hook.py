@@ -349,3 +349,10 @@ def test_hook_process_never_imports_msgspec(daemon: DaemonHandle, tmp_path: Path
     assert b"MSGSPEC-IMPORTED" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["claude", "--help"], ["gemini", "-h"],
+                                  ["claude", "--timeout", "5", "--help"]])
+def test_help_is_help_not_a_misconfiguration(args: list[str]) -> None:
+    r = run_hook(args, b"", dict(os.environ))
+    assert r.returncode == 0 and b"usage" in r.stdout.lower() and b"misconfigured" not in r.stdout + r.stderr
