@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from rich.text import Text
 
+from nexus_clients.effects import effects, headline
 from nexus_clients.tui import risk
 from nexus_clients.tui.escaping import has_hidden, safe_text
 from nexus_clients.tui.filediff import Change, change_for, read_current
@@ -174,12 +175,17 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     out.append(place)
 
     tier = risk.tier(verdict)
+    found = effects(call, verdict)
     line = _kv("risk", Text(tier, style=risk.TIER_STYLE[tier]))
+    line.append(" — ")
+    line.append_text(safe_text(headline(call, verdict), style="bold"))
     if verdict.requirement:
         line.append(f" (needs {verdict.requirement})", style="dim")
-    line.append("  why: ", style=LABEL)
-    line.append_text(safe_text(verdict.reason))
     out.append(line)
+    for effect in found[1:]:
+        out.append(Text("  also ", style="dim") + safe_text(effect.text))
+    why = _kv("why asked", safe_text(verdict.reason))
+    out.append(why)
     for reason in risk.flag_lines(verdict):
         out.append(Text("  ⚠ ", style="bold red") + safe_text(reason, style="red"))
 
