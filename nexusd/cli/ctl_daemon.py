@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -291,10 +292,24 @@ def _read_call(source: str) -> p.CallInfo:
         _fail(EXIT_USAGE, f"not JSON: {e}")
     if isinstance(obj, dict) and isinstance(obj.get("call"), dict):
         obj = obj["call"]  # a Request or Check message
+    if isinstance(obj, dict) and "hook_event_name" in obj and "tool_name" in obj:
+        return _call_from_hook_input(obj)
     try:
         return msgspec.convert(obj, p.CallInfo)
     except msgspec.ValidationError as e:
-        _fail(EXIT_USAGE, f"not a CallInfo (provider, session, tool, input, cwd ...): {e}")
+        _fail(EXIT_USAGE, f"not a CallInfo (provider, session, tool, input, cwd ...) nor an agent's hook input: {e}")
+
+
+def _call_from_hook_input(obj: dict[str, Any]) -> p.CallInfo:
+    """The JSON an agent hands its hook (Claude Code's PreToolUse/PermissionRequest, Gemini CLI's BeforeTool),
+    turned into the call exactly as ``nexus-hook`` would submit it."""
+    from nexus_clients import claude, gemini
+
+    adapter = gemini if obj.get("hook_event_name") == "BeforeTool" else claude
+    try:
+        return adapter.call_from_hook(obj, env=os.environ, agent_pid=None, fallback_cwd=os.getcwd())
+    except (ValueError, TypeError, KeyError) as e:
+        _fail(EXIT_USAGE, f"not a valid {adapter.__name__.rsplit('.', 1)[-1]} hook input: {e}")
 
 
 @click.command()
@@ -305,7 +320,14 @@ def _read_call(source: str) -> p.CallInfo:
 def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None:
     """Evaluate a tool call without running it: print the decision, reason, deciding rule and trace.
 
-    FILE (default: stdin) holds a CallInfo, or a Request/Check message whose "call" is one.
+    FILE (default: stdin) holds a CallInfo, a Request/Check message whose "call" is one, or the JSON an
+    agent gives its hook (Claude Code's PreToolUse, Gemini CLI's BeforeTool), for example:
+
+    \b
+      echo '{"session_id":"s","cwd":"/p","hook_event_name":"PreToolUse",
+             "tool_name":"Bash","tool_input":{"command":"rm -rf build"}}' | nexusctl check
+      nexusctl check --offline call.json
+
     Exit 0 allow, 1 deny, 6 a person would be asked.
     """
     call = _read_call(source)

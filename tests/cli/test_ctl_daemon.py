@@ -206,3 +206,24 @@ def test_watch_streams_until_bye(daemon):
     lines = [json.loads(line) for line in out[0].splitlines()]
     assert [m["type"] for m in lines] == ["prompt", "resolved", "bye"]
     assert out[1] == "3"
+
+
+@pytest.mark.parametrize(("hook_input", "decision"), [
+    ({"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "PreToolUse",
+      "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"},
+     "allow"),
+    ({"session_id": "s1", "cwd": "/tmp", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+      "tool_input": {"command": "rm -rf build"}}, "ask"),
+    ({"session_id": "g1", "transcript_path": "/tmp/x.json", "cwd": "/tmp", "hook_event_name": "BeforeTool",
+      "timestamp": "2026-01-01T00:00:00Z", "tool_name": "read_file", "tool_input": {"file_path": "a.txt"}}, "allow"),
+])
+def test_check_takes_the_agents_own_hook_input(daemon, hook_input, decision):
+    """Issue "first hour": `nexusctl check` refused Claude's hook JSON (unknown field session_id, exit 2)."""
+    r = run(daemon, "check", "--json", input=json.dumps(hook_input))
+    assert r.exit_code in (0, 1, 6), r.output
+    assert json.loads(r.output)["decision"] == decision
+
+
+def test_check_refuses_a_broken_hook_input_clearly(daemon):
+    r = run(daemon, "check", input=json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash"}))
+    assert r.exit_code == 2 and "hook input" in r.output
