@@ -25,6 +25,12 @@ def _int_list(value: str) -> list[int]:
     return out
 
 
+def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty (is the variable you passed, e.g. $NEXUS_SOCKET, set?)")
+    return Path(value) if value is not None else None
+
+
 @click.command("bench")
 @click.option(
     "--clients", default="1,32", show_default=True, help="Concurrent agent connections; a comma list runs each."
@@ -74,8 +80,8 @@ def _int_list(value: str) -> list[int]:
 @click.option(
     "--socket",
     "socket_",
-    type=click.Path(path_type=Path),
     default=None,
+    callback=_socket_given,
     help="Measure the daemon on this socket instead of starting a temporary one.",
 )
 @click.option(
