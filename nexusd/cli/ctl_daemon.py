@@ -22,6 +22,7 @@ import msgspec
 from nexusd import protocol as p
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_BAD_REPLY, EXIT_ASK = 0, 1, 2, 3, 4, 5, 6
+EXIT_NOT_PENDING = 7  # no such pending request (never was, or already decided): not a refusal
 
 
 def _fail(code: int, text: str) -> NoReturn:
@@ -41,6 +42,8 @@ def _client(ctx: click.Context, role: p.Role = "admin", timeout: float = 5.0) ->
     except DaemonUnreachable as e:
         _fail(EXIT_UNREACHABLE, f"nexusd is not reachable: {e}")
     except ClientError as e:
+        if e.code in ("not_found", "already_decided"):
+            _fail(EXIT_NOT_PENDING, f"no such pending request ({e.code}): {e.message}")
         _fail(EXIT_REFUSED, f"refused by nexusd ({e.code}): {e.message}")
     except BadReply as e:
         _fail(EXIT_BAD_REPLY, f"bad reply from nexusd: {e}")
@@ -139,7 +142,9 @@ def answer(
 ) -> None:
     """Answer a pending request: allow or deny, once (default), for the session, always, or never.
 
-    An answer from inside the requesting agent's own process tree is refused (exit 4).
+    REQUEST_ID may be any unique prefix of the id (as `nexusctl pending` shows it), like a git hash.
+    Exit 0 allowed, 1 denied, 7 no such pending request (unknown or already decided), 4 refused (an
+    answer from inside the requesting agent's own process tree), 2 an ambiguous prefix.
     """
     scope = scope or "once"
     if scope == "never" and decision != "deny":
@@ -147,6 +152,14 @@ def answer(
     if scope == "always" and decision != "allow":
         scope = "never"  # "deny --always" means the same as "deny --never"
     with _client(ctx) as c:
+        if len(request_id) < 32:
+            snap: p.Snapshot = c.subscribe()
+            matches = [item.id for item in snap.items if item.id.startswith(request_id)]
+            if not matches:
+                _fail(EXIT_NOT_PENDING, f"no pending request starts with {request_id!r} (see `nexusctl pending`)")
+            if len(matches) > 1:
+                _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
+            request_id = matches[0]
         ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)

@@ -103,7 +103,20 @@ def test_pending_and_answer(daemon, pending_request):
     d = agent.recv()
     assert isinstance(d, p.Decision) and d.decision == "allow" and d.message == "fine"
     again = run(daemon, "answer", rid, "deny")
-    assert again.exit_code == 4 and "already_decided" in again.output
+    # no longer pending is not a refusal: its own exit code (was 4, the same as a self-approval refusal)
+    assert again.exit_code == 7 and "already_decided" in again.output
+
+
+def test_answer_takes_a_unique_prefix(daemon, pending_request):
+    agent, _ui, rid = pending_request
+    r = run(daemon, "answer", "zzzz", "allow")
+    assert r.exit_code == 7 and "no pending request starts with" in r.output
+    r = run(daemon, "answer", rid[:8], "deny", "-m", "not now")
+    assert r.exit_code == 1, r.output
+    d = agent.recv()
+    assert isinstance(d, p.Decision) and d.decision == "deny" and d.message == "not now"
+    r = run(daemon, "answer", rid[:8], "deny")
+    assert r.exit_code == 7
 
 
 def test_answer_deny_exits_1_and_never_needs_deny(daemon, pending_request):
