@@ -14,7 +14,11 @@ from nexusd.cli import ctl_bench, ctl_daemon, ctl_install, ctl_policy, ctl_sandb
 @click.option("--socket", "socket_path", envvar="NEXUS_SOCKET", help="Daemon socket (default: per-user).")
 @click.pass_context
 def main(ctx: click.Context, socket_path: str | None) -> None:
-    """Talk to the nexusd permission daemon."""
+    """Talk to the nexusd permission daemon.
+
+    Exit codes: 0 ok/allowed, 1 denied, 2 usage, 3 nexusd unreachable, 4 refused by nexusd, 5 a bad reply,
+    6 a person would be asked (check), 7 no such pending request (unknown or already decided).
+    """
     ctx.obj = {"socket": socket_path}
 
 
