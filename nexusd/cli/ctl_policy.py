@@ -92,6 +92,28 @@ def validate(file: Path | None, workspace: str) -> None:
     click.echo(f"ok: {n} rule(s)")
 
 
+@policy_group.command("paths")
+@click.option("--workspace", "-w", default=".", show_default=True, help="Also name this workspace's project files.")
+def paths(workspace: str) -> None:
+    """Where every policy layer lives on this machine, in precedence order, and whether it exists.
+
+    The daemon reloads by itself when one of the global files changes; project files are read again on the
+    next call in their workspace.
+    """
+    from nexusd import locations
+    from nexusd.policy.store import PolicyStore
+
+    store = PolicyStore(config_dir=locations.config_dir(), state_dir=locations.state_dir(),
+                        managed_dir=locations.MANAGED_POLICY)
+    store.load()
+    for layer, path in store.layer_files():
+        click.echo(f"{layer:<15} {path}{'' if path.exists() else '  (none)'}")
+    ws = Path(_workspace(workspace))
+    for layer, rel in store.project_files():
+        f = ws / rel
+        click.echo(f"{layer:<15} {f}{'' if f.exists() else '  (none)'}")
+
+
 @click.group("rules", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with no subcommand).")
 @click.pass_context

@@ -94,6 +94,12 @@ def configure_logging(level: str) -> None:
     help="Verdicts of repeated calls kept, each re-checked against the file system before use; 0 turns it off.",
 )
 @click.option(
+    "--watch-policy/--no-watch-policy",
+    default=True,
+    show_default=True,
+    help="Reload when a policy file changes (SIGHUP and `nexusctl reload` always work).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -108,6 +114,7 @@ def main(
     max_pending_per_connection: int,
     max_line_bytes: int,
     decision_memo: int,
+    watch_policy: bool,
     log_level: str,
 ) -> None:
     """Run the nexusd permission daemon in the foreground until SIGTERM or SIGINT (SIGHUP reloads policy).
@@ -161,6 +168,7 @@ def main(
             max_pending_per_connection=max_pending_per_connection,
             max_line_bytes=max_line_bytes,
             decision_memo=decision_memo,
+            watch_policy=watch_policy,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

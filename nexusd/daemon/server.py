@@ -85,6 +85,7 @@ class Config:
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
+    watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
 
 
 class _RefOnly(msgspec.Struct):
@@ -208,6 +209,10 @@ class Server:
                     tg.start_soon(self._refresh_probe)
                 if self.notifier.enabled:
                     tg.start_soon(self._notify_loop)
+                if self.config.watch_policy:
+                    from nexusd.daemon.watch import watch_policy
+
+                    tg.start_soon(watch_policy, lambda: [f for _, f in self.store.layer_files()], self.reload)
                 self.notifier.ready(self._status_text())
                 log.info(
                     "listening",

@@ -220,6 +220,25 @@ class PolicyStore:
 
     # ------------------------------------------------------------------ introspection
 
+    def layer_files(self) -> list[tuple[str, Path]]:
+        """Where each global layer lives (existing or not), in precedence order; the project layers are
+        files relative to each workspace (``project_files``). Watched by the daemon, listed by
+        ``nexusctl policy paths``."""
+        out: list[tuple[str, Path]] = [("managed", self.managed_dir / "policy.toml"),
+                                       ("managed", self.managed_dir / "policy.d")]
+        out.append(("user", self.config_dir / "policy.toml"))
+        if getattr(self, "_import_claude", False):
+            cm = next((la.claude_managed for la in self._global if la.claude_managed), None)
+            out += [("claude-managed", Path(self.claude_managed or cm or CLAUDE_MANAGED)),
+                    ("claude-user", Path(self.home) / ".claude" / "settings.json")]
+        out.append(("learned", self.learned_path))
+        return out
+
+    def project_files(self) -> list[tuple[str, str]]:
+        """(layer, path relative to a workspace) of the project layers."""
+        names = _PROJECT_FILES_CLAUDE if getattr(self, "_import_claude", False) else _PROJECT_FILES
+        return [(n, rel.lstrip("/")) for rel, n, _ in names]
+
     def sources(self) -> list[PolicySource]:
         out = list(self._global_sources)
         for ws, (_, _pol, layers) in self._project_cache.items():
