@@ -297,6 +297,14 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
         acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
+    if eff.hidden:
+        acc.flag(Flag.HIDDEN_EFFECT, eff.hidden)
+        acc.need(DFA)
+    if eff.gate_control:
+        acc.flag(Flag.GATE_CONTROL, eff.note or f"{cmd.argv[0]} manages nexusd itself")
+        acc.need(DFA)
+    if cmd.glob_args:
+        _glob_options(cmd, cwds, acc)
     if cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE:
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
@@ -314,17 +322,57 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             raw = cmd.argv[i]
             if cmd.stdin_args and raw == "{}":
                 continue
+            if not eff.known and i in cmd.dynamic_args:
+                continue  # an unknown program's variable word: the program is asked for anyway
             for c in _each_cwd(raw, cwds):
                 acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
+            if not eff.known and "$" in raw:
+                continue
             for c in _each_cwd(raw, cwds):
                 acc.path(raw, c, write, dynamic="$" in raw)
+    name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
     for i in eff.recursive_targets:
-        _catastrophic_target(cmd.argv[i], cwds, acc, cmd.argv[0])
+        _catastrophic_target(cmd.argv[i], cwds, acc, name)
+    for raw in eff.extra_recursive:
+        _catastrophic_target(raw, cwds, acc, name)
+
+
+_GLOB_START = ("*", "?", "[", "@(", "!(", "+(")
+
+
+def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) -> None:
+    """A glob in an option position may expand to a planted ``--output=x`` / ``-i`` file name (issue 28.1)."""
+    name = commands.program_name(cmd.argv[0]) if cmd.argv else None
+    if name in commands.PURE:
+        return  # prints only: an option it gains changes the output, not the files
+    try:
+        end = cmd.argv.index("--")
+    except ValueError:
+        end = len(cmd.argv)
+    glob = getattr(acc.fs, "glob", None)
+    for i in sorted(cmd.glob_args):
+        if i == 0 or i >= end:
+            continue
+        word = cmd.argv[i]
+        if not word.startswith(_GLOB_START):
+            continue  # src/*.py, ./* and the like cannot expand to a word starting with "-"
+        planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
+        risky = planted or glob is None or cwds is None
+        if not risky:
+            for c in cwds:
+                if any(posixpath.basename(m).startswith("-") for m in glob(posixpath.join(c, word), MAX_GLOB_MATCHES)):
+                    risky = True
+                    break
+        if risky:
+            acc.flag(Flag.HIDDEN_EFFECT, f"{word} may expand to a file name that {cmd.argv[0]} reads as an option")
+            acc.need(DFA)
+            return
 
 
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
+    """Recursive deletes (and chmod/chown -R) of a directory outside the workspace are catastrophic (28.4)."""
     home = acc.ctx.home.rstrip("/") or "/"
     candidates = {raw.rstrip("/") or "/"}
     expanded = paths.expand_user(raw, acc.ctx.home)
@@ -332,6 +380,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         if raw.startswith(("$", "${", "~")):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on a path we cannot resolve: {raw}")
         return
+    absolutes: list[str] = []
     for c in cwds or ["/"]:
         absolute = posixpath.normpath(posixpath.join(c, expanded))
         candidates.add(absolute)
@@ -339,7 +388,10 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         while stripped.endswith(("/*", "/.*")) or stripped in ("*", ".*"):
             stripped = posixpath.dirname(stripped) if "/" in stripped else c
             candidates.add(stripped or "/")
-        candidates.add(posixpath.normpath(acc.fs.realpath(absolute)) if "*" not in absolute else absolute)
+        real = posixpath.normpath(acc.fs.realpath(absolute)) if "*" not in absolute else absolute
+        candidates.add(real)
+        if cwds is not None or expanded.startswith("/"):
+            absolutes += [absolute, real]
     for cand in candidates:
         if cand in commands.SYSTEM_TOP or cand == home or cand in ("~", "$HOME", "${HOME}"):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}")
@@ -348,6 +400,12 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         holders = (*acc.ctx.workspace_roots, home)
         if name == "rm" and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}, which holds the workspace or home")
+            return
+    if name == "mv":
+        return  # moving a directory away is judged as the write it is
+    for cand in absolutes:
+        if not any(paths.within(cand, r) for r in acc.ctx.workspace_roots):
+            acc.flag(Flag.CATASTROPHIC, f"{name} recursively removes or changes {cand}, outside the workspace")
             return
 
 
@@ -380,8 +438,9 @@ def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
     for d in start_dirs:
         reason = _git_repo_problem(d, acc.fs)
         if reason:
+            # the repository's own configuration runs programs: no allow rule may cover any git command here
             acc.need(DFA)
-            acc.note(f"git is not read-only here: {reason}")
+            acc.flag(Flag.HIDDEN_EFFECT, f"git runs programs its configuration names here: {reason}")
             return
 
 
