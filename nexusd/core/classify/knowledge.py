@@ -174,7 +174,7 @@ TABLE.update(
             ),
         ),
         "cmp": Program("reader", "-i -n --bytes --ignore-initial"),
-        "base64": Program("reader", "-w --wrap"),
+        "base64": Program("reader", "-w --wrap", write_opts="-o --output", read_opts="-i --input"),
         "ls": Program(
             "reader",
             "-I -T -w --ignore --hide --tabsize --width --format --sort --time --time-style --color "
