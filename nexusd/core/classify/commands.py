@@ -862,6 +862,17 @@ _GIT_RUNS = {
     "for-each-repo": (),
 }
 _GIT_MESSAGE_OPTS = frozenset({"-m", "--message"})
+# ``git -c key=value`` settings that only change how output looks (Codex's own idiom is -c core.pager=cat)
+_GIT_SAFE_SETTINGS = frozenset({"core.pager=cat", "core.pager=", "core.quotepath=false", "core.quotepath=off",
+                                "color.ui=false", "color.ui=never", "color.ui=always", "color.ui=auto",
+                                "core.abbrev=12", "diff.noprefix=true", "log.decorate=false", "log.decorate=short",
+                                "pager.log=false", "pager.diff=false", "pager.show=false", "pager.branch=false",
+                                "advice.detachedhead=false", "column.ui=never"})
+
+
+def _git_safe_setting(word: str) -> bool:
+    key, eq, val = word.partition("=")
+    return bool(eq) and f"{key.lower()}={val}" in _GIT_SAFE_SETTINGS
 
 
 def _git(argv: tuple[str, ...]) -> Effect:
@@ -870,6 +881,9 @@ def _git(argv: tuple[str, ...]) -> Effect:
     while i < len(argv) and argv[i].startswith("-"):
         a = argv[i]
         key = a.split("=", 1)[0]
+        if a == "-c" and i + 1 < len(argv) and _git_safe_setting(argv[i + 1]):
+            i += 2
+            continue
         if key in GIT_BAD_GLOBAL or a.startswith("-c"):
             return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir)
         if a == "-C" and i + 1 < len(argv):

@@ -140,3 +140,78 @@ def test_recursive_delete_outside_workspace_is_catastrophic(world, cmd: str) -> 
 def test_recursive_delete_inside_workspace_is_a_workspace_write(world, cmd: str) -> None:  # type: ignore[no-untyped-def]
     cls = world.bash(cmd)
     assert Flag.CATASTROPHIC not in cls.flags, cls.notes
+
+
+# ---- classifier and engine together: what a suggested or broad allow rule must not cover
+
+
+def _decide(world, command: str, allow: list[str], mode: str = "default"):  # type: ignore[no-untyped-def]
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
+    from policy_factories import call, policy, session
+
+    from nexusd.core.engine import evaluate
+
+    cls = world.bash(command)
+    ctx = Context(cwd=world.ws, workspace_roots=(world.ws,), home=world.home)
+    return evaluate(call(command=command), policy(allow=allow), session(mode), cls, ctx).verdict
+
+
+@pytest.mark.parametrize(
+    ("rule", "cmd"),
+    [
+        ("Bash(git fetch *)", "git fetch --upload-pack='touch pwn' origin"),
+        ("Bash(git fetch *)", "git fetch -u 'touch pwn' origin"),
+        ("Bash(git fetch:*)", "git fetch --upload-pack=id origin"),
+        ("Bash(git *)", "git -c alias.x='!id' x"),
+        ("Bash(git *)", "git myalias"),
+        ("Bash(git log *)", "git log --output=/tmp/x"),
+        ("Bash(sed *)", "sed -n '1e id' README.md"),
+        ("Bash(rg *)", "rg --pre=sh foo"),
+        ("Bash(sort *)", "sort --compress-program=sh README.md"),
+        ("Bash(tar *)", "tar -xf a.tar"),
+        ("Bash(man *)", "man -P 'sh -c id' ls"),
+        ("Bash(nexusctl *)", "nexusctl mode bypass"),
+        ("Bash(*)", "nexusctl trust ."),
+        ("Bash(cat *)", "cat --number=/etc/passwd README.md"),
+        ("Bash(ls *)", "ls -o/etc/x"),
+    ],
+)
+def test_allow_rule_does_not_cover_what_the_words_hide(world, rule: str, cmd: str) -> None:  # type: ignore[no-untyped-def]
+    v = _decide(world, cmd, [rule])
+    assert v.decision != "allow", (rule, cmd, v.reason)
+
+
+@pytest.mark.parametrize(("rule", "cmd"), [("Bash(git fetch *)", "git fetch origin"),
+                                           ("Bash(git fetch *)", "git fetch --prune origin"),
+                                           ("Bash(sort *)", "sort README.md"),
+                                           ("Bash(npm run test *)", "npm run test -- --grep=foo")])
+def test_allow_rule_still_covers_the_plain_command(world, rule: str, cmd: str) -> None:  # type: ignore[no-untyped-def]
+    assert _decide(world, cmd, [rule]).decision == "allow"
+
+
+def test_nested_repository_config_is_a_hidden_effect() -> None:
+    import os
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import World
+
+    world = World(Path(os.path.realpath(tempfile.mkdtemp(prefix="nxkn"))))  # its own: the shared one stays clean
+
+    nested = Path(world.ws, "vendor", "evil")
+    os.makedirs(nested / ".git", exist_ok=True)
+    (nested / ".git" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    for cmd, cwd in (("git -C vendor/evil status", None), ("git status", str(nested)),
+                     ("cd vendor/evil && git status", None), ("git -C vendor -C evil log", None),
+                     ("git -C vendor/evil fetch origin", None)):
+        cls = world.bash(cmd, cwd=cwd) if cwd else world.bash(cmd)
+        assert Flag.HIDDEN_EFFECT in cls.flags, (cmd, cls.notes)
+        assert cls.requirement is Requirement.DANGER_FULL_ACCESS
+        v = _decide(world, cmd, ["Bash(git *)", "Bash(cd *)"]) if not cwd else None
+        assert v is None or v.decision != "allow"
+    assert Flag.HIDDEN_EFFECT not in world.bash("git status").flags

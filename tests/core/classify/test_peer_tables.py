@@ -40,7 +40,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("git log --output=/tmp/git-log-out-test -n 1", NO, "codex", ""),
     ("git diff --output /tmp/git-diff-out-test", NO, "codex", ""),
     ("git show --output=/tmp/git-show-out-test HEAD", NO, "codex", ""),
-    ("git -c core.pager=cat log -n 1", NO, "codex", ""),
+    ("git -c core.pager=cat log -n 1", RO, "codex", "nexusd lets a fixed list of output-only -c settings through"),
     ("git -ccore.pager=cat status", NO, "codex", ""),
     ("cargo check", NO, "codex", ""),
     ("zsh -lc ls", RO, "codex", ""),
