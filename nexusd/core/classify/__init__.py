@@ -317,21 +317,28 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             acc.flag(Flag.CATASTROPHIC, f"{cmd.argv[0]} -r on paths that arrive at run time")
     if eff.git_config_check is not None:
         _git_check(eff.git_config_check, cwds, acc)
+    # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
+    both = {i for i in set(eff.reads) & set(eff.writes) if not paths.has_glob(cmd.argv[i])} if eff.writes else set()
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         for i in indices:
             raw = cmd.argv[i]
-            if cmd.stdin_args and raw == "{}":
+            if (cmd.stdin_args and raw == "{}") or (not write and i in both):
                 continue
             if not eff.known and i in cmd.dynamic_args:
                 continue  # an unknown program's variable word: the program is asked for anyway
             for c in _each_cwd(raw, cwds):
-                acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
+                info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
+                if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
+                    acc.reads.append(info.path)
+    extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes) if not paths.has_glob(r)}
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
-            if not eff.known and "$" in raw:
+            if (not eff.known and "$" in raw) or (not write and raw in extra_both):
                 continue
             for c in _each_cwd(raw, cwds):
-                acc.path(raw, c, write, dynamic="$" in raw)
+                info = acc.path(raw, c, write, dynamic="$" in raw)
+                if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
+                    acc.reads.append(info.path)
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
     for i in eff.recursive_targets:
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
