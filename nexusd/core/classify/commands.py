@@ -74,6 +74,11 @@ for _n, _p in TABLE.items():
         _r[_o] = ("h", _why)
     _ROLES[_n] = _r
 _ROLES["egrep"] = _ROLES["fgrep"] = _ROLES["grep"]
+# per role table: its long options that read, write or run something (for prefix matching)
+_LONG_RISKY: dict[int, tuple[str, ...]] = {
+    id(r): tuple(k for k, (role, _w) in r.items() if k.startswith("--") and role in ("r", "w", "h"))
+    for r in _ROLES.values()
+}
 _HIDDEN_ENV: dict[str, frozenset[str]] = {n: _opts(p.hidden_env) for n, p in TABLE.items() if p.hidden_env}
 _GENERIC_KINDS = frozenset({"pure", "reader", "searcher", "writer", "modewriter", "copier"})
 _KIND = {n: p.kind for n, p in TABLE.items()}
@@ -295,8 +300,15 @@ def opaque(argv: tuple[str, ...]) -> Effect:
     """A program the knowledge does not cover: every word that may name a path is read and written."""
     idx: list[int] = []
     extra: list[str] = []
+    opts_done = False
     for i, a in enumerate(argv[1:], 1):
-        if a in ("-", "--", "") or _URL.match(a):
+        if a == "--" and not opts_done:
+            opts_done = True
+            continue
+        if a in ("-", "") or _URL.match(a):
+            continue
+        if opts_done:
+            idx.append(i)
             continue
         if a.startswith("--"):
             val = a.partition("=")[2]
@@ -332,7 +344,7 @@ def _apply_roles(roles: dict[str, tuple[str, str]], argv: tuple[str, ...], eff: 
             continue
         if a.startswith("--"):
             key, eq, val = a.partition("=")
-            role, why = roles.get(key, ("", ""))
+            role, why = roles.get(key) or _long_prefix(roles, key)
             if role == "h":
                 eff.hidden = eff.hidden or why
             elif role in ("r", "w"):
@@ -377,6 +389,19 @@ def _apply_roles(roles: dict[str, tuple[str, str]], argv: tuple[str, ...], eff: 
 
 
 _HIDDEN_SHORT_TAKES_VALUE = frozenset({"-P", "-H", "-l"})
+
+
+def _long_prefix(roles: dict[str, tuple[str, str]], key: str) -> tuple[str, str]:
+    """GNU getopt takes any unambiguous prefix (``--out`` is ``--output``): a prefix of an option that reads,
+    writes or runs something counts as that option (the most dangerous one if several match)."""
+    if len(key) < 4 or not key.startswith("--"):
+        return ("", "")
+    found = [roles[k] for k in _LONG_RISKY.get(id(roles), ()) if k.startswith(key)]
+    for want in ("h", "w", "r"):
+        for role in found:
+            if role[0] == want:
+                return role
+    return ("", "")
 
 
 def _role_path(eff: Effect, role: str, raw: str) -> None:
@@ -699,6 +724,15 @@ def sed_script_is_safe(script: str) -> bool:
     return True
 
 
+def _sort_full(a: str) -> str:
+    key, eq, val = a.partition("=")
+    if len(key) >= 3 and key.startswith("--"):
+        for full in ("--output", "--files0-from", "--random-source", "--temporary-directory"):
+            if full.startswith(key) and key != full and (full != "--random-source" or len(key) >= 4):
+                return full + eq + val
+    return a
+
+
 def _sort(argv: tuple[str, ...]) -> Effect:
     opts = frozenset(
         [
@@ -718,8 +752,11 @@ def _sort(argv: tuple[str, ...]) -> Effect:
             "--random-source",
         ]
     )
-    if any(a.startswith("--compress-program") for a in argv):
+    longs = [a.partition("=")[0] for a in argv[1:] if a.startswith("--") and len(a.partition("=")[0]) >= 4]
+    if any("--compress-program".startswith(k) and k.startswith("--co") for k in longs):
         return Effect(DFA, hidden="sort --compress-program runs a program")
+    # GNU getopt: --o, --ou ... are --output; --f... --files0-from
+    argv = tuple(_sort_full(a) for a in argv)
     pos = _positionals(argv, opts)
     files0 = [i + 1 for i, a in enumerate(argv[1:-1], 1) if a == "--files0-from"]
     files0_extra = [a.partition("=")[2] for a in argv if a.startswith("--files0-from=")]
@@ -1312,13 +1349,21 @@ _NEXUSCTL_RO = frozenset({"status", "pending", "watch", "audit", "check", "versi
 
 def _nexusctl(argv: tuple[str, ...]) -> Effect:
     """nexusd's own CLI: what changes the gate needs a person (the agent must not manage its own gate)."""
-    plain = [a for a in argv[1:] if not a.startswith("-")]
-    if any(a in ("-h", "--help", "--version") for a in argv[1:]) and not plain:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-h", "--help"):
+            return Effect(RO)
+        if argv[i] == "--socket":
+            i += 2
+        elif argv[i].startswith("--socket="):
+            i += 1
+        else:
+            return Effect(DFA, gate_control=True, note=f"nexusctl with an option we do not know: {argv[i]}")
+    if i >= len(argv):
         return Effect(RO)
-    if not plain:
-        return Effect(RO)
-    sub = plain[0]
-    if sub in _NEXUSCTL_RO or (sub == "rules" and (len(plain) == 1 or plain[1] in ("list", "show"))):
+    sub = argv[i]
+    plain = [a for a in argv[i + 1 :] if not a.startswith("-")]
+    if sub in _NEXUSCTL_RO or (sub in ("rules", "trust") and (not plain or plain[0] in ("list", "show"))):
         return Effect(RO)
     return Effect(DFA, gate_control=True, note=f"nexusctl {sub} manages the gate itself")
 
