@@ -907,6 +907,15 @@ _GIT_SAFE_SETTINGS = frozenset({"core.pager=cat", "core.pager=", "core.quotepath
                                 "advice.detachedhead=false", "column.ui=never"})
 
 
+_GIT_FULL_SHORTER = frozenset({"--text", "--exec-path", "--no-pager", "--paginate"})
+
+
+def _git_abbrev(key: str, bad: tuple[str, ...]) -> bool:
+    """git's parse-options takes an unambiguous prefix of a long option (``--outp`` is ``--output``)."""
+    return len(key) >= 4 and key.startswith("--") and key not in _GIT_FULL_SHORTER and any(
+        b.startswith(key) for b in bad if b.startswith("--"))
+
+
 def _git_safe_setting(word: str) -> bool:
     key, eq, val = word.partition("=")
     return bool(eq) and f"{key.lower()}={val}" in _GIT_SAFE_SETTINGS
@@ -921,15 +930,16 @@ def _git(argv: tuple[str, ...]) -> Effect:
         if a == "-c" and i + 1 < len(argv) and _git_safe_setting(argv[i + 1]):
             i += 2
             continue
-        if key in GIT_BAD_GLOBAL or a.startswith("-c"):
+        if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
             return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir)
         if a == "-C" and i + 1 < len(argv):
             repo_dir = argv[i + 1] if repo_dir == "." else repo_dir.rstrip("/") + "/" + argv[i + 1]
             i += 2
             continue
         i += 1
+    repo_read = [repo_dir] if repo_dir != "." else []  # git -C dir reads the repository there
     if i >= len(argv):
-        return Effect(RO)
+        return Effect(RO, extra_reads=repo_read)
     sub = argv[i]
     args = argv[i + 1 :]
     if sub not in GIT_BUILTINS:
@@ -941,6 +951,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
         key = a.split("=", 1)[0]
         if (
             key in GIT_BAD_OPTS
+            or _git_abbrev(key, GIT_BAD_OPTS)
             or (sub == "grep" and a.startswith("-O"))
             or (sub in _GIT_UPLOAD_U and (a == "-u" or (a.startswith("-u") and not a.startswith("--"))))
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
@@ -1028,8 +1039,8 @@ def _git(argv: tuple[str, ...]) -> Effect:
     if not ro:
         # its path arguments are read and written as far as we know (deny rules, protected paths see them)
         return Effect(DFA, reads=words, writes=list(words), note=f"git {sub} is not a read-only git command",
-                      git_config_check=repo_dir)
-    return Effect(RO, reads=words, extra_reads=rev_paths, git_config_check=repo_dir)
+                      git_config_check=repo_dir, extra_reads=repo_read, extra_writes=list(repo_read))
+    return Effect(RO, reads=words, extra_reads=rev_paths + repo_read, git_config_check=repo_dir)
 
 
 def _git_words(args: tuple[str, ...], base: int, no_index: bool = False) -> tuple[list[int], list[str]]:
