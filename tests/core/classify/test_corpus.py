@@ -55,7 +55,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("git branch -a", R, set(), _, [], []),
     ("git --no-pager log -5", R, set(), _, [], []),
     ("git rev-parse --abbrev-ref HEAD", R, set(), _, [], []),
-    ("git -C src log", R, set(), _, [], []),
+    ("git -C src log", R, set(), _, ["{ws}/src"], []),  # git -C reads the repository there
     ("test -f README.md && echo yes", R, set(), [["test", "-f", "README.md"], ["echo", "yes"]], _, []),
     ("[ -d src ] || echo no", R, set(), _, _, []),
     ("if [ -f README.md ]; then cat README.md; fi", R, set(), _, ["{ws}/README.md"], []),
