@@ -346,36 +346,43 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         _catastrophic_target(raw, cwds, acc, name)
 
 
-_GLOB_START = ("*", "?", "[", "@(", "!(", "+(")
+_GLOB_START = ("*", "?", "[", "@(", "!(", "+(", "-")
 
 
 def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) -> None:
-    """A glob in an option position may expand to a planted ``--output=x`` / ``-i`` file name (issue 28.1)."""
+    """A glob in an option position may expand to a planted ``--output=x`` / ``--pre=sh`` file name (issue 28.1).
+
+    For a program with options that write or run something (or one we do not know), any such glob is a
+    hidden effect, whatever the directory holds now: the file may be created by an earlier part of the
+    same command (a redirect included) or by another process before it runs. A ``--`` before it, a glob that
+    cannot start with ``-`` (``src/*``, ``./*``, ``.*``), or a program whose options only read, keeps it
+    ordinary. File names cannot hold ``/``, so a planted option cannot name a path outside; a program whose
+    options only read (grep -f) is flagged when such a file is there now or written earlier in the command.
+    """
     name = commands.program_name(cmd.argv[0]) if cmd.argv else None
-    if name in commands.PURE:
-        return  # prints only: an option it gains changes the output, not the files
+    read_only_options = name in commands.GLOB_READ_OPTIONS
+    if not read_only_options and not commands.options_from_globs_matter(name):
+        return
     try:
         end = cmd.argv.index("--")
     except ValueError:
         end = len(cmd.argv)
     glob = getattr(acc.fs, "glob", None)
     for i in sorted(cmd.glob_args):
-        if i == 0 or i >= end:
+        if not (0 < i < end and cmd.argv[i].startswith(_GLOB_START)):
             continue
-        word = cmd.argv[i]
-        if not word.startswith(_GLOB_START):
-            continue  # src/*.py, ./* and the like cannot expand to a word starting with "-"
-        planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
-        risky = planted or glob is None or cwds is None
-        if not risky:
-            for c in cwds:
-                if any(posixpath.basename(m).startswith("-") for m in glob(posixpath.join(c, word), MAX_GLOB_MATCHES)):
-                    risky = True
-                    break
-        if risky:
-            acc.flag(Flag.HIDDEN_EFFECT, f"{word} may expand to a file name that {cmd.argv[0]} reads as an option")
-            acc.need(DFA)
-            return
+        if read_only_options:
+            # its options only read (-f FILE): a file planted now, or earlier in this command, is what counts
+            planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
+            if not planted and glob is not None and cwds:
+                planted = any(posixpath.basename(m).startswith("-")
+                              for c in cwds for m in glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES))
+            if not planted:
+                continue
+        acc.flag(Flag.HIDDEN_EFFECT, f"{cmd.argv[i]} may expand to a file name that {cmd.argv[0]} reads as an "
+                                     "option (a planted --output=x or --pre=sh)")
+        acc.need(DFA)
+        return
 
 
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:

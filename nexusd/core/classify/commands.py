@@ -92,6 +92,23 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 
 
+# Programs a planted file name such as --output=x or --pre=sh can turn against the workspace: those with an
+# option that writes or runs something, those a named parser reads, and every program we do not know.
+_GLOB_HARMLESS = frozenset(
+    n for n, p in TABLE.items()
+    if p.kind != "parser" and not p.write_opts and not p.hidden and not p.hidden_env
+) | {"egrep", "fgrep"}
+
+
+# Programs with options that only read a file: a planted -f.env could read a file a deny rule covers.
+GLOB_READ_OPTIONS = frozenset(n for n in _GLOB_HARMLESS if TABLE.get(n, TABLE["grep"]).read_opts)
+
+
+def options_from_globs_matter(name: str | None) -> bool:
+    """Whether a glob expanding to option-like file names can change what ``name`` does (issue 28.1)."""
+    return name is None or name not in _GLOB_HARMLESS
+
+
 def program_name(word: str) -> str | None:
     """The knowledge name ``word`` may use: a bare name, or a name in a system bin directory; else None."""
     if "/" not in word:

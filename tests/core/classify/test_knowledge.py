@@ -88,35 +88,47 @@ def _classify_parsed(cmds: list[bash.ParsedCommand], names: list[str]):  # type:
 
 
 @pytest.mark.parametrize(
-    ("argv", "globs", "names", "hidden"),
+    ("argv", "globs", "hidden"),
     [
-        (("sed", "-n", "1p", "*"), {3}, ["-i", "a.txt"], True),
-        (("sort", "*"), {1}, ["--output=README.md", "a"], True),
-        (("git", "diff", "*"), {2}, ["--output=x"], True),
-        (("rg", "foo", "*"), {2}, ["--pre=sh"], True),
-        (("rg", "foo", "*.py"), {2}, ["-x.py"], True),
-        (("cat", "?x"), {1}, ["-x"], True),
-        (("rg", "foo", "[-]*"), {2}, ["-z"], True),
-        (("sort", "*"), {1}, ["a", "b"], False),  # nothing planted: an ordinary glob
-        (("rg", "foo", "--", "*"), {3}, ["--pre=sh"], False),  # after --: a file name
-        (("rg", "foo", "src/*"), {2}, ["--pre=sh"], False),  # cannot start with -
-        (("echo", "*"), {1}, ["-e"], False),  # prints only
+        (("sed", "-n", "1p", "*"), {3}, True),  # a file named -i rewrites every file
+        (("sort", "*"), {1}, True),  # --output=README.md
+        (("git", "diff", "*"), {2}, True),  # --output=x
+        (("rg", "foo", "*"), {2}, True),  # --pre=sh
+        (("rg", "foo", "*.py"), {2}, True),
+        (("rg", "foo", "?x"), {2}, True),
+        (("rg", "foo", "[-]*"), {2}, True),
+        (("rg", "foo", "-*"), {2}, True),
+        (("tar", "czf", "x.tgz", "*"), {3}, True),  # --to-command=sh, --checkpoint-action=exec=sh
+        (("find", ".", "-name", "*"), {3}, True),  # -delete, -exec
+        (("tree", "*"), {1}, True),  # -o
+        (("./tool", "*"), {1}, True),  # unknown program
+        (("npm", "test", "*"), {2}, True),
+        (("rg", "foo", "--", "*"), {3}, False),  # after --: a file name
+        (("rg", "foo", "src/*"), {2}, False),  # cannot start with -
+        (("rg", "foo", ".*"), {2}, False),
+        (("echo", "*"), {1}, False),  # prints only
+        (("cat", "*"), {1}, False),  # its options only read (and a file name holds no /)
+        (("ls", "-la", "*"), {2}, False),
+        (("grep", "foo", "*"), {2}, False),
+        (("wc", "-l", "*"), {2}, False),
+        (("head", "*"), {1}, False),
     ],
 )
-def test_glob_expanding_into_options(argv, globs, names, hidden) -> None:  # type: ignore[no-untyped-def]
-    acc = _classify_parsed([bash.ParsedCommand(argv, glob_args=frozenset(globs))], names)
+def test_glob_expanding_into_options(argv, globs, hidden) -> None:  # type: ignore[no-untyped-def]
+    acc = _classify_parsed([bash.ParsedCommand(argv, glob_args=frozenset(globs))], [])
     assert (Flag.HIDDEN_EFFECT in acc.flags) is hidden, acc.notes
     if hidden:
         assert acc.requirement is Requirement.DANGER_FULL_ACCESS
 
 
-def test_glob_option_planted_earlier_in_the_same_command() -> None:
-    # touch ./--output=x; sort *   (the file does not exist yet when the gate looks)
-    acc = _classify_parsed(
-        [bash.ParsedCommand(("touch", "./--output=x")), bash.ParsedCommand(("sort", "*"), glob_args=frozenset({1}))],
-        [],
-    )
-    assert Flag.HIDDEN_EFFECT in acc.flags
+@pytest.mark.parametrize(("names", "earlier", "hidden"), [
+    ([], [], False), (["a.txt", "b"], [], False), (["-f.env", "a"], [], True),
+    ([], [("touch", "./-f.env")], True),
+])
+def test_glob_options_of_a_reader(names, earlier, hidden) -> None:  # type: ignore[no-untyped-def]
+    cmds = [bash.ParsedCommand(a) for a in earlier] + [bash.ParsedCommand(("grep", "x", "*"), glob_args=frozenset({2}))]
+    acc = _classify_parsed(cmds, names)
+    assert (Flag.HIDDEN_EFFECT in acc.flags) is hidden, acc.notes
 
 
 def _cls(world, cmd: str):  # type: ignore[no-untyped-def]
