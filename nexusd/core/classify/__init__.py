@@ -417,7 +417,11 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
             return
     if name == "mv":
         return  # moving a directory away is judged as the write it is
+    is_mount = getattr(acc.fs, "is_mount", None)  # optional: a file system that can tell mount points
     for cand in absolutes:
+        if is_mount is not None and is_mount(cand):
+            acc.flag(Flag.CATASTROPHIC, f"{name} recursively removes or changes a mount point: {cand}")
+            return
         if not any(paths.within(cand, r) for r in acc.ctx.workspace_roots):
             acc.flag(Flag.CATASTROPHIC, f"{name} recursively removes or changes {cand}, outside the workspace")
             return

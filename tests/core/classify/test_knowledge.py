@@ -131,6 +131,25 @@ def test_glob_options_of_a_reader(names, earlier, hidden) -> None:  # type: igno
     assert (Flag.HIDDEN_EFFECT in acc.flags) is hidden, acc.notes
 
 
+def test_recursive_delete_of_a_mount_point_inside_the_workspace() -> None:
+    class _MountFs(_Fs):
+        def is_mount(self, path: str) -> bool:
+            return path == "/ws/data"
+
+    from nexusd.core.classify import _Acc, _command_effect
+
+    for argv in (("rm", "-rf", "data"), ("rm", "-r", "data/"), ("chmod", "-R", "777", "data"),
+                 ("find", "data", "-delete")):
+        acc = _Acc(Context(cwd="/ws", workspace_roots=("/ws",), home="/home/u"), _MountFs([]))
+        c = bash.ParsedCommand(argv)
+        _command_effect(c, commands.effect(c), ["/ws"], acc)
+        assert Flag.CATASTROPHIC in acc.flags, argv
+    acc = _Acc(Context(cwd="/ws", workspace_roots=("/ws",), home="/home/u"), _MountFs([]))
+    c = bash.ParsedCommand(("rm", "-rf", "build"))
+    _command_effect(c, commands.effect(c), ["/ws"], acc)
+    assert Flag.CATASTROPHIC not in acc.flags
+
+
 def _cls(world, cmd: str):  # type: ignore[no-untyped-def]
     return world.bash(cmd)
 
