@@ -99,7 +99,8 @@ TABLE.update(
             "reader", "-n -c --lines --bytes", examples=(Ex("head -n 5 README.md", "ro", reads="README.md"),
                                                          Ex("head -n5 --lines=3 src/main.py", "ro"))
         ),
-        "tail": Program("reader", "-n -c --lines --bytes -s --sleep-interval --pid"),
+        "tail": Program("reader", "-n -c --lines --bytes -s --sleep-interval --pid --follow --max-unchanged-stats",
+                        examples=(Ex("tail --follow=name -n 20 src/main.py", "ro"),)),
         "less": Program(
             "reader",
             "-b -h -j -k -p -P -t -T -x -y -z -# --pattern --tag --tabs --jump-target --prompt",
@@ -117,11 +118,16 @@ TABLE.update(
             ),
         ),
         "more": Program("reader", "-n", hidden=(("+", "more +cmd runs commands"),), hidden_env=_PAGER_ENV),
-        "wc": Program("reader", read_opts="--files0-from", examples=(
+        "wc": Program("reader", "--total", read_opts="--files0-from", examples=(
             Ex("wc -l src/main.py", "ro", reads="src/main.py"),
             Ex("wc --files0-from=.env", "ro", reads=".env"),
         )),
-        "nl": Program("reader", "-b -d -f -h -i -l -n -s -v -w"),
+        "nl": Program(
+            "reader",
+            "-b -d -f -h -i -l -n -s -v -w --body-numbering --section-delimiter --footer-numbering "
+            "--header-numbering --line-increment --join-blank-lines --number-format --number-separator "
+            "--starting-line-number --number-width",
+        ),
         "tac": Program("reader", "-s --separator"),
         "rev": Program("reader"),
         "od": Program("reader", "-A -j -N -S -t -w --address-radix --skip-bytes --read-bytes --format --width"),
@@ -189,7 +195,7 @@ TABLE.update(
             ),
         ),
         "du": Program(
-            "reader", "-d -B -t --max-depth --exclude --threshold --block-size --time-style",
+            "reader", "-d -B -t --max-depth --exclude --threshold --block-size --time-style --time",
             read_opts="-X --exclude-from --files0-from",
         ),
         "df": Program("reader", "-B -t -x --block-size --type --exclude-type --output"),
@@ -217,7 +223,7 @@ TABLE.update(
             hidden_env="PAGER BAT_PAGER LESSOPEN LESSCLOSE",
             examples=(Ex("bat --pager='sh -c id' README.md", "dfa", "hidden_effect"),),
         ),
-        "eza": Program("reader", "-L -I -s --level --ignore-glob --sort --color --time-style"),
+        "eza": Program("reader", "-L -I -s --level --ignore-glob --sort --color --time-style --icons --colour"),
         "exa": Program("reader", "-L -I -s --level --ignore-glob --sort --color --time-style"),
         "shasum": Program("reader", "-a --algorithm"),
         "zcat": Program("reader"),
