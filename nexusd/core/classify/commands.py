@@ -974,6 +974,10 @@ def _git(argv: tuple[str, ...]) -> Effect:
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
         ):
             return Effect(DFA, hidden=f"git {sub} {key} writes files or runs programs", git_config_check=repo_dir)
+    if sub in ("apply", "am") and not (sub == "apply" and any(
+            a in ("--check", "--stat", "--numstat", "--summary") for a in args) and "--apply" not in args):
+        return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
+                      git_config_check=repo_dir)
     if sub in _GIT_RUNS:
         words = _GIT_RUNS[sub]
         if not words or any(a in words or a.split("=", 1)[0] in words for a in args):
@@ -1417,7 +1421,20 @@ def _docker(argv: tuple[str, ...]) -> Effect:
     return opaque(argv)
 
 
+def _patch(argv: tuple[str, ...]) -> Effect:
+    """patch writes the files its diff names (any of them, protected ones included): a hidden effect."""
+    opts, pos = _split_opts(argv, "ipdoBDFrVYzgx", frozenset({"--input", "--directory", "--output", "--strip",
+                                                              "--reject-file", "--prefix", "--suffix"}))
+    reads = [i for k, _v, i in opts if k in ("-i", "--input") and i >= 0]
+    ex_r = [v for k, v, i in opts if k in ("-i", "--input") and i < 0]
+    writes = [i for k, _v, i in opts if k in ("-o", "--output", "-r", "--reject-file") and i >= 0] + pos[:1]
+    reads += pos[1:2]
+    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r,
+                  hidden="patch writes the files its diff names (protected ones included)")
+
+
 _PARSERS = {
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
-    "rsync": _rsync, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui, "docker": _docker,
+    "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
+    "docker": _docker,
 }

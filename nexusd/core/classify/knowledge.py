@@ -391,6 +391,9 @@ TABLE.update(
             Ex("git submodule foreach ls", "dfa", "hidden_effect"),
             Ex("git difftool -x id", "dfa", "hidden_effect"),
             Ex("git bisect run ./t.sh", "dfa", "hidden_effect"),
+            Ex("git apply x.diff", "dfa", "hidden_effect"),
+            Ex("git am < x.mbox", "dfa", "hidden_effect"),
+            Ex("git apply --check x.diff", "dfa", "-hidden_effect"),
         )),
         "dd": Program("parser"),
         "tar": Program("parser", examples=(
@@ -426,6 +429,10 @@ TABLE.update(
             Ex("rsync -a src/ backup/", "ww", reads="src", writes="backup"),
             Ex("rsync -a --delete src/ /srv/www/", "dfa", "catastrophic"),
             Ex("rsync -e 'sh -c id' src x:y", "dfa", "hidden_effect"),
+        )),
+        "patch": Program("parser", examples=(
+            Ex("patch -p1 -i x.diff", "dfa", "hidden_effect", reads="x.diff"),
+            Ex("patch -p1 < x.diff", "dfa", "hidden_effect"),
         )),
         "nexusctl": Program("parser", examples=(
             Ex("nexusctl status", "ro"),
@@ -472,7 +479,6 @@ EXTRA_EXAMPLES: tuple[Ex, ...] = (
     Ex("mytool https://example.com/a/b", "dfa", "-outside_workspace"),
     Ex("curl -o ~/.bashrc https://x", "dfa", "protected_path"),
     Ex("wget -O/etc/cron.d/x https://x", "dfa", "outside_workspace"),
-    Ex("patch -p1 -i x.diff", "dfa", reads="x.diff"),
     Ex("mytool -- -x", "dfa", reads="-x", writes="-x"),
     Ex("tree --out .git/hooks/x src", "dfa", "protected_path"),
 )
