@@ -7,6 +7,7 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
@@ -315,7 +316,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             or "--recursive" in cmd.argv or (cmd.argv[0] in ("chmod", "chown", "chgrp") and "-R" in cmd.argv)
         ):
             acc.flag(Flag.CATASTROPHIC, f"{cmd.argv[0]} -r on paths that arrive at run time")
-    if eff.git_config_check is not None:
+    if eff.git_config_check is not None and (
+        eff.requirement is not DFA or eff.git_config_check != "." or any(c not in acc.ctx.workspace_roots
+                                                                          for c in cwds or ["?"])
+    ):
+        # read-only git anywhere; any other git command where the repository may be a nested one (its
+        # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
         _git_check(eff.git_config_check, cwds, acc)
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
     both = {i for i in set(eff.reads) & set(eff.writes) if not paths.has_glob(cmd.argv[i])} if eff.writes else set()
@@ -324,8 +330,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             raw = cmd.argv[i]
             if (cmd.stdin_args and raw == "{}") or (not write and i in both):
                 continue
-            if not eff.known and i in cmd.dynamic_args:
-                continue  # an unknown program's variable word: the program is asked for anyway
+            if not eff.known and (i in cmd.dynamic_args or _inert_word(raw, cwds, acc)):
+                continue  # a variable word (the program is asked for anyway), or a plain word naming no file
             for c in _each_cwd(raw, cwds):
                 info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
                 if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
@@ -333,7 +339,7 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes) if not paths.has_glob(r)}
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
-            if (not eff.known and "$" in raw) or (not write and raw in extra_both):
+            if (not eff.known and ("$" in raw or _inert_word(raw, cwds, acc))) or (not write and raw in extra_both):
                 continue
             for c in _each_cwd(raw, cwds):
                 info = acc.path(raw, c, write, dynamic="$" in raw)
@@ -344,6 +350,25 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
         _catastrophic_target(raw, cwds, acc, name)
+
+
+_PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
+_DOTLESS_PROTECTED = frozenset(
+    n.lower() for n in paths.PROTECTED_FILE_NAMES | paths.PROTECTED_DIR_NAMES if not n.startswith(".")
+)
+
+
+def _inert_word(raw: str, cwds: list[str] | None, acc: _Acc) -> bool:
+    """An unknown program's plain word (``test``, ``clippy``, ``--watch``, ``-c`` code with spaces) that names no
+    existing file in any candidate directory and no protected name: resolving it would only say "a new file
+    in the workspace". Keeps classification fast; every other word (a dot without a space, a slash, ~, a
+    glob, an existing file) is checked in full."""
+    return (
+        cwds is not None
+        and _PLAIN_WORD.fullmatch(raw) is not None
+        and raw.lower() not in _DOTLESS_PROTECTED
+        and not any(acc.fs.lexists(posixpath.join(c, raw)) for c in cwds)
+    )
 
 
 _GLOB_START = ("*", "?", "[", "@(", "!(", "+(", "-")

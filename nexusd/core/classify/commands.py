@@ -8,6 +8,7 @@ not known here requires danger-full-access.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import msgspec
@@ -290,7 +291,7 @@ def effect(cmd: ParsedCommand) -> Effect:
     if name is None or (name not in _KIND and not _other_known(name)):
         return opaque(argv)
     eff = _effect(name, argv, cmd)
-    if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS:
+    if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
         _apply_roles(_ROLES[name], argv, eff, strict=_KIND[name] != "pure")
     bad_env = _HIDDEN_ENV.get(name)
     if bad_env:
@@ -1152,6 +1153,7 @@ _GIT_DANGEROUS_SECTIONS = (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def git_config_is_inert(config: bytes) -> bool:
     """Whether a repository config can run code in read-only git commands (fsmonitor, pager, textconv ...).
 

@@ -479,6 +479,6 @@ EXTRA_EXAMPLES: tuple[Ex, ...] = (
     Ex("mytool https://example.com/a/b", "dfa", "-outside_workspace"),
     Ex("curl -o ~/.bashrc https://x", "dfa", "protected_path"),
     Ex("wget -O/etc/cron.d/x https://x", "dfa", "outside_workspace"),
-    Ex("mytool -- -x", "dfa", reads="-x", writes="-x"),
+    Ex("mytool -- ./-x", "dfa", reads="-x", writes="-x"),
     Ex("tree --out .git/hooks/x src", "dfa", "protected_path"),
 )
