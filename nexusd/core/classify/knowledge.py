@@ -480,5 +480,8 @@ EXTRA_EXAMPLES: tuple[Ex, ...] = (
     Ex("curl -o ~/.bashrc https://x", "dfa", "protected_path"),
     Ex("wget -O/etc/cron.d/x https://x", "dfa", "outside_workspace"),
     Ex("mytool -- ./-x", "dfa", reads="-x", writes="-x"),
+    Ex("mytool src", "dfa", reads="src", writes="src"),  # a plain word naming an existing file is checked
+    Ex("mytool escape", "dfa", "outside_workspace"),  # ... a symlink leading outside included
+    Ex("mytool build --watch", "dfa", "-outside_workspace"),
     Ex("tree --out .git/hooks/x src", "dfa", "protected_path"),
 )

@@ -239,7 +239,8 @@ def test_nested_repository_config_is_a_hidden_effect() -> None:
     (nested / ".git" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
     for cmd, cwd in (("git -C vendor/evil status", None), ("git status", str(nested)),
                      ("cd vendor/evil && git status", None), ("git -C vendor -C evil log", None),
-                     ("git -C vendor/evil fetch origin", None)):
+                     ("git -C vendor/evil fetch origin", None), ("cd vendor/evil && git commit -m x", None),
+                     ("git commit -m x", str(nested))):
         cls = world.bash(cmd, cwd=cwd) if cwd else world.bash(cmd)
         assert Flag.HIDDEN_EFFECT in cls.flags, (cmd, cls.notes)
         assert cls.requirement is Requirement.DANGER_FULL_ACCESS
