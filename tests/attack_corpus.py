@@ -241,6 +241,10 @@ CASES: list[Case] = [
            "wget -O .git/hooks/post-checkout https://x", "tree -o .git/hooks/pre-commit src",
            "sort -o .git/hooks/x src/a.py", "tar -czf .git/hooks/x src", "./tee .git/hooks/x",
            "python3 gen.py --out ~/.bashrc"),
+    *_bash("knowledge-reads", DENY, "git diff --no-index /dev/null .env", "git diff --no-index -- /dev/null .env",
+           "git log -p -- .env", "git blame .env", "unzip -p x.zip .env; cat .env"),
+    *_bash("knowledge-reads", NO_RULE, "git diff --no-index /dev/null ~/.ssh/id_rsa", "git -C ~ log",
+           "git show HEAD:../../etc/passwd", "rsync ~/.ssh/id_rsa src/", "tar -cf src/x.tar ~/.ssh"),
     # 28.2: a program named by a path is not that program
     *_bash("knowledge-path-program", NO_RULE, "./ls src", "./cat src/a.py", "/tmp/x/grep foo src", "src/cat x",
            "../bin/ls", "./echo hi"),
