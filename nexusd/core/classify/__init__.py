@@ -7,6 +7,7 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
@@ -297,6 +298,14 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
         acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
+    if eff.hidden:
+        acc.flag(Flag.HIDDEN_EFFECT, eff.hidden)
+        acc.need(DFA)
+    if eff.gate_control:
+        acc.flag(Flag.GATE_CONTROL, eff.note or f"{cmd.argv[0]} manages nexusd itself")
+        acc.need(DFA)
+    if cmd.glob_args:
+        _glob_options(cmd, cwds, acc)
     if cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE:
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
@@ -307,24 +316,102 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             or "--recursive" in cmd.argv or (cmd.argv[0] in ("chmod", "chown", "chgrp") and "-R" in cmd.argv)
         ):
             acc.flag(Flag.CATASTROPHIC, f"{cmd.argv[0]} -r on paths that arrive at run time")
-    if eff.git_config_check is not None:
+    if eff.git_config_check is not None and (
+        eff.requirement is not DFA or eff.git_config_check != "." or any(c not in acc.ctx.workspace_roots
+                                                                          for c in cwds or ["?"])
+    ):
+        # read-only git anywhere; any other git command where the repository may be a nested one (its
+        # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
         _git_check(eff.git_config_check, cwds, acc)
+    # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
+    both = {i for i in set(eff.reads) & set(eff.writes) if not paths.has_glob(cmd.argv[i])} if eff.writes else set()
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         for i in indices:
             raw = cmd.argv[i]
-            if cmd.stdin_args and raw == "{}":
+            if (cmd.stdin_args and raw == "{}") or (not write and i in both):
                 continue
+            if not eff.known and (i in cmd.dynamic_args or _inert_word(raw, cwds, acc)):
+                continue  # a variable word (the program is asked for anyway), or a plain word naming no file
             for c in _each_cwd(raw, cwds):
-                acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
+                info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
+                if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
+                    acc.reads.append(info.path)
+    extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes) if not paths.has_glob(r)}
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
+            if (not eff.known and ("$" in raw or _inert_word(raw, cwds, acc))) or (not write and raw in extra_both):
+                continue
             for c in _each_cwd(raw, cwds):
-                acc.path(raw, c, write, dynamic="$" in raw)
+                info = acc.path(raw, c, write, dynamic="$" in raw)
+                if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
+                    acc.reads.append(info.path)
+    name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
     for i in eff.recursive_targets:
-        _catastrophic_target(cmd.argv[i], cwds, acc, cmd.argv[0])
+        _catastrophic_target(cmd.argv[i], cwds, acc, name)
+    for raw in eff.extra_recursive:
+        _catastrophic_target(raw, cwds, acc, name)
+
+
+_PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
+_DOTLESS_PROTECTED = frozenset(
+    n.lower() for n in paths.PROTECTED_FILE_NAMES | paths.PROTECTED_DIR_NAMES if not n.startswith(".")
+)
+
+
+def _inert_word(raw: str, cwds: list[str] | None, acc: _Acc) -> bool:
+    """An unknown program's plain word (``test``, ``clippy``, ``--watch``, ``-c`` code with spaces) that names no
+    existing file in any candidate directory and no protected name: resolving it would only say "a new file
+    in the workspace". Keeps classification fast; every other word (a dot without a space, a slash, ~, a
+    glob, an existing file) is checked in full."""
+    return (
+        cwds is not None
+        and _PLAIN_WORD.fullmatch(raw) is not None
+        and raw.lower() not in _DOTLESS_PROTECTED
+        and not any(acc.fs.lexists(posixpath.join(c, raw)) for c in cwds)
+    )
+
+
+_GLOB_START = ("*", "?", "[", "@(", "!(", "+(", "-")
+
+
+def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) -> None:
+    """A glob in an option position may expand to a planted ``--output=x`` / ``--pre=sh`` file name (issue 28.1).
+
+    For a program with options that write or run something (or one we do not know), any such glob is a
+    hidden effect, whatever the directory holds now: the file may be created by an earlier part of the
+    same command (a redirect included) or by another process before it runs. A ``--`` before it, a glob that
+    cannot start with ``-`` (``src/*``, ``./*``, ``.*``), or a program whose options only read, keeps it
+    ordinary. File names cannot hold ``/``, so a planted option cannot name a path outside; a program whose
+    options only read (grep -f) is flagged when such a file is there now or written earlier in the command.
+    """
+    name = commands.program_name(cmd.argv[0]) if cmd.argv else None
+    read_only_options = name in commands.GLOB_READ_OPTIONS
+    if not read_only_options and not commands.options_from_globs_matter(name):
+        return
+    try:
+        end = cmd.argv.index("--")
+    except ValueError:
+        end = len(cmd.argv)
+    glob = getattr(acc.fs, "glob", None)
+    for i in sorted(cmd.glob_args):
+        if not (0 < i < end and cmd.argv[i].startswith(_GLOB_START)):
+            continue
+        if read_only_options:
+            # its options only read (-f FILE): a file planted now, or earlier in this command, is what counts
+            planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
+            if not planted and glob is not None and cwds:
+                planted = any(posixpath.basename(m).startswith("-")
+                              for c in cwds for m in glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES))
+            if not planted:
+                continue
+        acc.flag(Flag.HIDDEN_EFFECT, f"{cmd.argv[i]} may expand to a file name that {cmd.argv[0]} reads as an "
+                                     "option (a planted --output=x or --pre=sh)")
+        acc.need(DFA)
+        return
 
 
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
+    """Recursive deletes (and chmod/chown -R) of a directory outside the workspace are catastrophic (28.4)."""
     home = acc.ctx.home.rstrip("/") or "/"
     candidates = {raw.rstrip("/") or "/"}
     expanded = paths.expand_user(raw, acc.ctx.home)
@@ -332,6 +419,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         if raw.startswith(("$", "${", "~")):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on a path we cannot resolve: {raw}")
         return
+    absolutes: list[str] = []
     for c in cwds or ["/"]:
         absolute = posixpath.normpath(posixpath.join(c, expanded))
         candidates.add(absolute)
@@ -339,7 +427,10 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         while stripped.endswith(("/*", "/.*")) or stripped in ("*", ".*"):
             stripped = posixpath.dirname(stripped) if "/" in stripped else c
             candidates.add(stripped or "/")
-        candidates.add(posixpath.normpath(acc.fs.realpath(absolute)) if "*" not in absolute else absolute)
+        real = posixpath.normpath(acc.fs.realpath(absolute)) if "*" not in absolute else absolute
+        candidates.add(real)
+        if cwds is not None or expanded.startswith("/"):
+            absolutes += [absolute, real]
     for cand in candidates:
         if cand in commands.SYSTEM_TOP or cand == home or cand in ("~", "$HOME", "${HOME}"):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}")
@@ -348,6 +439,16 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         holders = (*acc.ctx.workspace_roots, home)
         if name == "rm" and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}, which holds the workspace or home")
+            return
+    if name == "mv":
+        return  # moving a directory away is judged as the write it is
+    is_mount = getattr(acc.fs, "is_mount", None)  # optional: a file system that can tell mount points
+    for cand in absolutes:
+        if is_mount is not None and is_mount(cand):
+            acc.flag(Flag.CATASTROPHIC, f"{name} recursively removes or changes a mount point: {cand}")
+            return
+        if not any(paths.within(cand, r) for r in acc.ctx.workspace_roots):
+            acc.flag(Flag.CATASTROPHIC, f"{name} recursively removes or changes {cand}, outside the workspace")
             return
 
 
@@ -380,8 +481,9 @@ def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
     for d in start_dirs:
         reason = _git_repo_problem(d, acc.fs)
         if reason:
+            # the repository's own configuration runs programs: no allow rule may cover any git command here
             acc.need(DFA)
-            acc.note(f"git is not read-only here: {reason}")
+            acc.flag(Flag.HIDDEN_EFFECT, f"git runs programs its configuration names here: {reason}")
             return
 
 

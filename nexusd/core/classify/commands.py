@@ -8,11 +8,13 @@ not known here requires danger-full-access.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import msgspec
 
 from nexusd.core.classify.bash import ParsedCommand
+from nexusd.core.classify.knowledge import TABLE, Program
 from nexusd.core.model import Requirement
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
@@ -30,267 +32,96 @@ class Effect(msgspec.Struct):
     cd: str | None = None  # changes the working directory to this (raw) path; "" = unknown
     recursive_targets: list[int] = []  # rm -r / chmod -R targets (for the catastrophic check)
     known: bool = True  # False: the program is not in the knowledge (its argv is opaque to us)
+    hidden: str = ""  # why it runs code or writes files its words do not name (Flag.HIDDEN_EFFECT)
+    gate_control: bool = False  # manages nexusd itself (nexusctl mode/rules/trust ..., its UIs)
+    extra_recursive: list[str] = []  # raw paths deleted recursively that are not whole argv words
 
 
-# Commands that only print and take no file arguments.
-PURE = frozenset(
-    {
-        "echo",
-        "printf",
-        "true",
-        "false",
-        "pwd",
-        "whoami",
-        "id",
-        "uname",
-        "which",
-        "type",
-        "whereis",
-        "basename",
-        "dirname",
-        "realpath",
-        "readlink",
-        "seq",
-        "sleep",
-        "printenv",
-        "test",
-        "[",
-        "[[",
-        ":",
-        "nproc",
-        "arch",
-        "uptime",
-        "groups",
-        "locale",
-        "tty",
-        "ps",
-        "free",
-        "cal",
-        "yes",
-        "expr",
-        "tput",
-        "logname",
-        "users",
-        "w",
-        "who",
-        "lsb_release",
-        "getconf",
-        "hash",
-        "jobs",
-        "wait",
-        "read",
-        "export",
-        "declare",
-        "local",
-        "readonly",
-        "typeset",
-        "unset",
-        "shift",
-        "return",
-        "exit",
-        "break",
-        "continue",
-        "lscpu",
-        "lsblk",
-        "pgrep",
-        "dirs",
-        "umask",
-        "times",
-        "help",
-        "man",
-        "info",
-        "apropos",
-        "whatis",
-        "numfmt",
-        "factor",
-        "getent",
-        "env",
-        "command",
-    }
-)
-# Read-only commands whose non-option arguments are files they read; value = options that take a value.
-READERS: dict[str, frozenset[str]] = {
-    name: frozenset(opts.split())
-    for name, opts in {
-        "cat": "",
-        "head": "-n -c --lines --bytes",
-        "tail": "-n -c --lines --bytes -s --sleep-interval --pid",
-        "less": "-b -h -j -k -o -O -p -P -t -T -x -y -z -#",
-        "more": "-n",
-        "wc": "",
-        "nl": "-b -d -f -h -i -l -n -s -v -w",
-        "tac": "-s",
-        "rev": "",
-        "od": "-A -j -N -S -t -w",
-        "hexdump": "-e -f -n -s",
-        "strings": "-n -t -e -T",
-        "file": "-m -f -e -F -P",
-        "stat": "-c --format --printf",
-        "md5sum": "",
-        "sha1sum": "",
-        "sha224sum": "",
-        "sha256sum": "",
-        "sha384sum": "",
-        "sha512sum": "",
-        "b2sum": "-l",
-        "cksum": "-a",
-        "sum": "",
-        "cut": "-b -c -d -f --output-delimiter",
-        "paste": "-d",
-        "join": "-1 -2 -a -e -j -o -t -v",
-        "fold": "-w",
-        "fmt": "-w -g -p",
-        "expand": "-t",
-        "unexpand": "-t",
-        "column": "-c -s -o -n -t -N -R -H -W -J -E -O",
-        "comm": "--output-delimiter",
-        "diff": "-U -C -F -I -L -x -X --label --to-file --from-file --horizon-lines --exclude --ignore-matching-lines",
-        "cmp": "-i -n --bytes --ignore-initial",
-        "base64": "-w",
-        "ls": "-I -T -w --ignore --hide --tabsize --width --format --sort --time --time-style --color --quoting-style",
-        "du": "-d -B -t --max-depth --exclude --threshold --block-size --time-style",
-        "df": "-B -t -x --block-size --type --exclude-type --output",
-        "tree": "-L -I -P --filelimit --charset --sort -H -T",
-        "cd": "",
-        "pushd": "",
-        "bat": "-l -H -r --language --highlight-line --line-range --style --theme --tabs --wrap --terminal-width",
-        "eza": "-L -I -s --level --ignore-glob --sort --color --time-style",
-        "exa": "-L -I -s --level --ignore-glob --sort --color --time-style",
-        "shasum": "-a",
-        "zcat": "",
-        "xzcat": "",
-        "bzcat": "",
-        "lsattr": "",
-    }.items()
-}
-# pattern-first searchers: (options with a value, options that supply the pattern)
+
+
+def _opts(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _value_taking(p: Program) -> frozenset[str]:
+    """Every option of ``p`` that consumes the next word (so it is not a positional)."""
+    return _opts(p.value_opts) | _opts(p.read_opts) | _opts(p.write_opts)
+
+
+# Derived at import from the knowledge table (knowledge.py): the shapes the parsers below expect.
+PURE = frozenset(n for n, p in TABLE.items() if p.kind == "pure")
+READERS: dict[str, frozenset[str]] = {n: _value_taking(p) for n, p in TABLE.items() if p.kind == "reader"}
 SEARCHERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "grep": (
-        frozenset(
-            [
-                "-e",
-                "-f",
-                "-m",
-                "-A",
-                "-B",
-                "-C",
-                "-d",
-                "-D",
-                "--regexp",
-                "--file",
-                "--max-count",
-                "--after-context",
-                "--before-context",
-                "--context",
-                "--label",
-                "--binary-files",
-                "--devices",
-                "--directories",
-                "--exclude",
-                "--include",
-                "--exclude-dir",
-                "--exclude-from",
-                "--group-separator",
-            ]
-        ),
-        frozenset(["-e", "-f", "--regexp", "--file"]),
-    ),
-    "rg": (
-        frozenset(
-            [
-                "-e",
-                "-f",
-                "-g",
-                "-t",
-                "-T",
-                "-m",
-                "-A",
-                "-B",
-                "-C",
-                "-j",
-                "-M",
-                "-r",
-                "-E",
-                "--regexp",
-                "--file",
-                "--glob",
-                "--iglob",
-                "--type",
-                "--type-not",
-                "--max-count",
-                "--after-context",
-                "--before-context",
-                "--context",
-                "--threads",
-                "--max-columns",
-                "--replace",
-                "--max-depth",
-                "--max-filesize",
-                "--encoding",
-                "--sort",
-                "--sortr",
-                "--type-add",
-                "--colors",
-                "--color",
-                "--field-match-separator",
-                "--path-separator",
-                "--context-separator",
-                "--engine",
-                "--dfa-size-limit",
-                "--regex-size-limit",
-            ]
-        ),
-        frozenset(["-e", "-f", "--regexp", "--file"]),
-    ),
-    "ag": (
-        frozenset(
-            [
-                "-A",
-                "-B",
-                "-C",
-                "-G",
-                "-g",
-                "-m",
-                "--ignore",
-                "--depth",
-                "--file-search-regex",
-                "--max-count",
-                "--context",
-            ]
-        ),
-        frozenset(),
-    ),
-    "jq": (
-        frozenset(
-            ["--indent", "--arg", "--argjson", "--slurpfile", "--rawfile", "--args", "--jsonargs", "-f", "--from-file"]
-        ),
-        frozenset(["-f", "--from-file"]),
-    ),
+    n: (_value_taking(p), _opts(p.pattern_opts)) for n, p in TABLE.items() if p.kind == "searcher"
 }
 SEARCHERS["egrep"] = SEARCHERS["fgrep"] = SEARCHERS["grep"]
 _JQ_TWO_VALUES = frozenset({"--arg", "--argjson", "--slurpfile", "--rawfile"})
+WRITERS: dict[str, frozenset[str]] = {n: _value_taking(p) for n, p in TABLE.items() if p.kind == "writer"}
+MODE_WRITERS = frozenset(n for n, p in TABLE.items() if p.kind == "modewriter")
+COPIERS = {n: " ".join(sorted(_value_taking(p) | {"-t", "--target-directory"})) for n, p in TABLE.items()
+           if p.kind == "copier"}
 
-# Commands whose every non-option argument is a file they write (create, remove, change).
-WRITERS: dict[str, frozenset[str]] = {
-    name: frozenset(opts.split())
-    for name, opts in {
-        "rm": "",
-        "rmdir": "",
-        "unlink": "",
-        "mkdir": "-m --mode --context",
-        "touch": "-d -t -r --date --reference",
-        "tee": "",
-        "truncate": "-s -r --size --reference",
-        "shred": "-n -s --iterations --size --random-source",
-    }.items()
+# option -> role ("v" value, "r" file read, "w" file written, "h" hidden effect, with its reason)
+_ROLES: dict[str, dict[str, tuple[str, str]]] = {}
+for _n, _p in TABLE.items():
+    _r: dict[str, tuple[str, str]] = {}
+    for _o in _p.value_opts.split():
+        _r[_o] = ("v", "")
+    for _o in _p.read_opts.split():
+        _r[_o] = ("r", "")
+    for _o in _p.write_opts.split():
+        _r[_o] = ("w", "")
+    for _o, _why in _p.hidden:
+        _r[_o] = ("h", _why)
+    _ROLES[_n] = _r
+_ROLES["egrep"] = _ROLES["fgrep"] = _ROLES["grep"]
+# per role table: its long options that read, write or run something (for prefix matching)
+_LONG_RISKY: dict[int, tuple[str, ...]] = {
+    id(r): tuple(k for k, (role, _w) in r.items() if k.startswith("--") and role in ("r", "w", "h"))
+    for r in _ROLES.values()
 }
-MODE_WRITERS = {"chmod", "chown", "chgrp"}  # first positional is a mode/owner
-COPIERS = {
-    "cp": "-S -t --suffix --target-directory",
-    "mv": "-S -t --suffix --target-directory",
-    "ln": "-S -t --suffix --target-directory",
-    "install": "-m -o -g -S -t --mode --owner --group --suffix --target-directory",
-}
+_HIDDEN_ENV: dict[str, frozenset[str]] = {n: _opts(p.hidden_env) for n, p in TABLE.items() if p.hidden_env}
+_GENERIC_KINDS = frozenset({"pure", "reader", "searcher", "writer", "modewriter", "copier"})
+_KIND = {n: p.kind for n, p in TABLE.items()}
+_KIND["egrep"] = _KIND["fgrep"] = "searcher"
+
+# Only these directories hold the program a bare name stands for: /tmp/x/rg or ./cat is another program.
+SYSTEM_BIN_DIRS = frozenset(
+    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin", "/opt/homebrew/bin"}
+)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
+
+
+# Programs a planted file name such as --output=x or --pre=sh can turn against the workspace: those with an
+# option that writes or runs something, those a named parser reads, and every program we do not know.
+_GLOB_HARMLESS = frozenset(
+    n for n, p in TABLE.items()
+    if p.kind != "parser" and not p.write_opts and not p.hidden and not p.hidden_env
+) | {"egrep", "fgrep"}
+
+
+# Programs with options that only read a file: a planted -f.env could read a file a deny rule covers.
+GLOB_READ_OPTIONS = frozenset(n for n in _GLOB_HARMLESS if TABLE.get(n, TABLE["grep"]).read_opts)
+
+
+def options_from_globs_matter(name: str | None) -> bool:
+    """Whether a glob expanding to option-like file names can change what ``name`` does (issue 28.1)."""
+    return name is None or name not in _GLOB_HARMLESS
+
+
+def program_name(word: str) -> str | None:
+    """The knowledge name ``word`` may use: a bare name, or a name in a system bin directory; else None."""
+    if "/" not in word:
+        return word
+    d, _, base = word.rpartition("/")
+    return base if d in SYSTEM_BIN_DIRS and base else None
+
+
+def looks_like_path(text: str) -> bool:
+    """A glued option value that may name a file (``-o/etc/x``, ``-O~/x``, ``-o./x``)."""
+    return bool(text) and not _URL.match(text) and (text.startswith(("/", "~", ".")) or "/" in text)
+
 
 GIT_RO = frozenset(
     {
@@ -456,7 +287,158 @@ def effect(cmd: ParsedCommand) -> Effect:
     argv = cmd.argv
     if not argv:
         return Effect(RO)
-    name = argv[0].rsplit("/", 1)[-1] if argv[0].startswith(("/", "./")) else argv[0]
+    name = program_name(argv[0])
+    if name is None or (name not in _KIND and not _other_known(name)):
+        return opaque(argv)
+    eff = _effect(name, argv, cmd)
+    if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
+        _apply_roles(_ROLES[name], argv, eff, strict=_KIND[name] != "pure")
+    bad_env = _HIDDEN_ENV.get(name)
+    if bad_env:
+        for k, _v in cmd.env:
+            if k in bad_env:
+                eff.hidden = eff.hidden or f"{k} makes {name} run a program"
+    if eff.hidden:
+        eff.requirement = DFA
+    return eff
+
+
+def _other_known(name: str) -> bool:
+    """Programs the parsers below know without a table entry (popd, mkfs.*, date ...)."""
+    return name in _OTHER_KNOWN or name.startswith("mkfs")
+
+
+_OTHER_KNOWN = frozenset(
+    {"popd", "gawk", "mawk", "nawk", "egrep", "fgrep", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "parted",
+     "sgdisk", "gdisk", "cfdisk", "kill", "date", "hostname", "shopt", "set"}
+)
+
+
+def opaque(argv: tuple[str, ...]) -> Effect:
+    """A program the knowledge does not cover: every word that may name a path is read and written."""
+    idx: list[int] = []
+    extra: list[str] = []
+    opts_done = False
+    for i, a in enumerate(argv[1:], 1):
+        if a == "--" and not opts_done:
+            opts_done = True
+            continue
+        if a in ("-", "") or _URL.match(a):
+            continue
+        if opts_done:
+            idx.append(i)
+            continue
+        if a.startswith("--"):
+            val = a.partition("=")[2]
+            if val and not _URL.match(val):
+                extra.append(val)
+            continue
+        if a.startswith("-"):
+            if looks_like_path(a[2:]):
+                extra.append(a[2:])
+            continue
+        if a.startswith("@") and len(a) > 1:
+            extra.append(a[1:])
+        elif _ASSIGN.match(a):
+            val = a.partition("=")[2]
+            if val and not _URL.match(val):
+                extra.append(val)
+        idx.append(i)
+    return Effect(DFA, reads=idx, writes=list(idx), extra_reads=extra, extra_writes=list(extra), known=False)
+
+
+def _apply_roles(roles: dict[str, tuple[str, str]], argv: tuple[str, ...], eff: Effect, strict: bool) -> None:
+    """Options of a known program: files they read or write, code they run; unknown ones conservatively."""
+    i = 1
+    n = len(argv)
+    while i < n:
+        a = argv[i]
+        if a == "--":
+            break
+        if a.startswith("+") and "+" in roles and roles["+"][0] == "h":
+            eff.hidden = eff.hidden or roles["+"][1]
+        if not a.startswith("-") or a == "-":
+            i += 1
+            continue
+        if a.startswith("--"):
+            key, eq, val = a.partition("=")
+            role, why = roles.get(key) or _long_prefix(roles, key)
+            if role == "h":
+                eff.hidden = eff.hidden or why
+            elif role in ("r", "w"):
+                if eq:
+                    _role_path(eff, role, val)
+                elif i + 1 < n:
+                    _role_index(eff, role, i + 1)
+                    i += 1
+            elif role == "v":
+                i += 0 if eq else 1
+            elif strict and eq and val and not _URL.match(val):
+                # an option we do not know: its value may name a file, read or written
+                eff.extra_reads.append(val)
+                eff.extra_writes.append(val)
+                eff.requirement = max(eff.requirement, WW)
+            i += 1
+            continue
+        j = 1
+        while j < len(a):
+            role, why = roles.get("-" + a[j], ("", ""))
+            rest = a[j + 1 :]
+            if role == "h":
+                eff.hidden = eff.hidden or why
+                if rest or ("-" + a[j]) in _HIDDEN_SHORT_TAKES_VALUE:
+                    break
+            elif role in ("v", "r", "w"):
+                if rest:
+                    if role != "v":
+                        _role_path(eff, role, rest)
+                elif i + 1 < n:
+                    if role != "v":
+                        _role_index(eff, role, i + 1)
+                    i += 1
+                break
+            elif strict and not role and looks_like_path(rest):
+                eff.extra_reads.append(rest)
+                eff.extra_writes.append(rest)
+                eff.requirement = max(eff.requirement, WW)
+                break
+            j += 1
+        i += 1
+
+
+_HIDDEN_SHORT_TAKES_VALUE = frozenset({"-P", "-H", "-l"})
+
+
+def _long_prefix(roles: dict[str, tuple[str, str]], key: str) -> tuple[str, str]:
+    """GNU getopt takes any unambiguous prefix (``--out`` is ``--output``): a prefix of an option that reads,
+    writes or runs something counts as that option (the most dangerous one if several match)."""
+    if len(key) < 4 or not key.startswith("--"):
+        return ("", "")
+    found = [roles[k] for k in _LONG_RISKY.get(id(roles), ()) if k.startswith(key)]
+    for want in ("h", "w", "r"):
+        for role in found:
+            if role[0] == want:
+                return role
+    return ("", "")
+
+
+def _role_path(eff: Effect, role: str, raw: str) -> None:
+    if role == "r":
+        eff.extra_reads.append(raw)
+    else:
+        eff.extra_writes.append(raw)
+        eff.requirement = max(eff.requirement, WW)
+
+
+def _role_index(eff: Effect, role: str, i: int) -> None:
+    target = eff.reads if role == "r" else eff.writes
+    if i not in target:
+        target.append(i)
+    if role == "w":
+        eff.requirement = max(eff.requirement, WW)
+
+
+def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
     if name in PURE:
         if name == "env" and len(argv) > 1:
             return Effect(DFA, note="env with options")
@@ -466,10 +448,8 @@ def effect(cmd: ParsedCommand) -> Effect:
         if name in ("cd", "pushd"):
             target = argv[pos[0]] if pos else "~"
             return Effect(RO, reads=pos[:1], cd="" if (pos and pos[0] in cmd.dynamic_args) or target == "-" else target)
-        if name == "tree" and _has_flag(argv, "o", ("--output",)):
-            return Effect(DFA, reads=pos, note="tree -o writes a file")
-        if name == "less" and any(a.startswith("+") or a.startswith("-o") for a in argv[1:]):
-            return Effect(DFA, note="less with commands or a log file")
+        if name in ("less", "more"):
+            pos = [p for p in pos if not argv[p].startswith("+")]
         return Effect(RO, reads=pos)
     if name == "popd":
         return Effect(RO, cd="")
@@ -534,13 +514,14 @@ def effect(cmd: ParsedCommand) -> Effect:
         return Effect(RO) if not bad else Effect(DFA, note=f"shopt {' '.join(bad)} changes how words expand")
     if name == "set":
         return Effect(RO)
-    return Effect(DFA, known=False)
+    parser = _PARSERS.get(name)
+    if parser is not None:
+        return parser(argv)
+    return opaque(argv)
 
 
 def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
     with_value, pattern_opts = SEARCHERS[name]
-    if name == "rg" and any(a == "--pre" or a.startswith(("--pre=", "--search-zip")) or a == "-z" for a in argv):
-        return Effect(DFA, note="rg --pre/--search-zip runs other programs")
     reads: list[int] = []
     pattern_given = False
     i = 1
@@ -629,6 +610,8 @@ def _sed(argv: tuple[str, ...]) -> Effect:
                     i += 1
             elif key == "--file":
                 unknown_script = True
+                if not eq:
+                    files.append(i + 1)  # read (and the script it holds is unknown)
                 i += 0 if eq else 1
             elif key in ("--line-length", "--separate", "--null-data", "--zero-terminated"):
                 pass
@@ -660,16 +643,12 @@ def _sed(argv: tuple[str, ...]) -> Effect:
             files.append(i)
         i += 1
     safe = not unknown_script and all(sed_script_is_safe(s) for s in scripts)
+    hidden = "" if safe else "sed script may run commands or read/write files it names inside (e, w, W, r, R, s///e)"
+    if unknown_script:
+        hidden = "sed runs a script from a file we do not read"
     if in_place:
-        return Effect(
-            WW if safe else DFA,
-            reads=files,
-            writes=files,
-            note="" if safe else "sed script writes files or runs commands",
-        )
-    if not safe:
-        return Effect(DFA, reads=files, note="sed script writes files or runs commands (w, W, e, r)")
-    return Effect(RO, reads=files)
+        return Effect(WW if safe else DFA, reads=files, writes=files, hidden=hidden)
+    return Effect(RO if safe else DFA, reads=files, hidden=hidden)
 
 
 _SED_SIMPLE = set("pPdDnNgGhHxlq=QzF")
@@ -763,6 +742,15 @@ def sed_script_is_safe(script: str) -> bool:
     return True
 
 
+def _sort_full(a: str) -> str:
+    key, eq, val = a.partition("=")
+    if len(key) >= 3 and key.startswith("--"):
+        for full in ("--output", "--files0-from", "--random-source", "--temporary-directory"):
+            if full.startswith(key) and key != full and (full != "--random-source" or len(key) >= 4):
+                return full + eq + val
+    return a
+
+
 def _sort(argv: tuple[str, ...]) -> Effect:
     opts = frozenset(
         [
@@ -782,15 +770,20 @@ def _sort(argv: tuple[str, ...]) -> Effect:
             "--random-source",
         ]
     )
-    if any(a.startswith("--compress-program") for a in argv):
-        return Effect(DFA, note="sort --compress-program runs a program")
+    longs = [a.partition("=")[0] for a in argv[1:] if a.startswith("--") and len(a.partition("=")[0]) >= 4]
+    if any("--compress-program".startswith(k) and k.startswith("--co") for k in longs):
+        return Effect(DFA, hidden="sort --compress-program runs a program")
+    # GNU getopt: --o, --ou ... are --output; --f... --files0-from
+    argv = tuple(_sort_full(a) for a in argv)
     pos = _positionals(argv, opts)
+    files0 = [i + 1 for i, a in enumerate(argv[1:-1], 1) if a == "--files0-from"]
+    files0_extra = [a.partition("=")[2] for a in argv if a.startswith("--files0-from=")]
     outs = [i + 1 for i, a in enumerate(argv[1:], 1) if a in ("-o", "--output") and i + 1 < len(argv)]
     extra = [a.split("=", 1)[1] for a in argv if a.startswith("--output=")]
     extra += [a[2:] for a in argv[1:] if a.startswith("-o") and len(a) > 2 and not a.startswith("--")]
     if outs or extra:
-        return Effect(WW, reads=pos, writes=outs, extra_writes=extra)
-    return Effect(RO, reads=pos)
+        return Effect(WW, reads=pos + files0, writes=outs, extra_writes=extra, extra_reads=files0_extra)
+    return Effect(RO, reads=pos + files0, extra_reads=files0_extra)
 
 
 _FIND_WRITE_VALUE = ("-fprint", "-fprint0", "-fprintf", "-fls")
@@ -890,28 +883,106 @@ def _find(argv: tuple[str, ...]) -> Effect:
     )
 
 
+GIT_BUILTINS = frozenset(
+    [
+        "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
+        "check-ignore", "check-mailmap", "check-ref-format", "checkout", "checkout-index", "cherry", "cherry-pick",
+        "citool", "clean", "clone", "column", "commit", "commit-graph", "commit-tree", "config", "count-objects",
+        "credential", "describe", "diff", "diff-files", "diff-index", "diff-tree", "difftool", "fast-export",
+        "fast-import", "fetch", "fetch-pack", "filter-branch", "fmt-merge-msg", "for-each-ref", "for-each-repo",
+        "format-patch", "fsck", "gc", "get-tar-commit-id", "grep", "gui", "hash-object", "help", "index-pack", "init",
+        "instaweb", "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "mailinfo", "mailsplit",
+        "maintenance", "merge", "merge-base", "merge-file", "merge-index", "merge-tree", "mergetool", "mktag",
+        "mktree", "multi-pack-index", "mv", "name-rev", "notes", "pack-objects", "pack-redundant", "pack-refs",
+        "patch-id", "prune", "prune-packed", "pull", "push", "range-diff", "read-tree", "rebase", "reflog", "remote",
+        "repack", "replace", "request-pull", "rerere", "reset", "restore", "rev-list", "rev-parse", "revert", "rm",
+        "send-email", "shortlog", "show", "show-branch", "show-index", "show-ref", "sparse-checkout", "stash",
+        "status", "stripspace", "submodule", "switch", "symbolic-ref", "tag", "unpack-file", "unpack-objects",
+        "update-index", "update-ref", "update-server-info", "var", "verify-commit", "verify-pack", "verify-tag",
+        "version", "whatchanged", "worktree", "write-tree", "lfs"
+    ]
+)
+# subcommands whose -u / --upload-pack / --exec name a program git runs
+_GIT_UPLOAD_U = frozenset({"fetch", "clone", "ls-remote", "pull", "archive"})
+# subcommands that run a program named in their words (or a tool from the configuration)
+_GIT_RUNS = {
+    "bisect": ("run",),
+    "submodule": ("foreach",),
+    "filter-branch": (),
+    "difftool": (),
+    "mergetool": (),
+    "instaweb": (),
+    "send-email": (),
+    "rebase": ("-x", "--exec"),
+    "for-each-repo": (),
+}
+_GIT_MESSAGE_OPTS = frozenset({"-m", "--message"})
+# ``git -c key=value`` settings that only change how output looks (Codex's own idiom is -c core.pager=cat)
+_GIT_SAFE_SETTINGS = frozenset({"core.pager=cat", "core.pager=", "core.quotepath=false", "core.quotepath=off",
+                                "color.ui=false", "color.ui=never", "color.ui=always", "color.ui=auto",
+                                "core.abbrev=12", "diff.noprefix=true", "log.decorate=false", "log.decorate=short",
+                                "pager.log=false", "pager.diff=false", "pager.show=false", "pager.branch=false",
+                                "advice.detachedhead=false", "column.ui=never"})
+
+
+_GIT_FULL_SHORTER = frozenset({"--text", "--exec-path", "--no-pager", "--paginate"})
+
+
+def _git_abbrev(key: str, bad: tuple[str, ...]) -> bool:
+    """git's parse-options takes an unambiguous prefix of a long option (``--outp`` is ``--output``)."""
+    return len(key) >= 4 and key.startswith("--") and key not in _GIT_FULL_SHORTER and any(
+        b.startswith(key) for b in bad if b.startswith("--"))
+
+
+def _git_safe_setting(word: str) -> bool:
+    key, eq, val = word.partition("=")
+    return bool(eq) and f"{key.lower()}={val}" in _GIT_SAFE_SETTINGS
+
+
 def _git(argv: tuple[str, ...]) -> Effect:
     i = 1
     repo_dir = "."
     while i < len(argv) and argv[i].startswith("-"):
         a = argv[i]
         key = a.split("=", 1)[0]
-        if key in GIT_BAD_GLOBAL or a.startswith("-c"):
-            return Effect(DFA, note=f"git {key} can change configuration or run programs")
+        if a == "-c" and i + 1 < len(argv) and _git_safe_setting(argv[i + 1]):
+            i += 2
+            continue
+        if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
+            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir)
         if a == "-C" and i + 1 < len(argv):
             repo_dir = argv[i + 1] if repo_dir == "." else repo_dir.rstrip("/") + "/" + argv[i + 1]
             i += 2
             continue
         i += 1
+    repo_read = [repo_dir] if repo_dir != "." else []  # git -C dir reads the repository there
     if i >= len(argv):
-        return Effect(RO)
+        return Effect(RO, extra_reads=repo_read)
     sub = argv[i]
     args = argv[i + 1 :]
+    if sub not in GIT_BUILTINS:
+        return Effect(DFA, hidden=f"git {sub} is not a git command we know: it may be an alias that runs a program",
+                      git_config_check=repo_dir)
     for a in args:
         if a == "--":
             break
-        if a.split("=", 1)[0] in GIT_BAD_OPTS or (a.startswith("-O") and sub == "grep"):
-            return Effect(DFA, note=f"git {sub} {a.split('=', 1)[0]} writes files or runs programs")
+        key = a.split("=", 1)[0]
+        if (
+            key in GIT_BAD_OPTS
+            or _git_abbrev(key, GIT_BAD_OPTS)
+            or (sub == "grep" and a.startswith("-O"))
+            or (sub in _GIT_UPLOAD_U and (a == "-u" or (a.startswith("-u") and not a.startswith("--"))))
+            or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
+        ):
+            return Effect(DFA, hidden=f"git {sub} {key} writes files or runs programs", git_config_check=repo_dir)
+    if sub in ("apply", "am") and not (sub == "apply" and any(
+            a in ("--check", "--stat", "--numstat", "--summary") for a in args) and "--apply" not in args):
+        return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
+                      git_config_check=repo_dir)
+    if sub in _GIT_RUNS:
+        words = _GIT_RUNS[sub]
+        if not words or any(a in words or a.split("=", 1)[0] in words for a in args):
+            return Effect(DFA, hidden=f"git {sub} runs programs", git_config_check=repo_dir)
     ro = sub in GIT_RO
     plain = [a for a in args if not a.startswith("-")]
     flags = [a for a in args if a.startswith("-")]
@@ -982,9 +1053,45 @@ def _git(argv: tuple[str, ...]) -> Effect:
         files = [a.split("=", 1)[1] for a in args if a.startswith("--file=")]
         files += [args[j + 1] for j, a in enumerate(args[:-1]) if a in ("-f", "--file")]
         return Effect(DFA, extra_writes=files or [target], note=f"git {sub} changes configuration")
+    words, rev_paths = _git_words(args, i + 1, "--no-index" in args)
+    if (sub == "clean" and any(f.startswith("-") and not f.startswith("--") and "f" in f for f in flags)) or (
+            "--force" in flags and sub == "clean"):
+        return Effect(DFA, reads=words, writes=words, extra_recursive=[repo_dir], git_config_check=repo_dir,
+                      note="git clean removes untracked files")
     if not ro:
-        return Effect(DFA, note=f"git {sub} is not a read-only git command")
-    return Effect(RO, git_config_check=repo_dir)
+        # its path arguments are read and written as far as we know (deny rules, protected paths see them)
+        return Effect(DFA, reads=words, writes=list(words), note=f"git {sub} is not a read-only git command",
+                      git_config_check=repo_dir, extra_reads=repo_read, extra_writes=list(repo_read))
+    return Effect(RO, reads=words, extra_reads=rev_paths + repo_read, git_config_check=repo_dir)
+
+
+def _git_words(args: tuple[str, ...], base: int, no_index: bool = False) -> tuple[list[int], list[str]]:
+    """A git subcommand's words that name paths: after ``--``, path-looking ones (``./x``, ``../x``, ``/x``,
+    ``~/x``, ``.env``), all of them for ``--no-index``; and the path of a ``REV:path`` word."""
+    out: list[int] = []
+    extra: list[str] = []
+    skip = False
+    opts_done = False
+    for j, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if not opts_done and a == "--":
+            opts_done = True
+            continue
+        if not opts_done and a.startswith("-"):
+            if a in _GIT_MESSAGE_OPTS or (not a.startswith("--") and a.endswith("m") and len(a) > 1):
+                skip = True
+            continue
+        if a in SAFE_DEVICES:
+            continue
+        if opts_done or no_index or a.startswith(("/", "~", ".")):
+            out.append(base + j)
+        elif ":" in a and not _URL.match(a):
+            path = a.split(":", 1)[1]
+            if path and not path.startswith(":"):
+                extra.append(path)
+    return out, extra
 
 
 def _dd(argv: tuple[str, ...]) -> Effect:
@@ -1046,6 +1153,7 @@ _GIT_DANGEROUS_SECTIONS = (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def git_config_is_inert(config: bytes) -> bool:
     """Whether a repository config can run code in read-only git commands (fsmonitor, pager, textconv ...).
 
@@ -1056,3 +1164,279 @@ def git_config_is_inert(config: bytes) -> bool:
         if section in _GIT_DANGEROUS_SECTIONS:
             return False
     return all(m.group(1).lower() not in _GIT_DANGEROUS_KEYS for m in _GIT_CONFIG_KEY.finditer(config))
+
+
+def _split_opts(argv: tuple[str, ...], value_short: str, value_long: frozenset[str], start: int = 1,
+                old_style: bool = False) -> tuple[list[tuple[str, str, int]], list[int]]:
+    """Options as (key, value, value index or -1) and positional indices, for the archive parsers."""
+    opts: list[tuple[str, str, int]] = []
+    pos: list[int] = []
+    i = start
+    n = len(argv)
+    opts_done = False
+    pending: list[str] = []  # old-style tar letters waiting for their values ("cf" x.tar)
+    if old_style and n > start and argv[start] and not argv[start].startswith("-"):
+        for ch in argv[start]:
+            if ch in value_short:
+                pending.append("-" + ch)
+            else:
+                opts.append(("-" + ch, "", -1))
+        i += 1
+    while i < n:
+        a = argv[i]
+        if pending:
+            opts.append((pending.pop(0), a, i))
+        elif not opts_done and a == "--":
+            opts_done = True
+        elif not opts_done and a.startswith("--"):
+            key, eq, val = a.partition("=")
+            if eq:
+                opts.append((key, val, -1))
+            elif key in value_long and i + 1 < n:
+                opts.append((key, argv[i + 1], i + 1))
+                i += 1
+            else:
+                opts.append((key, "", -1))
+        elif not opts_done and a.startswith("-") and a != "-":
+            j = 1
+            while j < len(a):
+                ch = a[j]
+                if ch in value_short:
+                    if a[j + 1 :]:
+                        opts.append(("-" + ch, a[j + 1 :], -1))
+                    elif i + 1 < n:
+                        opts.append(("-" + ch, argv[i + 1], i + 1))
+                        i += 1
+                    break
+                opts.append(("-" + ch, "", -1))
+                j += 1
+        else:
+            pos.append(i)
+        i += 1
+    return opts, pos
+
+
+_TAR_HIDDEN = frozenset(
+    {"-I", "-F", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script",
+     "--new-volume-script", "--rsh-command", "--rmt-command", "--compress-program", "--index-file"}
+)
+_TAR_LONG_VALUE = frozenset(
+    {"--file", "--files-from", "--exclude-from", "--directory", "--exclude", "--transform", "--owner", "--group",
+     "--mode", "--mtime", "--strip-components", "--blocking-factor", "--format", "--listed-incremental",
+     "--use-compress-program", "--to-command", "--info-script", "--new-volume-script", "--rsh-command",
+     "--rmt-command", "--index-file", "--label", "--newer", "--after-date", "--record-size", "--tape-length"}
+)
+
+
+def _tar(argv: tuple[str, ...]) -> Effect:
+    opts, pos = _split_opts(argv, "fTXCIFKNVbgHLs", _TAR_LONG_VALUE, old_style=True)
+    mode = ""
+    reads: list[int] = list(pos)
+    writes: list[int] = []
+    ex_r: list[str] = []
+    ex_w: list[str] = []
+    archive: list[tuple[str, int]] = []
+    hidden = ""
+    outdir: list[tuple[str, int]] = []
+    for key, val, idx in opts:
+        if key in _TAR_HIDDEN or (key == "--checkpoint-action" or key.startswith("--checkpoint-action")):
+            hidden = f"tar {key} runs a program"
+        elif key in ("-c", "--create", "-r", "--append", "-u", "--update", "-A", "--catenate", "--concatenate"):
+            mode = mode or "create"
+        elif key in ("-x", "--extract", "--get"):
+            mode = "extract"
+        elif key in ("-t", "--list", "-d", "--diff", "--compare"):
+            mode = mode or "list"
+        elif key == "--delete":
+            mode = "create"
+        elif key in ("-f", "--file"):
+            archive.append((val, idx))
+        elif key in ("-T", "--files-from", "-X", "--exclude-from"):
+            (reads.append(idx) if idx >= 0 else ex_r.append(val))
+        elif key in ("-C", "--directory"):
+            outdir.append((val, idx))
+        elif key in ("-g", "--listed-incremental", "-V", "--label") and key in ("-g", "--listed-incremental"):
+            (writes.append(idx) if idx >= 0 else ex_w.append(val))
+    for val, idx in archive:
+        if val == "-":
+            continue
+        if mode == "create":
+            (writes.append(idx) if idx >= 0 else ex_w.append(val))
+        else:
+            (reads.append(idx) if idx >= 0 else ex_r.append(val))
+    if mode == "extract":
+        for val, idx in outdir or [(".", -1)]:
+            (writes.append(idx) if idx >= 0 else ex_w.append(val))
+        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
+                      hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
+    if mode == "list":
+        return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
+    if mode == "create":
+        return Effect(DFA if hidden else WW, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
+                      hidden=hidden)
+    return Effect(DFA, reads=reads, writes=list(reads), extra_reads=ex_r, extra_writes=ex_r, hidden=hidden,
+                  note="tar without a mode we know")
+
+
+def _zip(argv: tuple[str, ...]) -> Effect:
+    opts, pos = _split_opts(argv, "bnPtO", frozenset({"--temp-path", "--suffixes", "--password", "--output-file",
+                                                      "--unzip-command", "--from-date", "--before-date"}))
+    hidden = ""
+    ex_w: list[str] = []
+    writes = pos[:1]
+    for key, val, idx in opts:
+        if key in ("--unzip-command", "-TT") or (key == "-T" and any(a.startswith("-TT") for a in argv)):
+            hidden = "zip -TT/--unzip-command runs a program"
+        elif key in ("-O", "--output-file"):
+            (writes.append(idx) if idx >= 0 else ex_w.append(val))
+    if any(a.startswith("-TT") for a in argv):
+        hidden = "zip -TT runs a program"
+    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden)
+
+
+def _unzip(argv: tuple[str, ...]) -> Effect:
+    opts, pos = _split_opts(argv, "dxP", frozenset())
+    keys = {k for k, _v, _i in opts}
+    if keys & {"-l", "-t", "-v", "-Z", "-p", "-c", "-z"}:
+        return Effect(RO, reads=pos[:1])
+    writes = [i for k, _v, i in opts if k == "-d" and i >= 0]
+    ex_w = [v for k, v, i in opts if k == "-d" and i < 0] or ([] if writes else ["."])
+    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w,
+                  hidden="unzip writes the files the archive names (any path, .git/hooks included)")
+
+
+_AWK_RISKY = re.compile(r"system|getline|\||>|@|close|fflush")
+
+
+def _awk(argv: tuple[str, ...]) -> Effect:
+    opts, pos = _split_opts(argv, "FvfEie", frozenset({"--field-separator", "--assign", "--file", "--exec",
+                                                       "--include", "--load", "--source"}))
+    reads: list[int] = []
+    ex_r: list[str] = []
+    hidden = ""
+    program_given = False
+    for key, val, idx in opts:
+        if key in ("-f", "--file", "-E", "--exec"):
+            program_given = True
+            hidden = "awk runs a program file we do not read"
+            (reads.append(idx) if idx >= 0 else ex_r.append(val))
+        elif key in ("-e", "--source"):
+            program_given = True
+            if _AWK_RISKY.search(val):
+                hidden = "awk program may run commands or write files (system, |, >, getline)"
+        elif key in ("-i", "--include", "-l", "--load"):
+            hidden = f"awk {key} loads code"
+    files = pos
+    if not program_given and pos:
+        if _AWK_RISKY.search(argv[pos[0]]):
+            hidden = "awk program may run commands or write files (system, |, >, getline)"
+        files = pos[1:]
+    reads += [p for p in files if not _ASSIGN.match(argv[p])]
+    return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
+
+
+_RSYNC_LONG_VALUE = frozenset(
+    {"--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--filter", "--chmod", "--chown",
+     "--backup-dir", "--partial-dir", "--temp-dir", "--log-file", "--password-file", "--port", "--bwlimit",
+     "--timeout", "--compare-dest", "--link-dest", "--copy-dest", "--max-size", "--min-size", "--suffix",
+     "--out-format", "--info", "--debug", "--iconv", "--rsh", "--rsync-path", "--usermap", "--groupmap",
+     "--log-file-format", "--modify-window", "--max-delete", "--block-size", "--compress-choice", "--checksum-choice"}
+)
+
+
+def _remote(word: str) -> bool:
+    head = word.split("/", 1)[0]
+    return ":" in head or word.startswith("rsync://")
+
+
+def _rsync(argv: tuple[str, ...]) -> Effect:
+    opts, pos = _split_opts(argv, "efTBM", _RSYNC_LONG_VALUE)
+    hidden = ""
+    reads: list[int] = []
+    writes: list[int] = []
+    ex_r: list[str] = []
+    ex_w: list[str] = []
+    delete = False
+    for key, val, idx in opts:
+        if key in ("-e", "--rsh", "--rsync-path", "-M", "--remote-option"):
+            hidden = f"rsync {key} names a program it runs"
+        elif key.startswith("--delete") or key in ("--remove-source-files",):
+            delete = True
+        elif key in ("--exclude-from", "--include-from", "--files-from", "--password-file"):
+            (reads.append(idx) if idx >= 0 else ex_r.append(val))
+        elif key in ("--log-file", "--backup-dir", "--partial-dir", "-T", "--temp-dir"):
+            (writes.append(idx) if idx >= 0 else ex_w.append(val))
+    local = [p for p in pos if not _remote(argv[p])]
+    remote = len(local) != len(pos)
+    if pos:
+        src, dst = pos[:-1], pos[-1:]
+        reads += [p for p in src if p in local]
+        writes += [p for p in dst if p in local]
+    rec = [p for p in pos[-1:] if p in local] if delete else []
+    req = DFA if (hidden or remote) else WW
+    return Effect(req, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, hidden=hidden,
+                  recursive_targets=rec, note="rsync to or from another host" if remote else "")
+
+
+_NEXUSCTL_RO = frozenset({"status", "pending", "watch", "audit", "check", "version", "grants", "help", "explain"})
+
+
+def _nexusctl(argv: tuple[str, ...]) -> Effect:
+    """nexusd's own CLI: what changes the gate needs a person (the agent must not manage its own gate)."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-h", "--help"):
+            return Effect(RO)
+        if argv[i] == "--socket":
+            i += 2
+        elif argv[i].startswith("--socket="):
+            i += 1
+        else:
+            return Effect(DFA, gate_control=True, note=f"nexusctl with an option we do not know: {argv[i]}")
+    if i >= len(argv):
+        return Effect(RO)
+    sub = argv[i]
+    plain = [a for a in argv[i + 1 :] if not a.startswith("-")]
+    if sub in _NEXUSCTL_RO or (sub in ("rules", "trust") and (not plain or plain[0] in ("list", "show"))):
+        return Effect(RO)
+    return Effect(DFA, gate_control=True, note=f"nexusctl {sub} manages the gate itself")
+
+
+def _nexus_ui(argv: tuple[str, ...]) -> Effect:
+    return Effect(DFA, gate_control=True, note=f"{argv[0]} answers the gate's questions: a person runs it")
+
+
+_DOCKER_RO = frozenset({"ps", "images", "version", "info", "inspect", "logs", "top", "history", "search"})
+_DOCKER_RO_PAIRS = frozenset({("image", "ls"), ("container", "ls"), ("network", "ls"), ("volume", "ls"),
+                              ("image", "list"), ("container", "list"), ("context", "ls"), ("compose", "ps"),
+                              ("image", "inspect"), ("container", "inspect"), ("system", "df")})
+
+
+def _docker(argv: tuple[str, ...]) -> Effect:
+    if len(argv) < 2 or argv[1].startswith("-"):
+        return opaque(argv)  # global options (--config, -H, --context) change what runs
+    sub = argv[1]
+    if sub in ("stats",) and "--no-stream" in argv:
+        return Effect(RO)
+    if sub in _DOCKER_RO or (len(argv) > 2 and (sub, argv[2]) in _DOCKER_RO_PAIRS):
+        return Effect(RO)
+    return opaque(argv)
+
+
+def _patch(argv: tuple[str, ...]) -> Effect:
+    """patch writes the files its diff names (any of them, protected ones included): a hidden effect."""
+    opts, pos = _split_opts(argv, "ipdoBDFrVYzgx", frozenset({"--input", "--directory", "--output", "--strip",
+                                                              "--reject-file", "--prefix", "--suffix"}))
+    reads = [i for k, _v, i in opts if k in ("-i", "--input") and i >= 0]
+    ex_r = [v for k, v, i in opts if k in ("-i", "--input") and i < 0]
+    writes = [i for k, _v, i in opts if k in ("-o", "--output", "-r", "--reject-file") and i >= 0] + pos[:1]
+    reads += pos[1:2]
+    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r,
+                  hidden="patch writes the files its diff names (protected ones included)")
+
+
+_PARSERS = {
+    "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
+    "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
+    "docker": _docker,
+}
