@@ -20,6 +20,7 @@ import msgspec
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from nexusd.core.classify.wrappers import WRAPPERS, Wrapper
 from nexusd.core.model import Command, Flag, Redirect
 
 MAX_COMMAND_BYTES = 64 * 1024  # longer input is not parsed at all (our parser-timeout equivalent)
@@ -35,7 +36,15 @@ MAX_UNWRAP = 16  # wrapper layers peeled from one command
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh", "fish", "csh", "tcsh"})
+SHELLS = frozenset(
+    {"sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "busybox-sh", "yash", "posh", "fish", "csh",
+     "tcsh"}
+)
+# shells whose -c script is not bash: parsed as bash only when it is plain words (else a person decides)
+FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh", "zsh"})
+# POSIX shells without bash's $'...' quoting (dash, posh): such a script means something else there
+NO_ANSI_C_SHELLS = frozenset({"dash", "posh"})
+_PLAIN_SCRIPT = re.compile(r"[A-Za-z0-9_./:@%+,= \t-]*")
 
 # Variables that change what a command loads or runs; in front of a command, exported or assigned.
 DANGEROUS_ENV = frozenset(
@@ -157,7 +166,7 @@ def parse(command: str) -> ShellAnalysis:
         )
 
 
-def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
+def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> ShellAnalysis:
     if "\x00" in command:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("NUL byte in command",))
     if _UNSAFE_FOR_PARSER.search(command):
@@ -172,11 +181,15 @@ def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
     tree = _PARSER.parse(src)
     walker = _Walker(shell_depth)
+    # shopt globstar/dotglob/extglob/nullglob..., set -f/+f or GLOBIGNORE anywhere in the command change what
+    # every glob matches (loops make "earlier" meaningless): then every glob word is dynamic
+    walker.glob_changed = glob_changed or bool(_GLOB_CHANGERS.search(command))
     root = tree.root_node
     if root.has_error:
         walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
     walker.walk(root, 0)
     walker.check_fork_bomb()
+    walker.check_arith()
     return ShellAnalysis(
         tuple(walker.commands),
         tuple(walker.redirects),
@@ -196,40 +209,124 @@ _ANSI_SIMPLE.update({"v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"})
 _ANSI_RE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 
 
-def _ansi_c(body: str) -> str:
-    """Decode ``$'...'`` the way bash does, so ``$'\\x72m'`` is seen as ``rm``."""
+def _ansi_c(body: str) -> tuple[str, bool]:
+    """Decode ``$'...'`` the way bash does, so ``$'\\x72m'`` is seen as ``rm``; (text, cannot-be-text).
+
+    Bash truncates the string at a NUL (``$'git\\0status'`` is ``git``). Bytes 0x80-0xff and code points
+    beyond the BMP are not text we can compare with what bash passes on, so the word becomes dynamic.
+    """
+    odd = False
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal odd
         esc = m.group(1)
         head = esc[0]
         if head in "xuU":
             code = int(esc[1:], 16)
-            return chr(code) if code < 0x110000 else "\ufffd"
+            if (head == "x" and code >= 0x80) or code >= 0xD800:
+                odd = True
+                return "\ufffd"
+            return chr(code)
         if head.isdigit():
-            return chr(int(esc, 8) & 0xFF)
+            code = int(esc, 8) & 0xFF
+            if code >= 0x80:
+                odd = True
+                return "\ufffd"
+            return chr(code)
         if head == "c":
-            return chr(ord(esc[1].upper()) ^ 0x40) if len(esc) > 1 else ""
+            if len(esc) < 2:
+                return "\\c"
+            ch = esc[1]
+            if ch == "?":
+                return "\x7f"
+            if ord(ch) >= 0x80 or ch == "\\":
+                odd = True
+                return "\ufffd"
+            return chr(ord(ch.upper()) & 0x1F)
         return _ANSI_SIMPLE.get(head, "\\" + head)
 
-    return _ANSI_RE.sub(sub, body)
+    text = _ANSI_RE.sub(sub, body)
+    nul = text.find("\x00")
+    if nul >= 0:
+        text = text[:nul]
+    return text, odd
 
 
-_UNQUOTED_ESC = re.compile(r"\\(.)", re.S)
 _DQ_ESC = re.compile(r"\\([$`\"\\\n])")
+_BRACKET = re.compile(r"\[.+\]", re.S)
+_EXTGLOB = re.compile(r"[+@!]\(")
+# what changes the meaning of a glob: shopt (globstar, dotglob, extglob, nullglob, failglob, nocaseglob ...),
+# set -f / +f / -o noglob, GLOBIGNORE, GLOBSORT
+_GLOB_CHANGERS = re.compile(r"\bshopt\b|\bnoglob\b|\bset\b[^;&|\n]*\s[-+][A-Za-z]*f|GLOBIGNORE|GLOBSORT|BASHOPTS")
+
+
+def _dq_unescape(text: str) -> str:
+    """Inside double quotes a backslash escapes only $ ` " \\ and newline (a backslash-newline vanishes)."""
+    return _DQ_ESC.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def _unquoted_segs(text: str) -> list[tuple[str, bool]]:
+    """An unquoted word's text as segments: a backslash quotes the next character, backslash-newline vanishes."""
+    if "\\" not in text:
+        return [(text, False)]
+    out: list[tuple[str, bool]] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            if buf:
+                out.append(("".join(buf), False))
+                buf = []
+            if text[i + 1] != "\n":
+                out.append((text[i + 1], True))
+            i += 2
+            continue
+        buf.append(ch)
+        i += 1
+    if buf:
+        out.append(("".join(buf), False))
+    return out
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INTEGER = re.compile(r"[-+]?[0-9]+|")
+# variables bash itself keeps numeric (an assignment in the command makes them ordinary again)
+_NUMERIC_SPECIALS = frozenset(
+    {"RANDOM", "SRANDOM", "LINENO", "SECONDS", "BASHPID", "PPID", "UID", "EUID", "EPOCHSECONDS", "OPTIND"}
+)
+_ARITH_NUMBERS = re.compile(r"\b[0-9]+#[0-9A-Za-z@_]+|\b0[xX][0-9A-Fa-f]+|\b[0-9]+")
+_ARITH_NAMES = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)|\$\{?([0-9]+)|(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)")
+_ARITH_ASSIGN = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
+)
+_EXPANSION = re.compile(r"\$\{(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)\}", re.S)
+_ARITH_OPS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 
 
 class _Word:
     """A word being evaluated: segments of (text, quoted) and whether it depends on run-time values."""
 
-    __slots__ = ("dynamic", "segs", "substituted")
+    __slots__ = ("dynamic", "globbed", "segs", "substituted")
 
     def __init__(self) -> None:
         self.segs: list[tuple[str, bool]] = []
         self.dynamic = False  # contains a parameter expansion whose value we do not know
         self.substituted = False  # contains a command/process substitution
+        self.globbed = False  # holds a loop variable whose values come from a glob (any matching name)
 
     def value(self) -> str:
         return "".join(s for s, _ in self.segs)
+
+    def has_glob(self, extglob: bool) -> bool:
+        """Whether bash would treat the word as a pattern (an unquoted * ? or [...], or an extglob)."""
+        if not any(not q for _, q in self.segs):
+            return False
+        # quoted characters are masked so that only unquoted ones can open or close a pattern
+        masked = "".join(t if not q else "\x01" * len(t) for t, q in self.segs)
+        if "*" in masked or "?" in masked or _BRACKET.search(masked):
+            return True
+        return bool(extglob and _EXTGLOB.search(masked))
 
 
 class _Walker:
@@ -242,6 +339,15 @@ class _Walker:
         self.notes: list[str] = []
         self.functions: list[str] = []
         self._fn_bodies: list[tuple[str, int, int]] = []  # name, first and last command index of its body
+        self.glob_changed = False  # glob options may differ from the defaults: glob words are dynamic
+        # every variable assigned in this command -> whether every value it gets is a plain integer (an
+        # arithmetic context evaluates a variable's text, so `x='a[$(id)]'; (( x ))` runs id)
+        self.numeric: dict[str, bool] = {}
+        self.arith_refs: list[tuple[str, str]] = []  # (variable, context) read by arithmetic
+        self.int_vars: set[str] = set()  # declare -i: every assignment is arithmetic
+        self.assoc_vars: set[str] = set()  # declare -A: subscripts are strings, not arithmetic
+        self.namerefs: set[str] = set()  # declare -n: assignments go to another variable
+        self.bindings: dict[str, tuple[str, bool]] = {}  # loop variable -> (literal value, from a glob)
 
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
@@ -254,6 +360,72 @@ class _Walker:
             if any(c.argv and c.argv[0] == name for c in self.commands[lo:hi]):
                 self.flag(Flag.CATASTROPHIC, f"function {name!r} calls itself (fork bomb pattern)")
 
+    def check_arith(self) -> None:
+        for name, where in self.arith_refs:
+            if name in _NUMERIC_SPECIALS and name not in self.numeric:
+                continue
+            if self.numeric.get(name) is True and name not in self.namerefs:
+                continue
+            self.flag(Flag.DYNAMIC, f"{where} evaluates the text of ${name} as arithmetic (it can run code)")
+
+    def set_var(self, name: str, value: str | None, how: str) -> None:
+        """Record that ``name`` is set (value None: not a known literal); flag dangerous or odd names."""
+        base, _, sub = name.partition("[")
+        if sub:
+            self.arith(sub.rstrip("]"), f"the subscript of {name}", base)
+        if not _NAME.fullmatch(base):
+            self.flag(Flag.DYNAMIC, f"{how} sets a variable whose name is computed or invalid: {_short(name)}")
+            return
+        if is_dangerous_env(base):
+            self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {base} set by {how}")
+        if base in self.namerefs:
+            self.flag(Flag.DYNAMIC, f"{how} assigns through the name reference {base}")
+        is_num = value is not None and _INTEGER.fullmatch(value) is not None
+        if base in self.int_vars and value is not None and not is_num:
+            self.arith(value, f"the integer variable {base}")
+            is_num = True
+        self.numeric[base] = self.numeric.get(base, True) and is_num
+
+    def arith(self, text: str, where: str, array: str | None = None) -> None:
+        """Check an arithmetic expression's text: every variable it reads must hold a known integer."""
+        if array is not None and array in self.assoc_vars:
+            return
+        if "$(" in text or "`" in text:
+            self.flag(Flag.DYNAMIC, f"{where} runs a command substitution inside arithmetic")
+        stripped = _ARITH_NUMBERS.sub(" ", text)
+        for m in _ARITH_ASSIGN.finditer(stripped):
+            name = next(g for g in m.groups() if g)
+            if is_dangerous_env(name):
+                self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by arithmetic")
+            self.numeric[name] = self.numeric.get(name, True)
+        for m in _ARITH_NAMES.finditer(stripped):
+            name = next((g for g in m.groups() if g), "")
+            if name:
+                self.arith_refs.append((name, where))
+
+    def expansion(self, node: Node) -> None:
+        """``${...}``: indirection, prompt expansion, subscripts, substrings and default assignments."""
+        m = _EXPANSION.fullmatch(_text(node))
+        if m is None:
+            self.flag(Flag.DYNAMIC, f"parameter expansion we do not understand: {_short(_text(node))}")
+            return
+        bang, name, sub, rest = m.group(1), m.group(2), m.group(3), m.group(4)
+        listing = (sub in ("[@]", "[*]") and not rest) or (not sub and rest in ("*", "@"))
+        if bang and not listing:
+            self.flag(Flag.DYNAMIC, f"${{!{name}}} uses another variable's value as a name")
+            self.arith_refs.append((name, "indirection"))
+        if sub and sub not in ("[@]", "[*]"):
+            self.arith(sub[1:-1], f"the subscript of ${{{name}[...]}}", name)
+        if rest.startswith("@") and rest[1:2] in ("P", "E", "A", "K", "k", "a"):
+            if rest[1] == "P":
+                self.flag(Flag.DYNAMIC, f"${{{name}@P}} expands the value as a prompt (runs its substitutions)")
+        elif rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
+            self.arith(rest[1:], f"the offset of ${{{name}:...}}")
+        elif rest.startswith((":=", "=")):
+            value = rest.split("=", 1)[1]
+            self.set_var(name + (sub or ""), value if "$" not in value and "`" not in value else None,
+                         f"${{{name}{rest[:2] if rest[0] == ':' else '='}...}}")
+
     # ------------------------------------------------------------------ statements
     def walk(self, node: Node, depth: int) -> None:
         if depth > MAX_NODE_DEPTH:
@@ -265,6 +437,20 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, "the shell parser misread the command's structure")
         if t == "command":
             self._command(node, depth)
+        elif t == "test_command":
+            self._test(node, depth)
+        elif t == "compound_statement" and node.children and node.children[0].type == "((":
+            self._arith_command(node, depth)
+        elif t == "c_style_for_statement":
+            self.arith(_between(node, "((", "))"), "for (( ))")
+            for child in node.children:
+                self.walk(child, depth + 1)
+        elif t == "for_statement":
+            self._for(node, depth)
+        elif t == "arithmetic_expansion":
+            self.arith(_arith_inner(node), "$(( ))")
+            for child in node.children:
+                self.walk(child, depth + 1)
         elif t == "redirected_statement":
             for child in node.children:
                 if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
@@ -293,6 +479,8 @@ class _Walker:
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t in ("simple_expansion", "expansion"):
+            if t == "expansion":
+                self.expansion(node)
             for child in node.children:  # ${x:-$(id)} hides substitutions inside
                 self.walk(child, depth + 1)
         elif t == "&":
@@ -316,37 +504,95 @@ class _Walker:
         name = _text(name_node) if name_node is not None else _text(node).split("=", 1)[0]
         value_node = node.child_by_field_name("value")
         value = ""
+        known = True
         if value_node is not None:
             words = self._word(value_node, depth, split_braces=False)
             value = words[0].value() if words else ""
+            known = not any(w.dynamic for w in words) and value_node.type != "array"
         if name_node is not None and name_node.type == "subscript":
-            # a[$(id)]=x and friends: the subscript is evaluated
+            # a[$(id)]=x and friends: the subscript is evaluated (as arithmetic for an indexed array)
             self.walk(name_node, depth + 1)
-            name = _text(name_node).split("[", 1)[0]
+        if (name_node is not None and name_node.type == "subscript") or "[" in name:
+            full = _text(name_node) if name_node is not None else name
+            name = full.split("[", 1)[0]
+        else:
+            full = name
         if is_dangerous_env(name):
             where = "assigned in the shell" if standalone else "in front of a command"
             self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} {where}")
+        if name in self.namerefs:
+            self.flag(Flag.DYNAMIC, f"assigns through the name reference {name}")
+        if "[" in full and name not in self.assoc_vars:
+            self.arith(full.split("[", 1)[1].rsplit("]", 1)[0], f"the subscript of {name}[...]", name)
+        is_num = known and _INTEGER.fullmatch(value) is not None
+        if name in self.int_vars and not is_num:
+            self.arith(value, f"the integer variable {name}")
+            is_num = True
+        self.numeric[name] = self.numeric.get(name, True) and is_num
         return name, value
 
     def _declaration(self, node: Node, depth: int) -> None:
         argv: list[str] = []
         env: list[tuple[str, str]] = []
+        opts = ""
+        kw = _text(node.children[0]) if node.children else ""
+        for child in node.children:
+            if child.type == "word" and _text(child)[:1] in ("-", "+") and len(_text(child)) > 1:
+                opts += _text(child)[1:] if _text(child)[0] == "-" else ""
+        if "f" in opts and ("x" in opts or kw == "export"):
+            self.flag(Flag.DANGEROUS_ENV, f"{kw} -f exports a function that child shells run instead of a command")
+        nameref = "n" in opts
         for child in node.children:
             if child.type == "variable_assignment":
+                cname = child.child_by_field_name("name")
+                bare = _text(cname).split("[", 1)[0] if cname is not None else ""
+                if "i" in opts:
+                    self.int_vars.add(bare)
+                if "A" in opts:
+                    self.assoc_vars.add(bare)
                 name, value = self._assignment(child, depth, standalone=True)
+                if nameref:
+                    self._nameref(bare, child, depth)
                 env.append((name, value))
                 argv.append(f"{name}={value}")
             elif child.type == "variable_name":
                 name = _text(child)
                 argv.append(name)
+                if "i" in opts:
+                    self.int_vars.add(name)
+                if "A" in opts:
+                    self.assoc_vars.add(name)
+                if nameref:
+                    self.namerefs.add(name)
                 if is_dangerous_env(name):
                     self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} exported")
+                self.numeric[name] = self.numeric.get(name, True) and "n" not in opts
             elif child.is_named:
                 words = self._word(child, depth)
-                argv.extend(w.value() for w in words)
+                for w in words:
+                    v = w.value()
+                    if w.dynamic and not v.startswith(("-", "+")):
+                        self.flag(Flag.DYNAMIC, f"{kw} declares a variable whose name is computed: {_short(v)}")
+                    argv.append(v)
             else:
                 argv.append(_text(child))
         self.commands.append(ParsedCommand(argv=tuple(argv), text=_text(node)))
+
+    def _nameref(self, name: str, assignment: Node, depth: int) -> None:
+        """``declare -n ref=TARGET``: later assignments to ref set TARGET."""
+        self.namerefs.add(name)
+        value_node = assignment.child_by_field_name("value")
+        if value_node is None:
+            return
+        words = self._word(value_node, depth, split_braces=False)
+        target = words[0].value() if words else ""
+        if any(w.dynamic for w in words):
+            self.flag(Flag.DYNAMIC, f"name reference {name} points to a variable computed at run time")
+        elif is_dangerous_env(target.split("[", 1)[0]):
+            self.flag(Flag.DANGEROUS_ENV, f"name reference {name} points to the dangerous variable {target}")
+        elif "[" in target:
+            self.arith(target.split("[", 1)[1].rsplit("]", 1)[0], f"the subscript of {target}")
+        self.numeric[target.split("[", 1)[0]] = False
 
     # ------------------------------------------------------------------ words
     def _word(self, node: Node, depth: int, split_braces: bool = True) -> list[_Word]:
@@ -375,11 +621,17 @@ class _Walker:
         t = node.type
         if t == "word" or t == "number" or t == "regex" or t == "extglob_pattern":
             text = _text(node)
-            w.segs.append((_UNQUOTED_ESC.sub(r"\1", text) if "\\" in text else text, quoted))
+            if quoted:
+                w.segs.append((text, True))
+            else:
+                w.segs.extend(_unquoted_segs(text))
         elif t == "raw_string":
             w.segs.append((_text(node)[1:-1], True))
         elif t == "ansi_c_string":
-            w.segs.append((_ansi_c(_text(node)[2:-1]), True))
+            decoded, odd = _ansi_c(_text(node)[2:-1])
+            w.segs.append((decoded, True))
+            if odd:
+                w.dynamic = True
         elif t in ("string", "translated_string"):
             children = node.children
             if not any(c.is_named for c in children):
@@ -387,7 +639,7 @@ class _Walker:
             for child in children:
                 if child.type == "string_content":
                     text = _text(child)
-                    w.segs.append((_DQ_ESC.sub(r"\1", text) if "\\" in text else text, True))
+                    w.segs.append((_dq_unescape(text) if "\\" in text else text, True))
                 elif child.is_named:
                     self._word_into(child, w, depth + 1, quoted=True)
                 elif child.type not in ('"', '$"'):
@@ -396,8 +648,20 @@ class _Walker:
             for child in node.children:
                 self._word_into(child, w, depth + 1, quoted)
         elif t in ("simple_expansion", "expansion"):
+            bound = self.bindings.get(_bound_name(node)) if self.bindings else None
+            if bound is not None:
+                value, globbed = bound
+                if quoted:  # one value of the loop list, whole
+                    w.segs.append((value, True))
+                    w.globbed = w.globbed or globbed
+                    return
+                if not globbed and not _SPLITS_OR_GLOBS.search(value) and value:
+                    w.segs.append((value, True))
+                    return
             w.dynamic = True
             w.segs.append((_text(node), True))
+            if t == "expansion":
+                self.expansion(node)
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t in ("command_substitution", "process_substitution"):
@@ -412,6 +676,7 @@ class _Walker:
         elif t == "arithmetic_expansion":
             w.dynamic = True
             w.segs.append((_text(node), True))
+            self.arith(_arith_inner(node), "$(( ))")
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t == "brace_expression":
@@ -462,13 +727,102 @@ class _Walker:
             self.dyn_redirects.add(len(self.redirects))
         self.redirects.append(Redirect(op=op, target=target, fd=fd))
 
+    # ------------------------------------------------------------------ [[ ]], (( )), for
+    def _test(self, node: Node, depth: int) -> None:
+        """``[[ ... ]]`` is a command too: emit it, and check operands bash evaluates as arithmetic."""
+        argv: list[str] = []
+        dyn: set[int] = set()
+
+        def flat(n: Node, d: int) -> None:
+            for c in n.children:
+                if c.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+                    op = c.child_by_field_name("operator")
+                    opt = _text(op) if op is not None else ""
+                    operands = [x for x in c.children if x.is_named and x is not op]
+                    if opt in _ARITH_OPS:
+                        for x in operands:
+                            ws = self._word(x, d + 1, split_braces=False)
+                            self.arith(ws[0].value() if ws else _text(x), f"[[ {opt} ]]")
+                    elif opt == "-v":
+                        for x in operands:
+                            v = _text(x)
+                            if "[" in v:
+                                self.arith(v.split("[", 1)[1].rsplit("]", 1)[0], "[[ -v ]]", v.split("[", 1)[0])
+                    flat(c, d + 1)
+                elif not c.is_named or c.type == "test_operator":
+                    argv.append(_text(c))
+                else:
+                    for w in self._word(c, d + 1, split_braces=False):
+                        if w.dynamic:
+                            dyn.add(len(argv))
+                        argv.append(w.value())
+
+        flat(node, depth)
+        self.commands.append(ParsedCommand(tuple(argv), text=_text(node), dynamic_args=frozenset(dyn)))
+
+    def _arith_command(self, node: Node, depth: int) -> None:
+        inner = _between(node, "((", "))")
+        self.arith(inner, "(( ))")
+        for child in node.children:
+            self.walk(child, depth + 1)
+        self.commands.append(ParsedCommand(("((", inner.strip(), "))"), text=_text(node)))
+
+    def _for(self, node: Node, depth: int) -> None:
+        """``for v in words``: v takes each literal value; the body sees each (a glob: any matching name)."""
+        var_node = node.child_by_field_name("variable")
+        name = _text(var_node) if var_node is not None else ""
+        values: list[tuple[str, bool]] = []
+        bindable = bool(name) and not self.functions and name not in self.namerefs
+        has_list = False
+        body: list[Node] = []
+        for child in node.children:
+            field = node.field_name_for_child(node.children.index(child))
+            if field == "value":
+                has_list = True
+                for w in self._word(child, depth + 1):
+                    globbed = w.has_glob(self.glob_changed) or w.globbed
+                    if w.dynamic or (globbed and self.glob_changed):
+                        bindable = False
+                    values.append((w.value(), globbed))
+            elif field == "body":
+                body.append(child)
+        if name:
+            self.set_var(name, values[0][0] if len(values) == 1 and not values[0][1] else None,
+                         "a for/select loop")
+            if values and all(not g and _INTEGER.fullmatch(v) for v, g in values):
+                self.numeric[name] = self.numeric.get(name, True)
+        body_text = " ".join(_text(b) for b in body)
+        if re.search(rf"(?<![$\w{{]){re.escape(name)}\b", body_text) if name else True:
+            bindable = False  # the body assigns or names the variable otherwise (read v, v=..., declare)
+        if not has_list or not values or len(values) > 16 or name in self.bindings:
+            bindable = False
+        if not bindable:
+            for b in body:
+                self.walk(b, depth + 1)
+            return
+        for value in dict.fromkeys(values):
+            self.bindings[name] = value
+            for b in body:
+                self.walk(b, depth + 1)
+        del self.bindings[name]
+
     # ------------------------------------------------------------------ simple commands
     def _command(self, node: Node, depth: int) -> None:
         env: list[tuple[str, str]] = []
         words: list[_Word] = []
         name_seen = False
+        src = node.text or b""
+        prev_end: int | None = None
         for child in node.children:
             ct = child.type
+            # tree-sitter splits a\<newline>b in two; bash removes the backslash-newline and keeps one word
+            joined = (
+                prev_end is not None
+                and src[prev_end - node.start_byte : child.start_byte - node.start_byte] == b"\\\n"
+                and bool(words)
+            )
+            prev_end = child.end_byte
+            before = len(words)
             if ct == "variable_assignment" and not name_seen:
                 env.append(self._assignment(child, depth + 1, standalone=False))
             elif ct in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
@@ -483,14 +837,33 @@ class _Walker:
                 words.extend(self._word(child, depth + 1))
             else:
                 words.append(_lit(_text(child)))
+            if joined and len(words) == before + 1 and before > 0:
+                last, new = words[before - 1], words.pop()
+                last.segs.extend(new.segs)
+                last.dynamic = last.dynamic or new.dynamic
+                last.substituted = last.substituted or new.substituted
+                last.globbed = last.globbed or new.globbed
+            elif joined and len(words) != before:
+                self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         text = _text(node)
         if not words:
             return
+        globs: set[int] = set()
+        for i, w in enumerate(words):
+            if w.globbed or w.has_glob(self.glob_changed):
+                globs.add(i)
+                if self.glob_changed:
+                    w.dynamic = True
+            first = w.segs[0] if w.segs else ("", True)
+            if not first[1] and first[0].startswith(("~+", "~-")):
+                w.dynamic = True  # $PWD / $OLDPWD
+        if 0 in globs:
+            self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(words[0].value())}")
         if words[0].dynamic:
             self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(words[0].value())}")
         argv = [w.value() for w in words]
         dyn = frozenset(i for i, w in enumerate(words) if w.dynamic)
-        self._emit(argv, dyn, tuple(env), (), text, depth, False)
+        self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs))
 
     def _emit(
         self,
@@ -501,13 +874,14 @@ class _Walker:
         text: str,
         depth: int,
         stdin_args: bool,
+        globs: frozenset[int] = frozenset(),
     ) -> None:
         """Record a simple command, peeling wrappers so the command that really runs is what we report."""
         for _ in range(MAX_UNWRAP):
             if not argv:
                 return
             name = argv[0]
-            if 0 in dyn:
+            if 0 in dyn or 0 in globs:
                 break
             base = name.rsplit("/", 1)[-1] if "/" in name else name
             peeled = _peel(base, argv, env)
@@ -515,23 +889,41 @@ class _Walker:
                 break
             kind, rest, extra_env, note = peeled
             if note:
-                self.flag(Flag.DYNAMIC if kind != "unparseable" else Flag.UNPARSEABLE, note)
-            for k, _v in extra_env:
-                if is_dangerous_env(k):
-                    self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {k} set through {base}")
-            env = env + extra_env
+                self.flag(Flag.UNPARSEABLE if kind == "unparseable" else Flag.DYNAMIC, note)
+            if kind == "unparseable":
+                break
+            if kind != "shell":
+                for k, _v in extra_env:
+                    if is_dangerous_env(k):
+                        self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {k} set through {base}")
+                env = env + extra_env
+            if kind in ("source", "keep-source"):
+                # the wrapper runs shell source it was given (flock -c, su -c, script -c, watch 'a b')
+                if kind == "keep-source":
+                    self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args,
+                                                       globs))
+                src_dyn = frozenset({0}) if dyn - {0} else frozenset()
+                self._shell_script("sh", rest, src_dyn, env, (*wrappers, base), text, depth)
+                return
             shift = len(argv) - len(rest)
-            dyn = frozenset(i - shift for i in dyn if i >= shift)
+            if kind == "reshaped":  # env -S: the words were re-split, indices no longer line up
+                dyn = frozenset(range(len(rest))) if dyn else frozenset()
+                globs = frozenset()
+            else:
+                dyn = frozenset(i - shift for i in dyn if i >= shift)
+                globs = frozenset(i - shift for i in globs if i >= shift)
             if kind == "shell":
-                self._shell_script(base, rest, dyn, env, wrappers, text, depth)
+                self._shell_script(base, rest, dyn, env, wrappers, text, depth, note_opts=extra_env)
                 return
             if kind == "keep":  # sudo & co: report the wrapper itself and the command it runs
                 self.commands.append(
-                    ParsedCommand(tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args)
+                    ParsedCommand(tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args,
+                                  _shift_dyn(globs, shift))
                 )
             wrappers = (*wrappers, base)
             if base == "xargs":
                 stdin_args = True
+                self._pasted(rest, _xargs_placeholder(argv[1 : len(argv) - len(rest)]), "xargs")
             argv = rest
         else:
             self.flag(Flag.UNPARSEABLE, "too many wrapper layers")
@@ -546,6 +938,8 @@ class _Walker:
             self.flag(Flag.DYNAMIC, "hash -p rebinds a command name to another program")
         elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in argv[1:]):
             self.flag(Flag.DYNAMIC, f"{name} -C runs a callback")
+        elif name == "parallel" or name.endswith("/parallel"):
+            self._parallel(argv, env, wrappers, text, depth)
         elif name == "coproc":
             self.flag(Flag.BACKGROUND, "coproc runs a command in the background")
             self.flag(Flag.DYNAMIC, "coproc runs a command in the background")
@@ -558,9 +952,97 @@ class _Walker:
                     text,
                     depth,
                     stdin_args,
+                    frozenset(i - 1 for i in globs if i >= 1),
                 )
             return
-        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args))
+        if name in _VAR_SETTERS:
+            self._var_setter(name, argv, dyn)
+        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs))
+
+    def _var_setter(self, name: str, argv: list[str], dyn: frozenset[int]) -> None:
+        """Builtins that set variables named by their arguments (read PATH, printf -v PATH, let, getopts ...)."""
+        with_value, name_opts = _VAR_SETTERS[name]
+        names: list[int] = []
+        positionals: list[int] = []
+        i = 1
+        while i < len(argv):
+            a = argv[i]
+            if a == "--":
+                positionals.extend(range(i + 1, len(argv)))
+                break
+            if a.startswith("-") and len(a) > 1 and name not in ("let", "test", "["):
+                for j, ch in enumerate(a[1:], 1):
+                    if ch in with_value:
+                        target = i + 1 if j == len(a) - 1 else -1
+                        if ch in name_opts:
+                            if target > 0:
+                                names.append(target)
+                            else:
+                                self.set_var(a[j + 1 :], None, f"{name} -{ch}")
+                        if target > 0:
+                            i += 1
+                        break
+                i += 1
+                continue
+            positionals.append(i)
+            i += 1
+        if name in ("read",):
+            names.extend(positionals)
+        elif name in ("mapfile", "readarray", "getopts"):
+            idx = 1 if name == "getopts" else 0
+            if len(positionals) > idx:
+                names.append(positionals[idx])
+        elif name == "let":
+            for k in range(1, len(argv)):
+                if k in dyn:
+                    self.flag(Flag.DYNAMIC, "let evaluates a computed expression")
+                self.arith(argv[k], "let")
+            return
+        elif name in ("test", "["):
+            for k in range(1, len(argv) - 1):
+                if argv[k] == "-v" and "[" in argv[k + 1]:
+                    v = argv[k + 1]
+                    self.arith(v.split("[", 1)[1].rsplit("]", 1)[0], f"{name} -v", v.split("[", 1)[0])
+            return
+        for k in names:
+            if k in dyn:
+                self.flag(Flag.DYNAMIC, f"{name} sets a variable whose name is computed at run time: {argv[k]}")
+            else:
+                self.set_var(argv[k], None, name)
+
+    def _pasted(self, argv: list[str], placeholder: str | None, via: str) -> None:
+        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code."""
+        if not placeholder or not argv:
+            return
+        if placeholder in argv[0]:
+            self.flag(Flag.DYNAMIC, f"{via} runs a program named by its input ({placeholder})")
+        base = argv[0].rsplit("/", 1)[-1]
+        stem = base.rstrip("0123456789.")
+        if base not in SHELLS and base not in _CODE_PROGRAMS and stem not in _CODE_PROGRAMS:
+            return
+        for a in argv[1:]:
+            if placeholder in a and a != placeholder:  # `sh -c '...' sh {}` passes it as an argument: fine
+                self.flag(Flag.HIDDEN_EFFECT, f"{via} pastes file names or input lines into {base} source")
+                self.flag(Flag.DYNAMIC, f"{via} pastes file names or input lines into {base} source")
+                return
+
+    def _parallel(
+        self, argv: list[str], env: tuple[tuple[str, str], ...], wrappers: tuple[str, ...], text: str, depth: int
+    ) -> None:
+        """GNU parallel runs its command template through a shell, with each input pasted in."""
+        template: list[str] = []
+        for a in argv[1:]:
+            if a in (":::", "::::", ":::+", "::::+"):
+                break
+            template.append(a)
+        while template and template[0].startswith("-"):
+            template.pop(0)  # options (we cannot tell their values apart: the template stays opaque)
+        script = " ".join(template)
+        self.flag(Flag.DYNAMIC, "parallel runs a command template through a shell with its inputs pasted in")
+        if "{" in script:
+            self.flag(Flag.HIDDEN_EFFECT, "parallel pastes its inputs into shell source")
+        if script:
+            self._shell_script("sh", [script], frozenset(), env, (*wrappers, "parallel"), text, depth)
 
     def _find_exec(
         self,
@@ -579,6 +1061,7 @@ class _Walker:
                     j += 1
                 inner = argv[i + 1 : j]
                 if inner:
+                    self._pasted(inner, "{}", "find -exec")
                     inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
                     self._emit(list(inner), inner_dyn, env, (*wrappers, "find"), text, depth, True)
                 i = j + 1
@@ -594,22 +1077,31 @@ class _Walker:
         wrappers: tuple[str, ...],
         text: str,
         depth: int,
+        note_opts: tuple[tuple[str, str], ...] = (),
     ) -> None:
         """``bash -c 'script'``: parse the script itself, with a depth limit."""
         script = rest[0]
+        glob_changed = any(k == "glob_changed" for k, _ in note_opts)
         if 0 in dyn:
             self.flag(Flag.DYNAMIC, f"{shell} -c runs a script computed at run time")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text, frozenset({2})))
             return
+        if shell in FOREIGN_SHELLS and not _PLAIN_SCRIPT.fullmatch(script):
+            self.flag(Flag.UNPARSEABLE, f"{shell} -c runs {shell} code, which is not bash: {_short(script)}")
+            self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
+            return
+        if shell in NO_ANSI_C_SHELLS and "$'" in script:
+            self.flag(Flag.UNPARSEABLE, f"{shell} has no $'...' quoting: the script means something else there")
         if self.shell_depth + 1 > MAX_SHELL_DEPTH:
             self.flag(Flag.UNPARSEABLE, f"{shell} -c nested too deeply")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
             return
-        inner = _analyse(script, self.shell_depth + 1)
+        inner = _analyse(script, self.shell_depth + 1, glob_changed)
         for c in inner.commands:
             self.commands.append(
                 ParsedCommand(
-                    c.argv, env + c.env, (*wrappers, shell, *c.wrappers), c.text, c.dynamic_args, c.stdin_args
+                    c.argv, env + c.env, (*wrappers, shell, *c.wrappers), c.text, c.dynamic_args, c.stdin_args,
+                    c.glob_args,
                 )
             )
         base = len(self.redirects)
@@ -649,6 +1141,43 @@ def _lit(text: str) -> _Word:
     return w
 
 
+_SPLITS_OR_GLOBS = re.compile(r"[\s*?\[]")
+
+
+def _bound_name(node: Node) -> str:
+    """The variable of ``$v`` or ``${v}`` (plain forms only; anything else is not a loop binding)."""
+    text = _text(node)
+    if text.startswith("${") and text.endswith("}"):
+        text = text[2:-1]
+    elif text.startswith("$"):
+        text = text[1:]
+    return text if _NAME.fullmatch(text) else ""
+
+
+def _arith_inner(node: Node) -> str:
+    text = _text(node)
+    if text.startswith("$(("):
+        return text[3:-2]
+    if text.startswith("$["):
+        return text[2:-1]
+    return text
+
+
+def _between(node: Node, open_tok: str, close_tok: str) -> str:
+    """The source text between the first ``open_tok`` child and the next ``close_tok`` child."""
+    start = end = None
+    for c in node.children:
+        if start is None and c.type == open_tok:
+            start = c.end_byte
+        elif start is not None and c.type == close_tok:
+            end = c.start_byte
+            break
+    if start is None or end is None:
+        return _text(node)
+    src = node.text or b""
+    return src[start - node.start_byte : end - node.start_byte].decode("utf-8", "surrogateescape")
+
+
 def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -664,6 +1193,41 @@ _DYNAMIC_BUILTINS = {
     "bind": "bind can attach shell code to keys",
     "complete": "complete can attach commands to completion",
 }
+
+# builtins that set the variables their arguments name: options taking a value, and those naming a variable
+_VAR_SETTERS: dict[str, tuple[str, str]] = {
+    "read": ("adinNptu", "a"),
+    "printf": ("v", "v"),
+    "mapfile": ("dnOsuCc", ""),
+    "readarray": ("dnOsuCc", ""),
+    "getopts": ("", ""),
+    "wait": ("p", "p"),
+    "let": ("", ""),
+    "test": ("", ""),
+    "[": ("", ""),
+}
+# programs whose arguments can be source code (a placeholder pasted into them becomes code)
+_CODE_PROGRAMS = frozenset(
+    {"python", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "tclsh",
+     "Rscript", "osascript", "pwsh", "deno", "bun", "busybox", "env", "xargs", "sed"}
+)
+
+
+def _xargs_placeholder(opts: list[str]) -> str | None:
+    """The replace string of ``xargs -I STR`` / ``-i[STR]`` / ``--replace[=STR]`` (None without one)."""
+    for i, a in enumerate(opts):
+        if a == "-I" and i + 1 < len(opts):
+            return opts[i + 1]
+        if a.startswith("-I") and len(a) > 2:
+            return a[2:]
+        if a == "-i" or a == "--replace":
+            return "{}"
+        if a.startswith("-i"):
+            return a[2:]
+        if a.startswith("--replace="):
+            return a.split("=", 1)[1] or "{}"
+    return None
+
 
 # ---------------------------------------------------------------------------- wrappers
 
@@ -754,25 +1318,8 @@ def _skip_opts(args: list[str], with_value: set[str], stop_at_first_plain: bool 
 def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peeled | None:
     """If ``argv`` is a wrapper, return (kind, inner argv, env it sets, note); else None."""
     args = argv[1:]
-    if base in ("timeout",):
-        rest = _skip_opts(args, _TIMEOUT_OPTS)
-        if rest is None or len(rest) < 2:
-            return None
-        return ("wrap", rest[1:], (), "")
-    if base in ("time", "nohup", "builtin"):
-        rest = _skip_opts(args, set())
-        return ("wrap", rest, (), "") if rest else None
-    if base == "nice":
-        rest = _skip_opts(args, _NICE_OPTS)
-        return ("wrap", rest, (), "") if rest else None
-    if base == "stdbuf":
-        rest = _skip_opts(args, _STDBUF_OPTS)
-        return ("wrap", rest, (), "") if rest else None
-    if base == "ionice":
-        if any(a in ("-p", "-P", "-u", "--pid", "--pgid", "--uid") for a in args):
-            return None
-        rest = _skip_opts(args, _IONICE_OPTS)
-        return ("wrap", rest, (), "") if rest else None
+    if base == "builtin":
+        return ("wrap", args, (), "") if args else None
     if base == "command":
         if any(a in ("-v", "-V") for a in args[:2]):
             return None  # `command -v x` only looks a name up
@@ -786,12 +1333,86 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
     if base == "xargs":
         rest = _skip_opts(args, _XARGS_OPTS)
         return ("wrap", rest or ["echo"], (), "")
-    if base in ("sudo", "doas"):
-        rest = _skip_opts(args, _SUDO_OPTS)
-        return ("keep", rest, (), "") if rest else None
     if base in SHELLS:
         return _peel_shell(base, args)
+    w = WRAPPERS.get(base)
+    if w is not None:
+        return _peel_table(w, args)
     return None
+
+
+def _peel_table(w: Wrapper, args: list[str]) -> Peeled | None:
+    """Peel a wrapper described in wrappers.WRAPPERS; None when no wrapped command is found for sure."""
+    i, n = 0, len(args)
+    operands: list[str] = []
+    source: str | None = None
+    while i < n:
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "-" and a in w.flag_opts:
+            i += 1
+            continue
+        if a.startswith("-") and a != "-":
+            if a.startswith("--"):
+                key, eq, val = a.partition("=")
+                if key in w.no_command_opts:
+                    return None
+                if key in w.source_opts or key in w.value_opts:
+                    if not eq:
+                        if i + 1 >= n:
+                            return None
+                        val = args[i + 1]
+                        i += 1
+                    if key in w.source_opts:
+                        source = val
+                    i += 1
+                    continue
+                if key in w.flag_opts or w.any_flags:
+                    i += 1
+                    continue
+                return None  # an option we do not know: fail closed (the wrapper stays an unknown program)
+            j, used_next = 1, False
+            while j < len(a):
+                o = "-" + a[j]
+                if o in w.no_command_opts:
+                    return None
+                if o in w.source_opts or o in w.value_opts:
+                    val = a[j + 1 :]
+                    if not val:
+                        if i + 1 >= n:
+                            return None
+                        val, used_next = args[i + 1], True
+                    if o in w.source_opts:
+                        source = val
+                    break
+                if o not in w.flag_opts and not w.any_flags:
+                    return None
+                j += 1
+            i += 2 if used_next else 1
+            continue
+        if w.permute:
+            operands.append(a)
+            i += 1
+            continue
+        break
+    rest = args[i:]
+    if source is None and not w.permute and len(rest) > w.skip and rest[w.skip] in w.source_opts:
+        if len(rest) <= w.skip + 1:
+            return None
+        source = rest[w.skip + 1]  # flock FILE -c 'script'
+    kind_src = "keep-source" if w.keep else "source"
+    if source is not None:
+        return (kind_src, [source], (), "")
+    if w.permute or w.name == "npx":
+        return None  # su / script without -c start an interactive shell; plain npx is the knowledge's
+    rest = rest[w.skip :]
+    if not rest:
+        return None
+    if w.joins and not any(o in args for o in w.joins_unless):
+        return (kind_src, [" ".join(rest)], (), "")
+    return ("keep" if w.keep else "wrap", rest, (), "")
 
 
 def _peel_env(args: list[str]) -> Peeled | None:
@@ -804,7 +1425,19 @@ def _peel_env(args: list[str]) -> Peeled | None:
             i += 1
             break
         if a in ("-S", "--split-string") or a.startswith(("-S", "--split-string=")):
-            return ("unparseable", [], (), "env -S splits a string into a command we do not parse")
+            if a in ("-S", "--split-string"):
+                value = args[i + 1] if i + 1 < len(args) else ""
+                after = args[i + 2 :]
+            else:
+                value = a.split("=", 1)[1] if a.startswith("--") else a[2:]
+                after = args[i + 1 :]
+            if not _PLAIN_SCRIPT.fullmatch(value):
+                return ("unparseable", [], (), "env -S splits a string into a command we do not parse")
+            inner = _peel_env([*value.split(), *after])
+            if inner is None:
+                return None
+            kind, rest, env2, note2 = inner
+            return ("reshaped" if kind == "wrap" else kind, rest, tuple(assigns) + env2, note or note2)
         if a in ("-C", "--chdir") or a.startswith("--chdir="):
             note = "env -C changes the directory paths resolve against"
         if a in _ENV_OPTS:
@@ -824,29 +1457,54 @@ def _peel_env(args: list[str]) -> Peeled | None:
     return ("wrap", rest, tuple(assigns), note)
 
 
+_BASH_LONG = frozenset(
+    {"--norc", "--noprofile", "--login", "--posix", "--restricted", "--verbose", "--version", "--help",
+     "--debugger", "--dump-strings", "--dump-po-strings", "--pretty-print", "--noediting", "--protected", "--wordexp"}
+)
+
+
 def _peel_shell(base: str, args: list[str]) -> Peeled | None:
-    """``bash [-opts] -c SCRIPT [name args...]`` -> ("shell", [SCRIPT, ...])."""
-    i = 0
-    while i < len(args):
+    """``bash [-opts] [+opts] [-o x] [-O x] [--rcfile f] -c SCRIPT [name args...]`` -> ("shell", [SCRIPT, ...]).
+
+    Bash's own rules: option letters combine (``-xc``, ``-lc``), ``+`` turns an option off, ``-o``/``-O``
+    take the next word, ``--`` or ``-`` ends the options, the script is the first word after them.
+    Without -c the shell runs a script file (left to the knowledge: unknown, danger-full-access) or reads
+    its script from standard input (dynamic).
+    """
+    i, n = 0, len(args)
+    command_mode = False
+    notes: list[tuple[str, str]] = []
+    while i < n:
         a = args[i]
-        if a in _SHELL_OPTS_WITH_ARG:
-            i += 2
-            continue
-        if a == "--":
-            return None
-        if a.startswith("-") and len(a) > 1 and not a.startswith("--"):
-            if "c" in a[1:]:
-                rest = args[i + 1 :]
-                if not rest:
-                    return None
-                return ("shell", rest, (), "")
+        if a in ("--", "-"):
             i += 1
-            continue
+            break
         if a.startswith("--"):
-            i += 1
+            if a in ("--rcfile", "--init-file"):
+                return ("unparseable", [], (), f"{base} {a} runs another file's shell code")
+            if a in _BASH_LONG:
+                i += 1
+                continue
+            return ("unparseable", [], (), f"{base} option we do not know: {a}")
+        if a[:1] in ("-", "+") and len(a) > 1:
+            extra = 0
+            for ch in a[1:]:
+                if ch == "c" and a[0] == "-":
+                    command_mode = True
+                elif ch in "oO":
+                    extra += 1
+                    opt = args[i + extra] if i + extra < n else ""
+                    if ch == "O" or opt == "noglob":
+                        notes.append(("glob_changed", opt))
+                elif ch == "f":
+                    notes.append(("glob_changed", "f"))
+            i += 1 + extra
             continue
-        return None  # bash script.sh: runs a file
-    return None
+        break
+    rest = args[i:]
+    if command_mode:
+        return ("shell", rest, tuple(notes), "") if rest else None
+    return None  # a script file, or the script on standard input: the shell stays an unknown program
 
 
 # ---------------------------------------------------------------------------- brace expansion
