@@ -295,7 +295,7 @@ _INTEGER = re.compile(r"[-+]?[0-9]+|")
 _NUMERIC_SPECIALS = frozenset(
     {"RANDOM", "SRANDOM", "LINENO", "SECONDS", "BASHPID", "PPID", "UID", "EUID", "EPOCHSECONDS", "OPTIND"}
 )
-_ARITH_NUMBERS = re.compile(r"\b[0-9]+#[0-9A-Za-z@_]+|\b0[xX][0-9A-Fa-f]+|\b[0-9]+")
+_ARITH_NUMBERS = re.compile(r"(?<![$\w])[0-9]+#[0-9A-Za-z@_]+|(?<![$\w])0[xX][0-9A-Fa-f]+|(?<![$\w])[0-9]+")
 _ARITH_NAMES = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)|\$\{?([0-9]+)|(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)")
 _ARITH_ASSIGN = re.compile(
     r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
@@ -738,7 +738,7 @@ class _Walker:
                 if c.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
                     op = c.child_by_field_name("operator")
                     opt = _text(op) if op is not None else ""
-                    operands = [x for x in c.children if x.is_named and x is not op]
+                    operands = [x for x in c.children if x.is_named and x.type != "test_operator"]
                     if opt in _ARITH_OPS:
                         for x in operands:
                             ws = self._word(x, d + 1, split_braces=False)
@@ -787,10 +787,8 @@ class _Walker:
             elif field == "body":
                 body.append(child)
         if name:
-            self.set_var(name, values[0][0] if len(values) == 1 and not values[0][1] else None,
-                         "a for/select loop")
-            if values and all(not g and _INTEGER.fullmatch(v) for v, g in values):
-                self.numeric[name] = self.numeric.get(name, True)
+            numeric = bool(values) and all(not g and _INTEGER.fullmatch(v) for v, g in values)
+            self.set_var(name, values[0][0] if numeric else None, "a for/select loop")
         body_text = " ".join(_text(b) for b in body)
         if re.search(rf"(?<![$\w{{]){re.escape(name)}\b", body_text) if name else True:
             bindable = False  # the body assigns or names the variable otherwise (read v, v=..., declare)
@@ -1248,7 +1246,6 @@ _XARGS_OPTS = {
     "--arg-file",
     "--delimiter",
     "--eof",
-    "--replace",
     "--max-lines",
     "--max-args",
     "--max-procs",
