@@ -181,6 +181,7 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
     tree = _PARSER.parse(src)
     walker = _Walker(shell_depth)
+    walker.source = src
     # shopt globstar/dotglob/extglob/nullglob..., set -f/+f or GLOBIGNORE anywhere in the command change what
     # every glob matches (loops make "earlier" meaningless): then every glob word is dynamic
     walker.glob_changed = glob_changed or bool(_GLOB_CHANGERS.search(command))
@@ -252,6 +253,7 @@ def _ansi_c(body: str) -> tuple[str, bool]:
     return text, odd
 
 
+_ANSI_END = re.compile(r"\$'(?:[^'\\]|\\.)*'\Z", re.S)  # one whole $'...' string, nothing after it
 _DQ_ESC = re.compile(r"\\([$`\"\\\n])")
 _BRACKET = re.compile(r"\[.+\]", re.S)
 _EXTGLOB = re.compile(r"[+@!]\(")
@@ -348,6 +350,7 @@ class _Walker:
         self.assoc_vars: set[str] = set()  # declare -A: subscripts are strings, not arithmetic
         self.namerefs: set[str] = set()  # declare -n: assignments go to another variable
         self.bindings: dict[str, tuple[str, bool]] = {}  # loop variable -> (literal value, from a glob)
+        self.source = b""  # the whole command's bytes (to see what tree-sitter left out between words)
 
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
@@ -359,6 +362,10 @@ class _Walker:
         for name, lo, hi in self._fn_bodies:
             if any(c.argv and c.argv[0] == name for c in self.commands[lo:hi]):
                 self.flag(Flag.CATASTROPHIC, f"function {name!r} calls itself (fork bomb pattern)")
+
+    def _escaped_blank_before(self, pos: int) -> bool:
+        src = self.source
+        return pos >= 2 and src[pos - 1 : pos] in (b" ", b"\t") and src[pos - 2 : pos - 1] == b"\\"
 
     def check_arith(self) -> None:
         for name, where in self.arith_refs:
@@ -599,17 +606,21 @@ class _Walker:
         """Evaluate one argument node to its word(s) after quote removal (and brace expansion)."""
         w = _Word()
         self._word_into(node, w, depth, quoted=False)
-        if split_braces and any(not q and "{" in s for s, q in w.segs):
+        return self._braces(w) if split_braces else [w]
+
+    def _braces(self, w: _Word) -> list[_Word]:
+        """Brace expansion of an evaluated word (``{a,b}``, ``{1..3}``)."""
+        if any(not q and "{" in s for s, q in w.segs):
             expanded = _brace_expand(w.segs)
             if expanded is None:
-                self.flag(Flag.UNPARSEABLE, f"brace expansion too large: {_short(_text(node))}")
+                self.flag(Flag.UNPARSEABLE, f"brace expansion too large or odd: {_short(w.value())}")
                 return [w]
-            if len(expanded) > 1 or expanded[0] != w.segs:
+            if len(expanded) != 1 or expanded[0] != w.segs:
                 out = []
                 for segs in expanded:
                     nw = _Word()
                     nw.segs = segs
-                    nw.dynamic, nw.substituted = w.dynamic, w.substituted
+                    nw.dynamic, nw.substituted, nw.globbed = w.dynamic, w.substituted, w.globbed
                     out.append(nw)
                 return out
         return [w]
@@ -628,24 +639,44 @@ class _Walker:
         elif t == "raw_string":
             w.segs.append((_text(node)[1:-1], True))
         elif t == "ansi_c_string":
+            if _ANSI_END.match(_text(node)) is None:
+                # tree-sitter's token does not end where bash's string ends ($'\\'\' is $'\\' then \')
+                self.flag(Flag.UNPARSEABLE, f"the shell parser misread a $'...' string: {_short(_text(node))}")
             decoded, odd = _ansi_c(_text(node)[2:-1])
             w.segs.append((decoded, True))
             if odd:
                 w.dynamic = True
         elif t in ("string", "translated_string"):
             children = node.children
-            if not any(c.is_named for c in children):
-                w.segs.append(("", True))
+            w.segs.append(("", True))
+            pos: int | None = None
             for child in children:
+                if pos is not None and child.start_byte > pos:
+                    # text tree-sitter leaves out of string_content (blanks): still part of the string
+                    gap = self.source[pos : child.start_byte].decode("utf-8", "surrogateescape")
+                    w.segs.append((_dq_unescape(gap), True))
+                pos = child.end_byte
                 if child.type == "string_content":
                     text = _text(child)
                     w.segs.append((_dq_unescape(text) if "\\" in text else text, True))
                 elif child.is_named:
                     self._word_into(child, w, depth + 1, quoted=True)
+                elif child.type == '"' and child is not children[0] and len(_text(child)) > 1:
+                    # tree-sitter folds blanks before the closing quote into the quote token
+                    w.segs.append((_dq_unescape(_text(child)[:-1]), True))
                 elif child.type not in ('"', '$"'):
                     w.segs.append((_text(child), True))
         elif t == "concatenation":
-            for child in node.children:
+            children = node.children
+            for k, child in enumerate(children):
+                nxt = children[k + 1] if k + 1 < len(children) else None
+                if (
+                    _text(child) == "$"
+                    and nxt is not None
+                    and nxt.type == "string"
+                    and nxt.start_byte == child.end_byte
+                ):
+                    continue  # $"..." (a translated string): the $ is not part of the value
                 self._word_into(child, w, depth + 1, quoted)
         elif t in ("simple_expansion", "expansion"):
             bound = self.bindings.get(_bound_name(node)) if self.bindings else None
@@ -680,7 +711,7 @@ class _Walker:
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t == "brace_expression":
-            w.segs.append((_text(node), quoted))
+            w.segs.extend(_unquoted_segs(_text(node)) if not quoted else [(_text(node), True)])
         else:
             # array, test operators and other oddities: keep the text, still look for substitutions inside
             w.segs.append((_text(node), quoted))
@@ -811,14 +842,18 @@ class _Walker:
         name_seen = False
         src = node.text or b""
         prev_end: int | None = None
+        prev_type = ""
         for child in node.children:
             ct = child.type
             # tree-sitter splits a\<newline>b in two; bash removes the backslash-newline and keeps one word
-            joined = (
-                prev_end is not None
-                and src[prev_end - node.start_byte : child.start_byte - node.start_byte] == b"\\\n"
-                and bool(words)
-            )
+            gap = src[prev_end - node.start_byte : child.start_byte - node.start_byte] if prev_end is not None else b" "
+            # zero gap: tree-sitter split one word (`$"x"` comes out as `$` then "x")
+            bare = gap.replace(b"\\\n", b"")
+            joined = not bare and bool(words) and ct not in _NOT_WORDS and prev_type not in _NOT_WORDS
+            prev_type = ct
+            if bare.strip(b" \t") or self._escaped_blank_before(child.start_byte):
+                # tree-sitter drops an escaped blank at the start of a word (`\ x` is the word " x" in bash)
+                self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
             prev_end = child.end_byte
             before = len(words)
             if ct == "variable_assignment" and not name_seen:
@@ -828,15 +863,19 @@ class _Walker:
             elif ct == "command_name":
                 name_seen = True
                 for sub in child.children:
-                    words.extend(self._word(sub, depth + 1))
+                    words.extend(self._word(sub, depth + 1, split_braces=False))
             elif ct == "comment":
                 continue
             elif child.is_named:
-                words.extend(self._word(child, depth + 1))
+                words.extend(self._word(child, depth + 1, split_braces=False))
             else:
-                words.append(_lit(_text(child)))
+                tok = _Word()  # a bare token tree-sitter did not name (`\$`, `$`): unquoted text all the same
+                tok.segs.extend(_unquoted_segs(_text(child)))
+                words.append(tok)
             if joined and len(words) == before + 1 and before > 0:
                 last, new = words[before - 1], words.pop()
+                if ct == "string" and last.segs and last.segs[-1] == ("$", False):
+                    last.segs.pop()  # $"..." is a translated string: the $ goes
                 last.segs.extend(new.segs)
                 last.dynamic = last.dynamic or new.dynamic
                 last.substituted = last.substituted or new.substituted
@@ -844,6 +883,7 @@ class _Walker:
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         text = _text(node)
+        words = [x for w in words for x in self._braces(w)]
         if not words:
             return
         globs: set[int] = set()
@@ -852,9 +892,8 @@ class _Walker:
                 globs.add(i)
                 if self.glob_changed:
                     w.dynamic = True
-            first = w.segs[0] if w.segs else ("", True)
-            if not first[1] and first[0].startswith(("~+", "~-")):
-                w.dynamic = True  # $PWD / $OLDPWD
+            if _tilde_unknown(w, i):
+                w.dynamic = True
         if 0 in globs:
             self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(words[0].value())}")
         if words[0].dynamic:
@@ -1139,7 +1178,37 @@ def _lit(text: str) -> _Word:
     return w
 
 
+_NOT_WORDS = frozenset(
+    {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment", "command_name", ""}
+)
 _SPLITS_OR_GLOBS = re.compile(r"[\s*?\[]")
+
+
+_ASSIGNMENT_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _tilde_unknown(w: _Word, index: int) -> bool:
+    """Whether the word's tilde is not the plain ``~``/``~/`` that path checks expand to the home directory.
+
+    ``~+`` and ``~-`` are $PWD and $OLDPWD; a quoted leading ``~`` ('~'/x) is literal in bash but would be read
+    as home; in an assignment-like argument (make PREFIX=~/x) bash expands ``~`` after ``=`` and ``:``.
+    """
+    value = w.value()
+    if value.startswith("~"):
+        first = next((seg for seg in w.segs if seg[0] or seg[1]), ("", True))
+        if first[1] or not first[0].startswith("~"):
+            return True
+        if first[0].startswith(("~+", "~-")) or first[0][1:2].isdigit():
+            return True  # $PWD, $OLDPWD, the directory stack
+        if "/" not in first[0]:
+            # the tilde-prefix runs to the first unquoted /; a quoted character in it (~'' or ~"x") stops expansion
+            rest = w.segs[w.segs.index(first) + 1 :]
+            for text, q in rest:
+                if q:
+                    return True
+                if "/" in text:
+                    break
+    return bool(index > 0 and _ASSIGNMENT_LIKE.match(value) and ("=~" in value or ":~" in value))
 
 
 def _bound_name(node: Node) -> str:
@@ -1509,7 +1578,8 @@ def _peel_shell(base: str, args: list[str]) -> Peeled | None:
 
 def _brace_expand(segs: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]] | None:
     """Bash brace expansion over unquoted text: ``{a,b}`` and ``{1..3}``; None when the result is too big."""
-    chars: list[tuple[str, bool]] = [(ch, q) for s, q in segs for ch in s]
+    # an empty quoted segment ('' or "") is kept as a zero-width quoted char: it keeps an empty word alive
+    chars: list[tuple[str, bool]] = [(ch, q) for s, q in segs for ch in (s if s or not q else [""])]
     results = _expand_chars(chars, 0)
     if results is None:
         return None
@@ -1521,7 +1591,11 @@ def _brace_expand(segs: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]] 
                 merged[-1] = (merged[-1][0] + ch, q)
             else:
                 merged.append((ch, q))
-        out.append(merged or [("", True)])
+        if not merged or all(not t for t, _ in merged):
+            if any(q for _, q in r):
+                out.append([("", True)])
+            continue  # an unquoted empty result is removed, as bash does ({,a} is just a)
+        out.append(merged)
     return out
 
 
@@ -1558,20 +1632,25 @@ def _expand_chars(chars: list[tuple[str, bool]], level: int) -> list[list[tuple[
             alternatives = [chars[bounds[k] + 1 : bounds[k + 1]] for k in range(len(bounds) - 1)]
         else:
             body = "".join(c for c, _ in chars[start + 1 : end])
-            m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])", body)
-            if not m:
+            m = re.fullmatch(r"([-+]?\d+|[A-Za-z])\.\.([-+]?\d+|[A-Za-z])(?:\.\.([-+]?\d+))?", body)
+            if not m or m.group(1).isalpha() != m.group(2).isalpha():
                 continue
-            if m.group(4):
-                a, b = ord(m.group(4)), ord(m.group(5))
-                step = 1 if b >= a else -1
-                items = [chr(x) for x in range(a, b + step, step)]
+            inc = abs(int(m.group(3) or 1)) or 1
+            if m.group(1).isalpha():
+                a, b = ord(m.group(1)), ord(m.group(2))
+                if any(not chr(x).isalpha() for x in range(min(a, b), max(a, b) + 1)):
+                    return None  # {a..C} spans [ \ ] ^ _ `: bash's quote removal differs; refuse
+                step = inc if b >= a else -inc
+                items = [chr(x) for x in range(a, b + (1 if step > 0 else -1), step)]
             else:
                 a, b = int(m.group(1)), int(m.group(2))
-                inc = abs(int(m.group(3) or 1)) or 1
                 if abs(b - a) // inc + 1 > MAX_BRACE_WORDS:
                     return None
                 step = inc if b >= a else -inc
-                items = [str(x) for x in range(a, b + (1 if step > 0 else -1), step)]
+                lhs, rhs = m.group(1).lstrip("+-"), m.group(2).lstrip("+-")
+                pad = (len(lhs) > 1 and lhs[0] == "0") or (len(rhs) > 1 and rhs[0] == "0")
+                width = max(len(m.group(1)), len(m.group(2))) if pad else 0
+                items = [f"{x:0{width}d}" if pad else str(x) for x in range(a, b + (1 if step > 0 else -1), step)]
             alternatives = [[(c, False) for c in item] for item in items]
         out: list[list[tuple[str, bool]]] = []
         tails = _expand_chars(suffix, level + 1)
