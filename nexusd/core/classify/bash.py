@@ -184,7 +184,10 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
     walker.source = src
     # shopt globstar/dotglob/extglob/nullglob..., set -f/+f or GLOBIGNORE anywhere in the command change what
     # every glob matches (loops make "earlier" meaningless): then every glob word is dynamic
-    walker.glob_changed = glob_changed or bool(_GLOB_CHANGERS.search(command))
+    walker.glob_changed = glob_changed or (
+        ("shopt" in command or "set" in command or "GLOB" in command or "BASHOPTS" in command or "noglob" in command)
+        and _GLOB_CHANGERS.search(command) is not None
+    )
     root = tree.root_node
     if root.has_error:
         walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
@@ -255,6 +258,8 @@ def _ansi_c(body: str) -> tuple[str, bool]:
 
 _ANSI_END = re.compile(r"\$'(?:[^'\\]|\\.)*'\Z", re.S)  # one whole $'...' string, nothing after it
 _DQ_ESC = re.compile(r"\\([$`\"\\\n])")
+_SPECIAL_WORD = re.compile(r"[*?\[~]|[+@!]\(")  # a word that may glob or hold a tilde (the rest is plain text)
+_GLOBBY = re.compile(r"[*?\[]|[+@!]\(")  # quick test: could the unquoted text be a pattern at all
 _BRACKET = re.compile(r"\[.+\]", re.S)
 _EXTGLOB = re.compile(r"[+@!]\(")
 # what changes the meaning of a glob: shopt (globstar, dotglob, extglob, nullglob, failglob, nocaseglob ...),
@@ -322,7 +327,8 @@ class _Word:
 
     def has_glob(self, extglob: bool) -> bool:
         """Whether bash would treat the word as a pattern (an unquoted * ? or [...], or an extglob)."""
-        if not any(not q for _, q in self.segs):
+        unquoted = "".join(t for t, q in self.segs if not q)
+        if not unquoted or _GLOBBY.search(unquoted) is None:
             return False
         # quoted characters are masked so that only unquoted ones can open or close a pattern
         masked = "".join(t if not q else "\x01" * len(t) for t, q in self.segs)
@@ -632,8 +638,8 @@ class _Walker:
         t = node.type
         if t == "word" or t == "number" or t == "regex" or t == "extglob_pattern":
             text = _text(node)
-            if quoted:
-                w.segs.append((text, True))
+            if quoted or "\\" not in text:
+                w.segs.append((text, quoted))
             else:
                 w.segs.extend(_unquoted_segs(text))
         elif t == "raw_string":
@@ -840,20 +846,25 @@ class _Walker:
         env: list[tuple[str, str]] = []
         words: list[_Word] = []
         name_seen = False
-        src = node.text or b""
+        whole = self.source
         prev_end: int | None = None
         prev_type = ""
         for child in node.children:
             ct = child.type
             # tree-sitter splits a\<newline>b in two; bash removes the backslash-newline and keeps one word
-            gap = src[prev_end - node.start_byte : child.start_byte - node.start_byte] if prev_end is not None else b" "
-            # zero gap: tree-sitter split one word (`$"x"` comes out as `$` then "x")
-            bare = gap.replace(b"\\\n", b"")
-            joined = not bare and bool(words) and ct not in _NOT_WORDS and prev_type not in _NOT_WORDS
+            start = child.start_byte
+            joined = False
+            if prev_end is None:
+                if start >= 2 and whole[start - 1] in (32, 9) and whole[start - 2] == 92:
+                    self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
+            elif start - prev_end != 1 or whole[prev_end] not in (32, 9):  # not the common single blank
+                # zero gap: tree-sitter split one word (`$"x"` comes out as `$` then "x")
+                bare = whole[prev_end:start].replace(b"\\\n", b"")
+                joined = not bare and bool(words) and ct not in _NOT_WORDS and prev_type not in _NOT_WORDS
+                if bare.strip(b" \t") or self._escaped_blank_before(start):
+                    # tree-sitter drops an escaped blank at the start of a word (`\ x` is the word " x" in bash)
+                    self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
             prev_type = ct
-            if bare.strip(b" \t") or self._escaped_blank_before(child.start_byte):
-                # tree-sitter drops an escaped blank at the start of a word (`\ x` is the word " x" in bash)
-                self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
             prev_end = child.end_byte
             before = len(words)
             if ct == "variable_assignment" and not name_seen:
@@ -883,22 +894,26 @@ class _Walker:
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         text = _text(node)
-        words = [x for w in words for x in self._braces(w)]
+        argv = [w.value() for w in words]
+        blob = "\x00".join(argv)
+        if "{" in blob:
+            words = [x for w in words for x in self._braces(w)]
+            argv = [w.value() for w in words]
         if not words:
             return
         globs: set[int] = set()
-        for i, w in enumerate(words):
-            if w.globbed or w.has_glob(self.glob_changed):
+        for i, w in enumerate(words if _SPECIAL_WORD.search(blob) else ()):
+            v = argv[i]
+            if w.globbed or (_GLOBBY.search(v) is not None and w.has_glob(self.glob_changed)):
                 globs.add(i)
                 if self.glob_changed:
                     w.dynamic = True
-            if _tilde_unknown(w, i):
+            if "~" in v and _tilde_unknown(w, i):
                 w.dynamic = True
         if 0 in globs:
-            self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(words[0].value())}")
+            self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(argv[0])}")
         if words[0].dynamic:
-            self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(words[0].value())}")
-        argv = [w.value() for w in words]
+            self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(argv[0])}")
         dyn = frozenset(i for i, w in enumerate(words) if w.dynamic)
         self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs))
 
@@ -1194,6 +1209,8 @@ def _tilde_unknown(w: _Word, index: int) -> bool:
     as home; in an assignment-like argument (make PREFIX=~/x) bash expands ``~`` after ``=`` and ``:``.
     """
     value = w.value()
+    if "~" not in value:
+        return False
     if value.startswith("~"):
         first = next((seg for seg in w.segs if seg[0] or seg[1]), ("", True))
         if first[1] or not first[0].startswith("~"):
