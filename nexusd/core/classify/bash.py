@@ -652,7 +652,12 @@ class _Walker:
             w.segs.append((decoded, True))
             if odd:
                 w.dynamic = True
-        elif t in ("string", "translated_string"):
+                self.flag(Flag.DYNAMIC, f"$'...' holds bytes that are not text: {_short(_text(node))}")
+        elif t == "translated_string":  # $"..." is a double-quoted string (translated through the locale)
+            for child in node.children:
+                if child.type == "string":
+                    self._word_into(child, w, depth + 1, quoted=True)
+        elif t == "string":
             children = node.children
             w.segs.append(("", True))
             pos: int | None = None
@@ -908,8 +913,10 @@ class _Walker:
                 globs.add(i)
                 if self.glob_changed:
                     w.dynamic = True
+                    self.flag(Flag.DYNAMIC, f"glob options set in this command change what {_short(v)} matches")
             if "~" in v and _tilde_unknown(w, i):
                 w.dynamic = True
+                self.flag(Flag.DYNAMIC, f"a tilde form path checks cannot read as the home directory: {_short(v)}")
         if 0 in globs:
             self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(argv[0])}")
         if words[0].dynamic:
@@ -1194,7 +1201,7 @@ def _lit(text: str) -> _Word:
 
 
 _NOT_WORDS = frozenset(
-    {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment", "command_name", ""}
+    {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment", ""}
 )
 _SPLITS_OR_GLOBS = re.compile(r"[\s*?\[]")
 
