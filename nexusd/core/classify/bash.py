@@ -43,7 +43,7 @@ SHELLS = frozenset(
 # shells whose -c script is not bash: parsed as bash only when it is plain words (else a person decides)
 FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh", "zsh"})
 # POSIX shells without bash's $'...' quoting (dash, posh): such a script means something else there
-NO_ANSI_C_SHELLS = frozenset({"dash", "posh"})
+NO_ANSI_C_SHELLS = frozenset({"dash", "posh", "sh"})  # sh is dash on Debian and Ubuntu
 _PLAIN_SCRIPT = re.compile(r"[A-Za-z0-9_./:@%+,= \t-]*")
 
 # Variables that change what a command loads or runs; in front of a command, exported or assigned.
@@ -302,6 +302,7 @@ _INTEGER = re.compile(r"[-+]?[0-9]+|")
 _NUMERIC_SPECIALS = frozenset(
     {"RANDOM", "SRANDOM", "LINENO", "SECONDS", "BASHPID", "PPID", "UID", "EUID", "EPOCHSECONDS", "OPTIND"}
 )
+_ARITH_LENGTHS = re.compile(r"\$\{#[A-Za-z_][A-Za-z0-9_]*(?:\[[@*]\])?\}|\$#")  # lengths are numbers
 _ARITH_NUMBERS = re.compile(r"(?<![$\w])[0-9]+#[0-9A-Za-z@_]+|(?<![$\w])0[xX][0-9A-Fa-f]+|(?<![$\w])[0-9]+")
 _ARITH_NAMES = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)|\$\{?([0-9]+)|(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)")
 _ARITH_ASSIGN = re.compile(
@@ -405,7 +406,7 @@ class _Walker:
             return
         if "$(" in text or "`" in text:
             self.flag(Flag.DYNAMIC, f"{where} runs a command substitution inside arithmetic")
-        stripped = _ARITH_NUMBERS.sub(" ", text)
+        stripped = _ARITH_NUMBERS.sub(" ", _ARITH_LENGTHS.sub(" 0 ", text))
         for m in _ARITH_ASSIGN.finditer(stripped):
             name = next(g for g in m.groups() if g)
             if is_dangerous_env(name):
@@ -831,9 +832,11 @@ class _Walker:
         if name:
             numeric = bool(values) and all(not g and _INTEGER.fullmatch(v) for v, g in values)
             self.set_var(name, values[0][0] if numeric else None, "a for/select loop")
-        body_text = " ".join(_text(b) for b in body)
-        if re.search(rf"(?<![$\w{{]){re.escape(name)}\b", body_text) if name else True:
-            bindable = False  # the body assigns or names the variable otherwise (read v, v=..., declare)
+        # the name may appear only in this loop's header and as $v / ${v}: anything else anywhere in the command
+        # (v=..., read v, declare -n r=v, a function that sets it, an enclosing loop) can change its value
+        whole = self.source.decode("utf-8", "surrogateescape")
+        if not name or len(re.findall(rf"(?<![$\w{{]){re.escape(name)}\b", whole)) != 1:
+            bindable = False
         if not has_list or not values or len(values) > 16 or name in self.bindings:
             bindable = False
         if not bindable:
@@ -991,6 +994,8 @@ class _Walker:
         name = argv[0]
         if name == "find" or name.endswith("/find"):
             self._find_exec(argv, dyn, env, wrappers, text, depth)
+        elif name in ("fd", "fdfind"):
+            self._fd_exec(argv, dyn, env, wrappers, text, depth)
         if name in _DYNAMIC_BUILTINS:
             self.flag(Flag.DYNAMIC, _DYNAMIC_BUILTINS[name])
         elif name in ("hash",) and "-p" in argv[1:]:
@@ -1102,6 +1107,29 @@ class _Walker:
             self.flag(Flag.HIDDEN_EFFECT, "parallel pastes its inputs into shell source")
         if script:
             self._shell_script("sh", [script], frozenset(), env, (*wrappers, "parallel"), text, depth)
+
+    def _fd_exec(
+        self,
+        argv: list[str],
+        dyn: frozenset[int],
+        env: tuple[tuple[str, str], ...],
+        wrappers: tuple[str, ...],
+        text: str,
+        depth: int,
+    ) -> None:
+        """``fd -x cmd`` / ``--exec`` / ``-X`` / ``--exec-batch``: the rest of the words (up to ``;``) run per file."""
+        for i, a in enumerate(argv[1:], 1):
+            if a in ("-x", "--exec", "-X", "--exec-batch"):
+                j = i + 1
+                while j < len(argv) and argv[j] != ";":
+                    j += 1
+                inner = argv[i + 1 : j]
+                if inner:
+                    for placeholder in ("{}", "{/}", "{//}", "{.}", "{/.}"):
+                        self._pasted(inner, placeholder, "fd --exec")
+                    inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
+                    self._emit(list(inner), inner_dyn, env, (*wrappers, base_name(argv[0])), text, depth, True)
+                return
 
     def _find_exec(
         self,
@@ -1304,6 +1332,10 @@ _CODE_PROGRAMS = frozenset(
 )
 
 
+def base_name(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
 def _xargs_placeholder(opts: list[str]) -> str | None:
     """The replace string of ``xargs -I STR`` / ``-i[STR]`` / ``--replace[=STR]`` (None without one)."""
     for i, a in enumerate(opts):
@@ -1322,11 +1354,7 @@ def _xargs_placeholder(opts: list[str]) -> str | None:
 
 # ---------------------------------------------------------------------------- wrappers
 
-# options of each wrapper that take a separate value
-_TIMEOUT_OPTS = {"-s", "--signal", "-k", "--kill-after"}
-_NICE_OPTS = {"-n", "--adjustment"}
-_STDBUF_OPTS = {"-i", "-o", "-e", "--input", "--output", "--error"}
-_IONICE_OPTS = {"-c", "-n", "--class", "--classdata"}
+# xargs options that take a separate value (the other wrappers are data in wrappers.py)
 _XARGS_OPTS = {
     "-a",
     "-d",
@@ -1355,29 +1383,6 @@ _ENV_OPTS = {
     "--block-signal",
     "--default-signal",
     "--ignore-signal",
-}
-_SHELL_OPTS_WITH_ARG = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
-_SUDO_OPTS = {
-    "-u",
-    "-g",
-    "-h",
-    "-p",
-    "-C",
-    "-r",
-    "-t",
-    "-U",
-    "-D",
-    "-T",
-    "--user",
-    "--group",
-    "--host",
-    "--prompt",
-    "--close-from",
-    "--role",
-    "--type",
-    "--other-user",
-    "--chdir",
-    "--command-timeout",
 }
 
 Peeled = tuple[str, list[str], tuple[tuple[str, str], ...], str]
@@ -1425,6 +1430,9 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
         return ("wrap", rest or ["echo"], (), "")
     if base in SHELLS:
         return _peel_shell(base, args)
+    if base == "npm" and args[:1] in (["exec"], ["x"]) and any(a in ("-c", "--call") or a.startswith("--call=")
+                                                               for a in args):
+        return _peel_table(WRAPPERS["npx"], args[1:])  # npm exec -c 'cmd': same options as npx
     w = WRAPPERS.get(base)
     if w is not None:
         return _peel_table(w, args)

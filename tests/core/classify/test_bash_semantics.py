@@ -206,3 +206,44 @@ def test_loop_variable_binding() -> None:
                     'for f in a; do f=/etc/passwd; cat "$f"; done', "for f in src/*.py; do cat $f; done"):
         sa = bash.parse(dynamic)
         assert DYN in sa.flags or any(c.dynamic_args for c in sa.commands), dynamic
+
+
+@pytest.mark.parametrize("command", ["timeout --bogus 5 rm x", "nice -5 rm x", "setsid --weird rm x", "taskset -p 1 2"])
+def test_unknown_wrapper_options_fail_closed(command: str) -> None:
+    """An option the wrapper table does not know stops the peeling: the wrapper stays an (opaque) program."""
+    cmds = bash.parse(command).commands
+    assert len(cmds) == 1 and cmds[0].argv == tuple(command.split())
+
+
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [("npm exec -c 'rm x'", ("rm", "x")), ("npm exec --call='rm x'", ("rm", "x")), ("fd . -x rm", ("rm",)),
+     ("time -p rm x", ("rm", "x")), ("sudo -s rm x", ("rm", "x")), ("env -i -S'rm x'", ("rm", "x"))],
+)
+def test_more_wrappers(command: str, inner: tuple[str, ...]) -> None:
+    assert inner in [c.argv for c in bash.parse(command).commands]
+
+
+@pytest.mark.parametrize("command", ["fd -x sh -c 'cat {}'", "fd . -X bash -c 'rm {/}'"])
+def test_fd_placeholders(command: str) -> None:
+    assert HID in bash.parse(command).flags
+
+
+def test_posix_sh_without_ansi_c() -> None:
+    # dash (Debian's sh) has no $'...': there $'\x72m' is the word $\x72m, not rm
+    assert UNP in bash.parse("sh -c \"$'\\x72m' x\"").flags
+    assert UNP not in bash.parse("bash -c \"$'\\x72m' x\"").flags
+
+
+def test_loop_binding_needs_the_name_untouched_everywhere() -> None:
+    # an enclosing loop runs g (defined later) before the second cat: f is not the list value then
+    sa = bash.parse('for i in 1 2; do for f in a; do g; cat "$f"; done; g() { f=/x; }; done')
+    assert all(c.argv != ("cat", "a") for c in sa.commands)
+    assert DYN not in bash.parse("(( ${#a[@]} > 0 ))").flags
+
+
+@pytest.mark.parametrize(
+    "command", ["echo $'\\xff'", "cat ~+/x", "cat ~-/x", "cat '~'/x", "cat ~''/x", "make P=~/x", "cat ~1/x"]
+)
+def test_words_path_checks_cannot_read(command: str) -> None:
+    assert DYN in bash.parse(command).flags
