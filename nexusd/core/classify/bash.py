@@ -968,12 +968,10 @@ class _Walker:
                 self._shell_script("sh", rest, src_dyn, env, (*wrappers, base), text, depth)
                 return
             shift = len(argv) - len(rest)
-            if kind == "reshaped":  # env -S: the words were re-split, indices no longer line up
-                dyn = frozenset(range(len(rest))) if dyn else frozenset()
-                globs = frozenset()
-            else:
-                dyn = frozenset(i - shift for i in dyn if i >= shift)
-                globs = frozenset(i - shift for i in globs if i >= shift)
+            # env -S re-splits one plain word (no $, no glob): the words after it keep their place at the end,
+            # so counting from the end lines every dynamic or glob word up in all cases
+            dyn = frozenset(i - shift for i in dyn if i >= shift)
+            globs = frozenset(i - shift for i in globs if i >= shift)
             if kind == "shell":
                 self._shell_script(base, rest, dyn, env, wrappers, text, depth, note_opts=extra_env)
                 return
@@ -1535,7 +1533,7 @@ def _peel_env(args: list[str]) -> Peeled | None:
             if inner is None:
                 return None
             kind, rest, env2, note2 = inner
-            return ("reshaped" if kind == "wrap" else kind, rest, tuple(assigns) + env2, note or note2)
+            return (kind, rest, tuple(assigns) + env2, note or note2)
         if a in ("-C", "--chdir") or a.startswith("--chdir="):
             note = "env -C changes the directory paths resolve against"
         if a in _ENV_OPTS:
@@ -1587,7 +1585,7 @@ def _peel_shell(base: str, args: list[str]) -> Peeled | None:
         if a[:1] in ("-", "+") and len(a) > 1:
             extra = 0
             for ch in a[1:]:
-                if ch == "c" and a[0] == "-":
+                if ch == "c":  # bash takes +c as -c too (checked against bash 5.2)
                     command_mode = True
                 elif ch in "oO":
                     extra += 1

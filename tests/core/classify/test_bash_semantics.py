@@ -28,6 +28,10 @@ def test_wrapper_examples(name: str, command: str, want: tuple[str, ...] | None)
     [
         ("bash -c -- 'rm x'", ("rm", "x")),
         ("bash +x -c 'rm x'", ("rm", "x")),
+        ("bash +c 'rm x'", ("rm", "x")),
+        ("bash -oc posix 'rm x'", ("rm", "x")),
+        ("bash -cO extglob 'rm x'", ("rm", "x")),
+        ("bash -ec 'rm x' -x", ("rm", "x")),
         ("bash -o pipefail -c 'rm x'", ("rm", "x")),
         ("bash +o errexit -c 'rm x'", ("rm", "x")),
         ("bash -O extglob -c 'rm x'", ("rm", "x")),
