@@ -191,6 +191,8 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
     root = tree.root_node
     if root.has_error:
         walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
+    if (b"\\ " in src or b"\\\t" in src) and _dropped_escape(root, src):
+        walker.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
     walker.walk(root, 0)
     walker.check_fork_bomb()
     walker.check_arith()
@@ -202,6 +204,15 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
         tuple(walker.notes),
         tuple(walker.functions),
     )
+
+
+def _dropped_escape(root: Node, src: bytes) -> bool:
+    """Whether tree-sitter left a ``\\<blank>`` out of every token (``echo a \\ ;`` loses the word " ")."""
+    for m in re.finditer(rb"\\[ \t]", src):
+        n = root.descendant_for_byte_range(m.start(), m.start() + 1)
+        if n is None or n.child_count > 0:
+            return True
+    return False
 
 
 def _text(node: Node) -> str:
@@ -1003,6 +1014,8 @@ class _Walker:
         elif name == "parallel" or name.endswith("/parallel"):
             self._parallel(argv, env, wrappers, text, depth)
         elif name == "coproc":
+            if len(argv) > 2 and _NAME.fullmatch(argv[1]) and is_dangerous_env(argv[1]):
+                self.flag(Flag.DANGEROUS_ENV, f"coproc {argv[1]} sets the dangerous variable {argv[1]}")
             self.flag(Flag.BACKGROUND, "coproc runs a command in the background")
             self.flag(Flag.DYNAMIC, "coproc runs a command in the background")
             if len(argv) > 1:

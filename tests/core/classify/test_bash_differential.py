@@ -142,3 +142,62 @@ def test_generated_words_match_bash_or_are_flagged(words: list[str], empty_dir: 
 
 def test_bash_is_sandboxed(empty_dir: str) -> None:
     assert os.listdir(empty_dir) == []
+
+
+def split_bash(script: str, cwd: str) -> list[list[str]] | None:
+    """Each ``printf '%s\\0' Q!N words`` in the script, as bash ran it: the words grouped under their marker."""
+    out = run_bash_script(script, cwd)
+    if out is None:
+        return None
+    groups: list[list[str]] = []
+    for w in out:
+        if w.startswith("Q!") and w[2:].isdigit():  # a marker no generated word can be
+            groups.append([w])
+        elif groups:
+            groups[-1].append(w)
+        else:
+            return None
+    return groups
+
+
+def run_bash_script(script: str, cwd: str) -> list[str] | None:
+    env = {"HOME": HOME, "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        [BASH or "bash", "--norc", "--noprofile", "-c", script],
+        cwd=cwd, env=env, capture_output=True, timeout=5, check=False,
+    )
+    if proc.returncode != 0 or proc.stderr:
+        return None
+    out = proc.stdout.decode("utf-8", "surrogateescape")
+    return out.split("\0")[:-1] if out else []
+
+
+_SEPARATORS = st.sampled_from(["; ", " && ", "\n", ";", "&&", " ;\n", "\n\n"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(commands=st.lists(st.lists(_word, min_size=0, max_size=2), min_size=1, max_size=3), seps=st.data())
+def test_split_into_commands_matches_bash_or_is_flagged(
+    commands: list[list[str]], seps: st.DataObject, empty_dir: str
+) -> None:
+    parts = [PREFIX + " ".join([f"Q!{i}", *words]) for i, words in enumerate(commands)]
+    script = parts[0]
+    for part in parts[1:]:
+        script += seps.draw(_SEPARATORS) + part
+    if _UNSAFE.search(script.replace("$'", "").replace('$"', "")):
+        return
+    sa = bash.parse(script)
+    if sa.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC} or any(c.dynamic_args for c in sa.commands):
+        return
+    got = []
+    for c in sa.commands:
+        if c.argv[:2] != ("printf", "%s\\0"):
+            got.append(["<not printf>", *c.argv])  # a split bash does not make: fails below
+            continue
+        words = [HOME + w[1:] if w == "~" or w.startswith("~/") else w for w in c.argv[2:]]
+        if any(w.startswith("~") for w in words):
+            return
+        got.append(words)
+    expected = split_bash(script, empty_dir)
+    assert expected is not None, f"bash rejects {script!r} but nexusd split it into {got!r}"
+    assert got == expected, f"{script!r}: nexusd {got!r} != bash {expected!r}"

@@ -160,6 +160,7 @@ def test_test_and_arith_commands_are_visible() -> None:
         "for PATH in /tmp; do ls; done",
         "select PATH in /tmp; do ls; done",
         "wait -p GIT_DIR",
+        "coproc PATH { ls; }",
         "f() { id; }; export -f f",
         "declare -fx f",
         "export PATH",
