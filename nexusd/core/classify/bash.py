@@ -367,7 +367,8 @@ class _Walker:
         self.int_vars: set[str] = set()  # declare -i: every assignment is arithmetic
         self.assoc_vars: set[str] = set()  # declare -A: subscripts are strings, not arithmetic
         self.namerefs: set[str] = set()  # declare -n: assignments go to another variable
-        self.bindings: dict[str, tuple[str, bool]] = {}  # loop variable -> (literal value, from a glob)
+        # loop variable -> (literal value, from a glob, starts with a ~ bash expanded to the home directory)
+        self.bindings: dict[str, tuple[str, bool, bool]] = {}
         self.source = b""  # the whole command's bytes (to see what tree-sitter left out between words)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -704,12 +705,20 @@ class _Walker:
         elif t in ("simple_expansion", "expansion"):
             bound = self.bindings.get(_bound_name(node)) if self.bindings else None
             if bound is not None:
-                value, globbed = bound
-                if quoted:  # one value of the loop list, whole
-                    w.segs.append((value, True))
+                value, globbed, home = bound
+                at_start = not any(t for t, _ in w.segs)
+                if quoted and (at_start or not home):  # one value of the loop list, whole
+                    if home:
+                        # the list word's ~ was expanded by bash: keep the plain ~/ path checks read as home
+                        head = "~/" if value.startswith("~/") else "~"
+                        w.segs.clear()  # only empty segments so far (the string's own opening)
+                        w.segs.append((head, False))
+                        value = value[len(head) :]
+                    if value or not home:
+                        w.segs.append((value, True))
                     w.globbed = w.globbed or globbed
                     return
-                if not globbed and not _SPLITS_OR_GLOBS.search(value) and value:
+                if not home and not globbed and not _SPLITS_OR_GLOBS.search(value) and value:
                     w.segs.append((value, True))
                     return
             w.dynamic = True
@@ -825,7 +834,7 @@ class _Walker:
         """``for v in words``: v takes each literal value; the body sees each (a glob: any matching name)."""
         var_node = node.child_by_field_name("variable")
         name = _text(var_node) if var_node is not None else ""
-        values: list[tuple[str, bool]] = []
+        values: list[tuple[str, bool, bool]] = []
         bindable = bool(name) and not self.functions and name not in self.namerefs
         has_list = False
         body: list[Node] = []
@@ -837,11 +846,13 @@ class _Walker:
                     globbed = w.has_glob(self.glob_changed) or w.globbed
                     if w.dynamic or (globbed and self.glob_changed):
                         bindable = False
-                    values.append((w.value(), globbed))
+                    v = w.value()
+                    home = v.startswith("~") and (v == "~" or v.startswith("~/")) and not _tilde_unknown(w, 1)
+                    values.append((v, globbed, home))
             elif field == "body":
                 body.append(child)
         if name:
-            numeric = bool(values) and all(not g and _INTEGER.fullmatch(v) for v, g in values)
+            numeric = bool(values) and all(not g and _INTEGER.fullmatch(v) for v, g, _h in values)
             self.set_var(name, values[0][0] if numeric else None, "a for/select loop")
         # the name may appear only in this loop's header and as $v / ${v}: anything else anywhere in the command
         # (v=..., read v, declare -n r=v, a function that sets it, an enclosing loop) can change its value

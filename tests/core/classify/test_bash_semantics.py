@@ -252,3 +252,11 @@ def test_loop_binding_needs_the_name_untouched_everywhere() -> None:
 )
 def test_words_path_checks_cannot_read(command: str) -> None:
     assert DYN in bash.parse(command).flags
+
+
+def test_loop_values_with_home_tilde() -> None:
+    sa = bash.parse('for d in ~/proj ~; do ls "$d"; done')
+    assert [c.argv for c in sa.commands] == [("ls", "~/proj"), ("ls", "~")] and DYN not in sa.flags
+    assert DYN in bash.parse("for d in '~/p'; do ls \"$d\"; done").flags  # a literal ~ is not home
+    sa = bash.parse('for d in ~/p; do ls "x$d"; done')  # bash expanded it: x/home/... is not x~/p
+    assert DYN in sa.flags or any(c.dynamic_args for c in sa.commands)
