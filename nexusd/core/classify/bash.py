@@ -4,7 +4,13 @@ Prefix matching on a raw command string is how every agent's gate was bypassed, 
 simple command across every separator and compound construct, every redirect, and every construct
 that cannot be judged statically (substitutions, expansion in command position, eval, source,
 backgrounding ...). Wrappers (``timeout``, ``env``, ``xargs``, ``bash -c`` ...) are peeled so rules
-see the real command.
+see the real command; their layouts are data in ``wrappers.py``, and a wrapper option we do not know stops
+the peeling (the wrapper stays an unknown program: fail closed).
+
+Words are evaluated the way bash does (tests/core/classify/test_bash_differential.py holds us to
+``/bin/bash`` itself): quote removal, ``$'...'`` (cut at NUL), backslash-newline, brace expansion, tilde
+forms. What we cannot evaluate is marked dynamic: parameter expansions, arithmetic that reads a variable
+whose text is not a known integer (``x='a[$(id)]'; (( x ))`` runs id), globs after glob options change.
 
 ``parse`` is pure and cached with a module-level ``functools.lru_cache`` keyed on the command string
 (the one deliberate piece of module state, together with the reusable tree-sitter parser: the daemon
