@@ -101,6 +101,43 @@ DANGEROUS_ENV = frozenset(
         "DOCKER_HOST",
         "NPM_CONFIG_SCRIPT_SHELL",
         "npm_config_script_shell",
+        # more variables that make a program load or run code it was not asked to
+        "GCONV_PATH",  # iconv loads modules from it
+        "GLIBC_TUNABLES",
+        "LUA_INIT",
+        "LUA_PATH",
+        "LUA_CPATH",
+        "R_PROFILE",
+        "R_PROFILE_USER",
+        "PHPRC",
+        "PHP_INI_SCAN_DIR",
+        "DOTNET_STARTUP_HOOKS",
+        "CORECLR_PROFILER_PATH",
+        "GOFLAGS",  # -toolexec runs a program
+        "RUSTC_WRAPPER",
+        "RUSTC",
+        "KUBECONFIG",  # exec credential plugins
+        "DOCKER_CONFIG",  # credential helpers
+        "AWS_CONFIG_FILE",  # credential_process
+        "VIMINIT",
+        "EXINIT",
+        "MYVIMRC",
+        "TAR_OPTIONS",  # --to-command, --checkpoint-action=exec=
+        "RSYNC_RSH",
+        "RSYNC_CONNECT_PROG",
+        "CVS_RSH",
+        "FCEDIT",
+        "SUDO_EDITOR",
+        "CONFIG_SHELL",
+        "PYTHONWARNINGS",  # a warning category names a module to import
+        "PYTHONUSERBASE",
+        "GEM_HOME",
+        "GEM_PATH",
+        "BUNDLE_GEMFILE",
+        "CLASSPATH",
+        "MAVEN_OPTS",
+        "GRADLE_OPTS",
+        "BASH_LOADABLES_PATH",
     }
 )
 _DANGEROUS_ENV_PREFIXES = ("DYLD_", "LD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_", "PIP_", "CARGO_")
@@ -1028,6 +1065,8 @@ class _Walker:
             self.flag(Flag.DYNAMIC, "hash -p rebinds a command name to another program")
         elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in argv[1:]):
             self.flag(Flag.DYNAMIC, f"{name} -C runs a callback")
+        elif name == "compgen" and any(a[:1] == "-" and ("C" in a or "F" in a) for a in argv[1:]):
+            self.flag(Flag.DYNAMIC, "compgen -C/-F runs a command or function")
         elif name == "parallel" or name.endswith("/parallel"):
             self._parallel(argv, env, wrappers, text, depth)
         elif name == "coproc":

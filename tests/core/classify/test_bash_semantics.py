@@ -260,3 +260,17 @@ def test_loop_values_with_home_tilde() -> None:
     assert DYN in bash.parse("for d in '~/p'; do ls \"$d\"; done").flags  # a literal ~ is not home
     sa = bash.parse('for d in ~/p; do ls "x$d"; done')  # bash expanded it: x/home/... is not x~/p
     assert DYN in sa.flags or any(c.dynamic_args for c in sa.commands)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["GCONV_PATH=. iconv -f x", "export LUA_INIT='os.execute(\"id\")'", "TAR_OPTIONS=--to-command=sh tar xf a.tar",
+     "KUBECONFIG=k kubectl get pods", "env GOFLAGS=-toolexec=./x go build", "GLIBC_TUNABLES=x ls"],
+)
+def test_more_dangerous_variables(command: str) -> None:
+    assert ENV in bash.parse(command).flags
+
+
+@pytest.mark.parametrize("command", ["compgen -C 'touch pwn' x", "compgen -F f x"])
+def test_compgen_runs_code(command: str) -> None:
+    assert DYN in bash.parse(command).flags
