@@ -1501,6 +1501,10 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
                                                                for a in args):
         return _peel_table(WRAPPERS["npx"], args[1:])  # npm exec -c 'cmd': same options as npx
     w = WRAPPERS.get(base)
+    if w is None and args and not args[0].startswith("-"):
+        w = WRAPPERS.get(f"{base} {args[0]}")  # a subcommand that runs a command (uv run, bundle exec)
+        if w is not None:
+            args = args[1:]
     if w is not None:
         return _peel_table(w, args)
     return None
@@ -1573,6 +1577,10 @@ def _peel_table(w: Wrapper, args: list[str]) -> Peeled | None:
     if w.permute or w.name == "npx":
         return None  # su / script without -c start an interactive shell; plain npx is the knowledge's
     rest = rest[w.skip :]
+    if w.skip and rest and rest[0] == "--":
+        rest = rest[1:]
+    elif w.skip and rest and rest[0].startswith("-"):
+        return None  # an option after the operands (setarch ARCH -R cmd): not a layout we know, fail closed
     if not rest:
         return None
     if w.joins and not any(o in args for o in w.joins_unless):
