@@ -4,7 +4,13 @@ Prefix matching on a raw command string is how every agent's gate was bypassed, 
 simple command across every separator and compound construct, every redirect, and every construct
 that cannot be judged statically (substitutions, expansion in command position, eval, source,
 backgrounding ...). Wrappers (``timeout``, ``env``, ``xargs``, ``bash -c`` ...) are peeled so rules
-see the real command.
+see the real command; their layouts are data in ``wrappers.py``, and a wrapper option we do not know stops
+the peeling (the wrapper stays an unknown program: fail closed).
+
+Words are evaluated the way bash does (tests/core/classify/test_bash_differential.py holds us to
+``/bin/bash`` itself): quote removal, ``$'...'`` (cut at NUL), backslash-newline, brace expansion, tilde
+forms. What we cannot evaluate is marked dynamic: parameter expansions, arithmetic that reads a variable
+whose text is not a known integer (``x='a[$(id)]'; (( x ))`` runs id), globs after glob options change.
 
 ``parse`` is pure and cached with a module-level ``functools.lru_cache`` keyed on the command string
 (the one deliberate piece of module state, together with the reusable tree-sitter parser: the daemon
@@ -20,6 +26,7 @@ import msgspec
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from nexusd.core.classify.wrappers import WRAPPERS, Wrapper
 from nexusd.core.model import Command, Flag, Redirect, Requirement
 
 MAX_COMMAND_BYTES = 64 * 1024  # longer input is not parsed at all (our parser-timeout equivalent)
@@ -35,7 +42,15 @@ MAX_UNWRAP = 16  # wrapper layers peeled from one command
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh", "fish", "csh", "tcsh"})
+SHELLS = frozenset(
+    {"sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "busybox-sh", "yash", "posh", "fish", "csh",
+     "tcsh"}
+)
+# shells whose -c script is not bash: parsed as bash only when it is plain words (else a person decides)
+FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh", "zsh"})
+# POSIX shells without bash's $'...' quoting (dash, posh): such a script means something else there
+NO_ANSI_C_SHELLS = frozenset({"dash", "posh", "sh"})  # sh is dash on Debian and Ubuntu
+_PLAIN_SCRIPT = re.compile(r"[A-Za-z0-9_./:@%+,= \t-]*")
 
 # Variables that change what a command loads or runs; in front of a command, exported or assigned.
 DANGEROUS_ENV = frozenset(
@@ -86,6 +101,43 @@ DANGEROUS_ENV = frozenset(
         "DOCKER_HOST",
         "NPM_CONFIG_SCRIPT_SHELL",
         "npm_config_script_shell",
+        # more variables that make a program load or run code it was not asked to
+        "GCONV_PATH",  # iconv loads modules from it
+        "GLIBC_TUNABLES",
+        "LUA_INIT",
+        "LUA_PATH",
+        "LUA_CPATH",
+        "R_PROFILE",
+        "R_PROFILE_USER",
+        "PHPRC",
+        "PHP_INI_SCAN_DIR",
+        "DOTNET_STARTUP_HOOKS",
+        "CORECLR_PROFILER_PATH",
+        "GOFLAGS",  # -toolexec runs a program
+        "RUSTC_WRAPPER",
+        "RUSTC",
+        "KUBECONFIG",  # exec credential plugins
+        "DOCKER_CONFIG",  # credential helpers
+        "AWS_CONFIG_FILE",  # credential_process
+        "VIMINIT",
+        "EXINIT",
+        "MYVIMRC",
+        "TAR_OPTIONS",  # --to-command, --checkpoint-action=exec=
+        "RSYNC_RSH",
+        "RSYNC_CONNECT_PROG",
+        "CVS_RSH",
+        "FCEDIT",
+        "SUDO_EDITOR",
+        "CONFIG_SHELL",
+        "PYTHONWARNINGS",  # a warning category names a module to import
+        "PYTHONUSERBASE",
+        "GEM_HOME",
+        "GEM_PATH",
+        "BUNDLE_GEMFILE",
+        "CLASSPATH",
+        "MAVEN_OPTS",
+        "GRADLE_OPTS",
+        "BASH_LOADABLES_PATH",
     }
 )
 _DANGEROUS_ENV_PREFIXES = ("DYLD_", "LD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_", "PIP_", "CARGO_")
@@ -158,7 +210,7 @@ def parse(command: str) -> ShellAnalysis:
         )
 
 
-def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
+def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> ShellAnalysis:
     if "\x00" in command:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("NUL byte in command",))
     if _UNSAFE_FOR_PARSER.search(command):
@@ -173,11 +225,21 @@ def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
     tree = _PARSER.parse(src)
     walker = _Walker(shell_depth)
+    walker.source = src
+    # shopt globstar/dotglob/extglob/nullglob..., set -f/+f or GLOBIGNORE anywhere in the command change what
+    # every glob matches (loops make "earlier" meaningless): then every glob word is dynamic
+    walker.glob_changed = glob_changed or (
+        ("shopt" in command or "set" in command or "GLOB" in command or "BASHOPTS" in command or "noglob" in command)
+        and _GLOB_CHANGERS.search(command) is not None
+    )
     root = tree.root_node
     if root.has_error:
         walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
+    if (b"\\ " in src or b"\\\t" in src) and _dropped_escape(root, src):
+        walker.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
     walker.walk(root, 0)
     walker.check_fork_bomb()
+    walker.check_arith()
     return ShellAnalysis(
         tuple(walker.commands),
         tuple(walker.redirects),
@@ -186,6 +248,15 @@ def _analyse(command: str, shell_depth: int) -> ShellAnalysis:
         tuple(walker.notes),
         tuple(walker.functions),
     )
+
+
+def _dropped_escape(root: Node, src: bytes) -> bool:
+    """Whether tree-sitter left a ``\\<blank>`` out of every token (``echo a \\ ;`` loses the word " ")."""
+    for m in re.finditer(rb"\\[ \t]", src):
+        n = root.descendant_for_byte_range(m.start(), m.start() + 1)
+        if n is None or n.child_count > 0:
+            return True
+    return False
 
 
 def _text(node: Node) -> str:
@@ -197,40 +268,129 @@ _ANSI_SIMPLE.update({"v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"})
 _ANSI_RE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 
 
-def _ansi_c(body: str) -> str:
-    """Decode ``$'...'`` the way bash does, so ``$'\\x72m'`` is seen as ``rm``."""
+def _ansi_c(body: str) -> tuple[str, bool]:
+    """Decode ``$'...'`` the way bash does, so ``$'\\x72m'`` is seen as ``rm``; (text, cannot-be-text).
+
+    Bash truncates the string at a NUL (``$'git\\0status'`` is ``git``). Bytes 0x80-0xff and code points
+    beyond the BMP are not text we can compare with what bash passes on, so the word becomes dynamic.
+    """
+    odd = False
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal odd
         esc = m.group(1)
         head = esc[0]
         if head in "xuU":
             code = int(esc[1:], 16)
-            return chr(code) if code < 0x110000 else "\ufffd"
+            if (head == "x" and code >= 0x80) or code >= 0xD800:
+                odd = True
+                return "\ufffd"
+            return chr(code)
         if head.isdigit():
-            return chr(int(esc, 8) & 0xFF)
+            code = int(esc, 8) & 0xFF
+            if code >= 0x80:
+                odd = True
+                return "\ufffd"
+            return chr(code)
         if head == "c":
-            return chr(ord(esc[1].upper()) ^ 0x40) if len(esc) > 1 else ""
+            if len(esc) < 2:
+                return "\\c"
+            ch = esc[1]
+            if ch == "?":
+                return "\x7f"
+            if ord(ch) >= 0x80 or ch == "\\":
+                odd = True
+                return "\ufffd"
+            return chr(ord(ch.upper()) & 0x1F)
         return _ANSI_SIMPLE.get(head, "\\" + head)
 
-    return _ANSI_RE.sub(sub, body)
+    text = _ANSI_RE.sub(sub, body)
+    nul = text.find("\x00")
+    if nul >= 0:
+        text = text[:nul]
+    return text, odd
 
 
-_UNQUOTED_ESC = re.compile(r"\\(.)", re.S)
+_ANSI_END = re.compile(r"\$'(?:[^'\\]|\\.)*'\Z", re.S)  # one whole $'...' string, nothing after it
 _DQ_ESC = re.compile(r"\\([$`\"\\\n])")
+_SPECIAL_WORD = re.compile(r"[*?\[~]|[+@!]\(")  # a word that may glob or hold a tilde (the rest is plain text)
+_GLOBBY = re.compile(r"[*?\[]|[+@!]\(")  # quick test: could the unquoted text be a pattern at all
+_BRACKET = re.compile(r"\[.+\]", re.S)
+_EXTGLOB = re.compile(r"[+@!]\(")
+# what changes the meaning of a glob: shopt (globstar, dotglob, extglob, nullglob, failglob, nocaseglob ...),
+# set -f / +f / -o noglob, GLOBIGNORE, GLOBSORT
+_GLOB_CHANGERS = re.compile(r"\bshopt\b|\bnoglob\b|\bset\b[^;&|\n]*\s[-+][A-Za-z]*f|GLOBIGNORE|GLOBSORT|BASHOPTS")
+
+
+def _dq_unescape(text: str) -> str:
+    """Inside double quotes a backslash escapes only $ ` " \\ and newline (a backslash-newline vanishes)."""
+    return _DQ_ESC.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def _unquoted_segs(text: str) -> list[tuple[str, bool]]:
+    """An unquoted word's text as segments: a backslash quotes the next character, backslash-newline vanishes."""
+    if "\\" not in text:
+        return [(text, False)]
+    out: list[tuple[str, bool]] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            if buf:
+                out.append(("".join(buf), False))
+                buf = []
+            if text[i + 1] != "\n":
+                out.append((text[i + 1], True))
+            i += 2
+            continue
+        buf.append(ch)
+        i += 1
+    if buf:
+        out.append(("".join(buf), False))
+    return out
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INTEGER = re.compile(r"[-+]?[0-9]+|")
+# variables bash itself keeps numeric (an assignment in the command makes them ordinary again)
+_NUMERIC_SPECIALS = frozenset(
+    {"RANDOM", "SRANDOM", "LINENO", "SECONDS", "BASHPID", "PPID", "UID", "EUID", "EPOCHSECONDS", "OPTIND"}
+)
+_ARITH_LENGTHS = re.compile(r"\$\{#[A-Za-z_][A-Za-z0-9_]*(?:\[[@*]\])?\}|\$#")  # lengths are numbers
+_ARITH_NUMBERS = re.compile(r"(?<![$\w])[0-9]+#[0-9A-Za-z@_]+|(?<![$\w])0[xX][0-9A-Fa-f]+|(?<![$\w])[0-9]+")
+_ARITH_NAMES = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)|\$\{?([0-9]+)|(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)")
+_ARITH_ASSIGN = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
+)
+_EXPANSION = re.compile(r"\$\{(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)\}", re.S)
+_ARITH_OPS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 
 
 class _Word:
     """A word being evaluated: segments of (text, quoted) and whether it depends on run-time values."""
 
-    __slots__ = ("dynamic", "segs", "substituted")
+    __slots__ = ("dynamic", "globbed", "segs", "substituted")
 
     def __init__(self) -> None:
         self.segs: list[tuple[str, bool]] = []
         self.dynamic = False  # contains a parameter expansion whose value we do not know
         self.substituted = False  # contains a command/process substitution
+        self.globbed = False  # holds a loop variable whose values come from a glob (any matching name)
 
     def value(self) -> str:
         return "".join(s for s, _ in self.segs)
+
+    def has_glob(self, extglob: bool) -> bool:
+        """Whether bash would treat the word as a pattern (an unquoted * ? or [...], or an extglob)."""
+        unquoted = "".join(t for t, q in self.segs if not q)
+        if not unquoted or _GLOBBY.search(unquoted) is None:
+            return False
+        # quoted characters are masked so that only unquoted ones can open or close a pattern
+        masked = "".join(t if not q else "\x01" * len(t) for t, q in self.segs)
+        if "*" in masked or "?" in masked or _BRACKET.search(masked):
+            return True
+        return bool(extglob and _EXTGLOB.search(masked))
 
 
 class _Walker:
@@ -243,6 +403,17 @@ class _Walker:
         self.notes: list[str] = []
         self.functions: list[str] = []
         self._fn_bodies: list[tuple[str, int, int]] = []  # name, first and last command index of its body
+        self.glob_changed = False  # glob options may differ from the defaults: glob words are dynamic
+        # every variable assigned in this command -> whether every value it gets is a plain integer (an
+        # arithmetic context evaluates a variable's text, so `x='a[$(id)]'; (( x ))` runs id)
+        self.numeric: dict[str, bool] = {}
+        self.arith_refs: list[tuple[str, str]] = []  # (variable, context) read by arithmetic
+        self.int_vars: set[str] = set()  # declare -i: every assignment is arithmetic
+        self.assoc_vars: set[str] = set()  # declare -A: subscripts are strings, not arithmetic
+        self.namerefs: set[str] = set()  # declare -n: assignments go to another variable
+        # loop variable -> (literal value, from a glob, starts with a ~ bash expanded to the home directory)
+        self.bindings: dict[str, tuple[str, bool, bool]] = {}
+        self.source = b""  # the whole command's bytes (to see what tree-sitter left out between words)
 
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
@@ -255,6 +426,76 @@ class _Walker:
             if any(c.argv and c.argv[0] == name for c in self.commands[lo:hi]):
                 self.flag(Flag.CATASTROPHIC, f"function {name!r} calls itself (fork bomb pattern)")
 
+    def _escaped_blank_before(self, pos: int) -> bool:
+        src = self.source
+        return pos >= 2 and src[pos - 1 : pos] in (b" ", b"\t") and src[pos - 2 : pos - 1] == b"\\"
+
+    def check_arith(self) -> None:
+        for name, where in self.arith_refs:
+            if name in _NUMERIC_SPECIALS and name not in self.numeric:
+                continue
+            if self.numeric.get(name) is True and name not in self.namerefs:
+                continue
+            self.flag(Flag.DYNAMIC, f"{where} evaluates the text of ${name} as arithmetic (it can run code)")
+
+    def set_var(self, name: str, value: str | None, how: str) -> None:
+        """Record that ``name`` is set (value None: not a known literal); flag dangerous or odd names."""
+        base, _, sub = name.partition("[")
+        if sub:
+            self.arith(sub.rstrip("]"), f"the subscript of {name}", base)
+        if not _NAME.fullmatch(base):
+            self.flag(Flag.DYNAMIC, f"{how} sets a variable whose name is computed or invalid: {_short(name)}")
+            return
+        if is_dangerous_env(base):
+            self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {base} set by {how}")
+        if base in self.namerefs:
+            self.flag(Flag.DYNAMIC, f"{how} assigns through the name reference {base}")
+        is_num = value is not None and _INTEGER.fullmatch(value) is not None
+        if base in self.int_vars and value is not None and not is_num:
+            self.arith(value, f"the integer variable {base}")
+            is_num = True
+        self.numeric[base] = self.numeric.get(base, True) and is_num
+
+    def arith(self, text: str, where: str, array: str | None = None) -> None:
+        """Check an arithmetic expression's text: every variable it reads must hold a known integer."""
+        if array is not None and array in self.assoc_vars:
+            return
+        if "$(" in text or "`" in text:
+            self.flag(Flag.DYNAMIC, f"{where} runs a command substitution inside arithmetic")
+        stripped = _ARITH_NUMBERS.sub(" ", _ARITH_LENGTHS.sub(" 0 ", text))
+        for m in _ARITH_ASSIGN.finditer(stripped):
+            name = next(g for g in m.groups() if g)
+            if is_dangerous_env(name):
+                self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by arithmetic")
+            self.numeric[name] = self.numeric.get(name, True)
+        for m in _ARITH_NAMES.finditer(stripped):
+            name = next((g for g in m.groups() if g), "")
+            if name:
+                self.arith_refs.append((name, where))
+
+    def expansion(self, node: Node) -> None:
+        """``${...}``: indirection, prompt expansion, subscripts, substrings and default assignments."""
+        m = _EXPANSION.fullmatch(_text(node))
+        if m is None:
+            self.flag(Flag.DYNAMIC, f"parameter expansion we do not understand: {_short(_text(node))}")
+            return
+        bang, name, sub, rest = m.group(1), m.group(2), m.group(3), m.group(4)
+        listing = (sub in ("[@]", "[*]") and not rest) or (not sub and rest in ("*", "@"))
+        if bang and not listing:
+            self.flag(Flag.DYNAMIC, f"${{!{name}}} uses another variable's value as a name")
+            self.arith_refs.append((name, "indirection"))
+        if sub and sub not in ("[@]", "[*]"):
+            self.arith(sub[1:-1], f"the subscript of ${{{name}[...]}}", name)
+        if rest.startswith("@") and rest[1:2] in ("P", "E", "A", "K", "k", "a"):
+            if rest[1] == "P":
+                self.flag(Flag.DYNAMIC, f"${{{name}@P}} expands the value as a prompt (runs its substitutions)")
+        elif rest.startswith(":") and rest[1:2] not in ("-", "=", "?", "+"):
+            self.arith(rest[1:], f"the offset of ${{{name}:...}}")
+        elif rest.startswith((":=", "=")):
+            value = rest.split("=", 1)[1]
+            self.set_var(name + (sub or ""), value if "$" not in value and "`" not in value else None,
+                         f"${{{name}{rest[:2] if rest[0] == ':' else '='}...}}")
+
     # ------------------------------------------------------------------ statements
     def walk(self, node: Node, depth: int) -> None:
         if depth > MAX_NODE_DEPTH:
@@ -266,6 +507,20 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, "the shell parser misread the command's structure")
         if t == "command":
             self._command(node, depth)
+        elif t == "test_command":
+            self._test(node, depth)
+        elif t == "compound_statement" and node.children and node.children[0].type == "((":
+            self._arith_command(node, depth)
+        elif t == "c_style_for_statement":
+            self.arith(_between(node, "((", "))"), "for (( ))")
+            for child in node.children:
+                self.walk(child, depth + 1)
+        elif t == "for_statement":
+            self._for(node, depth)
+        elif t == "arithmetic_expansion":
+            self.arith(_arith_inner(node), "$(( ))")
+            for child in node.children:
+                self.walk(child, depth + 1)
         elif t == "redirected_statement":
             for child in node.children:
                 if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
@@ -294,6 +549,8 @@ class _Walker:
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t in ("simple_expansion", "expansion"):
+            if t == "expansion":
+                self.expansion(node)
             for child in node.children:  # ${x:-$(id)} hides substitutions inside
                 self.walk(child, depth + 1)
         elif t == "&":
@@ -317,54 +574,116 @@ class _Walker:
         name = _text(name_node) if name_node is not None else _text(node).split("=", 1)[0]
         value_node = node.child_by_field_name("value")
         value = ""
+        known = True
         if value_node is not None:
             words = self._word(value_node, depth, split_braces=False)
             value = words[0].value() if words else ""
+            known = not any(w.dynamic for w in words) and value_node.type != "array"
         if name_node is not None and name_node.type == "subscript":
-            # a[$(id)]=x and friends: the subscript is evaluated
+            # a[$(id)]=x and friends: the subscript is evaluated (as arithmetic for an indexed array)
             self.walk(name_node, depth + 1)
-            name = _text(name_node).split("[", 1)[0]
+        if (name_node is not None and name_node.type == "subscript") or "[" in name:
+            full = _text(name_node) if name_node is not None else name
+            name = full.split("[", 1)[0]
+        else:
+            full = name
         if is_dangerous_env(name):
             where = "assigned in the shell" if standalone else "in front of a command"
             self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} {where}")
+        if name in self.namerefs:
+            self.flag(Flag.DYNAMIC, f"assigns through the name reference {name}")
+        if "[" in full and name not in self.assoc_vars:
+            self.arith(full.split("[", 1)[1].rsplit("]", 1)[0], f"the subscript of {name}[...]", name)
+        is_num = known and _INTEGER.fullmatch(value) is not None
+        if name in self.int_vars and not is_num:
+            self.arith(value, f"the integer variable {name}")
+            is_num = True
+        self.numeric[name] = self.numeric.get(name, True) and is_num
         return name, value
 
     def _declaration(self, node: Node, depth: int) -> None:
         argv: list[str] = []
         env: list[tuple[str, str]] = []
+        opts = ""
+        kw = _text(node.children[0]) if node.children else ""
+        for child in node.children:
+            if child.type == "word" and _text(child)[:1] in ("-", "+") and len(_text(child)) > 1:
+                opts += _text(child)[1:] if _text(child)[0] == "-" else ""
+        if "f" in opts and ("x" in opts or kw == "export"):
+            self.flag(Flag.DANGEROUS_ENV, f"{kw} -f exports a function that child shells run instead of a command")
+        nameref = "n" in opts
         for child in node.children:
             if child.type == "variable_assignment":
+                cname = child.child_by_field_name("name")
+                bare = _text(cname).split("[", 1)[0] if cname is not None else ""
+                if "i" in opts:
+                    self.int_vars.add(bare)
+                if "A" in opts:
+                    self.assoc_vars.add(bare)
                 name, value = self._assignment(child, depth, standalone=True)
+                if nameref:
+                    self._nameref(bare, child, depth)
                 env.append((name, value))
                 argv.append(f"{name}={value}")
             elif child.type == "variable_name":
                 name = _text(child)
                 argv.append(name)
+                if "i" in opts:
+                    self.int_vars.add(name)
+                if "A" in opts:
+                    self.assoc_vars.add(name)
+                if nameref:
+                    self.namerefs.add(name)
                 if is_dangerous_env(name):
                     self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} exported")
+                self.numeric[name] = self.numeric.get(name, True) and "n" not in opts
             elif child.is_named:
                 words = self._word(child, depth)
-                argv.extend(w.value() for w in words)
+                for w in words:
+                    v = w.value()
+                    if w.dynamic and not v.startswith(("-", "+")):
+                        self.flag(Flag.DYNAMIC, f"{kw} declares a variable whose name is computed: {_short(v)}")
+                    argv.append(v)
             else:
                 argv.append(_text(child))
         self.commands.append(ParsedCommand(argv=tuple(argv), text=_text(node)))
+
+    def _nameref(self, name: str, assignment: Node, depth: int) -> None:
+        """``declare -n ref=TARGET``: later assignments to ref set TARGET."""
+        self.namerefs.add(name)
+        value_node = assignment.child_by_field_name("value")
+        if value_node is None:
+            return
+        words = self._word(value_node, depth, split_braces=False)
+        target = words[0].value() if words else ""
+        if any(w.dynamic for w in words):
+            self.flag(Flag.DYNAMIC, f"name reference {name} points to a variable computed at run time")
+        elif is_dangerous_env(target.split("[", 1)[0]):
+            self.flag(Flag.DANGEROUS_ENV, f"name reference {name} points to the dangerous variable {target}")
+        elif "[" in target:
+            self.arith(target.split("[", 1)[1].rsplit("]", 1)[0], f"the subscript of {target}")
+        self.numeric[target.split("[", 1)[0]] = False
 
     # ------------------------------------------------------------------ words
     def _word(self, node: Node, depth: int, split_braces: bool = True) -> list[_Word]:
         """Evaluate one argument node to its word(s) after quote removal (and brace expansion)."""
         w = _Word()
         self._word_into(node, w, depth, quoted=False)
-        if split_braces and any(not q and "{" in s for s, q in w.segs):
+        return self._braces(w) if split_braces else [w]
+
+    def _braces(self, w: _Word) -> list[_Word]:
+        """Brace expansion of an evaluated word (``{a,b}``, ``{1..3}``)."""
+        if any(not q and "{" in s for s, q in w.segs):
             expanded = _brace_expand(w.segs)
             if expanded is None:
-                self.flag(Flag.UNPARSEABLE, f"brace expansion too large: {_short(_text(node))}")
+                self.flag(Flag.UNPARSEABLE, f"brace expansion too large or odd: {_short(w.value())}")
                 return [w]
-            if len(expanded) > 1 or expanded[0] != w.segs:
+            if len(expanded) != 1 or expanded[0] != w.segs:
                 out = []
                 for segs in expanded:
                     nw = _Word()
                     nw.segs = segs
-                    nw.dynamic, nw.substituted = w.dynamic, w.substituted
+                    nw.dynamic, nw.substituted, nw.globbed = w.dynamic, w.substituted, w.globbed
                     out.append(nw)
                 return out
         return [w]
@@ -376,29 +695,80 @@ class _Walker:
         t = node.type
         if t == "word" or t == "number" or t == "regex" or t == "extglob_pattern":
             text = _text(node)
-            w.segs.append((_UNQUOTED_ESC.sub(r"\1", text) if "\\" in text else text, quoted))
+            if quoted or "\\" not in text:
+                w.segs.append((text, quoted))
+            else:
+                w.segs.extend(_unquoted_segs(text))
         elif t == "raw_string":
             w.segs.append((_text(node)[1:-1], True))
         elif t == "ansi_c_string":
-            w.segs.append((_ansi_c(_text(node)[2:-1]), True))
-        elif t in ("string", "translated_string"):
+            if _ANSI_END.match(_text(node)) is None:
+                # tree-sitter's token does not end where bash's string ends ($'\\'\' is $'\\' then \')
+                self.flag(Flag.UNPARSEABLE, f"the shell parser misread a $'...' string: {_short(_text(node))}")
+            decoded, odd = _ansi_c(_text(node)[2:-1])
+            w.segs.append((decoded, True))
+            if odd:
+                w.dynamic = True
+                self.flag(Flag.DYNAMIC, f"$'...' holds bytes that are not text: {_short(_text(node))}")
+        elif t == "translated_string":  # $"..." is a double-quoted string (translated through the locale)
+            for child in node.children:
+                if child.type == "string":
+                    self._word_into(child, w, depth + 1, quoted=True)
+        elif t == "string":
             children = node.children
-            if not any(c.is_named for c in children):
-                w.segs.append(("", True))
+            w.segs.append(("", True))
+            pos: int | None = None
             for child in children:
+                if pos is not None and child.start_byte > pos:
+                    # text tree-sitter leaves out of string_content (blanks): still part of the string
+                    gap = self.source[pos : child.start_byte].decode("utf-8", "surrogateescape")
+                    w.segs.append((_dq_unescape(gap), True))
+                pos = child.end_byte
                 if child.type == "string_content":
                     text = _text(child)
-                    w.segs.append((_DQ_ESC.sub(r"\1", text) if "\\" in text else text, True))
+                    w.segs.append((_dq_unescape(text) if "\\" in text else text, True))
                 elif child.is_named:
                     self._word_into(child, w, depth + 1, quoted=True)
+                elif child.type == '"' and child is not children[0] and len(_text(child)) > 1:
+                    # tree-sitter folds blanks before the closing quote into the quote token
+                    w.segs.append((_dq_unescape(_text(child)[:-1]), True))
                 elif child.type not in ('"', '$"'):
                     w.segs.append((_text(child), True))
         elif t == "concatenation":
-            for child in node.children:
+            children = node.children
+            for k, child in enumerate(children):
+                nxt = children[k + 1] if k + 1 < len(children) else None
+                if (
+                    _text(child) == "$"
+                    and nxt is not None
+                    and nxt.type == "string"
+                    and nxt.start_byte == child.end_byte
+                ):
+                    continue  # $"..." (a translated string): the $ is not part of the value
                 self._word_into(child, w, depth + 1, quoted)
         elif t in ("simple_expansion", "expansion"):
+            bound = self.bindings.get(_bound_name(node)) if self.bindings else None
+            if bound is not None:
+                value, globbed, home = bound
+                at_start = not any(t for t, _ in w.segs)
+                if quoted and (at_start or not home):  # one value of the loop list, whole
+                    if home:
+                        # the list word's ~ was expanded by bash: keep the plain ~/ path checks read as home
+                        head = "~/" if value.startswith("~/") else "~"
+                        w.segs.clear()  # only empty segments so far (the string's own opening)
+                        w.segs.append((head, False))
+                        value = value[len(head) :]
+                    if value or not home:
+                        w.segs.append((value, True))
+                    w.globbed = w.globbed or globbed
+                    return
+                if not home and not globbed and not _SPLITS_OR_GLOBS.search(value) and value:
+                    w.segs.append((value, True))
+                    return
             w.dynamic = True
             w.segs.append((_text(node), True))
+            if t == "expansion":
+                self.expansion(node)
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t in ("command_substitution", "process_substitution"):
@@ -413,10 +783,11 @@ class _Walker:
         elif t == "arithmetic_expansion":
             w.dynamic = True
             w.segs.append((_text(node), True))
+            self.arith(_arith_inner(node), "$(( ))")
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t == "brace_expression":
-            w.segs.append((_text(node), quoted))
+            w.segs.extend(_unquoted_segs(_text(node)) if not quoted else [(_text(node), True)])
         else:
             # array, test operators and other oddities: keep the text, still look for substitutions inside
             w.segs.append((_text(node), quoted))
@@ -463,13 +834,113 @@ class _Walker:
             self.dyn_redirects.add(len(self.redirects))
         self.redirects.append(Redirect(op=op, target=target, fd=fd))
 
+    # ------------------------------------------------------------------ [[ ]], (( )), for
+    def _test(self, node: Node, depth: int) -> None:
+        """``[[ ... ]]`` is a command too: emit it, and check operands bash evaluates as arithmetic."""
+        argv: list[str] = []
+        dyn: set[int] = set()
+
+        def flat(n: Node, d: int) -> None:
+            for c in n.children:
+                if c.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+                    op = c.child_by_field_name("operator")
+                    opt = _text(op) if op is not None else ""
+                    operands = [x for x in c.children if x.is_named and x.type != "test_operator"]
+                    if opt in _ARITH_OPS:
+                        for x in operands:
+                            ws = self._word(x, d + 1, split_braces=False)
+                            self.arith(ws[0].value() if ws else _text(x), f"[[ {opt} ]]")
+                    elif opt == "-v":
+                        for x in operands:
+                            v = _text(x)
+                            if "[" in v:
+                                self.arith(v.split("[", 1)[1].rsplit("]", 1)[0], "[[ -v ]]", v.split("[", 1)[0])
+                    flat(c, d + 1)
+                elif not c.is_named or c.type == "test_operator":
+                    argv.append(_text(c))
+                else:
+                    for w in self._word(c, d + 1, split_braces=False):
+                        if w.dynamic:
+                            dyn.add(len(argv))
+                        argv.append(w.value())
+
+        flat(node, depth)
+        self.commands.append(ParsedCommand(tuple(argv), text=_text(node), dynamic_args=frozenset(dyn)))
+
+    def _arith_command(self, node: Node, depth: int) -> None:
+        inner = _between(node, "((", "))")
+        self.arith(inner, "(( ))")
+        for child in node.children:
+            self.walk(child, depth + 1)
+        self.commands.append(ParsedCommand(("((", inner.strip(), "))"), text=_text(node)))
+
+    def _for(self, node: Node, depth: int) -> None:
+        """``for v in words``: v takes each literal value; the body sees each (a glob: any matching name)."""
+        var_node = node.child_by_field_name("variable")
+        name = _text(var_node) if var_node is not None else ""
+        values: list[tuple[str, bool, bool]] = []
+        bindable = bool(name) and not self.functions and name not in self.namerefs
+        has_list = False
+        body: list[Node] = []
+        for child in node.children:
+            field = node.field_name_for_child(node.children.index(child))
+            if field == "value":
+                has_list = True
+                for w in self._word(child, depth + 1):
+                    globbed = w.has_glob(self.glob_changed) or w.globbed
+                    if w.dynamic or (globbed and self.glob_changed):
+                        bindable = False
+                    v = w.value()
+                    home = v.startswith("~") and (v == "~" or v.startswith("~/")) and not _tilde_unknown(w, 1)
+                    values.append((v, globbed, home))
+            elif field == "body":
+                body.append(child)
+        if name:
+            numeric = bool(values) and all(not g and _INTEGER.fullmatch(v) for v, g, _h in values)
+            self.set_var(name, values[0][0] if numeric else None, "a for/select loop")
+        # the name may appear only in this loop's header and as $v / ${v}: anything else anywhere in the command
+        # (v=..., read v, declare -n r=v, a function that sets it, an enclosing loop) can change its value
+        whole = self.source.decode("utf-8", "surrogateescape")
+        if not name or len(re.findall(rf"(?<![$\w{{]){re.escape(name)}\b", whole)) != 1:
+            bindable = False
+        if not has_list or not values or len(values) > 16 or name in self.bindings:
+            bindable = False
+        if not bindable:
+            for b in body:
+                self.walk(b, depth + 1)
+            return
+        for value in dict.fromkeys(values):
+            self.bindings[name] = value
+            for b in body:
+                self.walk(b, depth + 1)
+        del self.bindings[name]
+
     # ------------------------------------------------------------------ simple commands
     def _command(self, node: Node, depth: int) -> None:
         env: list[tuple[str, str]] = []
         words: list[_Word] = []
         name_seen = False
+        whole = self.source
+        prev_end: int | None = None
+        prev_type = ""
         for child in node.children:
             ct = child.type
+            # tree-sitter splits a\<newline>b in two; bash removes the backslash-newline and keeps one word
+            start = child.start_byte
+            joined = False
+            if prev_end is None:
+                if start >= 2 and whole[start - 1] in (32, 9) and whole[start - 2] == 92:
+                    self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
+            elif start - prev_end != 1 or whole[prev_end] not in (32, 9):  # not the common single blank
+                # zero gap: tree-sitter split one word (`$"x"` comes out as `$` then "x")
+                bare = whole[prev_end:start].replace(b"\\\n", b"")
+                joined = not bare and bool(words) and ct not in _NOT_WORDS and prev_type not in _NOT_WORDS
+                if bare.strip(b" \t") or self._escaped_blank_before(start):
+                    # tree-sitter drops an escaped blank at the start of a word (`\ x` is the word " x" in bash)
+                    self.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
+            prev_type = ct
+            prev_end = child.end_byte
+            before = len(words)
             if ct == "variable_assignment" and not name_seen:
                 env.append(self._assignment(child, depth + 1, standalone=False))
             elif ct in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
@@ -477,21 +948,50 @@ class _Walker:
             elif ct == "command_name":
                 name_seen = True
                 for sub in child.children:
-                    words.extend(self._word(sub, depth + 1))
+                    words.extend(self._word(sub, depth + 1, split_braces=False))
             elif ct == "comment":
                 continue
             elif child.is_named:
-                words.extend(self._word(child, depth + 1))
+                words.extend(self._word(child, depth + 1, split_braces=False))
             else:
-                words.append(_lit(_text(child)))
+                tok = _Word()  # a bare token tree-sitter did not name (`\$`, `$`): unquoted text all the same
+                tok.segs.extend(_unquoted_segs(_text(child)))
+                words.append(tok)
+            if joined and len(words) == before + 1 and before > 0:
+                last, new = words[before - 1], words.pop()
+                if ct == "string" and last.segs and last.segs[-1] == ("$", False):
+                    last.segs.pop()  # $"..." is a translated string: the $ goes
+                last.segs.extend(new.segs)
+                last.dynamic = last.dynamic or new.dynamic
+                last.substituted = last.substituted or new.substituted
+                last.globbed = last.globbed or new.globbed
+            elif joined and len(words) != before:
+                self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         text = _text(node)
+        argv = [w.value() for w in words]
+        blob = "\x00".join(argv)
+        if "{" in blob:
+            words = [x for w in words for x in self._braces(w)]
+            argv = [w.value() for w in words]
         if not words:
             return
+        globs: set[int] = set()
+        for i, w in enumerate(words if _SPECIAL_WORD.search(blob) else ()):
+            v = argv[i]
+            if w.globbed or (_GLOBBY.search(v) is not None and w.has_glob(self.glob_changed)):
+                globs.add(i)
+                if self.glob_changed:
+                    w.dynamic = True
+                    self.flag(Flag.DYNAMIC, f"glob options set in this command change what {_short(v)} matches")
+            if "~" in v and _tilde_unknown(w, i):
+                w.dynamic = True
+                self.flag(Flag.DYNAMIC, f"a tilde form path checks cannot read as the home directory: {_short(v)}")
+        if 0 in globs:
+            self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(argv[0])}")
         if words[0].dynamic:
-            self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(words[0].value())}")
-        argv = [w.value() for w in words]
+            self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(argv[0])}")
         dyn = frozenset(i for i, w in enumerate(words) if w.dynamic)
-        self._emit(argv, dyn, tuple(env), (), text, depth, False)
+        self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs))
 
     def _emit(
         self,
@@ -502,13 +1002,14 @@ class _Walker:
         text: str,
         depth: int,
         stdin_args: bool,
+        globs: frozenset[int] = frozenset(),
     ) -> None:
         """Record a simple command, peeling wrappers so the command that really runs is what we report."""
         for _ in range(MAX_UNWRAP):
             if not argv:
                 return
             name = argv[0]
-            if 0 in dyn:
+            if 0 in dyn or 0 in globs:
                 break
             base = name.rsplit("/", 1)[-1] if "/" in name else name
             peeled = _peel(base, argv, env)
@@ -516,23 +1017,39 @@ class _Walker:
                 break
             kind, rest, extra_env, note = peeled
             if note:
-                self.flag(Flag.DYNAMIC if kind != "unparseable" else Flag.UNPARSEABLE, note)
-            for k, _v in extra_env:
-                if is_dangerous_env(k):
-                    self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {k} set through {base}")
-            env = env + extra_env
+                self.flag(Flag.UNPARSEABLE if kind == "unparseable" else Flag.DYNAMIC, note)
+            if kind == "unparseable":
+                break
+            if kind != "shell":
+                for k, _v in extra_env:
+                    if is_dangerous_env(k):
+                        self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {k} set through {base}")
+                env = env + extra_env
+            if kind in ("source", "keep-source"):
+                # the wrapper runs shell source it was given (flock -c, su -c, script -c, watch 'a b')
+                if kind == "keep-source":
+                    self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args,
+                                                       globs))
+                src_dyn = frozenset({0}) if dyn - {0} else frozenset()
+                self._shell_script("sh", rest, src_dyn, env, (*wrappers, base), text, depth)
+                return
             shift = len(argv) - len(rest)
+            # env -S re-splits one plain word (no $, no glob): the words after it keep their place at the end,
+            # so counting from the end lines every dynamic or glob word up in all cases
             dyn = frozenset(i - shift for i in dyn if i >= shift)
+            globs = frozenset(i - shift for i in globs if i >= shift)
             if kind == "shell":
-                self._shell_script(base, rest, dyn, env, wrappers, text, depth)
+                self._shell_script(base, rest, dyn, env, wrappers, text, depth, note_opts=extra_env)
                 return
             if kind == "keep":  # sudo & co: report the wrapper itself and the command it runs
                 self.commands.append(
-                    ParsedCommand(tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args)
+                    ParsedCommand(tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args,
+                                  _shift_dyn(globs, shift))
                 )
             wrappers = (*wrappers, base)
             if base == "xargs":
                 stdin_args = True
+                self._pasted(rest, _xargs_placeholder(argv[1 : len(argv) - len(rest)]), "xargs")
             argv = rest
         else:
             self.flag(Flag.UNPARSEABLE, "too many wrapper layers")
@@ -541,13 +1058,21 @@ class _Walker:
         name = argv[0]
         if name == "find" or name.endswith("/find"):
             self._find_exec(argv, dyn, env, wrappers, text, depth)
+        elif name in ("fd", "fdfind"):
+            self._fd_exec(argv, dyn, env, wrappers, text, depth)
         if name in _DYNAMIC_BUILTINS:
             self.flag(Flag.DYNAMIC, _DYNAMIC_BUILTINS[name])
         elif name in ("hash",) and "-p" in argv[1:]:
             self.flag(Flag.DYNAMIC, "hash -p rebinds a command name to another program")
         elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in argv[1:]):
             self.flag(Flag.DYNAMIC, f"{name} -C runs a callback")
+        elif name == "compgen" and any(a[:1] == "-" and ("C" in a or "F" in a) for a in argv[1:]):
+            self.flag(Flag.DYNAMIC, "compgen -C/-F runs a command or function")
+        elif name == "parallel" or name.endswith("/parallel"):
+            self._parallel(argv, env, wrappers, text, depth)
         elif name == "coproc":
+            if len(argv) > 2 and _NAME.fullmatch(argv[1]) and is_dangerous_env(argv[1]):
+                self.flag(Flag.DANGEROUS_ENV, f"coproc {argv[1]} sets the dangerous variable {argv[1]}")
             self.flag(Flag.BACKGROUND, "coproc runs a command in the background")
             self.flag(Flag.DYNAMIC, "coproc runs a command in the background")
             if len(argv) > 1:
@@ -559,9 +1084,120 @@ class _Walker:
                     text,
                     depth,
                     stdin_args,
+                    frozenset(i - 1 for i in globs if i >= 1),
                 )
             return
-        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args))
+        if name in _VAR_SETTERS:
+            self._var_setter(name, argv, dyn)
+        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs))
+
+    def _var_setter(self, name: str, argv: list[str], dyn: frozenset[int]) -> None:
+        """Builtins that set variables named by their arguments (read PATH, printf -v PATH, let, getopts ...)."""
+        with_value, name_opts = _VAR_SETTERS[name]
+        names: list[int] = []
+        positionals: list[int] = []
+        i = 1
+        while i < len(argv):
+            a = argv[i]
+            if a == "--":
+                positionals.extend(range(i + 1, len(argv)))
+                break
+            if a.startswith("-") and len(a) > 1 and name not in ("let", "test", "["):
+                for j, ch in enumerate(a[1:], 1):
+                    if ch in with_value:
+                        target = i + 1 if j == len(a) - 1 else -1
+                        if ch in name_opts:
+                            if target > 0:
+                                names.append(target)
+                            else:
+                                self.set_var(a[j + 1 :], None, f"{name} -{ch}")
+                        if target > 0:
+                            i += 1
+                        break
+                i += 1
+                continue
+            positionals.append(i)
+            i += 1
+        if name in ("read",):
+            names.extend(positionals)
+        elif name in ("mapfile", "readarray", "getopts"):
+            idx = 1 if name == "getopts" else 0
+            if len(positionals) > idx:
+                names.append(positionals[idx])
+        elif name == "let":
+            for k in range(1, len(argv)):
+                if k in dyn:
+                    self.flag(Flag.DYNAMIC, "let evaluates a computed expression")
+                self.arith(argv[k], "let")
+            return
+        elif name in ("test", "["):
+            for k in range(1, len(argv) - 1):
+                if argv[k] == "-v" and "[" in argv[k + 1]:
+                    v = argv[k + 1]
+                    self.arith(v.split("[", 1)[1].rsplit("]", 1)[0], f"{name} -v", v.split("[", 1)[0])
+            return
+        for k in names:
+            if k in dyn:
+                self.flag(Flag.DYNAMIC, f"{name} sets a variable whose name is computed at run time: {argv[k]}")
+            else:
+                self.set_var(argv[k], None, name)
+
+    def _pasted(self, argv: list[str], placeholder: str | None, via: str) -> None:
+        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code."""
+        if not placeholder or not argv:
+            return
+        if placeholder in argv[0]:
+            self.flag(Flag.DYNAMIC, f"{via} runs a program named by its input ({placeholder})")
+        base = argv[0].rsplit("/", 1)[-1]
+        stem = base.rstrip("0123456789.")
+        if base not in SHELLS and base not in _CODE_PROGRAMS and stem not in _CODE_PROGRAMS:
+            return
+        for a in argv[1:]:
+            if placeholder in a and a != placeholder:  # `sh -c '...' sh {}` passes it as an argument: fine
+                self.flag(Flag.HIDDEN_EFFECT, f"{via} pastes file names or input lines into {base} source")
+                self.flag(Flag.DYNAMIC, f"{via} pastes file names or input lines into {base} source")
+                return
+
+    def _parallel(
+        self, argv: list[str], env: tuple[tuple[str, str], ...], wrappers: tuple[str, ...], text: str, depth: int
+    ) -> None:
+        """GNU parallel runs its command template through a shell, with each input pasted in."""
+        template: list[str] = []
+        for a in argv[1:]:
+            if a in (":::", "::::", ":::+", "::::+"):
+                break
+            template.append(a)
+        while template and template[0].startswith("-"):
+            template.pop(0)  # options (we cannot tell their values apart: the template stays opaque)
+        script = " ".join(template)
+        self.flag(Flag.DYNAMIC, "parallel runs a command template through a shell with its inputs pasted in")
+        if "{" in script:
+            self.flag(Flag.HIDDEN_EFFECT, "parallel pastes its inputs into shell source")
+        if script:
+            self._shell_script("sh", [script], frozenset(), env, (*wrappers, "parallel"), text, depth)
+
+    def _fd_exec(
+        self,
+        argv: list[str],
+        dyn: frozenset[int],
+        env: tuple[tuple[str, str], ...],
+        wrappers: tuple[str, ...],
+        text: str,
+        depth: int,
+    ) -> None:
+        """``fd -x cmd`` / ``--exec`` / ``-X`` / ``--exec-batch``: the rest of the words (up to ``;``) run per file."""
+        for i, a in enumerate(argv[1:], 1):
+            if a in ("-x", "--exec", "-X", "--exec-batch"):
+                j = i + 1
+                while j < len(argv) and argv[j] != ";":
+                    j += 1
+                inner = argv[i + 1 : j]
+                if inner:
+                    for placeholder in ("{}", "{/}", "{//}", "{.}", "{/.}"):
+                        self._pasted(inner, placeholder, "fd --exec")
+                    inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
+                    self._emit(list(inner), inner_dyn, env, (*wrappers, base_name(argv[0])), text, depth, True)
+                return
 
     def _find_exec(
         self,
@@ -580,6 +1216,7 @@ class _Walker:
                     j += 1
                 inner = argv[i + 1 : j]
                 if inner:
+                    self._pasted(inner, "{}", "find -exec")
                     inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
                     self._emit(list(inner), inner_dyn, env, (*wrappers, "find"), text, depth, True)
                 i = j + 1
@@ -595,22 +1232,31 @@ class _Walker:
         wrappers: tuple[str, ...],
         text: str,
         depth: int,
+        note_opts: tuple[tuple[str, str], ...] = (),
     ) -> None:
         """``bash -c 'script'``: parse the script itself, with a depth limit."""
         script = rest[0]
+        glob_changed = any(k == "glob_changed" for k, _ in note_opts)
         if 0 in dyn:
             self.flag(Flag.DYNAMIC, f"{shell} -c runs a script computed at run time")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text, frozenset({2})))
             return
+        if shell in FOREIGN_SHELLS and not _PLAIN_SCRIPT.fullmatch(script):
+            self.flag(Flag.UNPARSEABLE, f"{shell} -c runs {shell} code, which is not bash: {_short(script)}")
+            self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
+            return
+        if shell in NO_ANSI_C_SHELLS and "$'" in script:
+            self.flag(Flag.UNPARSEABLE, f"{shell} has no $'...' quoting: the script means something else there")
         if self.shell_depth + 1 > MAX_SHELL_DEPTH:
             self.flag(Flag.UNPARSEABLE, f"{shell} -c nested too deeply")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
             return
-        inner = _analyse(script, self.shell_depth + 1)
+        inner = _analyse(script, self.shell_depth + 1, glob_changed)
         for c in inner.commands:
             self.commands.append(
                 ParsedCommand(
-                    c.argv, env + c.env, (*wrappers, shell, *c.wrappers), c.text, c.dynamic_args, c.stdin_args
+                    c.argv, env + c.env, (*wrappers, shell, *c.wrappers), c.text, c.dynamic_args, c.stdin_args,
+                    c.glob_args,
                 )
             )
         base = len(self.redirects)
@@ -650,6 +1296,75 @@ def _lit(text: str) -> _Word:
     return w
 
 
+_NOT_WORDS = frozenset(
+    {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment", ""}
+)
+_SPLITS_OR_GLOBS = re.compile(r"[\s*?\[]")
+
+
+_ASSIGNMENT_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _tilde_unknown(w: _Word, index: int) -> bool:
+    """Whether the word's tilde is not the plain ``~``/``~/`` that path checks expand to the home directory.
+
+    ``~+`` and ``~-`` are $PWD and $OLDPWD; a quoted leading ``~`` ('~'/x) is literal in bash but would be read
+    as home; in an assignment-like argument (make PREFIX=~/x) bash expands ``~`` after ``=`` and ``:``.
+    """
+    value = w.value()
+    if "~" not in value:
+        return False
+    if value.startswith("~"):
+        first = next((seg for seg in w.segs if seg[0] or seg[1]), ("", True))
+        if first[1] or not first[0].startswith("~"):
+            return True
+        if first[0].startswith(("~+", "~-")) or first[0][1:2].isdigit():
+            return True  # $PWD, $OLDPWD, the directory stack
+        if "/" not in first[0]:
+            # the tilde-prefix runs to the first unquoted /; a quoted character in it (~'' or ~"x") stops expansion
+            rest = w.segs[w.segs.index(first) + 1 :]
+            for text, q in rest:
+                if q:
+                    return True
+                if "/" in text:
+                    break
+    return bool(index > 0 and _ASSIGNMENT_LIKE.match(value) and ("=~" in value or ":~" in value))
+
+
+def _bound_name(node: Node) -> str:
+    """The variable of ``$v`` or ``${v}`` (plain forms only; anything else is not a loop binding)."""
+    text = _text(node)
+    if text.startswith("${") and text.endswith("}"):
+        text = text[2:-1]
+    elif text.startswith("$"):
+        text = text[1:]
+    return text if _NAME.fullmatch(text) else ""
+
+
+def _arith_inner(node: Node) -> str:
+    text = _text(node)
+    if text.startswith("$(("):
+        return text[3:-2]
+    if text.startswith("$["):
+        return text[2:-1]
+    return text
+
+
+def _between(node: Node, open_tok: str, close_tok: str) -> str:
+    """The source text between the first ``open_tok`` child and the next ``close_tok`` child."""
+    start = end = None
+    for c in node.children:
+        if start is None and c.type == open_tok:
+            start = c.end_byte
+        elif start is not None and c.type == close_tok:
+            end = c.start_byte
+            break
+    if start is None or end is None:
+        return _text(node)
+    src = node.text or b""
+    return src[start - node.start_byte : end - node.start_byte].decode("utf-8", "surrogateescape")
+
+
 def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -666,13 +1381,48 @@ _DYNAMIC_BUILTINS = {
     "complete": "complete can attach commands to completion",
 }
 
+# builtins that set the variables their arguments name: options taking a value, and those naming a variable
+_VAR_SETTERS: dict[str, tuple[str, str]] = {
+    "read": ("adinNptu", "a"),
+    "printf": ("v", "v"),
+    "mapfile": ("dnOsuCc", ""),
+    "readarray": ("dnOsuCc", ""),
+    "getopts": ("", ""),
+    "wait": ("p", "p"),
+    "let": ("", ""),
+    "test": ("", ""),
+    "[": ("", ""),
+}
+# programs whose arguments can be source code (a placeholder pasted into them becomes code)
+_CODE_PROGRAMS = frozenset(
+    {"python", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "tclsh",
+     "Rscript", "osascript", "pwsh", "deno", "bun", "busybox", "env", "xargs", "sed"}
+)
+
+
+def base_name(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _xargs_placeholder(opts: list[str]) -> str | None:
+    """The replace string of ``xargs -I STR`` / ``-i[STR]`` / ``--replace[=STR]`` (None without one)."""
+    for i, a in enumerate(opts):
+        if a == "-I" and i + 1 < len(opts):
+            return opts[i + 1]
+        if a.startswith("-I") and len(a) > 2:
+            return a[2:]
+        if a == "-i" or a == "--replace":
+            return "{}"
+        if a.startswith("-i"):
+            return a[2:]
+        if a.startswith("--replace="):
+            return a.split("=", 1)[1] or "{}"
+    return None
+
+
 # ---------------------------------------------------------------------------- wrappers
 
-# options of each wrapper that take a separate value
-_TIMEOUT_OPTS = {"-s", "--signal", "-k", "--kill-after"}
-_NICE_OPTS = {"-n", "--adjustment"}
-_STDBUF_OPTS = {"-i", "-o", "-e", "--input", "--output", "--error"}
-_IONICE_OPTS = {"-c", "-n", "--class", "--classdata"}
+# xargs options that take a separate value (the other wrappers are data in wrappers.py)
 _XARGS_OPTS = {
     "-a",
     "-d",
@@ -685,7 +1435,6 @@ _XARGS_OPTS = {
     "--arg-file",
     "--delimiter",
     "--eof",
-    "--replace",
     "--max-lines",
     "--max-args",
     "--max-procs",
@@ -702,29 +1451,6 @@ _ENV_OPTS = {
     "--block-signal",
     "--default-signal",
     "--ignore-signal",
-}
-_SHELL_OPTS_WITH_ARG = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
-_SUDO_OPTS = {
-    "-u",
-    "-g",
-    "-h",
-    "-p",
-    "-C",
-    "-r",
-    "-t",
-    "-U",
-    "-D",
-    "-T",
-    "--user",
-    "--group",
-    "--host",
-    "--prompt",
-    "--close-from",
-    "--role",
-    "--type",
-    "--other-user",
-    "--chdir",
-    "--command-timeout",
 }
 
 Peeled = tuple[str, list[str], tuple[tuple[str, str], ...], str]
@@ -755,25 +1481,8 @@ def _skip_opts(args: list[str], with_value: set[str], stop_at_first_plain: bool 
 def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peeled | None:
     """If ``argv`` is a wrapper, return (kind, inner argv, env it sets, note); else None."""
     args = argv[1:]
-    if base in ("timeout",):
-        rest = _skip_opts(args, _TIMEOUT_OPTS)
-        if rest is None or len(rest) < 2:
-            return None
-        return ("wrap", rest[1:], (), "")
-    if base in ("time", "nohup", "builtin"):
-        rest = _skip_opts(args, set())
-        return ("wrap", rest, (), "") if rest else None
-    if base == "nice":
-        rest = _skip_opts(args, _NICE_OPTS)
-        return ("wrap", rest, (), "") if rest else None
-    if base == "stdbuf":
-        rest = _skip_opts(args, _STDBUF_OPTS)
-        return ("wrap", rest, (), "") if rest else None
-    if base == "ionice":
-        if any(a in ("-p", "-P", "-u", "--pid", "--pgid", "--uid") for a in args):
-            return None
-        rest = _skip_opts(args, _IONICE_OPTS)
-        return ("wrap", rest, (), "") if rest else None
+    if base == "builtin":
+        return ("wrap", args, (), "") if args else None
     if base == "command":
         if any(a in ("-v", "-V") for a in args[:2]):
             return None  # `command -v x` only looks a name up
@@ -787,12 +1496,97 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
     if base == "xargs":
         rest = _skip_opts(args, _XARGS_OPTS)
         return ("wrap", rest or ["echo"], (), "")
-    if base in ("sudo", "doas"):
-        rest = _skip_opts(args, _SUDO_OPTS)
-        return ("keep", rest, (), "") if rest else None
     if base in SHELLS:
         return _peel_shell(base, args)
+    if base == "npm" and args[:1] in (["exec"], ["x"]) and any(a in ("-c", "--call") or a.startswith("--call=")
+                                                               for a in args):
+        return _peel_table(WRAPPERS["npx"], args[1:])  # npm exec -c 'cmd': same options as npx
+    w = WRAPPERS.get(base)
+    if w is None and args and not args[0].startswith("-"):
+        w = WRAPPERS.get(f"{base} {args[0]}")  # a subcommand that runs a command (uv run, bundle exec)
+        if w is not None:
+            args = args[1:]
+    if w is not None:
+        return _peel_table(w, args)
     return None
+
+
+def _peel_table(w: Wrapper, args: list[str]) -> Peeled | None:
+    """Peel a wrapper described in wrappers.WRAPPERS; None when no wrapped command is found for sure."""
+    i, n = 0, len(args)
+    operands: list[str] = []
+    source: str | None = None
+    while i < n:
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "-" and a in w.flag_opts:
+            i += 1
+            continue
+        if a.startswith("-") and a != "-":
+            if a.startswith("--"):
+                key, eq, val = a.partition("=")
+                if key in w.no_command_opts:
+                    return None
+                if key in w.source_opts or key in w.value_opts:
+                    if not eq:
+                        if i + 1 >= n:
+                            return None
+                        val = args[i + 1]
+                        i += 1
+                    if key in w.source_opts:
+                        source = val
+                    i += 1
+                    continue
+                if key in w.flag_opts or w.any_flags:
+                    i += 1
+                    continue
+                return None  # an option we do not know: fail closed (the wrapper stays an unknown program)
+            j, used_next = 1, False
+            while j < len(a):
+                o = "-" + a[j]
+                if o in w.no_command_opts:
+                    return None
+                if o in w.source_opts or o in w.value_opts:
+                    val = a[j + 1 :]
+                    if not val:
+                        if i + 1 >= n:
+                            return None
+                        val, used_next = args[i + 1], True
+                    if o in w.source_opts:
+                        source = val
+                    break
+                if o not in w.flag_opts and not w.any_flags:
+                    return None
+                j += 1
+            i += 2 if used_next else 1
+            continue
+        if w.permute:
+            operands.append(a)
+            i += 1
+            continue
+        break
+    rest = args[i:]
+    if source is None and not w.permute and len(rest) > w.skip and rest[w.skip] in w.source_opts:
+        if len(rest) <= w.skip + 1:
+            return None
+        source = rest[w.skip + 1]  # flock FILE -c 'script'
+    kind_src = "keep-source" if w.keep else "source"
+    if source is not None:
+        return (kind_src, [source], (), "")
+    if w.permute or w.name == "npx":
+        return None  # su / script without -c start an interactive shell; plain npx is the knowledge's
+    rest = rest[w.skip :]
+    if w.skip and rest and rest[0] == "--":
+        rest = rest[1:]
+    elif w.skip and rest and rest[0].startswith("-"):
+        return None  # an option after the operands (setarch ARCH -R cmd): not a layout we know, fail closed
+    if not rest:
+        return None
+    if w.joins and not any(o in args for o in w.joins_unless):
+        return (kind_src, [" ".join(rest)], (), "")
+    return ("keep" if w.keep else "wrap", rest, (), "")
 
 
 def _peel_env(args: list[str]) -> Peeled | None:
@@ -805,7 +1599,19 @@ def _peel_env(args: list[str]) -> Peeled | None:
             i += 1
             break
         if a in ("-S", "--split-string") or a.startswith(("-S", "--split-string=")):
-            return ("unparseable", [], (), "env -S splits a string into a command we do not parse")
+            if a in ("-S", "--split-string"):
+                value = args[i + 1] if i + 1 < len(args) else ""
+                after = args[i + 2 :]
+            else:
+                value = a.split("=", 1)[1] if a.startswith("--") else a[2:]
+                after = args[i + 1 :]
+            if not _PLAIN_SCRIPT.fullmatch(value):
+                return ("unparseable", [], (), "env -S splits a string into a command we do not parse")
+            inner = _peel_env([*value.split(), *after])
+            if inner is None:
+                return None
+            kind, rest, env2, note2 = inner
+            return (kind, rest, tuple(assigns) + env2, note or note2)
         if a in ("-C", "--chdir") or a.startswith("--chdir="):
             note = "env -C changes the directory paths resolve against"
         if a in _ENV_OPTS:
@@ -825,29 +1631,54 @@ def _peel_env(args: list[str]) -> Peeled | None:
     return ("wrap", rest, tuple(assigns), note)
 
 
+_BASH_LONG = frozenset(
+    {"--norc", "--noprofile", "--login", "--posix", "--restricted", "--verbose", "--version", "--help",
+     "--debugger", "--dump-strings", "--dump-po-strings", "--pretty-print", "--noediting", "--protected", "--wordexp"}
+)
+
+
 def _peel_shell(base: str, args: list[str]) -> Peeled | None:
-    """``bash [-opts] -c SCRIPT [name args...]`` -> ("shell", [SCRIPT, ...])."""
-    i = 0
-    while i < len(args):
+    """``bash [-opts] [+opts] [-o x] [-O x] [--rcfile f] -c SCRIPT [name args...]`` -> ("shell", [SCRIPT, ...]).
+
+    Bash's own rules: option letters combine (``-xc``, ``-lc``), ``+`` turns an option off, ``-o``/``-O``
+    take the next word, ``--`` or ``-`` ends the options, the script is the first word after them.
+    Without -c the shell runs a script file (left to the knowledge: unknown, danger-full-access) or reads
+    its script from standard input (dynamic).
+    """
+    i, n = 0, len(args)
+    command_mode = False
+    notes: list[tuple[str, str]] = []
+    while i < n:
         a = args[i]
-        if a in _SHELL_OPTS_WITH_ARG:
-            i += 2
-            continue
-        if a == "--":
-            return None
-        if a.startswith("-") and len(a) > 1 and not a.startswith("--"):
-            if "c" in a[1:]:
-                rest = args[i + 1 :]
-                if not rest:
-                    return None
-                return ("shell", rest, (), "")
+        if a in ("--", "-"):
             i += 1
-            continue
+            break
         if a.startswith("--"):
-            i += 1
+            if a in ("--rcfile", "--init-file"):
+                return ("unparseable", [], (), f"{base} {a} runs another file's shell code")
+            if a in _BASH_LONG:
+                i += 1
+                continue
+            return ("unparseable", [], (), f"{base} option we do not know: {a}")
+        if a[:1] in ("-", "+") and len(a) > 1:
+            extra = 0
+            for ch in a[1:]:
+                if ch == "c":  # bash takes +c as -c too (checked against bash 5.2)
+                    command_mode = True
+                elif ch in "oO":
+                    extra += 1
+                    opt = args[i + extra] if i + extra < n else ""
+                    if ch == "O" or opt == "noglob":
+                        notes.append(("glob_changed", opt))
+                elif ch == "f":
+                    notes.append(("glob_changed", "f"))
+            i += 1 + extra
             continue
-        return None  # bash script.sh: runs a file
-    return None
+        break
+    rest = args[i:]
+    if command_mode:
+        return ("shell", rest, tuple(notes), "") if rest else None
+    return None  # a script file, or the script on standard input: the shell stays an unknown program
 
 
 # ---------------------------------------------------------------------------- brace expansion
@@ -855,7 +1686,8 @@ def _peel_shell(base: str, args: list[str]) -> Peeled | None:
 
 def _brace_expand(segs: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]] | None:
     """Bash brace expansion over unquoted text: ``{a,b}`` and ``{1..3}``; None when the result is too big."""
-    chars: list[tuple[str, bool]] = [(ch, q) for s, q in segs for ch in s]
+    # an empty quoted segment ('' or "") is kept as a zero-width quoted char: it keeps an empty word alive
+    chars: list[tuple[str, bool]] = [(ch, q) for s, q in segs for ch in (s if s or not q else [""])]
     results = _expand_chars(chars, 0)
     if results is None:
         return None
@@ -867,7 +1699,11 @@ def _brace_expand(segs: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]] 
                 merged[-1] = (merged[-1][0] + ch, q)
             else:
                 merged.append((ch, q))
-        out.append(merged or [("", True)])
+        if not merged or all(not t for t, _ in merged):
+            if any(q for _, q in r):
+                out.append([("", True)])
+            continue  # an unquoted empty result is removed, as bash does ({,a} is just a)
+        out.append(merged)
     return out
 
 
@@ -904,20 +1740,25 @@ def _expand_chars(chars: list[tuple[str, bool]], level: int) -> list[list[tuple[
             alternatives = [chars[bounds[k] + 1 : bounds[k + 1]] for k in range(len(bounds) - 1)]
         else:
             body = "".join(c for c, _ in chars[start + 1 : end])
-            m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])", body)
-            if not m:
+            m = re.fullmatch(r"([-+]?\d+|[A-Za-z])\.\.([-+]?\d+|[A-Za-z])(?:\.\.([-+]?\d+))?", body)
+            if not m or m.group(1).isalpha() != m.group(2).isalpha():
                 continue
-            if m.group(4):
-                a, b = ord(m.group(4)), ord(m.group(5))
-                step = 1 if b >= a else -1
-                items = [chr(x) for x in range(a, b + step, step)]
+            inc = abs(int(m.group(3) or 1)) or 1
+            if m.group(1).isalpha():
+                a, b = ord(m.group(1)), ord(m.group(2))
+                if any(not chr(x).isalpha() for x in range(min(a, b), max(a, b) + 1)):
+                    return None  # {a..C} spans [ \ ] ^ _ `: bash's quote removal differs; refuse
+                step = inc if b >= a else -inc
+                items = [chr(x) for x in range(a, b + (1 if step > 0 else -1), step)]
             else:
                 a, b = int(m.group(1)), int(m.group(2))
-                inc = abs(int(m.group(3) or 1)) or 1
                 if abs(b - a) // inc + 1 > MAX_BRACE_WORDS:
                     return None
                 step = inc if b >= a else -inc
-                items = [str(x) for x in range(a, b + (1 if step > 0 else -1), step)]
+                lhs, rhs = m.group(1).lstrip("+-"), m.group(2).lstrip("+-")
+                pad = (len(lhs) > 1 and lhs[0] == "0") or (len(rhs) > 1 and rhs[0] == "0")
+                width = max(len(m.group(1)), len(m.group(2))) if pad else 0
+                items = [f"{x:0{width}d}" if pad else str(x) for x in range(a, b + (1 if step > 0 else -1), step)]
             alternatives = [[(c, False) for c in item] for item in items]
         out: list[list[tuple[str, bool]]] = []
         tails = _expand_chars(suffix, level + 1)

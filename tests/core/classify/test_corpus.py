@@ -227,7 +227,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("builtin echo x", R, set(), [["echo", "x"]], _, _),
     ("exec curl x", D, set(), [["curl", "x"]], _, _),
     ("env -i A=1 curl x", D, set(), [["curl", "x"]], _, _),
-    ("env -S 'rm -rf /'", D, {UNP}, _, _, _),
+    ("env -S 'rm -rf /'", D, {CAT, OUT}, [["rm", "-rf", "/"]], _, _),
     ("xargs rm < list.txt", D, set(), [["rm"]], _, _),
     ("git ls-files | xargs -0 grep foo", D, set(), [["git", "ls-files"], ["grep", "foo"]], _, _),
     (
@@ -242,7 +242,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("bash -c 'git status && curl x'", D, set(), [["git", "status"], ["curl", "x"]], _, _),
     ("sh -lc 'ls'", R, set(), [["ls"]], _, _),
     ("bash -e -c 'echo hi > out.txt'", W, set(), [["echo", "hi"]], _, ["{ws}/out.txt"]),
-    ('zsh -c "bash -c \'sh -c \\"curl x\\"\'"', D, set(), [["curl", "x"]], _, _),
+    ('zsh -c "bash -c \'sh -c \\"curl x\\"\'"', D, {UNP}, _, _, _),  # zsh code is not bash
     ("bash script.sh", D, set(), [["bash", "script.sh"]], _, _),
     ("/usr/bin/timeout 5 /bin/rm -rf build", W, set(), [["/bin/rm", "-rf", "build"]], _, _),
     ("sudo -u root ls", D, set(), [["sudo", "-u", "root", "ls"], ["ls"]], _, _),
