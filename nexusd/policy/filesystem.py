@@ -110,6 +110,13 @@ class RealFileSystem:
         finally:
             os.close(fd)
 
+    def is_mount(self, path: str) -> bool:
+        """A mount point (a recursive delete of one is catastrophic); False when it cannot be told."""
+        try:
+            return os.path.ismount(path)
+        except (OSError, ValueError):
+            return False
+
     def glob(self, pattern: str, limit: int) -> list[str]:
         """What bash would expand ``pattern`` to (no dotglob), at most ``limit`` + 1 names."""
         try:

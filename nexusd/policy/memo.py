@@ -67,6 +67,9 @@ class RecordingFileSystem:
     def glob(self, pattern: str, limit: int) -> list[str]:
         return self._ask("glob", pattern, limit)
 
+    def is_mount(self, path: str) -> bool:
+        return self._ask("is_mount", path)
+
 
 class _Entry:
     __slots__ = ("cost", "log", "policy", "verdict")

@@ -64,3 +64,23 @@ def test_lexists_matches_the_library(tmp_path: Path):
         assert fs.lexists("/tmp\x00x") is False
     finally:
         os.chmod(tmp_path / "locked", 0o700)
+
+
+def test_is_mount_tells_mount_points_and_never_raises(tmp_path) -> None:
+    from nexusd.policy.filesystem import RealFileSystem
+
+    fs = RealFileSystem()
+    assert fs.is_mount("/") and fs.is_mount("/proc")
+    assert not fs.is_mount(str(tmp_path)) and not fs.is_mount(str(tmp_path / "missing")) and not fs.is_mount("a\0b")
+
+
+def test_rm_r_of_a_mount_point_is_catastrophic_through_the_real_file_system(tmp_path) -> None:
+    from nexusd.core.classify import classify
+    from nexusd.core.model import Context, Flag
+    from nexusd.policy.filesystem import DecisionFileSystem
+    from nexusd.protocol import CallInfo
+
+    ctx = Context(cwd=str(tmp_path), workspace_roots=(str(tmp_path),), home=str(tmp_path / "home"))
+    cls = classify(CallInfo("claude", "s", "Bash", {"command": "rm -rf /proc"}, str(tmp_path)), ctx,
+                   DecisionFileSystem())
+    assert Flag.CATASTROPHIC in cls.flags

@@ -54,8 +54,8 @@ _PURE_NAMES = (
     "printenv test [ [[ : nproc arch uptime groups locale tty ps free cal yes expr tput logname users w who "
     "lsb_release getconf hash jobs wait read export declare local readonly typeset unset shift return exit break "
     "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor getent env command "
-    "tr tsort pstree lsof vmstat iostat hostnamectl timedatectl nvidia-smi"
-)
+    "tr tsort pstree lsof vmstat iostat hostnamectl timedatectl nvidia-smi (( let"
+)  # (( and let: their arithmetic is checked by the parser (a variable that may not hold a number is dynamic)
 
 TABLE: dict[str, Program] = {name: Program("pure") for name in _PURE_NAMES.split()}
 
@@ -67,6 +67,9 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "((": Program("pure", examples=(Ex("i=0; (( i++ ))", "ro"), Ex("(( n = 2 * 3 ))", "ro"),
+                                        Ex("x='a[$(id)]'; (( x ))", "dfa", flags="dynamic"))),
+        "let": Program("pure", examples=(Ex("let n=1+2", "ro"), Ex("let PATH=1", "ro", flags="dangerous_env"))),
         "man": Program(
             "pure",
             value_opts="-M -S -s -L -m -e -C --manpath --sections --locale --systems --extension --config-file",

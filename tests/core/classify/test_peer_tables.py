@@ -87,7 +87,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("echo $(badCommand --danger)", NO, "gemini", ""),
     ("diff <(ls) <(ls -a)", NO, "gemini", "nexusd: a process substitution's /dev/fd path is not judged statically"),
     ("echo `badCommand --danger`", NO, "gemini", ""),
-    ("echo ${foo@P}", NO, "gemini", "pending: word evaluation (issue 14 class 5) belongs to the bash helper"),
+    ("echo ${foo@P}", NO, "gemini", ""),
     ("echo $(cat secret) > output.txt", NO, "gemini", ""),
     ("cat < input.txt", RO, "gemini", ""),
     ("ls 2> error.log", NO, "gemini", ""),
