@@ -324,8 +324,11 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
         _git_check(eff.git_config_check, cwds, acc)
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
-    both = {i for i in set(eff.reads) & set(eff.writes) if not paths.has_glob(cmd.argv[i])} if eff.writes else set()
+    both = {i for i in set(eff.reads) & set(eff.writes)
+            if not paths.has_glob(cmd.argv[i])} if eff.writes and eff.reads else _NONE
     for indices, write in ((eff.reads, False), (eff.writes, True)):
+        if not indices:
+            continue
         for i in indices:
             raw = cmd.argv[i]
             if (cmd.stdin_args and raw == "{}") or (not write and i in both):
@@ -336,7 +339,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
                 if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
-    extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes) if not paths.has_glob(r)}
+    extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes)
+                  if not paths.has_glob(r)} if eff.extra_reads and eff.extra_writes else _NONE
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
             if (not eff.known and ("$" in raw or _inert_word(raw, cwds, acc))) or (not write and raw in extra_both):
@@ -345,12 +349,16 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic="$" in raw)
                 if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+    if not (eff.recursive_targets or eff.extra_recursive):
+        return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
     for i in eff.recursive_targets:
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
         _catastrophic_target(raw, cwds, acc, name)
 
+
+_NONE: frozenset[object] = frozenset()
 
 _PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
 _DOTLESS_PROTECTED = frozenset(

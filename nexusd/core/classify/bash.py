@@ -260,7 +260,8 @@ def _dropped_escape(root: Node, src: bytes) -> bool:
 
 
 def _text(node: Node) -> str:
-    return node.text.decode("utf-8", "surrogateescape") if node.text is not None else ""
+    raw = node.text  # a fresh copy of the bytes on every access: read it once
+    return raw.decode("utf-8", "surrogateescape") if raw is not None else ""
 
 
 _ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -502,7 +503,8 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, "command nests too deeply")
             return
         t = node.type
-        if t in ("command", "pipeline") and _misparsed(node):
+        # the misread structures all span a newline: a command without one cannot be misread this way
+        if t in ("command", "pipeline") and b"\n" in self.source and _misparsed(node):
             # tree-sitter-bash joins `a | b | c<newline>d && e` into `c d` without an ERROR node
             self.flag(Flag.UNPARSEABLE, "the shell parser misread the command's structure")
         if t == "command":

@@ -25,8 +25,13 @@ MAX_DISPLAY_LINE = 400
 MAX_DISPLAY_LINES = 200
 
 
+_ANY_HIDDEN_RE = re.compile(f"[{_HIDDEN}\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]")
+
+
 def hidden_chars(text: str) -> list[str]:
     """The hidden characters in ``text`` as U+XXXX labels (bidi, zero-width, raw controls but CR/LF/TAB)."""
+    if (text.isascii() and text.isprintable()) or _ANY_HIDDEN_RE.search(text) is None:
+        return []  # the common case: one C-level pass, no lists built
     found = HIDDEN_RE.findall(text) + _CONTROL_RE.findall(text)
     seen: list[str] = []
     for ch in found:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nexusd.core.classify import details, domain_matches, escape_for_display
 from nexusd.core.classify.urls import parse_url
@@ -128,3 +130,18 @@ def test_nul_and_hidden_chars(world) -> None:  # type: ignore[no-untyped-def]
     assert Flag.HIDDEN_CHARS in world.call("Read", file_path=f"{world.ws}/a\u2066b").flags
     d = details(world.bash("echo \u202eevil"))
     assert "\u202e" not in "".join(d.commands[0]) and d.notes
+
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+       | st.text(alphabet="ab \t\n\r\x00\x1b\x7f\x85\u200b\u202e\u2066\ufeffé", max_size=20))
+def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
+    """The early exit (one regex search, or printable ASCII) never hides a character the full scan finds."""
+    from nexusd.core.classify import text
+
+    slow: list[str] = []
+    for ch in text.HIDDEN_RE.findall(s) + text._CONTROL_RE.findall(s):
+        label = f"U+{ord(ch):04X}"
+        if label not in slow:
+            slow.append(label)
+    assert text.hidden_chars(s) == slow
