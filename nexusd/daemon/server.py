@@ -31,6 +31,7 @@ from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.connection import Connection
+from nexusd.daemon.guard import AgentRegistry, widens
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
@@ -160,6 +161,7 @@ class Server:
         self._stopping = False
         self._status_dirty = False
         self._daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
+        self.agents = AgentRegistry(self._daemon_ancestors)  # who may not widen the gate (daemon/guard.py)
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self._on_request,
@@ -337,6 +339,10 @@ class Server:
                 conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref
             )
             return True
+        # an Answer is checked in _on_answer, where the refusal is audited against its request
+        if kind is not p.Request and kind is not p.Answer and widens(msg) and self._from_agent(conn):
+            self._refuse_from_agent(conn, msg)
+            return True
         try:
             outcome = self._handlers[kind](conn, msg)
         except Exception as e:  # a bug must cost one reply, not the daemon
@@ -346,6 +352,30 @@ class Server:
         if outcome is None:
             return True
         return self._guarded(conn, kind, msg.ref, outcome)
+
+    def _from_agent(self, conn: Connection) -> bool:
+        try:
+            return self.agents.from_agent(conn.peer.pid)
+        except Exception:  # cannot tell: fail closed
+            log.exception("agent ancestry check failed")
+            return True
+
+    def _refuse_from_agent(self, conn: Connection, msg: Any) -> None:
+        """A message that widens the gate, from inside an agent's process tree: refused, logged, audited."""
+        tag = msg.__struct_config__.tag
+        log.warning("gate change from an agent refused", message=tag, peer=conn.label)
+        body = msgspec.to_builtins(msg)
+        call = p.CallInfo(provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}",
+                          input=body, cwd="/")
+        self._record(self._record_id(), call,
+                     p.Decision("deny", f"{tag} refused: it came from an agent's process tree", "user"),
+                     time.monotonic(), peer=conn.peer, event="gate_control_refused")
+        self._reply_error(
+            conn, "self_approval",
+            f"refused: {tag} widens what agents may do, and this process descends from an agent; a person must "
+            "do it from a terminal or UI outside the agents",
+            msg.ref,
+        )
 
     async def _guarded(self, conn: Connection, kind: type, ref: str | None, work: Coroutine[Any, Any, None]) -> None:
         try:
@@ -404,6 +434,10 @@ class Server:
         decided request costs no task; hooks and auto mode's classifier continue in one."""
         started = time.monotonic()
         call = msg.call
+        try:
+            self.agents.saw(conn.peer.ppid, call.agent_pid)
+        except Exception:  # remembering the agent costs nothing of the request
+            log.exception("agent registry failed")
         session = self._session(call)
         try:
             begun = gate.begin(call, self.store, session, sandbox=self.probe, memo=self.memo)
@@ -725,7 +759,7 @@ class Server:
             else:
                 self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
             return
-        if self._self_approval(conn, entry):
+        if self._self_approval(conn, entry) or self._from_agent(conn):  # its own agent's tree, or any agent's
             log.warning("self-approval refused", answerer=conn.label, request=msg.id)
             self._record(
                 msg.id,
@@ -742,7 +776,8 @@ class Server:
             self._reply_error(
                 conn,
                 "self_approval",
-                "refused: the answering process descends from the agent that made the request",
+                "refused: the answering process descends from an agent (the one that made the request, or "
+                "another); a person answers from a terminal or UI outside the agents",
                 msg.ref,
             )
             return
