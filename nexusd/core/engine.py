@@ -36,6 +36,7 @@ from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import suggest
+from nexusd.core.tools import ACTS_ON_NOTHING
 from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
@@ -522,7 +523,7 @@ def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
         need = int(Requirement.DANGER_FULL_ACCESS)
     prov = policy.provider(run.call.provider)
     if prov.auto_approval is False:
-        safe = cls.kind == ToolKind.READ and need <= Requirement.READ_ONLY
+        safe = (cls.kind == ToolKind.READ or cls.tool in ACTS_ON_NOTHING) and need <= Requirement.READ_ONLY
         if safe:
             run.step("mode_check", "allow", "a safe tool (provider without auto-approval)")
             return _verdict(run, "allow", f"{cls.tool} is a safe read inside the workspace", "mode")

@@ -60,7 +60,12 @@ _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "Agent": (_K.AGENT, False),
     "TodoWrite": (_K.OTHER, False),
     "TodoRead": (_K.OTHER, False),
-    "ExitPlanMode": (_K.OTHER, False),
+    "ExitPlanMode": (_K.OTHER, False),  # the plan's approval: a person decides (classify: PLAN_APPROVAL)
+    "EnterPlanMode": (_K.OTHER, False),  # narrows what the agent may do
+    "AskUserQuestion": (_K.OTHER, False),  # asks the person a question; runs nothing
+    # seed 004's safe example tools
+    "get_weather": (_K.OTHER, False),
+    "calculate": (_K.OTHER, False),
     "BashOutput": (_K.SHELL, False),
     "KillShell": (_K.SHELL, False),
     "KillBash": (_K.SHELL, False),
@@ -83,6 +88,9 @@ _ALIASES: dict[str, str] = {
     "web_fetch": "WebFetch",
     "google_web_search": "WebSearch",
     "write_todos": "TodoWrite",
+    "ask_user": "AskUserQuestion",
+    "enter_plan_mode": "EnterPlanMode",
+    "exit_plan_mode": "ExitPlanMode",
     # seed 004
     "list_files": "LS",
     "search_files": "Grep",
@@ -117,6 +125,11 @@ _SEED_DANGEROUS = frozenset(
         "str_replace_based_edit_tool",
     }
 )
+# Tools whose call is a person's approval (leaving plan mode): never allowed by a mode below full access.
+PLAN_APPROVAL = frozenset({"ExitPlanMode"})
+# Tools that act on nothing (a question to the person, entering plan mode, seed 004's safe examples): allowed
+# like a read even for a provider without auto-approval.
+ACTS_ON_NOTHING = frozenset({"AskUserQuestion", "EnterPlanMode", "get_weather", "calculate"})
 _MCP_GEMINI = re.compile(r"^mcp_([A-Za-z0-9\-]+)_(.+)$")
 
 

@@ -122,3 +122,30 @@ def test_gemini_ask_names_the_setting_and_how_to_change_it(world, command):
 
 def bash_provider(world, command: str, provider: str, policy: str) -> str:
     return decide(world, "run_shell_command", {"command": command}, "default", provider=provider, policy=policy)
+
+
+MODES_THAT_ASK = ["default", "acceptEdits", "plan", "auto", "ACCEPT_EDITS", "CAUTIOUS"]
+
+
+@pytest.mark.parametrize("tool", ["ExitPlanMode", "exit_plan_mode"])
+@pytest.mark.parametrize("mode", MODES_THAT_ASK)
+def test_leaving_plan_mode_is_a_persons_approval(world, tool, mode):
+    """ExitPlanMode was classified read-only and auto-allowed: it is the plan's approval (issue 14, class 11)."""
+    provider = "gemini" if tool == "exit_plan_mode" else "claude"
+    assert decide(world, tool, {"plan": "1. do x"}, mode, provider=provider) == "ask"
+    assert decide(world, tool, {"plan": "1. do x"}, "dontAsk", provider=provider) == "deny"
+
+
+@pytest.mark.parametrize(("tool", "provider"), [("AskUserQuestion", "claude"), ("EnterPlanMode", "claude"),
+                                                ("ask_user", "gemini"), ("enter_plan_mode", "gemini")])
+@pytest.mark.parametrize("mode", ["default", "plan", "dontAsk", "acceptEdits"])
+def test_asking_the_user_and_entering_plan_mode_need_no_approval(world, tool, provider, mode):
+    """They were unknown tools and denied: an agent could not even ask its user a question."""
+    inp = {"questions": [{"question": "Which database?", "options": ["a", "b"]}]} if "ask" in tool.lower() else {}
+    assert decide(world, tool, inp, mode, provider=provider) == "allow"
+
+
+@pytest.mark.parametrize("tool", ["get_weather", "calculate"])
+def test_seed_004_safe_tools_are_allowed(world, tool):
+    """Seed 004 lists get_weather and calculate as safe; they were asked as unknown tools."""
+    assert decide(world, tool, {"x": 1}, "default") == "allow"

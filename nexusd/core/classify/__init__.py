@@ -12,7 +12,7 @@ from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
-from nexusd.core.tools import ToolInfo, extract, tool_info
+from nexusd.core.tools import PLAN_APPROVAL, ToolInfo, extract, tool_info
 from nexusd.protocol import CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
@@ -197,6 +197,10 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         return _fetch(info, ti.urls, acc)
     if info.kind in (ToolKind.SEARCH, ToolKind.AGENT):
         acc.need(DFA if info.kind is ToolKind.SEARCH else RO)
+        return _finish(info, acc)
+    if info.canonical in PLAN_APPROVAL:
+        acc.need(DFA)  # every mode that asks asks; dontAsk denies; bypass has no plan to approve
+        acc.note("leaving plan mode is the plan's approval: a person decides")
         return _finish(info, acc)
     if info.kind is ToolKind.OTHER or info.canonical in ("BashOutput", "KillShell", "KillBash"):
         acc.need(WW if info.canonical in ("KillShell", "KillBash") else RO)
