@@ -8,6 +8,7 @@ to pull the command, paths, URL and content out of that tool's input shape. Unkn
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from typing import Any, Literal
@@ -173,6 +174,17 @@ _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
 _GIT_PATCH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(.+?)\s*$", re.M)
 
 
+def mcp_paths(inp: Any) -> list[str]:
+    """Path arguments of an MCP tool (``path``, ``paths`` lists, ``source``/``destination`` ...): what a
+    filesystem server reads or writes. The tool's meaning is unknown, so each is checked both ways."""
+    if not isinstance(inp, dict):
+        return []
+    found: list[str] = []
+    for key in (*_PATH_KEYS, "paths", "source", "destination", "new_path", "old_path", "target", "files"):
+        found.extend(_strs(inp.get(key)))
+    return found
+
+
 def patch_paths(patch: str) -> list[str]:
     """Files an apply_patch body adds, updates, deletes or moves to (Codex's format, or a unified diff)."""
     paths = [m.group(2) for m in _PATCH_FILE.finditer(patch)] + [m.group(1) for m in _PATCH_MOVE.finditer(patch)]
@@ -252,8 +264,14 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
         # a pattern that carries a directory (Glob("../../etc/*")) reads there too
         pattern = inp.get("pattern")
         if c == "Glob" and isinstance(pattern, str) and "/" in pattern:
-            base = pattern.split("*", 1)[0].rsplit("/", 1)[0] or "/"
-            paths.append(base)
+            # the directory part before the first glob character; a relative one (``**/*.py``,
+            # ``../../etc/*``) is relative to the search's own path, not the root
+            prefix = re.split(r"[*?\[{]", pattern, maxsplit=1)[0]
+            base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+            if pattern.startswith("/"):
+                paths.append(base or "/")
+            elif base:
+                paths.append(posixpath.normpath(posixpath.join(paths[0], base)) if paths else base)
         # Grep(glob=".env") prints the lines of .env: the files its filter names are read too
         if c == "Grep":
             for g in _strs(inp.get("glob")) + _strs(inp.get("include")):

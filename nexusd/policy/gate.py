@@ -6,7 +6,9 @@ Never allows on error: any exception becomes a deny with source "error".
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +48,37 @@ def workspace_of(call: CallInfo, fs: RealFileSystem | None = None) -> str:
         d = parent
 
 
+def installed_paths() -> tuple[str, ...]:
+    """nexusd as installed: its packages, its console scripts and interpreter, and the site-packages they
+    load from (a ``.pth`` file there runs code in every start of the hook). An agent that rewrites these
+    rewrites the gate itself."""
+    import sysconfig
+
+    import nexus_clients
+
+    import nexusd
+
+    found = [os.path.dirname(nexusd.__file__), os.path.dirname(nexus_clients.__file__), sys.executable,
+             os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    for key in ("purelib", "platlib", "scripts"):
+        with contextlib.suppress(KeyError):
+            found.append(sysconfig.get_path(key))
+    return tuple(dict.fromkeys(os.path.normpath(p) for p in found if p))
+
+
+_INSTALLED: tuple[str, ...] | None = None
+
+
 def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
+    global _INSTALLED
     key = (store.protected_dirs, store.config_dir, store.state_dir, store.managed_dir)
     cached = getattr(store, "_gate_protected", None)
     if cached is not None and cached[0] == key:
         return cached[1]  # pure function of the store's settings (no file-system facts)
+    if _INSTALLED is None:
+        _INSTALLED = installed_paths()
     protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
-                                     str(store.managed_dir))))
+                                     str(store.managed_dir), *_INSTALLED)))
     store._gate_protected = (key, protected)  # type: ignore[attr-defined]
     return protected
 

@@ -7,7 +7,7 @@ launcher (``python -I -m nexusd.sandbox.launcher``), which asks the daemon for t
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import hashlib
 import os
 import shlex
@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from nexusd import locations
+from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.policy.policy import Policy
+from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
@@ -27,7 +29,6 @@ from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
-    CREDENTIAL_PATHS,
     SandboxSettings,
     person_allow_read,
     sandbox_settings,
@@ -350,22 +351,24 @@ def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: Sandb
 # --------------------------------------------------------------------------- excluded commands
 
 
+def excluded_rule(text: str) -> Rule:
+    """An ``excluded_commands`` entry as the policy's own Bash rule (``Bash(npm run *)`` or bare ``npm run *``):
+    one matcher for the gate and the sandbox. Strict like an allow rule (leaving the sandbox widens): exact
+    words, ``/usr/bin/x`` is not ``x``. Raises RuleError for a bad pattern."""
+    t = text.strip()
+    return _excluded_rule(t if t.startswith("Bash(") and t.endswith(")") else f"Bash({t})")
+
+
+@functools.lru_cache(maxsize=512)
+def _excluded_rule(text: str) -> Rule:
+    return parse_rule(text, "allow", layer="sandbox", origin="sandbox.excluded_commands")
+
+
 def _match_rule(rule: str, argv: tuple[str, ...]) -> bool:
-    """Claude's Bash rule syntax over one simple command: ``Bash(npm run *)``, ``npm run test:*``, ``git fetch``.
-    A trailing `` *`` or ``:*`` is a prefix on a word boundary; ``*`` elsewhere matches any characters."""
-    r = rule.strip()
-    if r.startswith("Bash(") and r.endswith(")"):
-        r = r[5:-1].strip()
-    text = " ".join(argv)
-    if r.endswith(":*"):
-        base = r[:-2].rstrip()
-        return text == base or text.startswith(base + " ")
-    if r.endswith(" *") and "*" not in r[:-2]:
-        base = r[:-2].rstrip()
-        return text == base or text.startswith(base + " ")
-    if "*" in r:
-        return fnmatch.fnmatchcase(text, r.replace("[", "[[]"))
-    return text == r
+    try:
+        return excluded_rule(rule).matches_argv(argv)
+    except RuleError:
+        return False  # a rule that does not parse excludes nothing: the command stays sandboxed
 
 
 def command_disposition(command: str, settings: SandboxSettings) -> Disposition:

@@ -80,17 +80,6 @@ class SandboxSettings:
         return self.enabled and (self.enabled_platforms is None or platform in self.enabled_platforms)
 
 
-# Masked in every sandbox (seed 001 leaves deny_read empty; a read by one allowed command and a send by
-# the next is how secrets leave). Home-relative. Only allow_read of the user's or the managed policy
-# re-opens one: a project's policy cannot ask for the user's keys.
-CREDENTIAL_PATHS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json", ".netrc",
-    ".git-credentials", ".config/gh", ".config/hub", ".npmrc", ".yarnrc", ".pypirc", ".cargo/credentials",
-    ".cargo/credentials.toml", ".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
-    ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
-    ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
-)
-
 
 def person_allow_read(policy: object) -> tuple[str, ...]:
     """allow_read of the layers a project cannot write (user, managed, and anything outside the workspace)."""
@@ -194,6 +183,12 @@ def parse_sandbox_layer(
     for rule in excluded:
         if not rule.strip():
             raise ValueError("sandbox.excluded_commands: empty rule")
+        from nexusd.sandbox.plan import excluded_rule
+
+        try:
+            excluded_rule(rule)  # the policy's own Bash rule syntax: a bad pattern is an error at load
+        except ValueError as e:
+            raise ValueError(f"sandbox.excluded_commands: {e}") from None
     fs = table.get("filesystem", {})
     if not isinstance(fs, Mapping):
         raise ValueError("sandbox.filesystem must be a table")

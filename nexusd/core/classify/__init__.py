@@ -12,7 +12,7 @@ from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
-from nexusd.core.tools import PLAN_APPROVAL, ToolInfo, extract, tool_info
+from nexusd.core.tools import PLAN_APPROVAL, ToolInfo, extract, mcp_paths, tool_info
 from nexusd.protocol import CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
@@ -24,6 +24,7 @@ MAX_READ_SIZE = 10 * 1024 * 1024
 MAX_WRITE_SIZE = 10 * 1024 * 1024
 BINARY_PROBE = 8192
 MAX_GLOB_MATCHES = 256
+MAX_CWDS = 8  # directories a relative path may be resolved against after cd's the parser cannot order
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _READ_OPS = frozenset({"<", "<&", "<>"})
 _GIT_CONFIG_LIMIT = 64 * 1024
@@ -41,6 +42,8 @@ class _Acc:
         self.notes: list[str] = []
         self.reads: list[str] = []
         self.writes: list[str] = []
+        # symlinks created earlier in this command: link path -> its target ("" when the target is unknown)
+        self.links: dict[str, str] = {}
 
     def need(self, req: Requirement) -> None:
         self.requirement = max(self.requirement, req)
@@ -69,6 +72,8 @@ class _Acc:
             else:
                 self.note(f"{verb} a path that {why}: {raw}")
             self.need(DFA)
+            return None
+        if self.links and self._through_link(raw, cwd, write):
             return None
         info = paths.resolve(raw, cwd, self.ctx, self.fs)
         if info.unresolved:
@@ -101,6 +106,39 @@ class _Acc:
                 self.need(DFA)
         return info
 
+
+    def _through_link(self, raw: str, cwd: str, write: bool) -> bool:
+        """A path under a symlink this command created earlier (``ln -s ~/.ssh k; cat k/id_rsa``) is checked
+        as the target it will reach; an unknown target makes it unresolvable. True when it was handled."""
+        expanded = paths.expand_user(raw, self.ctx.home)
+        if expanded is None:
+            return False
+        lexical = posixpath.normpath(posixpath.join(cwd, expanded))
+        for link, target in self.links.items():
+            if lexical == link or lexical.startswith(link + "/"):
+                if not target:
+                    self.flag(Flag.DYNAMIC, f"{'writes' if write else 'reads'} through a link this command "
+                                            f"creates, to a place we cannot tell: {raw}")
+                    self.need(DFA)
+                    return True
+                through = target + lexical[len(link):]
+                if through == lexical:
+                    return False
+                self.path(through, cwd, write, expand=False)
+                return True
+        return False
+
+    def link(self, dest_raw: str, target_raw: str, cwds: list[str] | None, dynamic: bool) -> None:
+        """Remember ``ln -s TARGET DEST`` for the paths the rest of the command names."""
+        for c in cwds or []:
+            dest = paths.expand_user(dest_raw, self.ctx.home)
+            target = None if dynamic else paths.expand_user(target_raw, self.ctx.home)
+            if dest is None:
+                continue
+            dest_abs = posixpath.normpath(posixpath.join(c, dest))
+            # a relative target is relative to the link's directory, as the kernel reads it
+            self.links[dest_abs] = "" if target is None else posixpath.normpath(
+                posixpath.join(posixpath.dirname(dest_abs), target))
 
     def _glob(self, raw: str, cwd: str, write: bool) -> None:
         """``cat .e*`` reads .env: the files a glob matches now are checked too (deny rules see them)."""
@@ -178,6 +216,9 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         acc.path(ti.cwd, call.cwd if call.cwd.startswith("/") else ctx.cwd, write=False)
     if info.kind is ToolKind.MCP:
         acc.need(DFA)
+        for raw in mcp_paths(call.input):  # a filesystem server: deny rules, protected paths, the boundary
+            acc.path(raw, cwd, write=False)
+            acc.path(raw, cwd, write=True)
         return _finish(info, acc)
     if info.canonical == "Bash":
         if ti.background:
@@ -261,6 +302,9 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         eff = commands.effect(cmd)
         out.append(cmd.to_command(opaque=not eff.known, requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc)
+        if eff.known and commands.program_name(cmd.argv[0]) == "ln" and commands._has_flag(
+                cmd.argv, "s", ("--symbolic",)):
+            _remember_links(cmd, eff, cwds, acc)
         if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
@@ -268,6 +312,20 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
     return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
+
+
+def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
+    """``ln -s TARGET... DEST``: with one target and a destination, DEST becomes a link to TARGET (or, for an
+    existing directory DEST, DEST/basename(TARGET)); anything else makes paths below every DEST unknown."""
+    targets = [cmd.argv[i] for i in eff.reads]
+    dests = [cmd.argv[i] for i in eff.writes] + list(eff.extra_writes)
+    dynamic = any(i in cmd.dynamic_args for i in (*eff.reads, *eff.writes))
+    for dest in dests:
+        if len(targets) == 1:
+            acc.link(dest, targets[0], cwds, dynamic)
+            acc.link(posixpath.join(dest, posixpath.basename(targets[0].rstrip("/"))), targets[0], cwds, dynamic)
+        else:
+            acc.link(dest, "", cwds, True)
 
 
 def _apply_patch_in_shell(command: str, cwds: list[str] | None, acc: _Acc) -> None:
@@ -288,7 +346,9 @@ def _apply_cd(target: str, cwds: list[str] | None, acc: _Acc) -> list[str] | Non
         return None
     expanded = paths.expand_user(target, acc.ctx.home) or target
     new = [posixpath.normpath(posixpath.join(c, expanded)) for c in cwds]
-    return list(dict.fromkeys([*cwds, *new]))[:8]
+    merged = list(dict.fromkeys([*cwds, *new]))
+    # past the bound the real cwd may be any of them: later relative paths are unknown (never drop one)
+    return merged if len(merged) <= MAX_CWDS else None
 
 
 def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:

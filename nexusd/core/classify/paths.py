@@ -16,7 +16,13 @@ import msgspec
 from nexusd.core.model import Context, FileSystem
 
 # Directory names that hold code or settings something runs later; a write anywhere inside is protected.
-PROTECTED_DIR_NAMES = frozenset({".git", ".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".husky"})
+# The floor is sandbox-runtime's and Claude Code's lists; the agents' own settings directories (an agent
+# rewriting its hook configuration is a known bypass) and build tools' configuration that runs code on the
+# next build are added.
+PROTECTED_DIR_NAMES = frozenset({
+    ".git", ".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".husky", ".cursor", ".copilot",
+    ".opencode", ".devcontainer", ".cargo", ".mvn", ".continue", ".windsurf", ".zed",
+})
 # File names that a shell, git or direnv executes or obeys later, wherever they are.
 PROTECTED_FILE_NAMES = frozenset(
     {
@@ -40,10 +46,42 @@ PROTECTED_FILE_NAMES = frozenset(
         ".envrc",
         ".gitconfig",
         ".bash_aliases",
+        # run or obeyed on the next start, commit, install or build without anyone asking
+        ".gitmodules",
+        ".gitattributes",
+        ".ripgreprc",
+        ".mcp.json",
+        ".claude.json",
+        "opencode.json",
+        ".npmrc",
+        ".yarnrc",
+        ".yarnrc.yml",
+        ".pnpmfile.cjs",
+        ".pre-commit-config.yaml",
+        ".lefthook.yml",
+        "lefthook.yml",
+        "gradlew",
+        "gradlew.bat",
+        "mvnw",
+        "mvnw.cmd",
+        "gradle-wrapper.properties",
+        ".pypirc",
+        ".netrc",
     }
 )
 # Relative to the home directory.
-PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker")
+PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker",
+                  ".config/systemd", ".config/autostart", ".config/opencode", ".config/environment.d",
+                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks")
+# Where credentials live (home-relative). Never "inside the workspace" for the mode, even when the workspace
+# is the home directory: reading one needs a person (or an explicit rule). The sandbox masks the same list.
+CREDENTIAL_PATHS = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json", ".netrc",
+    ".git-credentials", ".config/gh", ".config/hub", ".npmrc", ".yarnrc", ".pypirc", ".cargo/credentials",
+    ".cargo/credentials.toml", ".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
+    ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
+    ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+)
 PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment")
 
 _GLOB = re.compile(r"[*?\[]")
@@ -111,6 +149,28 @@ def _protected_roots(home: str, protected_dirs: tuple[str, ...]) -> tuple[str, .
     return (*(f"{home}/{rel}" for rel in PROTECTED_HOME), *PROTECTED_SYSTEM, *protected_dirs)
 
 
+@functools.lru_cache(maxsize=64)
+def _credential_roots(home: str) -> tuple[str, ...]:
+    home = home.rstrip("/")
+    return tuple(f"{home}/{rel}" for rel in CREDENTIAL_PATHS)
+
+
+def is_credential(path: str, ctx: Context) -> bool:
+    """A credential location (``~/.ssh``, ``~/.aws`` ...): never inside the workspace for the mode."""
+    return any(path == r or path.startswith(r + "/") for r in _credential_roots(ctx.home))
+
+
+# /proc entries that only describe the machine; any other /proc or /dev/fd path can reach another process's
+# files, root or environment (/proc/self/root/etc/shadow, /proc/1/environ, /dev/fd/3): never resolvable.
+_PROC_PLAIN = frozenset({"/proc/cpuinfo", "/proc/meminfo", "/proc/version", "/proc/loadavg", "/proc/uptime",
+                         "/proc/stat", "/proc/filesystems", "/proc/swaps", "/proc/partitions", "/proc/diskstats",
+                         "/proc/devices", "/proc/interrupts", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo"})
+
+
+def reaches_elsewhere(path: str) -> bool:
+    return (path.startswith("/proc/") and path not in _PROC_PLAIN) or path.startswith("/dev/fd/")
+
+
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
     names = _PROTECTED_NAMES
@@ -158,7 +218,9 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
                 if fnmatch.fnmatchcase("..", comp):
                     glob_dotdot = True
     canonical = _canonical(absolute, fs)
-    canonical_inside = inside_workspace(canonical, ctx)
+    if reaches_elsewhere(lexical) or reaches_elsewhere(canonical):
+        return PathInfo(raw=raw, path="", inside=False, unresolved=True)
+    canonical_inside = inside_workspace(canonical, ctx) and not is_credential(canonical, ctx)
     inside = canonical_inside and not glob_dotdot
     escape = not canonical_inside and lexical != canonical and inside_workspace(lexical, ctx)
     protected = protected_glob or is_protected(canonical, ctx) or (lexical != canonical and is_protected(lexical, ctx))

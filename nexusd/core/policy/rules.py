@@ -89,7 +89,9 @@ class PathPattern:
             return True
         if not rel:
             return False
-        return self.spec.match_file(rel)
+        # ``dir/**`` (and ``dir/``) covers the directory itself too: ``ls ~/notes`` under Read(~/notes/**),
+        # ``ls secrets`` under a deny of Read(./secrets/**)
+        return self.spec.match_file(rel) or (self.pattern.endswith(("/**", "/")) and self.spec.match_file(rel + "/"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,3 +167,20 @@ def test_home_examples_use_the_home_the_caller_gives() -> None:
         parse_rule("Read(~/.ssh/**)", "deny", match=["~/.ssh/id_rsa"])
     with pytest.raises(RuleError, match="should match but does not"):
         parse_rule("Read(~/.ssh/**)", "deny", match=["/home/bob/.ssh/id_rsa"], home="/home/alice")
+
+
+@pytest.mark.parametrize(("rule", "path", "expected"), [
+    ("Read(~/notes/**)", "/home/u/notes", True),
+    ("Read(~/notes/**)", "/home/u/notes/a.md", True),
+    ("Read(~/notes/**)", "/home/u/notesbook", False),
+    ("Read(./secrets/**)", "/ws/secrets", True),
+    ("Read(./secrets/)", "/ws/secrets", True),
+    ("Read(./src/*.py)", "/ws/src", False),
+    ("Read(./.env)", "/ws/.env", True),
+    ("Read(./.env)", "/ws", False),
+])
+def test_a_directory_rule_covers_the_directory_itself(rule, path, expected):
+    """Issue "Close the gate" class 12: Read(~/notes/**) did not cover `ls ~/notes`, and a deny of dir/** did
+    not cover reading the directory."""
+    r = parse_rule(rule, "deny")
+    assert r.matches_path(path, "/ws", "/home/u") is expected
