@@ -6,10 +6,10 @@ must be consulted and their answers are not given yet, the result says so (``Eva
 gate (``nexusd.policy.gate``) runs them and calls again. Re-running the cheap early steps is simpler
 and safer than resuming half-way.
 
-Order: (1) deny rules, (2) hooks, (3) ask rules, (4) safety checks, (4b) folder trust, (5) allow rules,
-then mode sufficiency, then auto mode's classifier, (6) escalation, (7) final deny. Every step that ran
-is in the verdict's trace; every ask passes through one funnel that turns it into a deny where the mode
-cannot ask (dontAsk; plan for writes).
+Order: (1) deny rules, (2) hooks, (3) ask rules, (4) safety checks, (4a) locked policy, (4b) folder trust,
+(5) allow rules, then mode sufficiency, then auto mode's classifier, (6) escalation, (7) final deny. Every
+step that ran is in the verdict's trace; every ask passes through one funnel that turns it into a deny where
+the mode cannot ask (dontAsk; plan for writes).
 """
 
 from __future__ import annotations
@@ -456,6 +456,13 @@ def evaluate(
         run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
         return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
     run.step("safety", "passed")
+
+    # (4a) locked: a policy layer could not be read and has no last good copy, so its deny rules are unknown:
+    # nothing is allowed by a rule, a mode, the classifier or a grant; a person still decides every ask.
+    if policy.locked:
+        run.step("locked", "ask", policy.locked)
+        return Evaluation(_ask(run, writes, f"nexusd is locked, so a person decides: {policy.locked}", "safety",
+                               step="locked"))
 
     # (4b) folder trust: an unknown workspace with a project policy asks a person to trust it.
     trusted = policy.trust == "trusted"

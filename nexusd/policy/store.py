@@ -8,8 +8,10 @@ and never half-applies. Project layers depend on the call's workspace and are lo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Literal
 from nexusd.core.policy.policy import Policy
 from nexusd.core.policy.rules import RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
+from nexusd.policy import lastgood
 from nexusd.policy import learned as learned_file
 from nexusd.policy.loader import (
     CLAUDE_MANAGED,
@@ -76,6 +79,8 @@ class PolicyStore:
         self._global: list[Layer] = []
         self._global_sources: list[PolicySource] = []
         self._project_cache: dict[str, tuple[tuple[object, ...], Policy, list[Layer]]] = {}
+        self._locked: list[str] = []  # broken global layers with no good parse anywhere (see lastgood.py)
+        self._project_locks: dict[str, str] = {}  # broken project files with no good parse this run
 
     # ------------------------------------------------------------------ files
 
@@ -87,28 +92,57 @@ class PolicyStore:
             st = path.stat()
         except FileNotFoundError:
             self._files.pop(key, None)
+            self._project_locks.pop(key, None)
+            if not project:
+                lastgood.forget(self.state_dir, path)  # gone on purpose: its copy must not come back
             return None, None
         except OSError as e:
-            return self._last_good(key), f"{path}: cannot read: {e.strerror}"
+            return self._fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e.strerror}")
         old = self._files.get(key)
         if old is not None and old.mtime == st.st_mtime_ns and old.error is None:
             return old.layer, None
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            return self._last_good(key), f"{path}: cannot read: {e}"
-        if kind == "claude":
-            parsed = parse_claude_settings(text, path, layer=layer, project=project)
-        else:
-            parsed = parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
+            return self._fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e}")
+        parsed = self._parse(text, path, layer, kind, project, managed)
         if parsed.errors:
-            err = "; ".join(parsed.errors)
-            good = self._last_good(key)
-            self._files[key] = _FileState(st.st_mtime_ns, good or parsed, err) if good else _FileState(
-                st.st_mtime_ns, parsed, err)
+            good, err = self._fallback(path, layer, kind, project, managed, "; ".join(parsed.errors))
+            self._files[key] = _FileState(st.st_mtime_ns, good or parsed, err)
             return good, err
         self._files[key] = _FileState(st.st_mtime_ns, parsed)
+        self._project_locks.pop(key, None)
+        if not project:
+            try:
+                lastgood.save(self.state_dir, path, text)
+            except OSError as e:  # the layer still applies; only a later start's fallback is lost
+                self.warnings.append(f"{path}: cannot keep a last good copy: {e}")
         return parsed, None
+
+    def _parse(self, text: str, path: Path, layer: str, kind: str, project: bool, managed: bool) -> Layer:
+        if kind == "claude":
+            return parse_claude_settings(text, path, layer=layer, project=project)
+        return parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
+
+    def _fallback(self, path: Path, layer: str, kind: str, project: bool, managed: bool,
+                  error: str) -> tuple[Layer | None, str]:
+        """A layer that cannot be read or parsed: its last good parse (this run), else its last good copy
+        (an earlier run), else nothing, and the policy locks (``Policy.locked``): its deny rules are unknown."""
+        good = self._last_good(str(path))
+        if good is not None:
+            return good, f"{error} (the last good version stays in force)"
+        copy = None if project else lastgood.load(self.state_dir, path)
+        if copy is not None:
+            parsed = self._parse(copy.text, path, layer, kind, project, managed)
+            if not parsed.errors:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(copy.saved))
+                return parsed, f"{error} (USING THE LAST GOOD COPY from {when} until the file is fixed)"
+        reason = f"{path} cannot be used ({error}) and has no last good copy"
+        if project:
+            self._project_locks[str(path)] = reason  # locks that workspace only: a repository cannot lock all
+        elif reason not in self._locked:
+            self._locked.append(reason)
+        return None, f"{error} (NO LAST GOOD COPY: nothing is allowed by a rule or a mode until it is fixed)"
 
     def _last_good(self, key: str) -> Layer | None:
         st = self._files.get(key)
@@ -134,10 +168,12 @@ class PolicyStore:
 
     def load(self) -> list[str]:
         """(Re)read every global layer; errors are returned (and kept in ``errors``), last good stays."""
+        self._locked = []
         errors: list[str] = []
         warnings: list[str] = []
         specs: list[tuple[Path, str, str, bool, bool]] = []
         managed_sources: list[PolicySource] = []
+        managed_good: list[Layer] = []
         mfiles = [self.managed_dir / "policy.toml"]
         d = self.managed_dir / "policy.d"
         if d.is_dir():
@@ -147,12 +183,17 @@ class PolicyStore:
                 continue
             problem = managed_file_problem(f, self.trusted_uids)
             if problem:
-                warnings.append(problem)
-                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=problem))
+                # never silently skipped: its last good copy, or a lock until an administrator fixes it
+                good, err = self._fallback(f, "managed", "nexus", False, True, problem)
+                errors.append(err)
+                if good is not None:
+                    managed_good.append(good)
+                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=err))
                 continue
             specs.append((f, "managed", "nexus", False, True))
         specs.append((self.config_dir / "policy.toml", "user", "nexus", False, False))
         layers, sources, errs = self._collect(specs)
+        layers = managed_good + layers
         errors += errs
         import_claude = next((la.import_claude for la in layers if la.managed and la.import_claude is not None), None)
         if import_claude is None:
@@ -175,11 +216,18 @@ class PolicyStore:
         self._global = ordered
         self._global_sources = managed_sources + sources
         self._project_cache.clear()
-        self.policy = merge(ordered)
+        self.policy = self._lock(merge(ordered))
         self.errors = errors
         self.warnings = warnings + list(self.policy.warnings)
         self._import_claude = bool(import_claude)
         return errors
+
+    @property
+    def locked(self) -> str | None:
+        return "; ".join(self._locked) or None
+
+    def _lock(self, policy: Policy) -> Policy:
+        return dataclasses.replace(policy, locked=self.locked) if self._locked else policy
 
     # ------------------------------------------------------------------ per workspace
 
@@ -212,7 +260,11 @@ class PolicyStore:
                 self.errors.append(e)
         learned = [la for la in self._global if la.layer == "learned"]
         rest = [la for la in self._global if la.layer != "learned"]
-        pol = merge([*rest, *layers, *learned], workspace=ws, trust=trust)
+        pol = self._lock(merge([*rest, *layers, *learned], workspace=ws, trust=trust))
+        project_locks = [self._project_locks[str(f)] for f, _, _ in files if str(f) in self._project_locks]
+        if project_locks:
+            reasons = "; ".join(x for x in (pol.locked, *project_locks) if x)
+            pol = dataclasses.replace(pol, locked=reasons)
         if len(self._project_cache) >= MAX_PROJECT_CACHE:
             self._project_cache.pop(next(iter(self._project_cache)))
         self._project_cache[ws] = (key, pol, layers)

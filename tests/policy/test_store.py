@@ -57,7 +57,8 @@ def test_managed_file_must_not_be_writable_by_others(dirs):
     s = store(dirs)
     s.load()
     assert texts(s.policy, "deny") == []
-    assert any("writable" in w for w in s.warnings)
+    # never silently skipped (was only a warning): an error, and the policy locks until it is fixed
+    assert any("writable" in e for e in s.errors) and s.policy.locked and "writable" in s.policy.locked
     assert not s.sources()[0].loaded
 
 
@@ -66,7 +67,7 @@ def test_managed_file_must_be_owned_by_a_trusted_uid(dirs):
     s = store(dirs, trusted_uids=(12345,))
     s.load()
     assert texts(s.policy, "deny") == []
-    assert any("not owned by root" in w for w in s.warnings)
+    assert any("not owned by root" in e for e in s.errors) and s.policy.locked
 
 
 def test_reload_with_a_broken_file_keeps_the_last_good_policy(dirs):

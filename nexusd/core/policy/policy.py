@@ -74,6 +74,11 @@ class Policy:
     trust: Trust = "none"
     builtin: bool = True  # no policy file contributed anything
     warnings: tuple[str, ...] = ()
+    # why nothing may be allowed by a rule or a mode: a layer could not be read and has no last good copy
+    # (its deny rules are unknown). Asks still reach a person; deny rules still deny.
+    locked: str | None = None
+    # auditd's disk_full_action: "deny" refuses what cannot be recorded; "continue" decides on, loudly
+    audit_on_failure: Literal["continue", "deny"] = "continue"
 
     def provider(self, name: str) -> ProviderSettings:
         configured = self.providers.get(name)
