@@ -333,6 +333,11 @@ class StatusReply(_Msg, tag="status_reply"):
     policy_errors: list[str]
     sandbox: SandboxProbe | None = None
     sessions: dict[str, str] = {}  # session id -> effective mode
+    # fail-closed states (docs/SECURITY.md "When things break"):
+    locked: str | None = None  # why nothing is allowed by a rule or a mode (a layer unusable, no last good copy)
+    audit_error: str | None = None  # why the audit log cannot be written right now
+    audit_unrecorded: int = 0  # decisions not recorded since start
+    audit_on_failure: str = "continue"  # continue | deny
     ref: str | None = None
 
 

@@ -44,7 +44,15 @@ class DaemonHandle:
     def __post_init__(self) -> None:
         self.log = self.root / "nexusd.log"
 
-    def start(self, timeout: float = 10.0) -> DaemonHandle:
+    def start(self, timeout: float = 10.0, nofile: int | None = None) -> DaemonHandle:
+        """``nofile``: a hard RLIMIT_NOFILE for the daemon (fault tests: descriptor exhaustion)."""
+
+        def limit() -> None:
+            if nofile is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "nexusd.cli.daemon_main", *self.args],
@@ -52,6 +60,7 @@ class DaemonHandle:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=limit if nofile is not None else None,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -17,7 +17,8 @@ def main(ctx: click.Context, socket_path: str | None) -> None:
     """Talk to the nexusd permission daemon.
 
     Exit codes: 0 ok/allowed, 1 denied, 2 usage, 3 nexusd unreachable, 4 refused by nexusd, 5 a bad reply,
-    6 a person would be asked (check), 7 no such pending request (unknown or already decided).
+    6 a person would be asked (check), 7 no such pending request (unknown or already decided), 8 the daemon is
+    degraded (status: locked, or its audit log cannot be written).
     """
     ctx.obj = {"socket": socket_path}
 

@@ -23,6 +23,7 @@ from nexusd import protocol as p
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_BAD_REPLY, EXIT_ASK = 0, 1, 2, 3, 4, 5, 6
 EXIT_NOT_PENDING = 7  # no such pending request (never was, or already decided): not a refusal
+EXIT_DEGRADED = 8  # status: the daemon is locked, or its audit log cannot be written
 
 
 def _fail(code: int, text: str) -> NoReturn:
@@ -84,12 +85,24 @@ def _print_trace(verdict: p.Verdict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the raw StatusReply as JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show the daemon's version, uptime, connections, pending count, counters, policy and sandbox."""
+    """Show the daemon's version, uptime, connections, pending count, counters, policy and sandbox.
+
+    Exit 8 when the daemon is degraded: locked (a policy layer unusable with no last good copy, so nothing is
+    allowed by a rule or a mode) or unable to write its audit log.
+    """
     with _client(ctx) as c:
         st: p.StatusReply = c.status()
+    degraded = bool(st.locked or st.audit_error)
     if as_json:
         _json(st)
-        return
+        sys.exit(EXIT_DEGRADED if degraded else EXIT_OK)
+    if st.locked:
+        click.echo(f"LOCKED: nothing is allowed by a rule or a mode until fixed: {st.locked}")
+    if st.audit_error:
+        action = "decisions are DENIED" if st.audit_on_failure == "deny" else "decisions go on, unrecorded"
+        click.echo(f"AUDIT ERROR: {st.audit_error}; {action}; {st.audit_unrecorded} not recorded so far")
+    elif st.audit_unrecorded:
+        click.echo(f"audit: writable again; {st.audit_unrecorded} decisions were not recorded")
     click.echo(f"nexusd {st.version}  pid {st.pid}  up {st.uptime:.0f}s  pending {st.pending}")
     conns = ", ".join(f"{k} {v}" for k, v in sorted(st.connections.items())) or "none"
     click.echo(f"connections: {conns}")
@@ -100,7 +113,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if memo:
         click.echo("decision memo: " + ", ".join(f"{k} {memo.get(k, 0)}" for k in ("hit", "miss", "stale")))
     for src in st.policy:
-        state = "loaded" if src.loaded else f"NOT loaded: {src.error}"
+        state = "loaded" if src.loaded else f"NOT loaded, {src.error}"
         click.echo(f"policy {src.layer}: {src.path} ({state})")
     for err in st.policy_errors:
         click.echo(f"policy error: {err}")
@@ -110,6 +123,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(format_probe(st.sandbox, "the daemon's view"))
     for sid, mode in sorted(st.sessions.items()):
         click.echo(f"session {sid}: {mode}")
+    sys.exit(EXIT_DEGRADED if degraded else EXIT_OK)
 
 
 @click.command()

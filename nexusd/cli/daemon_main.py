@@ -94,6 +94,13 @@ def configure_logging(level: str) -> None:
     help="Verdicts of repeated calls kept, each re-checked against the file system before use; 0 turns it off.",
 )
 @click.option(
+    "--max-ui-output",
+    type=click.IntRange(min=64 << 10, max=1 << 30),
+    default=8 << 20,
+    show_default=True,
+    help="Unread bytes a subscribed UI may hold before it is dropped (its asks stay pending for other UIs).",
+)
+@click.option(
     "--watch-policy/--no-watch-policy",
     default=True,
     show_default=True,
@@ -114,6 +121,7 @@ def main(
     max_pending_per_connection: int,
     max_line_bytes: int,
     decision_memo: int,
+    max_ui_output: int,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -169,6 +177,7 @@ def main(
             max_line_bytes=max_line_bytes,
             decision_memo=decision_memo,
             watch_policy=watch_policy,
+            max_ui_output=max_ui_output,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

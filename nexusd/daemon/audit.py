@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import structlog
 
 from nexusd.protocol import AuditRecord
 
@@ -37,6 +38,7 @@ class _Flush:
 
 
 _STOP = object()
+log = structlog.get_logger("nexusd.audit")
 
 
 def summarize(tool_input: dict[str, Any]) -> str:
@@ -78,7 +80,9 @@ class AuditLog:
         self.path = path
         self.max_bytes = max_bytes
         self.keep = keep
-        self.errors = 0
+        self.errors = 0  # failed writes
+        self.unrecorded = 0  # decisions lost to them
+        self.failing: str | None = None  # the error while writes fail; None once one succeeds again
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
@@ -156,7 +160,7 @@ class AuditLog:
                 else:
                     lines.append(self._line(item))
             if lines:
-                self._append(b"".join(lines))
+                self._append(b"".join(lines), len(lines))
             for f in flushes:
                 f.done.set()
 
@@ -170,11 +174,15 @@ class AuditLog:
             item = record
         return self._encoder.encode(item) + b"\n"
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, data: bytes, records: int = 1) -> None:
         try:
             if self._fd is None:
                 self._open()
             assert self._fd is not None
+            if self.failing is not None:
+                self._size = os.fstat(self._fd).st_size
+                if self._size and os.pread(self._fd, 1, self._size - 1) != b"\n":
+                    data = b"\n" + data  # a failed write may have left half a line: end it first
             if self._size and self._size + len(data) > self.max_bytes:
                 self._rotate()
             view = memoryview(data)
@@ -182,8 +190,22 @@ class AuditLog:
                 n = os.write(self._fd, view)  # type: ignore[arg-type]
                 view = view[n:]
             self._size += len(data)
-        except OSError:
-            self.errors += 1  # a full disk must not take the gate down; status shows the count
+        except OSError as e:
+            # a full disk must not take the gate down: count, say so once, and let the policy decide
+            # ([audit] on_failure) whether decisions go on while they cannot be recorded
+            self.errors += 1
+            self.unrecorded += records
+            if self._fd is not None:  # reopen next time: the path may be repaired (space freed, file replaced)
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
+            if self.failing is None:
+                self.failing = f"{self.path}: {e.strerror or e}"
+                log.error("audit log cannot be written; decisions are not being recorded", error=self.failing)
+            return
+        if self.failing is not None:
+            log.error("audit log writable again", unrecorded=self.unrecorded, after=self.failing)
+            self.failing = None
 
 
 _decoder = msgspec.json.Decoder(AuditRecord)

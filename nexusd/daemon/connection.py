@@ -23,6 +23,7 @@ MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
 
 class _LineLimit(Protocol):
     max_line_bytes: int
+    max_ui_output: int
 
 
 class ConnectionOwner(Protocol):
@@ -98,12 +99,19 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ output
 
     def send(self, data: bytes) -> bool:
-        """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading)."""
+        """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading).
+
+        A subscribed UI that stops reading while asks pour in is dropped once its unread output passes
+        ``max_ui_output`` (a few MB): its memory is bounded, other clients are not slowed, and the asks it was
+        shown stay pending for every other UI. Any other client gets ``MAX_OUTBOX_BYTES``."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False  # the connection is going; connection_lost will detach it
         self.transport.write(data)
-        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
-            log.warning("client not reading; dropping it", client=self.label)
+        limit = self.server.config.max_ui_output if self.subscribed else MAX_OUTBOX_BYTES
+        unread = self.transport.get_write_buffer_size()
+        if unread - len(data) > limit:  # the backlog before this message (a big snapshot alone is fine)
+            log.warning("client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
+                        client=self.label, unread_bytes=unread, limit=limit)
             self.kill()
             return False
         return True
@@ -125,7 +133,9 @@ class Connection(asyncio.Protocol):
         t = self.transport
         if t is None or self.closed or t.is_closing():
             return
-        if self.write_paused or self.queued > _MAX_QUEUED_INPUT:
+        # a subscribed UI keeps being read while its output waits: its answers and cancels cost almost no
+        # output, and a UI that writes an answer before reading on must not wedge (its output is bounded)
+        if (self.write_paused and not self.subscribed) or self.queued > _MAX_QUEUED_INPUT:
             t.pause_reading()
         else:
             t.resume_reading()
@@ -196,7 +206,7 @@ class Connection(asyncio.Protocol):
         server = self.server
         try:
             while self.lines and not self.closed and not self.busy:
-                if self.write_paused:
+                if self.write_paused and not self.subscribed:
                     return  # resume_writing pumps again
                 line = self.lines.popleft()
                 self.queued -= len(line)

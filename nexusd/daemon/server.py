@@ -87,6 +87,7 @@ class Config:
     audit_max_bytes: int = 16 << 20
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
+    max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
 
 
 class _RefOnly(msgspec.Struct):
@@ -465,6 +466,11 @@ class Server:
         """Send an allow or deny now, or turn an ask into a pending request (or a deny when nobody can
         answer); ``policy`` is the one the gate decided with, for sandbox wrapping."""
         call = msg.call
+        if verdict.decision == "allow" and self._audit_refuses():
+            verdict = msgspec.structs.replace(
+                verdict, decision="deny", reason=f"{verdict.reason}; but {self._audit_refusal()}",
+                trace=[*verdict.trace, p.TraceStep("audit", "deny", self._audit_refusal())],
+            )
         if verdict.decision == "ask":
             if self._stopping:
                 verdict = p.Verdict("deny", "daemon stopping", "error")
@@ -493,6 +499,14 @@ class Server:
                 self._ask(conn, msg, verdict, session, started)
                 return
         self._finish(conn, msg.ref, call, verdict, session, started, pending_id=None, policy=policy)
+
+    def _audit_refuses(self) -> bool:
+        """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
+        return self.audit.failing is not None and self.store.policy.audit_on_failure == "deny"
+
+    def _audit_refusal(self) -> str:
+        return (f"the audit log cannot be written ({self.audit.failing}) and [audit] on_failure = \"deny\": "
+                "nothing is allowed until it can")
 
     def _record_id(self) -> str:
         return f"{self._id_prefix}{next(self._id_counter):016x}"
@@ -629,7 +643,7 @@ class Server:
         self.pending.add(entry)
         if self.subscribers:
             prompt = p.encode(p.Prompt(item=entry.item()))
-            for ui in self.subscribers:
+            for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
         self._status_dirty = True
 
@@ -658,6 +672,8 @@ class Server:
         message: str | None = None,
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
+        if decision == "allow" and self._audit_refuses():
+            decision, reason = "deny", f"{reason}; but {self._audit_refusal()}"
         rid = entry.id
         self.pending.claim(entry)
         call = entry.call
@@ -680,7 +696,7 @@ class Server:
                 id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope
             )
         )
-        for ui in self.subscribers:
+        for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(resolved)
         self._record(
             rid,
@@ -849,8 +865,6 @@ class Server:
             roles[key] = roles.get(key, 0) + 1
         sessions = {sid: s.override_mode or s.agent_mode or "default" for sid, s in list(self.sessions.items())[-1000:]}
         errors = list(self.store.errors)
-        if self.audit.errors:
-            errors.append(f"audit log: {self.audit.errors} write errors")
         reply = p.StatusReply(
             version=__version__,
             pid=self.pid,
@@ -862,6 +876,10 @@ class Server:
             policy_errors=errors,
             sandbox=self.probe,
             sessions=sessions,
+            locked=self.store.policy.locked,
+            audit_error=self.audit.failing,
+            audit_unrecorded=self.audit.unrecorded,
+            audit_on_failure=self.store.policy.audit_on_failure,
             ref=msg.ref,
         )
         conn.send(p.encode(reply))
@@ -896,7 +914,7 @@ class Server:
         else:
             log.info("policy reloaded")
         notice = p.encode(p.PolicyNotice(ok=not errors, errors=errors))
-        for ui in self.subscribers:
+        for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(notice)
         return errors
 

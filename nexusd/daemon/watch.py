@@ -46,22 +46,32 @@ def _matters(changed: str, relevant: set[Path]) -> bool:
 
 
 async def watch_policy(files: Callable[[], list[Path]], reload: Callable[[], Awaitable[object]]) -> None:
-    """Run until cancelled: call ``reload`` after a change to any of ``files()`` (recomputed each time)."""
-    from watchfiles import awatch
+    """Run until cancelled: call ``reload`` after a change to any of ``files()`` (recomputed each time).
 
+    Never raises: a convenience must not take the gate down (no descriptors left, an inotify limit, a
+    missing module). It says so and tries again later; SIGHUP and ``nexusctl reload`` always work."""
+    warned = False
     while True:
-        dirs, relevant = watch_targets(files())
-        if not dirs:
-            await anyio.sleep(5)
-            continue
+        dirs: list[Path] = []
         try:
+            from watchfiles import awatch
+
+            dirs, relevant = watch_targets(files())
+            if not dirs:
+                await anyio.sleep(5)
+                continue
             async for changes in awatch(*dirs, recursive=False, debounce=DEBOUNCE_MS, step=50,
                                         rust_timeout=5000, yield_on_timeout=False):
                 if any(_matters(path, relevant) for _, path in changes):
                     log.info("policy file changed; reloading", paths=sorted({p for _, p in changes})[:5])
                     await reload()
                     break  # recompute: a directory may have appeared or gone
-        except (OSError, RuntimeError) as e:
-            # e.g. inotify watch limit reached: say so once, try again later (SIGHUP and reload still work)
-            log.warning("cannot watch the policy files", error=str(e), dirs=[os.fspath(d) for d in dirs])
-            await anyio.sleep(30)
+            warned = False
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as e:
+            if not warned:
+                log.warning("cannot watch the policy files; retrying", error=str(e),
+                            dirs=[os.fspath(d) for d in dirs])
+                warned = True
+            await anyio.sleep(5)

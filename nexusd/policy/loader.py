@@ -24,7 +24,8 @@ from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Policy, Provider
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 
-TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude"})
+TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit"})
+AUDIT_KEYS = frozenset({"on_failure"})
 PERM_KEYS = frozenset({"allow", "ask", "deny", "default_mode", "additional_directories", "allowed_modes",
                        "disable_bypass"})
 PROVIDER_KEYS = frozenset({"allowed_modes", "auto_approval", "prompt_timeout", "default_mode"})
@@ -52,6 +53,7 @@ class Layer:
     hooks: list[HookSpec] = field(default_factory=list)
     classifier: ClassifierSpec | None = None
     sandbox: dict[str, Any] | None = None
+    audit_on_failure: str | None = None  # continue | deny
     import_claude: bool | None = None
     claude_managed: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -326,6 +328,20 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                 out.errors.append(f"{at}: {e}")
             else:
                 out.sandbox = sb
+    if "audit" in doc:
+        a = doc["audit"]
+        at = lines.at(lines.table("audit"))
+        if not isinstance(a, dict):
+            out.errors.append(f"{at}: audit must be a table")
+        else:
+            unknown = sorted(set(a) - AUDIT_KEYS)
+            if unknown:
+                out.errors.append(f"{at}: audit: unknown key(s) {', '.join(unknown)} (known: on_failure)")
+            if "on_failure" in a:
+                if a["on_failure"] not in ("continue", "deny"):
+                    out.errors.append(f"{at}: audit.on_failure must be \"continue\" or \"deny\"")
+                else:
+                    out.audit_on_failure = a["on_failure"]
     if "claude" in doc:
         c = doc["claude"]
         at = lines.at(lines.table("claude"))
@@ -411,6 +427,7 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     classifier: ClassifierSpec | None = None
     classifier_final = False
     sandbox: list[tuple[dict[str, Any], str, bool]] = []
+    audit_on_failure, audit_final = "continue", False
     warnings: list[str] = []
     builtin = True
     for layer in layers:
@@ -443,9 +460,11 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
             classifier, classifier_final = layer.classifier, layer.managed
         if layer.sandbox is not None:
             sandbox.append((layer.sandbox, layer.path, layer.managed))
+        if layer.audit_on_failure is not None and not audit_final and not layer.project:  # the user's or managed
+            audit_on_failure, audit_final = layer.audit_on_failure, layer.managed
     return Policy(
         rules=tuple(rules), default_mode=default_mode, additional_directories=tuple(dirs), allowed_modes=allowed,
         disable_bypass=bool(disable_bypass), disable_bypass_origin=disable_bypass, providers=providers,
         hooks=tuple(hooks), classifier=classifier, sandbox_layers=tuple(sandbox), workspace=workspace, trust=trust,
-        builtin=builtin, warnings=tuple(warnings),
+        builtin=builtin, warnings=tuple(warnings), audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
     )

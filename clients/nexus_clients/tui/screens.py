@@ -492,7 +492,15 @@ def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlan) -> list[
 
 
 def status_lines(s: protocol.StatusReply) -> list[Text]:
-    out: list[Text] = [Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold")]
+    out: list[Text] = []
+    if s.locked:
+        out.append(Text("LOCKED: nothing is allowed by a rule or a mode until fixed: ", "bold reverse red")
+                   + safe_text(s.locked, style="red"))
+    if s.audit_error:
+        action = "decisions are DENIED" if s.audit_on_failure == "deny" else "decisions go on, unrecorded"
+        out.append(Text("AUDIT ERROR: ", "bold reverse red") + safe_text(s.audit_error, style="red")
+                   + Text(f"; {action}; {s.audit_unrecorded} not recorded so far", "red"))
+    out.append(Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold"))
     conns = ", ".join(f"{role}: {n}" for role, n in sorted(s.connections.items())) or "none"
     out.append(Text(f"connections: {conns}"))
     if s.sessions:
