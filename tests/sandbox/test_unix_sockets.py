@@ -25,6 +25,8 @@ from nexusd.sandbox.runner import execute
 from nexusd.sandbox.seccomp import ARCHES, unix_socket_filter
 
 SECRET = b"host-socket-secret"
+# the base interpreter: a venv in a checkout under /tmp is hidden by the sandbox's own /tmp
+PY = getattr(sys, "_base_executable", sys.executable)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def run_sandboxed(root: Path, ws: Path, found, code: str, policy: str = "") -> s
     store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
                         home=str(root / "home"))
     assert not store.load()
-    plan = plan_command(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", str(ws), store, found,
+    plan = plan_command(f"{shlex.quote(PY)} -c {shlex.quote(code)}", str(ws), store, found,
                         workspace=str(ws))
     assert plan.allowed, plan.reason
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:

@@ -225,12 +225,11 @@ def test_allow_rule_still_covers_the_plain_command(world, rule: str, cmd: str) -
 
 def test_nested_repository_config_is_a_hidden_effect() -> None:
     import os
-    import sys
     import tempfile
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from conftest import World
+    # by its package path: a bare "conftest" is whichever conftest.py the worker imported first
+    from tests.core.classify.conftest import World
 
     world = World(Path(os.path.realpath(tempfile.mkdtemp(prefix="nxkn"))))  # its own: the shared one stays clean
 
