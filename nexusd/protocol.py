@@ -320,6 +320,15 @@ class PolicySource(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     path: str
     loaded: bool
     error: str | None = None
+    last_good: bool = False  # the file is broken, but its last good version is what is enforced
+
+    def state(self) -> str:
+        """One phrase for people: loaded, broken with its last good version enforced, or not loaded."""
+        if self.loaded:
+            return "loaded"
+        if self.last_good:
+            return f"BROKEN, its last good version is enforced: {self.error}"
+        return f"NOT loaded: {self.error}"
 
 
 class StatusReply(_Msg, tag="status_reply"):
@@ -404,6 +413,7 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     answered_by: str | None = None
     answer_pid: int | None = None
     scope: Scope | None = None
+    message: str | None = None  # a person's message to the model, as sent
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
 

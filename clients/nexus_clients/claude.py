@@ -88,12 +88,13 @@ def call_fields_from_hook(
 
 def model_reason(decision: Decision | LeanDecision) -> str:
     """What the model (and the person watching) reads: who refused, which rule, any message from a person."""
-    parts = [f"nexusd: {decision.reason}" if decision.reason else "nexusd"]
-    if decision.rule:
-        parts.append(f"(rule: {decision.rule})")
+    reason = (decision.reason or "").strip().rstrip(".")
+    text = f"nexusd: {reason}." if reason else "nexusd."
+    if decision.rule and decision.rule not in reason:  # a rule's deny already names it: say it once
+        text += f" Rule: {decision.rule}."
     if decision.message:
-        parts.append(f"Message from the user: {decision.message}")
-    return " ".join(parts)
+        text += f" Message from the user: {decision.message}"
+    return text
 
 
 def deny_reason(reason: str) -> str:

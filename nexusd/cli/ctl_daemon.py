@@ -113,7 +113,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if memo:
         click.echo("decision memo: " + ", ".join(f"{k} {memo.get(k, 0)}" for k in ("hit", "miss", "stale")))
     for src in st.policy:
-        state = "loaded" if src.loaded else f"NOT loaded, {src.error}"
+        state = src.state()
         click.echo(f"policy {src.layer}: {src.path} ({state})")
     for err in st.policy_errors:
         click.echo(f"policy error: {err}")

@@ -82,7 +82,7 @@ def validate(file: Path | None, workspace: str) -> None:
         warnings = list(dict.fromkeys([*store.warnings, *pol.warnings]))
         n = len(pol.rules)
         for s in store.sources():
-            click.echo(f"{s.layer:15} {s.path}  {'ok' if s.loaded else 'NOT LOADED: ' + (s.error or '')}")
+            click.echo(f"{s.layer:15} {s.path}  {'ok' if s.loaded else s.state()}")
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     for e in errors:

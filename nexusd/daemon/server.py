@@ -602,6 +602,7 @@ class Server:
                 answered_by=decision.answered_by,
                 answer_pid=answer_pid,
                 scope=scope,
+                message=decision.message,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,
             ),

@@ -161,7 +161,8 @@ class PolicyStore:
                 errors.append(err)
             if layer is not None:
                 layers.append(layer)
-            sources.append(PolicySource(layer=name, path=str(path), loaded=err is None, error=err))
+            sources.append(PolicySource(layer=name, path=str(path), loaded=err is None, error=err,
+                                        last_good=bool(err) and layer is not None))
         return layers, sources, errors
 
     # ------------------------------------------------------------------ global layers
@@ -188,7 +189,8 @@ class PolicyStore:
                 errors.append(err)
                 if good is not None:
                     managed_good.append(good)
-                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=err))
+                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=err,
+                                                    last_good=good is not None))
                 continue
             specs.append((f, "managed", "nexus", False, True))
         specs.append((self.config_dir / "policy.toml", "user", "nexus", False, False))

@@ -83,7 +83,7 @@ def test_pre_tool_use_allow_with_updated_input() -> None:
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": "allow",
-            "permissionDecisionReason": "nexusd: rule matched (rule: Bash(echo *))",
+            "permissionDecisionReason": "nexusd: rule matched. Rule: Bash(echo *).",
             "updatedInput": {"command": "bwrap ... echo hi"},
         }
     }
@@ -99,11 +99,22 @@ def test_pre_tool_use_deny_names_rule_and_message() -> None:
     assert "updatedInput" not in spec
 
 
+def test_reason_rule_and_message_read_as_sentences() -> None:
+    """A person's message never runs into the reason, and a rule the reason names is not repeated."""
+    d = Decision("deny", "denied by a person in nexus-tui (pid 42)", "user", message="use the staging db")
+    assert claude.model_reason(d) == (
+        "nexusd: denied by a person in nexus-tui (pid 42). Message from the user: use the staging db"
+    )
+    d = Decision("deny", "denied by rule Bash(rm:*) (user policy.toml:3).", "rule", rule="Bash(rm:*)")
+    assert claude.model_reason(d).count("Bash(rm:*)") == 1
+    assert claude.model_reason(Decision("deny", "", "error")) == "nexusd."
+
+
 def test_deny_never_carries_updated_input() -> None:
     d = Decision("deny", "no", "rule", updated_input={"command": "x"})
     assert "updatedInput" not in claude.hook_answer("PreToolUse", d, ask_allowed=False)["hookSpecificOutput"]
     body = claude.hook_answer("PermissionRequest", d, ask_allowed=False)["hookSpecificOutput"]["decision"]
-    assert body == {"behavior": "deny", "message": "nexusd: no"}
+    assert body == {"behavior": "deny", "message": "nexusd: no."}
 
 
 def test_ask_only_where_configured() -> None:

@@ -84,7 +84,7 @@ def test_malformed(bad: object) -> None:
 
 def test_answers() -> None:
     allow = gemini.answer(Decision("allow", "safe tool", "mode"), ask_allowed=False)
-    assert allow == {"decision": "allow", "reason": "nexusd: safe tool"}
+    assert allow == {"decision": "allow", "reason": "nexusd: safe tool."}
     deny = gemini.answer(Decision("deny", "rm is denied", "rule", rule="Bash(rm *)"), ask_allowed=False)
     assert deny["decision"] == "deny" and "Bash(rm *)" in deny["reason"]
     assert gemini.answer(Decision("ask", "nobody", "mode"), ask_allowed=False)["decision"] == "deny"

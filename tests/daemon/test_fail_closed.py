@@ -47,6 +47,12 @@ def test_restart_over_a_garbage_policy_keeps_its_deny_rules(daemon_factory: Call
     code, st = status(h)
     assert code == 0 and st.get("locked") is None
     assert any("USING THE LAST GOOD COPY" in e for e in st["policy_errors"])
+    user = [s for s in st["policy"] if s["layer"] == "user"]
+    assert len(user) == 1 and user[0]["last_good"] is True and user[0]["loaded"] is False
+    r = subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status"],
+                       env=h.env, capture_output=True, text=True, timeout=30)
+    # says both: the file is broken AND its last good rules are what is enforced (not a bare "NOT loaded")
+    assert "BROKEN, its last good version is enforced" in r.stdout and "NOT loaded" not in r.stdout
 
 
 def test_no_last_good_copy_locks_and_status_says_so(daemon_factory: Callable[..., DaemonHandle]) -> None:

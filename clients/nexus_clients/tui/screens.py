@@ -511,7 +511,11 @@ def status_lines(s: protocol.StatusReply) -> list[Text]:
     for p in s.policy:
         line = Text(f"{p.layer:<10} ", style="bold")
         line.append_text(safe_text(p.path))
-        line.append("  loaded" if p.loaded else "  not loaded", style="green" if p.loaded else "yellow")
+        if p.loaded:
+            line.append("  loaded", style="green")
+        else:
+            line.append("  BROKEN, its last good version is enforced" if p.last_good else "  not loaded",
+                        style="yellow" if p.last_good else "red")
         if p.error:
             line.append("  ")
             line.append_text(safe_text(p.error, style="red"))
