@@ -14,6 +14,7 @@ the mode cannot ask (dontAsk; plan for writes).
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
@@ -35,7 +36,7 @@ from nexusd.core.model import (
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
-from nexusd.core.policy.suggest import suggest
+from nexusd.core.policy.suggest import blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING
 from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 
@@ -488,7 +489,13 @@ def evaluate(
         if cls.rule_allowable:
             allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
             allows += _session_rules(session, "allow", run)
+            broad: list[Rule] = []
+            if mode.escalation == "classifier":
+                allows, broad = _strip_broad(run, allows)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+            if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
+                run.why_not_mode = (f"auto mode sets aside the broad allow rule {broad[0].text} "
+                                    f"({_broad(broad[0].text)}); a reviewer or a person decides")
         else:
             bad = sorted(str(f) for f in cls.flags & NOT_RULE_ALLOWABLE)
             run.step("allow_rules", "skipped", "no rule can cover it: " + ", ".join(bad))
@@ -519,6 +526,24 @@ def evaluate(
     if run.why_not_mode and cls.auto_allowable:
         reason = f"{cls.tool} asks because {run.why_not_mode}"
     return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg))
+
+
+_broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
+
+
+def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]:
+    """Auto mode: a reviewer decides what the rules do not allow, so a rule that lets any code run without a
+    look (``Bash(python:*)``, ``Bash(node *)``, ``Bash(*)`` ...) would bypass it; such rules are set aside
+    while the mode is auto, named in the trace (the one "too broad" check: ``suggest.blanket_reason``).
+    Returns (kept, set aside)."""
+    kept: list[Rule] = []
+    broad: list[Rule] = []
+    for r in allows:
+        (broad if _broad(r.text) else kept).append(r)
+    if broad:
+        run.step("allow_rules", "stripped", "auto mode sets aside broad allow rules: "
+                 + "; ".join(f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad))
+    return kept, broad
 
 
 def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:

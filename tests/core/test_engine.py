@@ -485,3 +485,31 @@ def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):
     perm = [data.draw(st.permutations(x)) for x in (allow, ask, deny)]
     b = decide(cls, policy(*perm), mode=mode)
     assert (a.decision, a.source) == (b.decision, b.source)
+
+
+# ---------------------------------------------------------------- auto mode sets aside broad allow rules
+
+BROAD = [("Bash(python:*)", "python -c 'import os'"), ("Bash(python3 *)", "python3 x.py"),
+         ("Bash(node *)", "node -e 1"), ("Bash(bash:*)", "bash -c id"), ("Bash(sh *)", "sh x.sh"),
+         ("Bash(*)", "make"), ("Bash(npx *)", "npx cowsay"), ("Bash(sudo:*)", "sudo id")]
+
+
+@pytest.mark.parametrize(("rule", "command"), BROAD)
+def test_auto_mode_sets_aside_broad_allow_rules(rule, command):
+    """The seed strips rules that let any code run while a classifier decides; default mode keeps them."""
+    cls = shell(command, req=DFA)
+    pol = policy(allow=[rule])
+    assert decide(cls, pol, mode="default").decision == "allow"  # a person's own rule, outside auto mode
+    ev = evaluate(call(), pol, session("auto"), cls, CTX)  # auto without a reviewer: a person
+    assert ev.verdict is not None and ev.verdict.decision == "ask", ev.verdict
+    assert any(s.step == "allow_rules" and s.outcome == "stripped" and rule in s.detail for s in ev.verdict.trace)
+    assert rule in ev.verdict.reason
+    pol_cls = Policy(rules=pol.rules, classifier=CLS)
+    assert evaluate(call(), pol_cls, session("auto"), cls, CTX).need == "classifier"  # the reviewer decides
+
+
+@pytest.mark.parametrize("rule", ["Bash(npm test:*)", "Bash(git status)", "Bash(pytest *)"])
+def test_auto_mode_keeps_narrow_allow_rules(rule):
+    cmd = rule[5:-1].replace(":*", "").replace(" *", "")
+    ev = evaluate(call(), policy(allow=[rule]), session("auto"), shell(cmd, req=DFA), CTX)
+    assert ev.verdict is not None and ev.verdict.decision == "allow" and ev.verdict.source == "rule"
