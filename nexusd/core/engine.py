@@ -44,7 +44,10 @@ __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy
 
 # Need a person in every mode, bypass included, and can never be learned.
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
-SAFETY_DENY = frozenset({Flag.LARGE_WRITE})
+# Refused in every mode (the seed's MAX_READ_SIZE / MAX_WRITE_SIZE): a person cannot review such a call.
+SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ})
+# Surfaced in the reason of an allow (the model and the audit trail see it), not refused.
+_SURFACED = frozenset({Flag.BINARY_READ})
 UNTRUSTED_FLAG = "untrusted_workspace"
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _READ_OPS = frozenset({"<", "<>"})
@@ -324,6 +327,8 @@ def _origin(rules: Sequence[Rule]) -> tuple[str | None, str | None]:
 def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Sequence[Rule] = (),
              suggestions: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Verdict:
     rule, origin = _origin(rules)
+    if decision == "allow" and run.cls.flags & _SURFACED:
+        reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
     flags = sorted(str(f) for f in run.cls.flags)
     flags.extend(f for f in extra_flags if f not in flags)
     return Verdict(

@@ -51,8 +51,8 @@ class Flag(StrEnum):
     HIDDEN_CHARS = "hidden_chars"  # bidi controls, zero-width characters
     PRIVATE_ADDRESS = "private_address"  # loopback, private, link-local, metadata addresses
     LARGE_WRITE = "large_write"  # over 10 MB: refused
-    LARGE_READ = "large_read"  # over 10 MB: flagged
-    BINARY_READ = "binary_read"  # NUL in the first 8 KiB: flagged
+    LARGE_READ = "large_read"  # over 10 MB: refused
+    BINARY_READ = "binary_read"  # NUL in the first 8 KiB: said in the reason of an allow
     UNKNOWN_TOOL = "unknown_tool"
     BACKGROUND = "background"  # & or run_in_background
     # runs code, or writes files, that its words do not name: git --upload-pack, sed's e/w commands,

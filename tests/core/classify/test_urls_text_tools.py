@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from nexusd.core.classify import details, domain_matches, escape_for_display
 from nexusd.core.classify.urls import parse_url
 from nexusd.core.model import Flag, Requirement
+from nexusd.protocol import CallInfo
 
 
 @pytest.mark.parametrize(
@@ -145,3 +146,26 @@ def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
         if label not in slow:
             slow.append(label)
     assert text.hidden_chars(s) == slow
+
+
+def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: ignore[no-untyped-def]
+    """The seed's MAX_READ_SIZE: a read over 10 MB is refused in every mode, bypass included; a binary read
+    that a mode allows says so in its reason (the model and the audit trail see it)."""
+    from nexusd.core.engine import evaluate
+    from nexusd.core.model import Session
+    from nexusd.core.policy.policy import Policy
+
+    big = Path(world.ws, "big.log")
+    with big.open("wb") as f:
+        f.truncate(10 * 1024 * 1024 + 1)
+    small = Path(world.ws, "small.bin")
+    small.write_bytes(b"\x7fELF\x00\x01")
+    for mode in ("default", "acceptEdits", "bypassPermissions", "yolo"):
+        call = CallInfo("claude", "s", "Read", {"file_path": str(big)}, world.ws, mode=mode)
+        cls = world.call("Read", file_path=str(big))
+        v = evaluate(call, Policy(), Session("s", "claude", agent_mode=mode), cls, world.ctx).verdict
+        assert v is not None and (v.decision, v.source) == ("deny", "safety"), (mode, v)
+        assert "large file" in v.reason
+    call = CallInfo("claude", "s", "Read", {"file_path": str(small)}, world.ws)
+    v = evaluate(call, Policy(), Session("s", "claude"), world.call("Read", file_path=str(small)), world.ctx).verdict
+    assert v is not None and v.decision == "allow" and "binary file" in v.reason
