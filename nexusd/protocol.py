@@ -87,6 +87,7 @@ class Verdict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     rule: str | None = None  # the rule that decided, as written
     rule_origin: str | None = None  # "path:line" or "builtin" or "session"
     requirement: str | None = None  # read-only | workspace-write | danger-full-access
+    tier: str | None = None  # the tool's own tier: safe | cautious | dangerous (docs/POLICY.md, tool tiers)
     flags: list[str] = []  # checks that flagged the call (see docs/POLICY.md)
     suggestions: list[str] = []  # the narrowest rules "always" would persist (empty: refuse)
     trace: list[TraceStep] = []
@@ -413,6 +414,7 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     answered_by: str | None = None
     answer_pid: int | None = None
     scope: Scope | None = None
+    tier: str | None = None  # the tool's tier: safe | cautious | dangerous
     message: str | None = None  # a person's message to the model, as sent
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...

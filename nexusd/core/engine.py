@@ -37,7 +37,7 @@ from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, suggest
-from nexusd.core.tools import ACTS_ON_NOTHING
+from nexusd.core.tools import ACTS_ON_NOTHING, tool_info
 from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
@@ -338,6 +338,7 @@ def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Seque
         rule=rule,
         rule_origin=origin,
         requirement=run.cls.requirement.label,
+        tier=tool_info(run.call.tool, run.call.provider).tier,
         flags=flags,
         suggestions=list(suggestions) if decision == "ask" else [],
         trace=list(run.trace),

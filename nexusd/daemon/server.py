@@ -29,6 +29,7 @@ from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
+from nexusd.core.tools import tool_info
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.guard import AgentRegistry, widens
@@ -602,6 +603,7 @@ class Server:
                 answered_by=decision.answered_by,
                 answer_pid=answer_pid,
                 scope=scope,
+                tier=tool_info(call.tool, call.provider).tier,
                 message=decision.message,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,

@@ -513,3 +513,15 @@ def test_auto_mode_keeps_narrow_allow_rules(rule):
     cmd = rule[5:-1].replace(":*", "").replace(" *", "")
     ev = evaluate(call(), policy(allow=[rule]), session("auto"), shell(cmd, req=DFA), CTX)
     assert ev.verdict is not None and ev.verdict.decision == "allow" and ev.verdict.source == "rule"
+
+
+@pytest.mark.parametrize(("tool_name", "cls", "tier"), [
+    ("Read", read(f"{WS}/a.py"), "safe"),
+    ("Bash", shell("ls"), "dangerous"),
+    ("Edit", edit(f"{WS}/a.py"), "dangerous"),
+    ("mcp__gh__list", tool("mcp__gh__list", ToolKind.MCP), "cautious"),
+    ("Frobnicate", tool("Frobnicate", ToolKind.OTHER, flags=[Flag.UNKNOWN_TOOL]), "cautious"),
+])
+def test_every_verdict_carries_the_tools_tier(tool_name, cls, tier):
+    v = evaluate(call(tool_name), NOPOL, session(), cls, CTX).verdict
+    assert v is not None and v.tier == tier

@@ -271,7 +271,7 @@ def test_prompt_answer_allow_reaches_agent_and_every_ui(daemon, raw_factory):
     unknown = ui2.ask({"type": "answer", "id": "f" * 32, "decision": "allow"})
     assert isinstance(unknown, p.Error) and unknown.code == "not_found"
     audit = ui2.ask({"type": "audit", "tool": "Bash"})  # the person's message is part of the record
-    assert [(r.id, r.message) for r in audit.records if r.id == pend.id] == [(pend.id, "go ahead")]
+    assert [(r.id, r.message, r.tier) for r in audit.records if r.id == pend.id] == [(pend.id, "go ahead", "dangerous")]
 
 
 def test_snapshot_lists_what_is_pending(daemon, raw_factory):
