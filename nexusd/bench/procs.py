@@ -32,6 +32,10 @@ BENCH_POLICY = """\
 allow = ["Bash(echo *)"]
 ask = ["Bash(git push *)"]
 deny = ["Bash(rm *)"]
+
+[limits]  # the load generator is a runaway agent by design
+calls_per_minute = 0
+repeats_per_minute = 0
 """
 
 _UVLOOP_BOOT = (

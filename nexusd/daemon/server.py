@@ -33,6 +33,7 @@ from nexusd.core.tools import tool_info
 from nexusd.daemon.audit import AuditLog, read_tail
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.guard import AgentRegistry, widens
+from nexusd.daemon.limits import RunawayLimiter
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
@@ -164,6 +165,7 @@ class Server:
         self._status_dirty = False
         self._daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
         self.agents = AgentRegistry(self._daemon_ancestors)  # who may not widen the gate (daemon/guard.py)
+        self.limiter = RunawayLimiter()  # automatic allows per session and minute (daemon/limits.py)
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self._on_request,
@@ -472,6 +474,15 @@ class Server:
                 verdict, decision="deny", reason=f"{verdict.reason}; but {self._audit_refusal()}",
                 trace=[*verdict.trace, p.TraceStep("audit", "deny", self._audit_refusal())],
             )
+        if verdict.decision == "allow":  # every automatic allow: a person's answers never come this way
+            limits = (policy or self.store.policy).limits
+            now = time.monotonic()
+            why = self.limiter.check(call, limits, now)
+            if why is None:
+                self.limiter.count(call, limits, now)
+            else:
+                verdict = msgspec.structs.replace(verdict, decision="ask", source="safety", reason=why,
+                                                  trace=[*verdict.trace, p.TraceStep("limits", "ask", why)])
         if verdict.decision == "ask":
             if self._stopping:
                 verdict = p.Verdict("deny", "daemon stopping", "error")

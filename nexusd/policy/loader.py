@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from nexusd.core.policy.modes import internal_name
-from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Policy, ProviderSettings, Trust
+from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, Policy, ProviderSettings, Trust
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 
-TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit"})
+TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits"})
 AUDIT_KEYS = frozenset({"on_failure"})
+LIMIT_KEYS = frozenset({"calls_per_minute", "repeats_per_minute"})
 PERM_KEYS = frozenset({"allow", "ask", "deny", "default_mode", "additional_directories", "allowed_modes",
                        "disable_bypass"})
 PROVIDER_KEYS = frozenset({"allowed_modes", "auto_approval", "prompt_timeout", "default_mode"})
@@ -54,6 +55,7 @@ class Layer:
     classifier: ClassifierSpec | None = None
     sandbox: dict[str, Any] | None = None
     audit_on_failure: str | None = None  # continue | deny
+    limits: dict[str, int] = field(default_factory=dict)  # [limits] keys this layer sets
     import_claude: bool | None = None
     claude_managed: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -342,6 +344,22 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                     out.errors.append(f"{at}: audit.on_failure must be \"continue\" or \"deny\"")
                 else:
                     out.audit_on_failure = a["on_failure"]
+    if "limits" in doc:
+        lim = doc["limits"]
+        at = lines.at(lines.table("limits"))
+        if not isinstance(lim, dict):
+            out.errors.append(f"{at}: limits must be a table")
+        else:
+            unknown = sorted(set(lim) - LIMIT_KEYS)
+            if unknown:
+                out.errors.append(f"{at}: limits: unknown key(s) {', '.join(unknown)} (known: "
+                                  f"{', '.join(sorted(LIMIT_KEYS))})")
+            for key in sorted(LIMIT_KEYS & set(lim)):
+                v = lim[key]
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1_000_000:
+                    out.errors.append(f"{at}: limits.{key} must be a whole number from 0 (off) to 1000000")
+                else:
+                    out.limits[key] = v
     if "claude" in doc:
         c = doc["claude"]
         at = lines.at(lines.table("claude"))
@@ -408,6 +426,20 @@ def managed_file_problem(path: Path, trusted_uids: Sequence[int] = (0,)) -> str 
     return None
 
 
+def _merge_limits(sets: dict[str, list[int]], project: dict[str, int]) -> Limits:
+    """The strictest value wins: among the user's and managed layers (0, off, is the loosest: a managed
+    limit cannot be turned off by the user), then a trusted or untrusted project may only tighten."""
+    out: dict[str, int] = {}
+    for key in LIMIT_KEYS:
+        value = getattr(Limits(), key)
+        if key in sets:
+            value = min(sets[key], key=lambda v: v or float("inf"))
+        if key in project and (value == 0 or project[key] < value):
+            value = project[key]
+        out[key] = value
+    return Limits(**out)
+
+
 def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust = "none") -> Policy:
     """Layers in increasing precedence: managed, claude-managed, user, claude-user, project..., learned.
 
@@ -428,6 +460,8 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     classifier_final = False
     sandbox: list[tuple[dict[str, Any], str, bool]] = []
     audit_on_failure, audit_final = "continue", False
+    limit_sets: dict[str, list[int]] = {}  # [limits] values of the user's and managed layers
+    project_limits: dict[str, int] = {}
     warnings: list[str] = []
     builtin = True
     for layer in layers:
@@ -440,6 +474,11 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
             disable_bypass = layer.disable_bypass
         if layer.allowed_modes is not None:
             allowed = layer.allowed_modes if allowed is None else allowed & layer.allowed_modes
+        for key, v in layer.limits.items():
+            if not layer.project:
+                limit_sets.setdefault(key, []).append(v)
+            elif v:  # a project, trusted or not, can only tighten
+                project_limits[key] = min(v, project_limits.get(key, v))
         if restrict_only:
             continue
         if layer.default_mode and not managed_mode:
@@ -467,4 +506,5 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         disable_bypass=bool(disable_bypass), disable_bypass_origin=disable_bypass, providers=providers,
         hooks=tuple(hooks), classifier=classifier, sandbox_layers=tuple(sandbox), workspace=workspace, trust=trust,
         builtin=builtin, warnings=tuple(warnings), audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
+        limits=_merge_limits(limit_sets, project_limits),
     )

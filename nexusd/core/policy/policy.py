@@ -58,6 +58,14 @@ PROVIDER_DEFAULTS: Mapping[str, ProviderSettings] = MappingProxyType({"gemini": 
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """Runaway limits on automatic allows per agent session and minute (``[limits]``); 0 turns one off."""
+
+    calls_per_minute: int = 600
+    repeats_per_minute: int = 60  # the same call (tool, input, cwd)
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     rules: tuple[Rule, ...] = ()
     default_mode: str | None = None
@@ -79,6 +87,7 @@ class Policy:
     locked: str | None = None
     # auditd's disk_full_action: "deny" refuses what cannot be recorded; "continue" decides on, loudly
     audit_on_failure: Literal["continue", "deny"] = "continue"
+    limits: Limits = Limits()
 
     def provider(self, name: str) -> ProviderSettings:
         configured = self.providers.get(name)
