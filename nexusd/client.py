@@ -164,8 +164,10 @@ class Client:
         scope: p.Scope = "once",
         message: str | None = None,
         rules: list[str] | None = None,
+        abort: bool = False,
     ) -> p.Ack:
-        return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules))  # type: ignore[arg-type]
+        return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,  # type: ignore[arg-type]
+                                  abort=abort))
 
     def subscribe(self) -> p.Snapshot:
         """Start the stream; read further events with ``next_event``."""
@@ -348,8 +350,10 @@ class AsyncClient:
         scope: p.Scope = "once",
         message: str | None = None,
         rules: list[str] | None = None,
+        abort: bool = False,
     ) -> p.Ack:
-        return await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules))  # type: ignore[arg-type]
+        return await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message,  # type: ignore[arg-type]
+                                        rules=rules, abort=abort))
 
     async def subscribe(self) -> AsyncIterator[p.ServerMessage]:
         """Snapshot first, then Prompt / Resolved / PolicyNotice, ending with Bye (then DaemonUnreachable)."""

@@ -165,6 +165,7 @@ class Answer(_Msg, tag="answer"):
     scope: Scope = "once"
     message: str | None = None  # shown to the model
     rules: list[str] | None = None  # for always/never: the (edited) rules to persist
+    abort: bool = False  # deny, and stop the agent's turn where its contract can (deny only)
     ref: str | None = None
 
 
@@ -284,6 +285,7 @@ class Decision(_Msg, tag="decision"):
     updated_input: dict[str, Any] | None = None  # run this instead (e.g. sandboxed command)
     message: str | None = None  # a person's message to the model
     answered_by: str | None = None  # "ui-name (pid N)" when a person decided
+    abort: bool = False  # a person stopped the agent's turn: the adapter tells the agent to stop
     ref: str | None = None
 
 
@@ -416,6 +418,7 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     scope: Scope | None = None
     tier: str | None = None  # the tool's tier: safe | cautious | dangerous
     message: str | None = None  # a person's message to the model, as sent
+    abort: bool = False  # the person also stopped the agent's turn
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
 

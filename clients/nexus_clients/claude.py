@@ -119,7 +119,7 @@ def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: b
         }
         if kind == "allow" and decision.updated_input is not None:
             out["updatedInput"] = decision.updated_input
-        return {"hookSpecificOutput": out}
+        return _stop({"hookSpecificOutput": out}, decision, kind)
     if event == PERMISSION_REQUEST:
         if kind == "ask":
             return None
@@ -130,8 +130,22 @@ def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: b
                 body["updatedInput"] = decision.updated_input
         else:
             body = {"behavior": "deny", "message": reason}
-        return {"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST, "decision": body}}
+            if decision.abort:
+                body["interrupt"] = True  # Claude's PermissionRequest: deny and stop the turn
+        return _stop({"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST, "decision": body}}, decision, kind)
     raise HookInputError(f"unsupported hook event {event!r}")
+
+
+def stop_reason(decision: Decision | LeanDecision) -> str:
+    return "nexusd: a person stopped the agent" + (f": {decision.message}" if decision.message else "")
+
+
+def _stop(out: dict[str, Any], decision: Decision | LeanDecision, kind: str) -> dict[str, Any]:
+    """A person's abort (a deny that also ends the agent's turn): the hooks' common ``continue: false``."""
+    if decision.abort and kind == "deny":
+        out["continue"] = False
+        out["stopReason"] = stop_reason(decision)
+    return out
 
 
 def hook_deny(event: str, reason: str) -> dict[str, Any]:
@@ -190,7 +204,10 @@ def prompt_tool_result(decision: Decision, original_input: dict[str, Any]) -> di
     if decision.decision == "allow":
         updated = decision.updated_input if decision.updated_input is not None else original_input
         return {"behavior": "allow", "updatedInput": updated}
-    return {"behavior": "deny", "message": model_reason(decision)}
+    out: dict[str, Any] = {"behavior": "deny", "message": model_reason(decision)}
+    if decision.abort:
+        out["interrupt"] = True  # the permission prompt tool's deny can stop the turn too
+    return out
 
 
 def prompt_tool_deny(reason: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import os.path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nexus_clients.claude import HookInputError, model_reason
+from nexus_clients.claude import HookInputError, model_reason, stop_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -116,6 +116,9 @@ def answer(decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str,
     out: dict[str, Any] = {"decision": kind, "reason": model_reason(decision)}
     if kind == "allow" and decision.updated_input is not None:
         out["hookSpecificOutput"] = {"hookEventName": BEFORE_TOOL, "tool_input": decision.updated_input}
+    if decision.abort and kind == "deny":  # Gemini's common hook output: stop the agent loop
+        out["continue"] = False
+        out["stopReason"] = stop_reason(decision)
     return out
 
 

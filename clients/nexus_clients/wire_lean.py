@@ -33,7 +33,7 @@ NO_UI = frozenset({"deny", "ask"})
 # Decision fields (protocol.Decision): required str literals / str, optional str-or-null, optional dict-or-null.
 _DECISION_REQUIRED = ("decision", "reason", "source")
 _DECISION_OPTIONAL_STR = ("id", "rule", "rule_origin", "message", "answered_by", "ref")
-_DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input"))
+_DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input", "abort"))
 _CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace")
 
 HELLO_REF = "h1"
@@ -44,6 +44,7 @@ class LeanDecision:
     """A validated ``protocol.Decision`` with the same attribute names, so the mappers take either."""
 
     __slots__ = (
+        "abort",
         "answered_by",
         "decision",
         "id",
@@ -66,6 +67,7 @@ class LeanDecision:
         self.updated_input: dict[str, Any] | None = fields.get("updated_input")
         self.message: str | None = fields.get("message")
         self.answered_by: str | None = fields.get("answered_by")
+        self.abort: bool = fields.get("abort") is True
         self.ref: str | None = fields.get("ref")
 
 
@@ -167,6 +169,8 @@ def check_decision(msg: dict[str, Any]) -> LeanDecision:
     updated = msg.get("updated_input")
     if updated is not None and type(updated) is not dict:
         raise BadReply("'updated_input' must be an object")
+    if type(msg.get("abort", False)) is not bool:
+        raise BadReply("'abort' must be a boolean")
     return LeanDecision(msg)
 
 

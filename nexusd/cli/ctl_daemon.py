@@ -150,9 +150,11 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.option("--never", "scope", flag_value="never", help="Remember as a deny rule.")
 @click.option("--message", "-m", help="A message shown to the model.")
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
+@click.option("--abort", is_flag=True, help="Deny and also stop the agent's turn (Claude Code, Gemini CLI).")
 @click.pass_context
 def answer(
-    ctx: click.Context, request_id: str, decision: str, scope: str | None, message: str | None, rules: tuple[str, ...]
+    ctx: click.Context, request_id: str, decision: str, scope: str | None, message: str | None,
+    rules: tuple[str, ...], abort: bool,
 ) -> None:
     """Answer a pending request: allow or deny, once (default), for the session, always, or never.
 
@@ -163,6 +165,8 @@ def answer(
     scope = scope or "once"
     if scope == "never" and decision != "deny":
         _fail(EXIT_USAGE, "--never goes with deny")
+    if abort and decision != "deny":
+        _fail(EXIT_USAGE, "--abort goes with deny")
     if scope == "always" and decision != "allow":
         scope = "never"  # "deny --always" means the same as "deny --never"
     with _client(ctx) as c:
@@ -174,7 +178,7 @@ def answer(
             if len(matches) > 1:
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
-        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None)
+        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None, abort=abort)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
 

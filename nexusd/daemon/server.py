@@ -616,6 +616,7 @@ class Server:
                 scope=scope,
                 tier=tool_info(call.tool, call.provider).tier,
                 message=decision.message,
+                abort=decision.abort,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,
             ),
@@ -684,6 +685,7 @@ class Server:
         by: Connection | None = None,
         scope: p.Scope | None = None,
         message: str | None = None,
+        abort: bool = False,
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
         if decision == "allow" and self._audit_refuses():
@@ -703,6 +705,8 @@ class Server:
             message=message,
             answered_by=answered_by,
         )
+        if abort:
+            d = msgspec.structs.replace(d, abort=True)
         if notify_requester:
             entry.conn.post(p.encode(d))
         resolved = p.encode(
@@ -814,6 +818,9 @@ class Server:
         if msg.scope == "never" and msg.decision != "deny":
             self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
             return
+        if msg.abort and msg.decision != "deny":
+            self._reply_error(conn, "invalid_message", "abort goes with decision deny", msg.ref)
+            return
         verdict = entry.verdict
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         if msg.scope != "once":
@@ -842,8 +849,11 @@ class Server:
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
         if msg.scope != "once":
             reason += f" ({msg.scope})"
-        self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
-        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
+        if msg.abort:
+            reason += ", who also stopped the agent"
+        self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message,
+                      abort=msg.abort)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}")))
 
     def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):

@@ -177,3 +177,19 @@ def test_prompt_tool_mapping_and_results() -> None:
 def test_prompt_tool_malformed(args: object) -> None:
     with pytest.raises(HookInputError):
         claude.call_from_prompt_tool(args, session="s", cwd="/", agent_pid=None, workspace=None)
+
+
+def test_abort_stops_the_turn_in_every_claude_answer() -> None:
+    d = Decision("deny", "denied by tui (pid 4), who also stopped the agent", "user", message="stop", abort=True)
+    out = claude.hook_answer("PreToolUse", d, ask_allowed=False)
+    assert out["continue"] is False and "stop" in out["stopReason"]
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    out = claude.hook_answer("PermissionRequest", d, ask_allowed=False)
+    assert out["continue"] is False and out["hookSpecificOutput"]["decision"]["interrupt"] is True
+    assert claude.prompt_tool_result(d, {})["interrupt"] is True
+    plain = Decision("deny", "no", "user")
+    assert "continue" not in claude.hook_answer("PreToolUse", plain, ask_allowed=False)
+    assert "interrupt" not in claude.prompt_tool_result(plain, {})
+    # an allow never stops the agent, even if a (broken) daemon sets the flag
+    assert "continue" not in claude.hook_answer("PreToolUse", Decision("allow", "ok", "user", abort=True),
+                                                ask_allowed=False)

@@ -96,3 +96,9 @@ def test_allow_carries_updated_input_for_sandboxing() -> None:
     assert out["hookSpecificOutput"] == {"hookEventName": "BeforeTool", "tool_input": {"command": "bwrap -- ls"}}
     denied = gemini.answer(Decision("deny", "no", "rule", updated_input={"command": "x"}), ask_allowed=False)
     assert "hookSpecificOutput" not in denied
+
+
+def test_abort_stops_the_agent_loop() -> None:
+    out = gemini.answer(Decision("deny", "denied", "user", abort=True), ask_allowed=False)
+    assert out["decision"] == "deny" and out["continue"] is False and out["stopReason"].startswith("nexusd")
+    assert "continue" not in gemini.answer(Decision("deny", "denied", "user"), ask_allowed=False)

@@ -230,7 +230,8 @@ def test_gemini_safe_tool_allowed_and_no_ui_denied(daemon: DaemonHandle) -> None
     assert json.loads(proc.stdout)["decision"] == "deny"
 
 
-async def answer_next(daemon: DaemonHandle, start: Any, decision: str | None, message: str | None = None) -> Any:
+async def answer_next(daemon: DaemonHandle, start: Any, decision: str | None, message: str | None = None,
+                      abort: bool = False) -> Any:
     """Subscribe as a UI, run ``start()`` (which launches the hook), answer its prompt, return its result."""
     from nexusd.client import AsyncClient
 
@@ -244,7 +245,7 @@ async def answer_next(daemon: DaemonHandle, start: Any, decision: str | None, me
                 if isinstance(event, protocol.Prompt):
                     seen = event.item
                     if decision is not None:
-                        await ui.call(protocol.Answer(id=seen.id, decision=decision, message=message))
+                        await ui.call(protocol.Answer(id=seen.id, decision=decision, message=message, abort=abort))
                     break
         out, err = await anyio.to_thread.run_sync(proc.communicate)
         return seen, proc.returncode, out, err
@@ -290,6 +291,20 @@ async def test_gemini_person_denies(daemon: DaemonHandle) -> None:
     answer = json.loads(out)
     assert answer["decision"] == "deny" and "not now" in answer["reason"]
     assert item.call.provider == "gemini" and item.call.tool == "run_shell_command"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+async def test_a_person_stops_the_agent(daemon: DaemonHandle, agent: str) -> None:
+    """Abort: deny, and the hook tells the agent to end its turn (the hooks' common continue: false)."""
+    stdin = claude_input() if agent == "claude" else gemini_input()
+    start = lambda: popen_hook([agent], stdin, daemon.env)  # noqa: E731
+    _, rc, out, err = await answer_next(daemon, start, "deny", "you are looping", abort=True)
+    assert rc == 0, err
+    answer = json.loads(out)
+    assert answer["continue"] is False and "you are looping" in answer["stopReason"]
+    kind = answer["hookSpecificOutput"]["permissionDecision"] if agent == "claude" else answer["decision"]
+    assert kind == "deny"
 
 
 @pytest.mark.anyio

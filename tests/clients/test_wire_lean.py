@@ -115,6 +115,7 @@ def _valid_decisions() -> list[bytes]:
         obj[key] = None
         out.append(json.dumps(obj).encode())
     out.append(protocol.encode(protocol.Decision("deny", "", "error", updated_input={}, ref="r1")))
+    out.append(protocol.encode(protocol.Decision("deny", "stopped", "user", abort=True, ref="r1")))
     return out
 
 
@@ -133,6 +134,7 @@ def _malformed_decisions() -> list[bytes]:
         "rule": [1, True],
         "rule_origin": [[], 2],
         "answered_by": [{}, 3],
+        "abort": [1, 0, "true", None, [], {}],
         "ref": [1, []],
         "type": ["Decision", "pending", 1, None],
     }

@@ -274,6 +274,27 @@ def test_prompt_answer_allow_reaches_agent_and_every_ui(daemon, raw_factory):
     assert [(r.id, r.message, r.tier) for r in audit.records if r.id == pend.id] == [(pend.id, "go ahead", "dangerous")]
 
 
+def test_abort_goes_with_deny_reaches_the_agent_and_the_audit(daemon, raw_factory):
+    ui = raw_factory(daemon.socket, role="ui", name="tui-abort")
+    ui.ask({"type": "subscribe"})
+    agent = raw_factory(daemon.socket)
+    pend = agent.ask(request())
+    assert isinstance(ui.recv(), p.Prompt)
+    bad = ui.ask({"type": "answer", "id": pend.id, "decision": "allow", "abort": True, "ref": "x"})
+    assert isinstance(bad, p.Error) and bad.code == "invalid_message"  # and the request is still pending
+    for bad_value in ("yes", 1, None):
+        err = ui.ask({"type": "answer", "id": pend.id, "decision": "deny", "abort": bad_value, "ref": "y"})
+        assert isinstance(err, p.Error) and err.code == "invalid_message"
+    ui.send({"type": "answer", "id": pend.id, "decision": "deny", "abort": True, "message": "stop", "ref": "a"})
+    d = agent.recv()
+    assert isinstance(d, p.Decision) and (d.decision, d.abort, d.message) == ("deny", True, "stop")
+    assert "stopped the agent" in d.reason
+    ui.recv()  # resolved
+    ui.recv()  # ack
+    audit = ui.ask({"type": "audit", "tool": "Bash"})
+    assert [r.abort for r in audit.records if r.id == pend.id] == [True]
+
+
 def test_snapshot_lists_what_is_pending(daemon, raw_factory):
     ui = raw_factory(daemon.socket, role="ui")
     ui.ask({"type": "subscribe"})

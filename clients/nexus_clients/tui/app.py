@@ -65,6 +65,7 @@ class QueueScreen(Screen[None]):
         Binding("a", "always", "always…", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
+        Binding("x", "abort", "deny+stop", show=False),
         Binding("e", "never", "never…", show=False),
         Binding("m", "mode", "mode", show=False),
         Binding("j,down", "move(1)", "down", show=False),
@@ -156,6 +157,12 @@ class QueueScreen(Screen[None]):
     def action_deny(self) -> None:
         if entry := self._target():
             self.app.send_answer(entry.id, "deny", "once", label="denied")  # type: ignore[attr-defined]
+
+    def action_abort(self) -> None:
+        """Deny, and stop the agent's turn (Claude Code, Gemini CLI): for an agent that has gone astray."""
+        if entry := self._target():
+            self.app.send_answer(entry.id, "deny", "once", label="denied and stopped the agent",  # type: ignore[attr-defined]
+                                 abort=True)
 
     def action_deny_message(self) -> None:
         if entry := self._target():
@@ -382,6 +389,7 @@ class NexusTui(App[None]):
         message: str | None = None,
         rules: list[str] | None = None,
         label: str,
+        abort: bool = False,
     ) -> None:
         """Send one answer now, or not at all; report the outcome (including a lost race)."""
         s = self.state
@@ -390,7 +398,8 @@ class NexusTui(App[None]):
             s.say(f"Not sent: {entry.outcome() if entry else 'that request is gone'}.", "warning")
             self.refresh_queue()
             return
-        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules)
+        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules,
+                                 abort=abort)
         try:
             await self.link.call(answer)
         except Exception as e:

@@ -222,6 +222,7 @@ HELP = [
     ("a", "always: edit, then persist an allow rule (dangerous requests ask again)"),
     ("n", "deny"),
     ("N", "deny with a message to the model"),
+    ("x", "deny and stop the agent's turn"),
     ("e", "never: edit, then persist a deny rule"),
     ("m", "change the selected session's mode"),
     ("j / k, ↓ / ↑", "move through the queue"),

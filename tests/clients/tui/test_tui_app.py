@@ -65,6 +65,17 @@ async def test_deny_and_deny_with_message(daemon_factory: Callable[..., Any]) ->
         assert decision.message == "use the staging remote"
 
 
+async def test_x_denies_and_stops_the_agent(daemon_factory: Callable[..., Any]) -> None:
+    d = daemon_factory()
+    app = tui(d)
+    async with app.run_test(size=SIZE) as pilot:
+        agent = await ask(pilot, app, d)
+        await pilot.press("x")
+        decision = await agent.result(pilot)
+        assert (decision.decision, decision.source, decision.abort) == ("deny", "user", True)
+        assert "stopped the agent" in app.state.message
+
+
 async def test_a_deny_message_dialog_cancelled_sends_nothing(daemon_factory: Callable[..., Any]) -> None:
     d = daemon_factory(pending_timeout=6)
     app = tui(d)
