@@ -117,6 +117,7 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     agent_request_id: str | None = None  # e.g. Claude's tool_use_id
     agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
     workspace: str | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
+    transcript_path: str | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
 
 
 class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

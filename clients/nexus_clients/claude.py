@@ -73,6 +73,7 @@ def call_fields_from_hook(
         raise HookInputError("hook input field 'cwd' must be a string")
     mode = _str(payload, "permission_mode", required=False)
     tool_use_id = _str(payload, "tool_use_id", required=False)
+    transcript = _str(payload, "transcript_path", required=False)
     return call_fields(
         provider=PROVIDER,
         session=session,
@@ -83,6 +84,7 @@ def call_fields_from_hook(
         agent_request_id=tool_use_id,
         agent_pid=agent_pid,
         workspace=env.get("CLAUDE_PROJECT_DIR") or None,
+        transcript_path=transcript or None,
     )
 
 

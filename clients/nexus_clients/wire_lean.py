@@ -34,7 +34,7 @@ NO_UI = frozenset({"deny", "ask"})
 _DECISION_REQUIRED = ("decision", "reason", "source")
 _DECISION_OPTIONAL_STR = ("id", "rule", "rule_origin", "message", "answered_by", "ref")
 _DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input", "abort"))
-_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace")
+_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcript_path")
 
 HELLO_REF = "h1"
 REQUEST_REF = "r1"
@@ -90,10 +90,12 @@ def call_fields(
     agent_request_id: str | None = None,
     agent_pid: int | None = None,
     workspace: str | None = None,
+    transcript_path: str | None = None,
 ) -> dict[str, Any]:
     """A ``protocol.CallInfo`` as its wire dict, defaults omitted as msgspec's ``omit_defaults`` does."""
     out: dict[str, Any] = {"provider": provider, "session": session, "tool": tool, "input": input, "cwd": cwd}
-    for key, value in zip(_CALL_OPTIONAL, (mode, agent_request_id, agent_pid, workspace), strict=True):
+    values = (mode, agent_request_id, agent_pid, workspace, transcript_path)
+    for key, value in zip(_CALL_OPTIONAL, values, strict=True):
         if value is not None:
             out[key] = value
     return out

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import msgspec
 
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
@@ -23,6 +24,7 @@ from nexusd.policy.filesystem import lexists as _lexists
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
 from nexusd.policy.store import PolicyStore
+from nexusd.policy.transcript import TranscriptError, read_context
 from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
 
 MAX_ROUNDS = 3  # deny rules -> hooks -> classifier: at most two I/O rounds
@@ -115,6 +117,23 @@ def _payload(call: CallInfo, cls: Classification, session: Session, policy: Poli
         "workspace": policy.workspace,
     }
     return msgspec.json.encode(doc)
+
+
+async def _review(policy: Policy, call: CallInfo, cls: Classification, session: Session,
+                  home: str) -> ClassifierAnswer:
+    """Auto mode's reviewer, with the recent conversation when the agent names its transcript; a transcript
+    that is named but unusable fails closed (the reviewer's on_error), never a review without it."""
+    assert policy.classifier is not None
+    payload = _payload(call, cls, session, policy)
+    if call.transcript_path:
+        try:
+            conversation = await anyio.to_thread.run_sync(read_context, call.transcript_path, home)
+        except TranscriptError as e:
+            return ClassifierAnswer("error", str(e))
+        doc = msgspec.json.decode(payload)
+        doc["conversation"] = conversation
+        payload = msgspec.json.encode(doc)
+    return await run_classifier(policy.classifier, payload)
 
 
 def record_classifier(session: Session, ev: Evaluation) -> None:
@@ -211,7 +230,7 @@ async def finish(b: Begun) -> Verdict:
         if ev.need == "hooks" and hooks is None:
             hooks = await run_hooks(ev.hooks, payload)
         elif ev.need == "classifier" and classifier is None and policy.classifier is not None:
-            classifier = await run_classifier(policy.classifier, payload)
+            classifier = await _review(policy, call, cls, session, ctx.home)
         else:
             break
         ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,

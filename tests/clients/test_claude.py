@@ -35,6 +35,7 @@ def test_pre_tool_use_maps_every_field() -> None:
         agent_request_id="toolu_01",
         agent_pid=4242,
         workspace="/work/proj",
+        transcript_path="/tmp/t.jsonl",
     )
 
 
