@@ -13,6 +13,7 @@ import re
 
 import msgspec
 
+from nexusd.core.classify import powershell
 from nexusd.core.classify.bash import ParsedCommand
 from nexusd.core.classify.knowledge import TABLE, Program
 from nexusd.core.model import Requirement
@@ -1435,8 +1436,22 @@ def _patch(argv: tuple[str, ...]) -> Effect:
                   hidden="patch writes the files its diff names (protected ones included)")
 
 
+def _pwsh(argv: tuple[str, ...]) -> Effect:
+    """PowerShell's static subset (powershell.py): read-only cmdlets read, file cmdlets write; else opaque."""
+    try:
+        eff = powershell.effects(powershell.command_of(argv))
+    except powershell.Opaque as e:
+        out = opaque(argv)
+        out.note = f"PowerShell: {e}"
+        words = powershell.rough_words(" ".join(argv[1:]))  # still seen by Read/Edit deny rules and the boundary
+        out.extra_reads = [*out.extra_reads, *words]
+        out.extra_writes = [*out.extra_writes, *words]
+        return out
+    return Effect(eff.requirement, extra_reads=eff.reads, extra_writes=eff.writes, extra_recursive=eff.recursive)
+
+
 _PARSERS = {
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
-    "docker": _docker,
+    "docker": _docker, "pwsh": _pwsh, "powershell": _pwsh, "pwsh.exe": _pwsh, "powershell.exe": _pwsh,
 }
