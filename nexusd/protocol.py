@@ -236,6 +236,17 @@ class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
     ref: str | None = None
 
 
+class SandboxReport(_Msg, tag="sandbox_report"):
+    """What the sandbox refused while a command ran (from the runner): recorded and shown to every UI."""
+
+    command: str
+    cwd: str
+    violations: list[str]
+    session: str | None = None
+    exit_code: int | None = None
+    ref: str | None = None
+
+
 ClientMessage = (
     Hello
     | Request
@@ -251,6 +262,7 @@ ClientMessage = (
     | TrustChange
     | ProbeQuery
     | SandboxPlanQuery
+    | SandboxReport
     | AuditQuery
 )
 
@@ -442,6 +454,16 @@ class Bye(_Msg, tag="bye"):
     reason: str
 
 
+class SandboxNotice(_Msg, tag="sandbox_notice"):
+    """Pushed to UIs: a sandboxed command was refused something (see SandboxReport)."""
+
+    command: str
+    cwd: str
+    violations: list[str]
+    session: str | None = None
+    time: float = 0.0
+
+
 ServerMessage = (
     Welcome
     | Pending
@@ -458,6 +480,7 @@ ServerMessage = (
     | SandboxPlan
     | AuditReply
     | PolicyNotice
+    | SandboxNotice
     | Bye
 )
 

@@ -210,6 +210,9 @@ def watch(ctx: click.Context, as_json: bool) -> None:
                 click.echo(f"{ev.id}  -> {ev.decision} ({ev.source}{by}) {ev.reason}")
             elif isinstance(ev, p.PolicyNotice):
                 click.echo("policy reloaded" if ev.ok else "policy reload FAILED: " + "; ".join(ev.errors))
+            elif isinstance(ev, p.SandboxNotice):
+                for v in ev.violations:
+                    click.echo(f"sandbox refused ({ev.session or 'no session'}): {v}  [in: {ev.command}]")
             if isinstance(ev, p.Bye):
                 click.echo(f"daemon stopping: {ev.reason}", err=True)
                 sys.exit(EXIT_UNREACHABLE)

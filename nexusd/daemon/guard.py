@@ -60,6 +60,7 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.TrustChange: lambda m: m.action == "add",
     p.ProbeQuery: False,
     p.SandboxPlanQuery: False,
+    p.SandboxReport: False,  # adds an audit record; decides nothing
     p.AuditQuery: False,
 }
 

@@ -46,8 +46,10 @@ log = structlog.get_logger("nexusd")
 
 # Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
+MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery}),  # the sandbox launcher
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # the sandbox launcher
+                        p.SandboxReport}),
     "ui": frozenset(
         {
             p.Subscribe,
@@ -60,6 +62,7 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.TrustChange,
             p.ProbeQuery,
             p.SandboxPlanQuery,
+            p.SandboxReport,
             p.AuditQuery,
             p.Reload,
         }
@@ -181,6 +184,7 @@ class Server:
             p.TrustChange: self._on_trust_change,
             p.ProbeQuery: self._on_probe,
             p.SandboxPlanQuery: self._on_sandbox_plan,
+            p.SandboxReport: self._on_sandbox_report,
             p.AuditQuery: self._on_audit,
         }
 
@@ -1007,6 +1011,27 @@ class Server:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlan(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
         conn.send(p.encode(plan))
+
+    def _on_sandbox_report(self, conn: Connection, msg: p.SandboxReport) -> None:
+        """Violations a runner saw: one audit record (event ``sandbox_violation``) and a notice to every UI.
+        Any same-user process can send one, so it only adds a record: bounded, and it decides nothing."""
+        violations = [v[:MAX_VIOLATION_CHARS] for v in msg.violations[:MAX_VIOLATIONS]]
+        if not violations:
+            conn.send(p.encode(p.Ack(ref=msg.ref, detail="nothing to record")))
+            return
+        command = msg.command[:MAX_VIOLATION_CHARS]
+        session = (msg.session or "")[:200]
+        call = p.CallInfo("sandbox", session, "Bash", {"command": command}, msg.cwd[:4096])
+        reason = f"the sandbox refused {len(violations)} operation(s): " + "; ".join(violations)
+        if msg.exit_code is not None:
+            reason += f" (exit {msg.exit_code})"
+        self._record(self._record_id(), call, p.Decision("deny", reason, "safety"), time.monotonic(),
+                     peer=conn.peer, event="sandbox_violation")
+        notice = p.encode(p.SandboxNotice(command=command, cwd=call.cwd, violations=violations,
+                                          session=session or None, time=time.time()))
+        for ui in list(self.subscribers):
+            ui.post(notice)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{len(violations)} recorded")))
 
     async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))

@@ -331,6 +331,10 @@ class NexusTui(App[None]):
                 s.say("Policy reloaded.")
             else:
                 s.say(f"Policy reload failed: {len(event.errors)} error(s); the last good policy stays.", "error")
+        elif isinstance(event, protocol.SandboxNotice):
+            first = event.violations[0] if event.violations else ""
+            more = f" (+{len(event.violations) - 1} more)" if len(event.violations) > 1 else ""
+            s.say(f"Sandbox refused: {first}{more} — in: {event.command[:80]}", "warning")
         elif isinstance(event, protocol.Bye):
             s.say(f"nexusd is stopping: {event.reason}", "error")
         self.refresh_queue()
