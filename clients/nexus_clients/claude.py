@@ -96,6 +96,21 @@ def model_reason(decision: Decision | LeanDecision) -> str:
     return " ".join(parts)
 
 
+# Where Claude Code shows its own permission dialog for a hook's "ask". Its terminal CLI (interactive, or
+# -p, where an ask it cannot show becomes a denial) sets CLAUDE_CODE_ENTRYPOINT=cli; the SDKs and IDE
+# harnesses do not, and some of those, like the auto/bypassPermissions/dontAsk modes, have let an "ask"
+# run the tool unprompted. An ask must never turn into an allow, so only these hand back.
+DIALOG_ENTRYPOINTS = frozenset({"cli"})
+DIALOG_MODES = frozenset({"default", "acceptEdits", "plan"})
+
+
+def no_ui_choice(payload: dict[str, Any], env: Any) -> str:
+    """``--on-no-ui auto``: "ask" where Claude's own dialog is known to be shown, else "deny"."""
+    entry = env.get("CLAUDE_CODE_ENTRYPOINT")
+    mode = payload.get("permission_mode")
+    return "ask" if entry in DIALOG_ENTRYPOINTS and mode in DIALOG_MODES else "deny"
+
+
 def deny_reason(reason: str) -> str:
     return f"nexusd denied this tool call: {reason}"
 
