@@ -388,9 +388,12 @@ def test_claude_no_ui_choice(entrypoint: str | None, mode: str | None, expected:
 
 @pytest.mark.parametrize(
     ("entrypoint", "mode", "expected"),
-    [("cli", "default", "ask"), ("cli", "acceptEdits", "ask"), ("sdk-ts", "default", "deny"), (None, "default", "deny")],
+    [("cli", "default", "ask"), ("cli", "acceptEdits", "ask"), ("sdk-ts", "default", "deny"),
+     (None, "default", "deny")],
 )
-def test_claude_no_ui_auto_over_the_wire(daemon: DaemonHandle, entrypoint: str | None, mode: str, expected: str) -> None:
+def test_claude_no_ui_auto_over_the_wire(
+    daemon: DaemonHandle, entrypoint: str | None, mode: str, expected: str
+) -> None:
     env = {k: v for k, v in daemon.env.items() if k not in ("CLAUDE_CODE_ENTRYPOINT", "NEXUS_HOOK_ON_NO_UI")}
     if entrypoint:
         env["CLAUDE_CODE_ENTRYPOINT"] = entrypoint
