@@ -47,8 +47,8 @@ WEBHOOK_TIMEOUT = 10.0
 NOTIFICATIONS = "org.freedesktop.Notifications"
 NOTIFICATIONS_PATH = "/org/freedesktop/Notifications"
 
-# Secrets by shape. Values after a telling key name are blanked, and so is any long opaque string: a
-# notification loses nothing a person needs by that.
+# Secrets by shape. Values after a telling key name are blanked (the name, in group "keep", stays), and
+# so is any long opaque string: a notification loses nothing a person needs by that.
 SECRET_PATTERNS: tuple[str, ...] = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)",
     r"\bAKIA[0-9A-Z]{16}\b",
@@ -57,11 +57,12 @@ SECRET_PATTERNS: tuple[str, ...] = (
     r"\bsk-(ant-)?[A-Za-z0-9_-]{16,}",
     r"\bAIza[0-9A-Za-z_-]{30,}",
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
-    r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}",
-    r"(?i)(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",
-    r"(?i)(?<=[-_.]password=)\S+|(?<=--password )\S+|(?<=-p)\S{6,}(?=\s|$)",
-    r"(?i)(?<=(passwd|secret|apikey|api_key|api-key|access_key|token|password|credential)[=:])[\"']?[^\s\"'&]+",
-    r"(?i)(?<=(passwd|secret|apikey|api_key|access_key|token|password)\s[=:]\s)[\"']?[^\s\"'&]+",
+    r"(?i)(?P<keep>\b(bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}",
+    r"(?P<keep>://)[^/\s:@]+:[^/\s@]+(?=@)",
+    r"(?i)(?P<keep>(^|\s)--?(password|passwd|token|secret|api-key|apikey)[= ])\S+",
+    r"(?P<keep>(^|\s)-p)\S{6,}",
+    r"(?i)(?P<keep>\b(passwd|password|secret|apikey|api[_-]key|access[_-]key|token|credential)s?[\"']?\s*[=:]\s*)"
+    r"[\"']?[^\s\"'&]+",
     r"[A-Za-z0-9+_=-]{32,}",
 )
 REDACTED = "[redacted]"
@@ -70,9 +71,12 @@ REDACTED = "[redacted]"
 def redactor(extra: tuple[str, ...] = ()) -> Callable[[str], str]:
     patterns = [re.compile(x) for x in (*SECRET_PATTERNS, *extra)]
 
+    def keep(m: re.Match[str]) -> str:
+        return (m.groupdict().get("keep") or "") + REDACTED
+
     def redact(text: str) -> str:
         for pat in patterns:
-            text = pat.sub(REDACTED, text)
+            text = pat.sub(keep, text)
         return text
 
     return redact
@@ -89,10 +93,8 @@ class Ask:
     deadline: float
 
 
-def ask_of(item: p.PendingItem) -> Ask:
-    call = item.call
-    return Ask(item.id, call.provider, call.tool, call.session, call.workspace or call.cwd,
-               summarize(call.input), item.deadline)
+def ask_of(rid: str, call: p.CallInfo, deadline: float) -> Ask:
+    return Ask(rid, call.provider, call.tool, call.session, call.workspace or call.cwd, summarize(call.input), deadline)
 
 
 @dataclass
@@ -300,11 +302,18 @@ class PersonNotifier:
         """Whether an ask with no UI connected should wait for a person reached this way."""
         return self.spec().enabled
 
-    def asked(self, item: p.PendingItem) -> None:
+    def asked(self, rid: str, call: p.CallInfo, deadline: float) -> None:
+        """Never raises: a notification problem must not cost the request its pending state."""
+        try:
+            self._asked(rid, call, deadline)
+        except Exception:
+            log.exception("notification not queued")
+
+    def _asked(self, rid: str, call: p.CallInfo, deadline: float) -> None:
         spec = self.spec()
         if not spec.enabled:
             return
-        ask, now = ask_of(item), self.clock()
+        ask, now = ask_of(rid, call, deadline), self.clock()
         for on, batch in ((spec.desktop, self.desktop_batch), (spec.webhook is not None, self.webhook_batch)):
             if on:
                 batch.group_window, batch.min_interval = spec.group_window, spec.min_interval

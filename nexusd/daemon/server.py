@@ -646,7 +646,7 @@ class Server:
         )
         self.pending.add(entry)
         if self.alerts.waits:
-            self.alerts.asked(entry.item())
+            self.alerts.asked(rid, entry.call, entry.deadline_wall)
         if self.subscribers:
             prompt = p.encode(p.Prompt(item=entry.item()))
             for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
