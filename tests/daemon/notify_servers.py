@@ -90,7 +90,7 @@ class NotificationServer:
             if member == "GetCapabilities":
                 self.conn.send(new_method_return(msg, "as", (self.capabilities,)))
             elif member == "Notify":
-                app, replaces, icon, summary, body, actions, hints, timeout = msg.body
+                app, _replaces, _icon, summary, body, actions, hints, _timeout = msg.body
                 self._next += 1
                 self.notified.put({"id": self._next, "app": app, "summary": summary, "body": body,
                                    "actions": list(actions), "hints": hints})

@@ -196,7 +196,8 @@ def test_desktop_notification_and_its_deny_action(daemon_factory: Any) -> None:
     with session_bus(root) as address:
         server = NotificationServer(address).start()
         try:
-            policy = '[notify]\ndesktop = true\nweb_url = "http://127.0.0.1:8765/"\ngroup_window = 0.2\nmin_interval = 0\n'
+            policy = ('[notify]\ndesktop = true\nweb_url = "http://127.0.0.1:8765/"\n'
+                      "group_window = 0.2\nmin_interval = 0\n")
             daemon = daemon_factory(policy=policy, env={"DBUS_SESSION_BUS_ADDRESS": address}, pending_timeout=30)
             results: list[Any] = []
             import threading
