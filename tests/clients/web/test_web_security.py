@@ -7,11 +7,14 @@ The arrival guard and the answer checks are also tested on the ``Hub`` directly 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -251,3 +254,61 @@ def test_agent_text_is_escaped_for_the_page() -> None:
     assert "<script>" in view["command"], "markup stays literal text: the page sets textContent only"
     js = (__import__("importlib.resources").resources.files("nexus_clients.web") / "static" / "app.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
+
+
+AGENT_SCRIPT = r'''
+import os, subprocess, sys, threading, time
+from nexusd import protocol as p
+from nexusd.client import Client
+
+sock = sys.argv[1]
+web = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--socket", sock])
+while True:
+    with Client(socket_path=sock, role="admin", name="probe") as c:
+        if c.status().connections.get("ui", 0) >= 1:
+            break
+    time.sleep(0.05)
+call = p.CallInfo(provider="claude", session="sess-agent", tool="Bash", input={"command": "npm install left-pad"},
+                  cwd="/tmp", agent_pid=os.getpid())
+with Client(socket_path=sock, role="agent", name="fake-agent", timeout=60) as c:
+    print("DECISION", c.request(call, timeout=50).decision, flush=True)
+web.terminate()
+web.wait()
+'''
+
+
+def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: Any) -> None:
+    """The agent starts nexus-web itself, so it sees the token: the daemon's guard still refuses the answer,
+    because the web server's own process descends from the agent."""
+    from nexusd.client import Client
+    from tests.clients.web.conftest import WebHandle
+
+    daemon = daemon_factory(pending_timeout=60)
+    proc = subprocess.Popen([sys.executable, "-c", AGENT_SCRIPT, str(daemon.socket)], env=daemon.env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split("open ", 1)[1].strip()
+        web = WebHandle(daemon, proc, url)  # type: ignore[arg-type]
+        cookie, csrf = web.login()
+        with Client(socket_path=str(daemon.socket), role="ui", name="person") as person:
+            deadline = time.monotonic() + 20
+            items: list[Any] = []
+            while not items and time.monotonic() < deadline:
+                items = person.subscribe().items
+                time.sleep(0.1)
+            assert items, "the agent's request never became pending"
+            time.sleep(0.8)  # past the arrival guard
+            headers = {"Cookie": cookie, "Origin": web.base, "X-Nexus-CSRF": csrf, "Content-Type": "application/json"}
+            body = json.dumps({"id": items[0].id, "decision": "allow"}).encode()
+            status, _, reply = web.http("POST", "/api/answer", headers, body)
+            assert status == 403 and json.loads(reply)["code"] == "self_approval", reply
+            person.answer(items[0].id, "deny", message="a person decided")
+        assert "DECISION deny" in proc.stdout.readline()
+        with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
+            events = [r.event for r in c.call(protocol.AuditQuery()).records if r.session == "sess-agent"]
+        assert "self_approval_refused" in events
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the script and the nexus-web it started
+        proc.wait(10)
