@@ -160,3 +160,16 @@ def test_status_and_rules_pages(web: WebHandle, browser_factory: Any) -> None:
     page.click("button[data-tab=rules]")
     page.wait_for_selector("#rules tbody", state="attached")
     assert "Rules:" not in page.locator("#message").inner_text()
+
+
+def test_daemon_gone_the_page_says_so_and_nothing_is_kept_to_send(web: WebHandle, browser_factory: Any) -> None:
+    page = signed_in(browser_factory, web, "gone")
+    hook = HookRun(web.daemon.env, "mkdir -p build/gone")
+    page.wait_for_selector(".queue-item")
+    web.daemon.stop()
+    page.wait_for_selector("#conn.down")
+    assert "unreachable" in page.locator("#conn").inner_text() or "stopping" in page.locator("#conn").inner_text()
+    page.wait_for_selector(".queue-item", state="detached")  # the daemon denied everything pending
+    assert hook.decision()["permissionDecision"] == "deny"
+    web.daemon.start()
+    page.wait_for_selector("#conn.up", timeout=30_000)  # nexus-web reconnects by itself

@@ -312,3 +312,20 @@ def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: 
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # the script and the nexus-web it started
         proc.wait(10)
+
+
+def test_qr_code_of_the_link(daemon: DaemonHandle) -> None:
+    import segno
+
+    proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--qr", "--socket",
+                             str(daemon.socket)], env=daemon.env, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split("open ", 1)[1].strip()
+        lines = [proc.stdout.readline() for _ in range(5)]
+        assert any(ch in "".join(lines) for ch in "▀▄█"), lines  # a terminal QR code follows the URL
+        assert segno.make(url, error="l").version >= 1
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -55,10 +55,22 @@ function countdown(it) {
   return Math.max(0, Math.ceil(it.deadline - now())) + "s";
 }
 
+let queueKey = "";
 function renderQueue() {
   const q = $("queue");
-  q.replaceChildren();
   const items = ordered();
+  // Rebuild rows only when something but the countdowns changed: a row replaced under the pointer
+  // between mouse-down and mouse-up would swallow the click.
+  const key = items.map((it) => it.id + (pending(it) ? "p" : "r") + (it.id === state.selected ? "s" : "")).join(",");
+  if (key === queueKey) {
+    for (const li of q.children) {
+      const it = state.items.get(li.dataset.id);
+      if (it) li.querySelector(".countdown").textContent = countdown(it);
+    }
+    return;
+  }
+  queueKey = key;
+  q.replaceChildren();
   for (const it of items) {
     const li = el("li", null, "queue-item tier-" + it.tier + (pending(it) ? "" : " done") + (it.id === state.selected ? " selected" : ""));
     li.dataset.id = it.id;
@@ -118,6 +130,26 @@ function renderDetail() {
 }
 
 function render() { selectIfNone(); renderQueue(); renderDetail(); }
+
+const RESOLVED_KEEP_MS = 60000;  // decided requests stay a minute, greyed, with who answered
+function prune() {
+  const t = performance.now();
+  let changed = false;
+  for (const [id, it] of state.items) {
+    if (it.resolved && id !== state.selected && t - (it._resolvedAt || t) > RESOLVED_KEEP_MS) { state.items.delete(id); changed = true; }
+  }
+  if (changed) render();
+}
+
+function move(step) {
+  const ids = ordered().map((it) => it.id);
+  if (!ids.length) return;
+  const i = ids.indexOf(state.selected);
+  const next = ids[Math.max(0, Math.min(ids.length - 1, i < 0 ? 0 : i + step))];
+  state.selected = next;
+  state.autoAt = -Infinity;  // the person chose: no guard for the choice itself (the arrival guard stays)
+  render();
+}
 
 async function post(path, body) {
   const r = await fetch(path, {
@@ -202,6 +234,7 @@ function connect() {
     for (const it of d.items) {
       const before = old.get(it.id);
       it._arrivedAt = before ? before._arrivedAt : performance.now();
+      if (it.resolved) it._resolvedAt = (before && before._resolvedAt) || performance.now();
       state.items.set(it.id, it);
     }
     if (!state.items.has(state.selected)) state.selected = null;
@@ -223,6 +256,7 @@ function connect() {
     const it = state.items.get(d.id);
     if (!it) return;
     it.resolved = d;
+    it._resolvedAt = performance.now();
     if (d.id === state.selected && !it._answeredHere) say("The selected request was " + d.outcome + ".", "warning");
     const was = state.selected;
     render();
@@ -334,7 +368,9 @@ document.addEventListener("DOMContentLoaded", () => {
     if ($("tab-queue").hidden || !$("rule-editor").hidden) return;
     const keys = { y: "allow_once", s: "allow_session", n: "deny", a: "always", e: "never" };
     if (keys[e.key]) { e.preventDefault(); act(keys[e.key]); }
+    else if (e.key === "j" || e.key === "ArrowDown") { e.preventDefault(); move(1); }
+    else if (e.key === "k" || e.key === "ArrowUp") { e.preventDefault(); move(-1); }
   });
-  setInterval(() => { renderQueue(); renderDetail(); }, 250);
+  setInterval(() => { prune(); renderQueue(); renderDetail(); }, 250);
   connect();
 });
