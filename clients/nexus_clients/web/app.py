@@ -512,6 +512,7 @@ def main(argv: list[str] | None = None) -> None:
     config = uvicorn.Config(
         app, log_level="warning", ssl_certfile=args.cert, ssl_keyfile=args.key, proxy_headers=False,
         server_header=False, date_header=False, lifespan="off", access_log=False,
+        timeout_graceful_shutdown=2,  # open event streams must not hold a stop
     )
     server = uvicorn.Server(config)
     if args.unix:

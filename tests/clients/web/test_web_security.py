@@ -329,3 +329,45 @@ def test_qr_code_of_the_link(daemon: DaemonHandle) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_tls_gives_a_secure_cookie_and_an_https_origin(daemon: DaemonHandle) -> None:
+    import http.client
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (only used to make a throwaway certificate)")
+    root = short_tmpdir()
+    cert, key = root / "cert.pem", root / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--cert", str(cert),
+                             "--key", str(key), "--socket", str(daemon.socket)], env=daemon.env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split("open ", 1)[1].strip()
+        assert url.startswith("https://127.0.0.1:")
+        hostport = url.split("/")[2]
+        port = int(hostport.rsplit(":", 1)[1])
+        ctx = ssl.create_default_context(cafile=str(cert))
+        ctx.check_hostname = False
+
+        def get(path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+            conn.request("GET", path, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            return r
+
+        r = get("/?" + url.split("?", 1)[1], {})
+        cookie = r.getheader("set-cookie") or ""
+        assert r.status == 303 and "Secure" in cookie and "HttpOnly" in cookie
+        sid = cookie.split(";")[0]
+        assert get("/api/status", {"Cookie": sid, "Origin": f"https://{hostport}"}).status == 200
+        assert get("/api/status", {"Cookie": sid, "Origin": f"http://{hostport}"}).status == 403
+    finally:
+        proc.terminate()
+        proc.wait(10)
