@@ -348,7 +348,7 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:
                 source=q.get("source") or None,  # type: ignore[arg-type]
             )
             protocol.decode_client(protocol.encode(msg))  # the filters' literal values, checked by the wire types
-        except (ValueError, Exception) as e:
+        except Exception as e:  # a bad number or a filter value the wire types do not know
             return JSONResponse({"error": f"bad filter: {render.line(str(e), 200)}"}, status_code=400)
         return await relay(lambda: query(msg), lambda r: {"records": [_record(x) for x in r.records]})
 
@@ -483,6 +483,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.unix and not is_loopback(args.listen) and not args.cert:
         parser.error(f"--listen {args.listen} is not loopback: give --cert and --key (TLS), or use a reverse proxy "
                      "(--unix)")
+    if not args.unix and args.listen in ("0.0.0.0", "::") and not args.host:
+        parser.error(f"--listen {args.listen} needs --host NAME:PORT: the exact name browsers will use (DNS "
+                     "rebinding protection accepts no other)")
     if args.unix and not args.host:
         args.host = ["localhost"]
     if not 0 <= args.port <= 65535:

@@ -141,6 +141,13 @@ def test_non_loopback_needs_tls(daemon: DaemonHandle) -> None:
         assert proc.returncode == 2 and "--cert" in proc.stderr, proc.stderr
 
 
+def test_wildcard_listen_needs_a_host_name(daemon: DaemonHandle) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nexus_clients.web.app", "--listen", "0.0.0.0", "--port", "0",
+                           "--cert", "c.pem", "--key", "k.pem"], env=daemon.env, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 2 and "--host" in proc.stderr, proc.stderr
+
+
 def test_unix_socket_is_private(daemon: DaemonHandle) -> None:
     path = short_tmpdir() / "web.sock"
     proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--unix", str(path), "--socket",
