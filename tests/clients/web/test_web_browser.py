@@ -22,9 +22,10 @@ from tests.clients.web.conftest import WebHandle
 class HookRun:
     """``nexus-hook claude`` in a thread: a real process, waiting for a person's answer."""
 
-    def __init__(self, env: dict[str, str], command: str, session: str = "sess-web") -> None:
+    def __init__(self, env: dict[str, str], command: str, session: str = "sess-web", tool: str = "Bash",
+                 tool_input: dict[str, Any] | None = None) -> None:
         self.result: Any = None
-        stdin = claude_input(tool_input={"command": command}) | {"session_id": session}
+        stdin = claude_input(tool=tool, tool_input=tool_input or {"command": command}) | {"session_id": session}
         self.thread = threading.Thread(target=self._run, args=(env, stdin), daemon=True)
         self.thread.start()
 
@@ -173,3 +174,21 @@ def test_daemon_gone_the_page_says_so_and_nothing_is_kept_to_send(web: WebHandle
     assert hook.decision()["permissionDecision"] == "deny"
     web.daemon.start()
     page.wait_for_selector("#conn.up", timeout=30_000)  # nexus-web reconnects by itself
+
+
+def test_an_edit_shows_its_diff_and_hidden_characters(web: WebHandle, browser_factory: Any, tmp_path: Path) -> None:
+    target = tmp_path / "config.py"
+    target.write_text("DEBUG = False\nPORT = 8080\n")
+    page = signed_in(browser_factory, web, "diff")
+    edit = {"file_path": str(target), "old_string": "DEBUG = False", "new_string": "DEBUG = True  # \u202eoops"}
+    hook = HookRun(web.daemon.env, "", tool="Edit", tool_input=edit)
+    page.wait_for_selector("#d-diff-box:not([hidden])")
+    diff = page.locator("#d-diff").inner_text()
+    assert "-DEBUG = False" in diff and "+DEBUG = True" in diff
+    assert "\\u202e" in diff and "\u202e" not in diff, "the bidi override is shown as an escape, not obeyed"
+    assert not page.locator("#d-hidden").is_hidden()
+    page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
+    print("screenshot:", tmp_path / "diff.png")
+    page.click("button[data-act=deny]")
+    assert hook.decision()["permissionDecision"] == "deny"
+    assert target.read_text().startswith("DEBUG = False")
