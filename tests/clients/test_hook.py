@@ -214,9 +214,10 @@ def test_claude_safe_tool_allowed(daemon: DaemonHandle) -> None:
 
 
 def test_claude_no_ui_denies_or_asks_where_configured(daemon: DaemonHandle) -> None:
-    assert pre_decision(run_hook(["claude"], claude_input(), daemon.env))[0] == "deny"
-    assert pre_decision(run_hook(["claude", "--on-no-ui", "ask"], claude_input(), daemon.env))[0] == "ask"
-    env = daemon.env | {"NEXUS_HOOK_ON_NO_UI": "ask"}
+    base = {k: v for k, v in daemon.env.items() if k != "CLAUDE_CODE_ENTRYPOINT"}  # not a Claude CLI: auto denies
+    assert pre_decision(run_hook(["claude"], claude_input(), base))[0] == "deny"
+    assert pre_decision(run_hook(["claude", "--on-no-ui", "ask"], claude_input(), base))[0] == "ask"
+    env = base | {"NEXUS_HOOK_ON_NO_UI": "ask"}
     proc = run_hook(["claude"], claude_input("PermissionRequest"), env)
     assert proc.returncode == 0 and proc.stdout.strip() == b"", "no output: Claude's own dialog takes over"
 
