@@ -96,10 +96,10 @@ def model_reason(decision: Decision | LeanDecision) -> str:
     return " ".join(parts)
 
 
-# Where Claude Code shows its own permission dialog for a hook's "ask". Its terminal CLI (interactive, or
-# -p, where an ask it cannot show becomes a denial) sets CLAUDE_CODE_ENTRYPOINT=cli; the SDKs and IDE
-# harnesses do not, and some of those, like the auto/bypassPermissions/dontAsk modes, have let an "ask"
-# run the tool unprompted. An ask must never turn into an allow, so only these hand back.
+# Where Claude Code shows its own permission dialog for a hook's "ask". Its interactive terminal CLI sets
+# CLAUDE_CODE_ENTRYPOINT=cli; -p runs, the SDKs and IDE harnesses set other values (tests/e2e: a -p run's
+# hook is denied by this default), and some harnesses, like the auto/bypassPermissions/dontAsk modes, have
+# let an "ask" run the tool unprompted. An ask must never turn into an allow, so only these hand back.
 DIALOG_ENTRYPOINTS = frozenset({"cli"})
 DIALOG_MODES = frozenset({"default", "acceptEdits", "plan"})
 
