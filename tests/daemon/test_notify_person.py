@@ -260,3 +260,18 @@ def test_desktop_notification_withdrawn_when_answered_elsewhere_and_forged_signa
 def test_notify_off_by_default_no_ui_still_decides_at_once(daemon: DaemonHandle) -> None:
     [d] = anyio.run(_requests, daemon, ["make install"])
     assert d.decision == "ask" and "no nexusd UI is connected" in d.reason
+
+
+def test_an_unreachable_webhook_costs_the_notification_never_the_request(daemon_factory: Any) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy = f'[notify]\nwebhook = "http://127.0.0.1:{port}/gone"\ngroup_window = 0\nmin_interval = 0\n'
+    daemon = daemon_factory(policy=policy, pending_timeout=2)
+    [d] = anyio.run(_requests, daemon, ["make install"])
+    assert d.decision == "deny" and d.source == "timeout", "it waited for a person, then the deadline denied it"
+    with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
+        assert c.status().pending == 0
+    assert "notification failed" in daemon.log.read_text()

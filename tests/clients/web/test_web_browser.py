@@ -192,3 +192,25 @@ def test_an_edit_shows_its_diff_and_hidden_characters(web: WebHandle, browser_fa
     page.click("button[data-act=deny]")
     assert hook.decision()["permissionDecision"] == "deny"
     assert target.read_text().startswith("DEBUG = False")
+
+
+def test_allow_for_session_and_always_with_the_rule_editor(web: WebHandle, browser_factory: Any) -> None:
+    page = signed_in(browser_factory, web, "always")
+    hook = HookRun(web.daemon.env, "mkdir -p build/one", session="sess-always")
+    page.wait_for_selector(".queue-item")
+    page.wait_for_selector("button[data-act=allow_session]:not([disabled])")
+    page.keyboard.press("s")
+    assert hook.decision()["permissionDecision"] == "allow"
+    hook = HookRun(web.daemon.env, "touch build/two.txt", session="sess-always")
+    page.wait_for_selector(".queue-item:not(.done)")
+    page.click("button[data-act=always]")
+    page.wait_for_selector("#rule-editor:not([hidden])")
+    rules = [r for r in page.locator("#rules-text").input_value().splitlines() if r.strip()]
+    assert rules, "always offers the engine's suggestions"
+    page.click("#rules-go")
+    assert hook.decision()["permissionDecision"] == "allow"
+    scopes = [r.scope for r in audit(web, source="user") if r.session == "sess-always"]
+    assert scopes == ["session", "always"]
+    with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
+        learned = [r.rule for r in c.call(protocol.RulesQuery()).rules if r.kind == "allow"]
+    assert rules[0] in learned
