@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp")
+OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp", "nexus-web")
 BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.M | re.S)
 OPERATORS = {"|", "||", "&&", ";", "&"}
 
@@ -105,6 +105,10 @@ def check_invocation(words: list[str]) -> bool:
         from nexus_clients.mcp_bridge import parse_args as mcp_args
 
         mcp_args(args)
+    elif name == "nexus-web":
+        from nexus_clients.web.app import parse_args as web_args
+
+        web_args(args)  # parses only; exits 2 on a bad line (pytest reports the SystemExit)
     elif name == "nexus-tui":
         import nexus_clients.tui.app as tui
 

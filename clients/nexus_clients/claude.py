@@ -99,6 +99,21 @@ def model_reason(decision: Decision | LeanDecision) -> str:
     return text
 
 
+# Where Claude Code shows its own permission dialog for a hook's "ask". Its interactive terminal CLI sets
+# CLAUDE_CODE_ENTRYPOINT=cli; -p runs, the SDKs and IDE harnesses set other values (tests/e2e: a -p run's
+# hook is denied by this default), and some harnesses, like the auto/bypassPermissions/dontAsk modes, have
+# let an "ask" run the tool unprompted. An ask must never turn into an allow, so only these hand back.
+DIALOG_ENTRYPOINTS = frozenset({"cli"})
+DIALOG_MODES = frozenset({"default", "acceptEdits", "plan"})
+
+
+def no_ui_choice(payload: dict[str, Any], env: Any) -> str:
+    """``--on-no-ui auto``: "ask" where Claude's own dialog is known to be shown, else "deny"."""
+    entry = env.get("CLAUDE_CODE_ENTRYPOINT")
+    mode = payload.get("permission_mode")
+    return "ask" if entry in DIALOG_ENTRYPOINTS and mode in DIALOG_MODES else "deny"
+
+
 def deny_reason(reason: str) -> str:
     return f"nexusd denied this tool call: {reason}"
 

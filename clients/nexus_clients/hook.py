@@ -37,12 +37,14 @@ ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
 PROVIDERS = ("claude", "gemini")
 
-USAGE = f"""usage: nexus-hook {{claude|gemini}} [--timeout SECONDS] [--on-no-ui deny|ask] [--socket PATH]
+USAGE = f"""usage: nexus-hook {{claude|gemini}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
 
 Answers a Claude Code (PreToolUse, PermissionRequest) or Gemini CLI (BeforeTool) command hook by asking
 nexusd. --timeout (default {DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV}) must stay below the hook timeout
-configured in the agent. --on-no-ui ask (env {ON_NO_UI_ENV}) hands the call back to the agent's own
-dialog when no nexusd UI is connected; the default denies it."""
+configured in the agent. --on-no-ui (env {ON_NO_UI_ENV}) says what happens to an ask when no nexusd UI
+is connected and no [notify] channel is configured: ask hands it back to the agent's own dialog, deny
+denies it; auto (the default) hands it back only where the agent's dialog is known to be shown (Claude
+Code's terminal CLI in default, acceptEdits or plan mode) and denies everywhere else."""
 
 
 class HookDeadline(BaseException):  # BaseException so no `except Exception` in a library eats it
@@ -69,7 +71,7 @@ def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Optio
         raise UsageError(f"first argument must be one of {', '.join(PROVIDERS)}")
     provider, rest = argv[0], argv[1:]
     timeout_text = env.get(TIMEOUT_ENV) or str(DEFAULT_TIMEOUT)
-    on_no_ui = env.get(ON_NO_UI_ENV) or "deny"
+    on_no_ui = env.get(ON_NO_UI_ENV) or "auto"
     socket: str | None = None
     i = 0
     while i < len(rest):
@@ -95,8 +97,8 @@ def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Optio
         raise UsageError(f"--timeout must be a number of seconds, not {timeout_text!r}") from None
     if not 2.0 <= timeout <= 3600.0:
         raise UsageError("--timeout must be between 2 and 3600 seconds")
-    if on_no_ui not in ("deny", "ask"):
-        raise UsageError("--on-no-ui must be deny or ask")
+    if on_no_ui not in ("auto", "deny", "ask"):
+        raise UsageError("--on-no-ui must be auto, deny or ask")
     return Options(provider, timeout, on_no_ui, socket)
 
 
@@ -189,6 +191,8 @@ def run_claude(opts: Options, started: float) -> int:
         payload = _decode(_read_stdin())
         event = claude.event_of(payload)
         call = claude.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        if opts.on_no_ui == "auto":
+            opts.on_no_ui = claude.no_ui_choice(payload, os.environ)
         decision = _ask_daemon(call, opts, started)
         answer = claude.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()
@@ -215,6 +219,8 @@ def run_gemini(opts: Options, started: float) -> int:
 
         payload = _decode(_read_stdin())
         call = gemini.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        if opts.on_no_ui == "auto":
+            opts.on_no_ui = "deny"  # Gemini CLI's hook ask is not a dialog everywhere (headless -p): deny
         decision = _ask_daemon(call, opts, started)
         answer = gemini.answer(decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()

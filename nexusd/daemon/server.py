@@ -36,6 +36,7 @@ from nexusd.daemon.guard import AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
+from nexusd.daemon.notify_person import PersonNotifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
@@ -142,6 +143,8 @@ class Server:
         self.config = config
         self.store = store
         self.notifier = notifier or Notifier(None)
+        # [notify]: desktop notifications and webhooks for asks nobody is looking at (notify_person.py)
+        self.alerts = PersonNotifier(lambda: self.store.policy.notify, self._deny_from_notification)
         self.probe_fn = probe_fn
         self.probe: p.SandboxProbe | None = None
         self._probe_lock = anyio.Lock()
@@ -219,6 +222,7 @@ class Server:
                     tg.start_soon(self._refresh_probe)
                 if self.notifier.enabled:
                     tg.start_soon(self._notify_loop)
+                tg.start_soon(self.alerts.run)
                 if self.config.watch_policy:
                     from nexusd.daemon.watch import watch_policy
 
@@ -490,8 +494,8 @@ class Server:
         if verdict.decision == "ask":
             if self._stopping:
                 verdict = p.Verdict("deny", "daemon stopping", "error")
-            elif not self.subscribers:
-                if msg.on_no_ui == "ask":
+            elif not self.subscribers and not self.alerts.waits:  # [notify] configured: wait for a person
+                if msg.on_no_ui == "ask" and self.store.policy.notify.no_ui == "agent":
                     verdict = msgspec.structs.replace(
                         verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself"
                     )
@@ -660,6 +664,8 @@ class Server:
             self._agent_pids(conn, msg.call),
         )
         self.pending.add(entry)
+        if self.alerts.waits:
+            self.alerts.asked(rid, entry.call, entry.deadline_wall)
         if self.subscribers:
             prompt = p.encode(p.Prompt(item=entry.item()))
             for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
@@ -690,6 +696,7 @@ class Server:
         scope: p.Scope | None = None,
         message: str | None = None,
         abort: bool = False,
+        label: str | None = None,
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins."""
         if decision == "allow" and self._audit_refuses():
@@ -697,7 +704,8 @@ class Server:
         rid = entry.id
         self.pending.claim(entry)
         call = entry.call
-        answered_by = by.label if by is not None else None
+        answered_by = by.label if by is not None else label
+        self.alerts.resolved(rid)
         d = self._decision(
             call,
             decision,
@@ -731,6 +739,12 @@ class Server:
         )
         self._status_dirty = True
         return d
+
+    def _deny_from_notification(self, rid: str) -> None:
+        """A desktop notification's Deny (the only answer a notification gives: see notify_person.py)."""
+        entry = self.pending.get(rid)
+        if entry is not None:
+            self._resolve(entry, "deny", "user", "denied from a desktop notification", label="desktop notification")
 
     def _expire(self, entry: PendingEntry) -> None:
         self._resolve(entry, "deny", "timeout", "nobody answered before the deadline")

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from nexusd.core.policy.modes import internal_name
-from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, Policy, ProviderSettings, Trust
+from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, NotifySpec, Policy, ProviderSettings, Trust
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 
-TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits"})
+TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits",
+                      "notify"})
 AUDIT_KEYS = frozenset({"on_failure"})
 LIMIT_KEYS = frozenset({"calls_per_minute", "repeats_per_minute"})
 PERM_KEYS = frozenset({"allow", "ask", "deny", "default_mode", "additional_directories", "allowed_modes",
@@ -56,6 +57,7 @@ class Layer:
     sandbox: dict[str, Any] | None = None
     audit_on_failure: str | None = None  # continue | deny
     limits: dict[str, int] = field(default_factory=dict)  # [limits] keys this layer sets
+    notify: NotifySpec | None = None
     import_claude: bool | None = None
     claude_managed: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -360,6 +362,15 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                     out.errors.append(f"{at}: limits.{key} must be a whole number from 0 (off) to 1000000")
                 else:
                     out.limits[key] = v
+    if "notify" in doc:
+        at = lines.at(lines.table("notify"))
+        if project:
+            out.warnings.append(f"{at}: [notify] is read only from your own or the managed policy; ignored here")
+        else:
+            try:
+                out.notify = parse_notify(doc["notify"])
+            except ValueError as e:
+                out.errors.append(f"{at}: notify: {e}")
     if "claude" in doc:
         c = doc["claude"]
         at = lines.at(lines.table("claude"))
@@ -380,6 +391,52 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
     if out.errors:
         out.loaded = False
     return out
+
+
+def parse_notify(t: Any) -> NotifySpec:
+    """``[notify]`` (docs/POLICY.md); ValueError names the first problem."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(t, dict):
+        raise ValueError("must be a table")
+    known = set(NotifySpec.__slots__)  # type: ignore[attr-defined]
+    if bad := sorted(set(t) - known):
+        raise ValueError(f"unknown key(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    kw: dict[str, Any] = {}
+    choices = {"no_ui": ("agent", "deny"), "webhook_format": ("json", "ntfy", "slack", "discord")}
+    for key, allowed in choices.items():
+        if key in t:
+            if t[key] not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}")
+            kw[key] = t[key]
+    for key in ("desktop", "include_command"):
+        if key in t:
+            if not isinstance(t[key], bool):
+                raise ValueError(f"{key} must be true or false")
+            kw[key] = t[key]
+    for key in ("webhook", "web_url"):
+        if key in t:
+            url = t[key]
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"{key} must be an http(s) URL")
+            if key == "web_url" and ("token=" in (parts.query or "") or parts.username or parts.password):
+                raise ValueError("web_url must not carry the token or credentials: links only open the page")
+            kw[key] = url
+    for key, lo, hi in (("min_interval", 0.0, 86400.0), ("group_window", 0.0, 60.0)):
+        if key in t:
+            kw[key] = _number(t[key], f"{key}", lo, hi)
+    if "redact" in t:
+        pats = t["redact"]
+        if not isinstance(pats, list) or not all(isinstance(x, str) and x for x in pats):
+            raise ValueError("redact must be a list of regular expressions")
+        for x in pats:
+            try:
+                re.compile(x)
+            except re.error as e:
+                raise ValueError(f"redact: bad pattern {x!r}: {e}") from None
+        kw["redact"] = tuple(pats)
+    return NotifySpec(**kw)
 
 
 def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = False) -> Layer:
@@ -462,6 +519,7 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     audit_on_failure, audit_final = "continue", False
     limit_sets: dict[str, list[int]] = {}  # [limits] values of the user's and managed layers
     project_limits: dict[str, int] = {}
+    notify, notify_final = NotifySpec(), False
     warnings: list[str] = []
     builtin = True
     for layer in layers:
@@ -501,10 +559,13 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
             sandbox.append((layer.sandbox, layer.path, layer.managed))
         if layer.audit_on_failure is not None and not audit_final and not layer.project:  # the user's or managed
             audit_on_failure, audit_final = layer.audit_on_failure, layer.managed
+        if layer.notify is not None and not notify_final and not layer.project:  # the user's or managed, whole
+            notify, notify_final = layer.notify, layer.managed
     return Policy(
         rules=tuple(rules), default_mode=default_mode, additional_directories=tuple(dirs), allowed_modes=allowed,
         disable_bypass=bool(disable_bypass), disable_bypass_origin=disable_bypass, providers=providers,
         hooks=tuple(hooks), classifier=classifier, sandbox_layers=tuple(sandbox), workspace=workspace, trust=trust,
         builtin=builtin, warnings=tuple(warnings), audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
         limits=_merge_limits(limit_sets, project_limits),
+        notify=notify,
     )

@@ -214,9 +214,10 @@ def test_claude_safe_tool_allowed(daemon: DaemonHandle) -> None:
 
 
 def test_claude_no_ui_denies_or_asks_where_configured(daemon: DaemonHandle) -> None:
-    assert pre_decision(run_hook(["claude"], claude_input(), daemon.env))[0] == "deny"
-    assert pre_decision(run_hook(["claude", "--on-no-ui", "ask"], claude_input(), daemon.env))[0] == "ask"
-    env = daemon.env | {"NEXUS_HOOK_ON_NO_UI": "ask"}
+    base = {k: v for k, v in daemon.env.items() if k != "CLAUDE_CODE_ENTRYPOINT"}  # not a Claude CLI: auto denies
+    assert pre_decision(run_hook(["claude"], claude_input(), base))[0] == "deny"
+    assert pre_decision(run_hook(["claude", "--on-no-ui", "ask"], claude_input(), base))[0] == "ask"
+    env = base | {"NEXUS_HOOK_ON_NO_UI": "ask"}
     proc = run_hook(["claude"], claude_input("PermissionRequest"), env)
     assert proc.returncode == 0 and proc.stdout.strip() == b"", "no output: Claude's own dialog takes over"
 
@@ -371,3 +372,59 @@ def test_hook_process_never_imports_msgspec(daemon: DaemonHandle, tmp_path: Path
 def test_help_is_help_not_a_misconfiguration(args: list[str]) -> None:
     r = run_hook(args, b"", dict(os.environ))
     assert r.returncode == 0 and b"usage" in r.stdout.lower() and b"misconfigured" not in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- no UI connected (issue 18)
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "mode", "expected"),
+    [
+        ("cli", "default", "ask"),  # Claude Code's terminal CLI shows its own dialog
+        ("cli", "acceptEdits", "ask"),
+        ("cli", "plan", "ask"),
+        ("cli", "bypassPermissions", "deny"),  # modes where an "ask" has run the tool unprompted
+        ("cli", "dontAsk", "deny"),
+        ("cli", "auto", "deny"),
+        ("cli", None, "deny"),
+        ("sdk-ts", "default", "deny"),  # headless SDK runs: no dialog
+        ("sdk-py", "default", "deny"),
+        ("claude-vscode", "default", "deny"),
+        ("CLI", "default", "deny"),
+        (None, "default", "deny"),  # unknown: never hand back
+    ],
+)
+def test_claude_no_ui_choice(entrypoint: str | None, mode: str | None, expected: str) -> None:
+    from nexus_clients import claude
+
+    env = {"CLAUDE_CODE_ENTRYPOINT": entrypoint} if entrypoint else {}
+    payload = claude_input() | {"permission_mode": mode}
+    assert claude.no_ui_choice(payload, env) == expected
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "mode", "expected"),
+    [("cli", "default", "ask"), ("cli", "acceptEdits", "ask"), ("sdk-ts", "default", "deny"),
+     (None, "default", "deny")],
+)
+def test_claude_no_ui_auto_over_the_wire(
+    daemon: DaemonHandle, entrypoint: str | None, mode: str, expected: str
+) -> None:
+    env = {k: v for k, v in daemon.env.items() if k not in ("CLAUDE_CODE_ENTRYPOINT", "NEXUS_HOOK_ON_NO_UI")}
+    if entrypoint:
+        env["CLAUDE_CODE_ENTRYPOINT"] = entrypoint
+    stdin = claude_input(tool_input={"command": "npm install left-pad"}) | {"permission_mode": mode}
+    decision, reason = pre_decision(run_hook(["claude"], stdin, env))
+    assert decision == expected and "no nexusd UI is connected" in reason
+
+
+def test_claude_no_ui_policy_deny_everywhere(daemon_factory: Any) -> None:
+    daemon = daemon_factory(policy='[notify]\nno_ui = "deny"\n')
+    env = daemon.env | {"CLAUDE_CODE_ENTRYPOINT": "cli"}
+    decision, reason = pre_decision(run_hook(["claude", "--on-no-ui", "ask"], claude_input(), env))
+    assert decision == "deny" and "no nexusd UI is connected" in reason
+
+
+def test_gemini_no_ui_auto_denies(daemon: DaemonHandle) -> None:
+    proc = run_hook(["gemini"], gemini_input(), daemon.env | {"NEXUS_HOOK_ON_NO_UI": "auto"})
+    assert proc.returncode == 0 and json.loads(proc.stdout)["decision"] == "deny"

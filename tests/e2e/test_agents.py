@@ -291,6 +291,30 @@ async def test_claude_person_answers(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("on_no_ui", ["auto", "ask"])
+async def test_claude_no_ui_hand_back_is_never_an_allow(
+    on_no_ui: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    """No UI, no [notify]: the hook's default (auto) denies in -p runs (Claude's entrypoint there is not the
+    interactive CLI's), and even a forced hand-back (``ask``) must not run the call: -p has no dialog to
+    show it in (issue 18: an ask is never an allow)."""
+    home, project = world
+    daemon = daemon_factory()  # no rules: Bash needs a person, and none is connected
+    target = project / "handed-back"
+    api = scenario("claude", ToolCall("Bash", {"command": f"mkdir {target}", "description": "make a dir"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    run = await run_cli(argv, env | {"NEXUS_HOOK_ON_NO_UI": on_no_ui}, project, api, daemon)
+    assert not target.exists(), run.explain()
+    from nexusd.client import Client
+
+    with Client(socket_path=str(daemon.socket), role="admin", name="e2e") as c:
+        records = [r for r in c.call(protocol.AuditQuery()).records if r.tool == "Bash"]
+    assert records and records[-1].decision == ("ask" if on_no_ui == "ask" else "deny"), records
+    assert "no nexusd UI is connected" in records[-1].reason, records[-1]
+    print("no-UI decision:", records[-1].decision, records[-1].reason)
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("path", ["hook", "prompt_tool"])
 async def test_claude_daemon_down_denies(path: str, agent_clis: AgentCLIs, world: tuple[Path, Path]) -> None:
     home, project = world

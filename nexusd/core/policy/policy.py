@@ -44,6 +44,28 @@ class ClassifierSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class NotifySpec:
+    """``[notify]``: how an ask reaches a person who is not looking at a UI (nexusd/daemon/notify_person.py).
+
+    Read from the user's and the managed policy only: a project file must not send your asks elsewhere.
+    """
+
+    no_ui: Literal["agent", "deny"] = "agent"  # no UI and nothing configured: the agent's own dialog, or deny
+    desktop: bool = False  # freedesktop notifications on the session bus
+    webhook: str | None = None  # http(s) URL
+    webhook_format: Literal["json", "ntfy", "slack", "discord"] = "json"
+    web_url: str | None = None  # nexus-web's address, for links (never a token)
+    include_command: bool = False  # commands leave the machine (webhooks) only when opted in; always redacted
+    redact: tuple[str, ...] = ()  # more regular expressions to blank out, besides the built-in secret patterns
+    min_interval: float = 30.0  # seconds between two notifications on one channel
+    group_window: float = 2.0  # asks arriving this close together make one notification
+
+    @property
+    def enabled(self) -> bool:
+        return self.desktop or self.webhook is not None
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderSettings:
     """Seed 004's per-provider configuration."""
 
@@ -88,6 +110,7 @@ class Policy:
     # auditd's disk_full_action: "deny" refuses what cannot be recorded; "continue" decides on, loudly
     audit_on_failure: Literal["continue", "deny"] = "continue"
     limits: Limits = Limits()
+    notify: NotifySpec = NotifySpec()
 
     def provider(self, name: str) -> ProviderSettings:
         configured = self.providers.get(name)

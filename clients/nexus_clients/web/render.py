@@ -1,0 +1,87 @@
+"""A pending request as the page shows it: plain JSON, every agent-written string escaped here.
+
+The page inserts these strings with ``textContent`` only, never as HTML, so markup is inert; this module
+additionally makes invisible and control characters visible (``\\u202e``), exactly as the TUI does, so a
+bidi override cannot make ``rm -rf ~`` read as something harmless in a browser either. The risk wording
+is the TUI's (``risk``) and the shared effects module's: one set of words for every UI.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nexus_clients.effects import effects, headline
+from nexus_clients.tui import request_view, risk
+from nexus_clients.tui.escaping import MAX_LINES, escape_plain, has_hidden
+from nexus_clients.tui.state import Entry
+
+MAX_BLOCK_CHARS = 40_000  # a command, diff or input shown in full up to this, then cut with a marker
+
+
+def line(text: str, limit: int | None = 400) -> str:
+    return escape_plain(text, limit=limit)
+
+
+def block(text: str) -> str:
+    """Multi-line text: each line escaped, line and size limits with a visible marker."""
+    lines = text.split("\n")
+    shown = [escape_plain(x, limit=2000) for x in lines[:MAX_LINES]]
+    if len(lines) > MAX_LINES:
+        shown.append(f"… (+{len(lines) - MAX_LINES} more lines)")
+    out = "\n".join(shown)
+    if len(out) > MAX_BLOCK_CHARS:
+        out = out[:MAX_BLOCK_CHARS] + f"\n… (+{len(out) - MAX_BLOCK_CHARS} chars)"
+    return out
+
+
+def item_view(entry: Entry, *, with_diff: bool = True) -> dict[str, Any]:
+    """Everything a person needs to answer one request, as strings fit for ``textContent``."""
+    item = entry.item
+    call, verdict = item.call, item.verdict
+    command = call.input.get("command")
+    view: dict[str, Any] = {
+        "id": item.id,
+        "provider": line(call.provider, 40),
+        "session": line(call.session, 200),
+        "agent_pid": call.agent_pid,
+        "peer_pid": item.peer_pid,
+        "workspace": line(request_view.workspace(entry), 1000),
+        "cwd": line(call.cwd, 1000),
+        "mode": line(call.mode or "", 40),
+        "tool": line(call.tool, 200),
+        "summary": line(request_view.summary(entry), 300),
+        "command": block(command) if isinstance(command, str) else None,
+        "input": block(json.dumps(call.input, ensure_ascii=False, indent=2, sort_keys=True)),
+        "hidden_chars": has_hidden(json.dumps(call.input, ensure_ascii=False)),
+        "tier": risk.tier(verdict),
+        "dangerous": risk.is_dangerous(verdict),
+        "headline": line(headline(call, verdict)),
+        "effects": [line(e.text) for e in effects(call, verdict)],
+        "flags": [line(x) for x in risk.flag_lines(verdict)],
+        "reason": line(verdict.reason, 1000),
+        "requirement": verdict.requirement or "",
+        "suggestions": [line(s, 1000) for s in verdict.suggestions],
+        "never_rules": [line(s, 1000) for s in (verdict.suggestions or [risk.exact_rule(call, verdict)])],
+        "created": item.created,
+        "deadline": item.deadline,
+        "seen_at": entry.seen_at,
+        "diff": None,
+    }
+    if with_diff:
+        change = request_view.file_change(entry)
+        if change is not None:
+            view["diff"] = {"path": line(change.path, 1000), "text": block(change.diff), "note": line(change.note)}
+    return view
+
+
+def resolved_view(entry: Entry) -> dict[str, Any]:
+    r = entry.resolved
+    assert r is not None
+    return {
+        "id": entry.id,
+        "decision": r.decision,
+        "source": r.source,
+        "outcome": line(entry.outcome(), 400),
+        "answered_by": line(r.answered_by or "", 200),
+    }
