@@ -27,6 +27,7 @@ CLIENT_MESSAGES = [
     p.TrustChange(action="remove", path="/w"),
     p.ProbeQuery(refresh=True),
     p.SandboxPlanQuery(command="ls", cwd="/"),
+    p.SandboxReport(command="touch x", cwd="/w", violations=["v"], session="s", exit_code=1),
     p.AuditQuery(limit=5, decision="deny"),
 ]
 SERVER_MESSAGES = [
@@ -45,6 +46,7 @@ SERVER_MESSAGES = [
     p.SandboxPlan(allowed=True, argv=["bwrap"]),
     p.AuditReply(records=[]),
     p.PolicyNotice(ok=False, errors=["e"]),
+    p.SandboxNotice(command="touch x", cwd="/w", violations=["write refused (read-only): x"], session="s", time=1.0),
     p.Bye(reason="stop"),
 ]
 
