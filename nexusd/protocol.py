@@ -116,6 +116,8 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     agent_request_id: str | None = None  # e.g. Claude's tool_use_id
     agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
     workspace: str | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
+    subagent_id: str | None = None  # the subagent making the call (hook input's agent_id), attribution only
+    subagent_type: str | None = None  # its kind (hook input's agent_type, e.g. "Explore"), attribution only
 
 
 class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -21,9 +21,10 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Literal
 
+from nexus_clients import codex_settings
 from nexusd.atomicfile import write_atomic
 
-Agent = Literal["claude", "gemini"]
+Agent = Literal["claude", "gemini", "codex"]
 HOOK_MARK = "nexus-hook"
 MCP_MARK = "nexus-mcp"
 SERVER_NAME = "nexus"
@@ -271,9 +272,14 @@ def install_changes(
     agent: Agent, *, project: Path | None, mcp: bool, timeout: float = HOOK_TIMEOUT_S, home: Path | None = None
 ) -> list[Change]:
     """The file changes an install makes (nothing is written here)."""
-    if agent == "gemini" and mcp:
-        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; Gemini CLI uses the BeforeTool hook")
+    if agent != "claude" and mcp:
+        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; other agents use their hooks")
     command = hook_command(agent, timeout)
+    if agent == "codex":
+        # `|| exit 2`: Codex runs the hook through the user's shell and lets the call run on any exit but 2,
+        # so a hook that cannot start (a removed venv: 127) or crashes before answering still blocks.
+        codex_command = f"{command} || exit 2"
+        return [_codex_change(project, home, lambda d, p: codex_settings.install(d, p, codex_command, AGENT_TIMEOUT_S))]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), lambda s: claude_install(s, command))]
         if mcp:
@@ -283,6 +289,8 @@ def install_changes(
 
 
 def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
+    if agent == "codex":
+        return [_codex_change(project, home, codex_settings.uninstall, restore=True)]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)
@@ -290,3 +298,13 @@ def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None =
             changes.append(plan(mcp_file, mcp_uninstall, restore=True))
         return changes
     return [plan(settings_path("gemini", project, home), gemini_uninstall, restore=True)]
+
+
+def _codex_change(project: Path | None, home: Path | None, transform: Any, *, restore: bool = False) -> Change:
+    """Codex's config is TOML: ``codex_settings`` merges it with tomlkit (comments kept)."""
+    path = codex_settings.config_path(project, home)
+    try:
+        old, new = codex_settings.plan_text(path, lambda doc: transform(doc, path), _backups(path), restore=restore)
+    except codex_settings.CodexSettingsError as exc:
+        raise SettingsError(str(exc)) from None
+    return Change(path, old, new)

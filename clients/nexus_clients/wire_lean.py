@@ -34,7 +34,7 @@ NO_UI = frozenset({"deny", "ask"})
 _DECISION_REQUIRED = ("decision", "reason", "source")
 _DECISION_OPTIONAL_STR = ("id", "rule", "rule_origin", "message", "answered_by", "ref")
 _DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input"))
-_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace")
+_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "subagent_id", "subagent_type")
 
 HELLO_REF = "h1"
 REQUEST_REF = "r1"
@@ -88,10 +88,14 @@ def call_fields(
     agent_request_id: str | None = None,
     agent_pid: int | None = None,
     workspace: str | None = None,
+    subagent_id: str | None = None,
+    subagent_type: str | None = None,
 ) -> dict[str, Any]:
     """A ``protocol.CallInfo`` as its wire dict, defaults omitted as msgspec's ``omit_defaults`` does."""
     out: dict[str, Any] = {"provider": provider, "session": session, "tool": tool, "input": input, "cwd": cwd}
-    for key, value in zip(_CALL_OPTIONAL, (mode, agent_request_id, agent_pid, workspace), strict=True):
+    for key, value in zip(
+        _CALL_OPTIONAL, (mode, agent_request_id, agent_pid, workspace, subagent_id, subagent_type), strict=True
+    ):
         if value is not None:
             out[key] = value
     return out

@@ -328,11 +328,11 @@ def _read_call(source: str) -> p.CallInfo:
 
 
 def _call_from_hook_input(obj: dict[str, Any]) -> p.CallInfo:
-    """The JSON an agent hands its hook (Claude Code's PreToolUse/PermissionRequest, Gemini CLI's BeforeTool),
-    turned into the call exactly as ``nexus-hook`` would submit it."""
-    from nexus_clients import claude, gemini
+    """The JSON an agent hands its hook (Claude Code's PreToolUse/PermissionRequest, Gemini CLI's BeforeTool,
+    Codex CLI's, which alone carries ``turn_id``), turned into the call exactly as ``nexus-hook`` would submit it."""
+    from nexus_clients import claude, codex, gemini
 
-    adapter = gemini if obj.get("hook_event_name") == "BeforeTool" else claude
+    adapter: Any = gemini if obj.get("hook_event_name") == "BeforeTool" else codex if "turn_id" in obj else claude
     try:
         return adapter.call_from_hook(obj, env=os.environ, agent_pid=None, fallback_cwd=os.getcwd())
     except (ValueError, TypeError, KeyError) as e:
