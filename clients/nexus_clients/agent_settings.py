@@ -115,8 +115,35 @@ def add_hook(settings: dict[str, Any], event: str, matcher: str, hook: dict[str,
     return out
 
 
-def claude_install(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    return add_hook(settings, "PreToolUse", "*", {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S})
+def claude_install(settings: dict[str, Any], command: str, *, on_failure_block: bool = False) -> dict[str, Any]:
+    """PreToolUse (every call) and PermissionRequest (the asks Claude Code would show in its own dialog, in
+    any mode) both go to nexusd. ``on_failure_block`` adds ``"onFailure": "block"`` (Claude Code 2.1.295+):
+    a hook that cannot start, crashes or times out then blocks instead of letting the call run."""
+    hook: dict[str, Any] = {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S}
+    if on_failure_block:
+        hook["onFailure"] = "block"
+    return add_hook(add_hook(settings, "PreToolUse", "*", hook), "PermissionRequest", "*", dict(hook))
+
+
+ON_FAILURE_SINCE = (2, 1, 295)  # the first Claude Code that reads a hook's "onFailure"
+
+
+def claude_version(executable: str = "claude", timeout: float = 10.0) -> tuple[int, int, int] | None:
+    """The installed Claude Code's version from ``claude --version`` ("2.1.330 (Claude Code)"), or None
+    when it is not found or says something else. An older Claude Code's schema may reject a key it does
+    not know (and with it the whole hooks entry), so ``onFailure`` is only written where it is known."""
+    import re
+    import subprocess
+
+    found = shutil.which(executable)
+    if found is None:
+        return None
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", out.stdout)
+    return (int(m[1]), int(m[2]), int(m[3])) if m and out.returncode == 0 else None
 
 
 def claude_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
@@ -269,7 +296,13 @@ def apply(change: Change) -> Path | None:
 
 
 def install_changes(
-    agent: Agent, *, project: Path | None, mcp: bool, timeout: float = HOOK_TIMEOUT_S, home: Path | None = None
+    agent: Agent,
+    *,
+    project: Path | None,
+    mcp: bool,
+    timeout: float = HOOK_TIMEOUT_S,
+    home: Path | None = None,
+    on_failure_block: bool = False,
 ) -> list[Change]:
     """The file changes an install makes (nothing is written here)."""
     if agent != "claude" and mcp:
@@ -281,7 +314,8 @@ def install_changes(
         codex_command = f"{command} || exit 2"
         return [_codex_change(project, home, lambda d, p: codex_settings.install(d, p, codex_command, AGENT_TIMEOUT_S))]
     if agent == "claude":
-        changes = [plan(settings_path("claude", project, home), lambda s: claude_install(s, command))]
+        merge = lambda s: claude_install(s, command, on_failure_block=on_failure_block)  # noqa: E731
+        changes = [plan(settings_path("claude", project, home), merge)]
         if mcp:
             changes.append(plan(claude_mcp_path(project, home), mcp_install))
         return changes

@@ -578,3 +578,59 @@ async def test_codex_broken_hook_denies(
     run = await run_cli(argv, env, project, api, daemon)
     assert not target.exists(), run.explain()
     assert run.told(), run.explain()
+
+
+# --------------------------------------------------------------------------- Claude: PermissionRequest and onFailure
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+async def test_claude_permission_request_reaches_the_queue(
+    answer: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    """Only the PermissionRequest hook installed: the ask Claude Code raises itself (no rule allows mkdir
+    in default mode) is decided in nexusd's queue instead of a dialog nobody watches."""
+    home, project = world
+    daemon = daemon_factory(pending_timeout=5.0)
+    target = project / "asked-by-claude"
+    api = scenario("claude", ToolCall("Bash", {"command": f"mkdir {target}", "description": "make a dir"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    settings["hooks"] = {"PermissionRequest": settings["hooks"]["PreToolUse"]}
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    run = await run_cli(argv, env, project, api, daemon, answer=answer, message="not from here")
+    assert len(run.prompts) == 1, run.explain()
+    assert run.prompts[0].call.provider == "claude" and run.prompts[0].call.tool == "Bash"
+    if answer == "allow":
+        assert target.is_dir(), run.explain()
+    else:
+        assert not target.exists(), run.explain()
+        assert "not from here" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("on_failure", ["block", None])
+async def test_claude_missing_hook_blocks_only_with_on_failure(
+    on_failure: str | None, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    """A removed venv: the hook command is not found (exit 127). Claude Code (2.1.330 here, in acceptEdits,
+    where it would not ask itself) lets the call through by default; with ``"onFailure": "block"``, which ``nexusctl install claude`` writes for
+    2.1.295 and later, the call is blocked."""
+    from nexus_clients import agent_settings
+
+    home, project = world
+    daemon = daemon_factory(policy=POLICY)
+    target = project / "through-a-broken-hook.txt"
+    api = scenario("claude", ToolCall("Write", {"file_path": str(target), "content": "x\n"}))
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    argv[argv.index("--permission-mode") + 1] = "acceptEdits"  # Claude itself would let the Write run
+    command = agent_settings.hook_command("claude", 50, executable=str(home / "removed-venv" / "nexus-hook"))
+    settings = agent_settings.claude_install({}, command, on_failure_block=on_failure == "block")
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    version = agent_settings.claude_version(str(agent_clis.claude))
+    assert version is not None and version >= agent_settings.ON_FAILURE_SINCE
+    run = await run_cli(argv, env, project, api, daemon)
+    if on_failure == "block":
+        assert not target.exists(), run.explain()
+    else:
+        assert target.exists(), "Claude Code fails open without onFailure: " + run.explain()
