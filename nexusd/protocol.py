@@ -408,6 +408,9 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     scope: Scope | None = None
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
+    workspace: str | None = None  # the call's workspace, when the agent said
+    subagent_id: str | None = None  # the call's subagent (attribution)
+    subagent_type: str | None = None
 
 
 class AuditReply(_Msg, tag="audit_reply"):

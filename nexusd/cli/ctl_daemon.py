@@ -64,9 +64,27 @@ def _summary(call: p.CallInfo) -> str:
     return summarize(call.input)
 
 
+def _printable(text: str, limit: int = 80) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+
+
 def _print_item(item: p.PendingItem) -> None:
     left = max(0.0, item.deadline - time.time())
-    click.echo(f"{item.id}  {item.call.provider}/{item.call.session[:12]}  {item.call.tool}  ({left:.0f}s left)")
+    call = item.call
+    click.echo(
+        f"{item.id}  {_printable(call.provider)}/{_printable(call.session, 12)}  {_printable(call.tool)}  "
+        f"({left:.0f}s left)"
+    )
+    who = []
+    if call.subagent_id or call.subagent_type:
+        who.append(
+            f"subagent {_printable(call.subagent_type or '?')}"
+            + (f" ({_printable(call.subagent_id)})" if call.subagent_id else "")
+        )
+    who.append(f"workspace {_printable(call.workspace or call.cwd, 200)}")
+    if call.agent_pid:
+        who.append(f"pid {call.agent_pid}")
+    click.echo(f"    {'  '.join(who)}")
     click.echo(f"    {_summary(item.call)}")
     click.echo(f"    why: {item.verdict.reason}")
     for flag in item.verdict.flags:

@@ -293,3 +293,45 @@ async def test_person_allows_permission_request_through_ui(daemon: DaemonHandle,
         out, err = done["io"]
     assert proc.returncode == 0, err
     assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+@pytest.mark.anyio
+async def test_attribution_is_kept_in_the_audit_trail(daemon: DaemonHandle, tmp_path: Path) -> None:
+    """Product, session, subagent, workspace and pid of a Codex call, as the audit trail keeps them."""
+    from nexusd.client import AsyncClient
+
+    sid = payload()["session_id"]
+    transcript = write_transcript(tmp_path, sid, str(tmp_path))
+    p = payload(
+        tool_input={"command": "ls"}, cwd=str(tmp_path), transcript_path=str(transcript),
+        agent_id="agent-42", agent_type="explorer",
+    )  # fmt: skip
+    r = run_hook(p, daemon.env)
+    assert r.returncode == 0, r.stderr
+    async with AsyncClient(socket_path=str(daemon.socket), role="admin", name="audit-reader") as admin:
+        reply = await admin.call(protocol.AuditQuery(session=sid))
+    assert isinstance(reply, protocol.AuditReply)
+    (rec,) = [x for x in reply.records if x.event == "decision"]
+    assert (rec.provider, rec.session, rec.tool, rec.decision) == ("codex", sid, "Bash", "allow")
+    assert (rec.subagent_id, rec.subagent_type, rec.workspace) == ("agent-42", "explorer", str(tmp_path))
+    assert rec.agent_pid  # the hook's parent: here the test process
+
+
+def test_tui_and_watch_show_the_subagent(capsys: pytest.CaptureFixture[str]) -> None:
+    from nexus_clients.tui import request_view
+    from nexus_clients.tui.state import Entry
+
+    from nexusd.cli.ctl_daemon import _print_item
+
+    call = protocol.CallInfo(
+        provider="claude", session="sess-1", tool="Bash", input={"command": "ls"}, cwd="/w/sub", workspace="/w",
+        agent_pid=4242, subagent_id="a1b2", subagent_type="Explore\x1b[2J",
+    )  # fmt: skip
+    verdict = protocol.Verdict(decision="ask", reason="a person decides", source="default")
+    item = protocol.PendingItem(id="0" * 32, call=call, verdict=verdict, created=1.0, deadline=31.0)
+    assert request_view.agent_label(call) == "claude›Explore\x1b[2J"  # escaped where shown (safe_text)
+    cells = request_view.queue_cells(Entry(item=item, seen_at=1.0), now=2.0)
+    assert cells[1].plain.startswith("claude›Explore") and "\x1b" not in cells[1].plain
+    _print_item(item)
+    out = capsys.readouterr().out
+    assert "subagent Explore?[2J (a1b2)" in out and "workspace /w" in out and "pid 4242" in out

@@ -614,8 +614,8 @@ async def test_claude_missing_hook_blocks_only_with_on_failure(
     on_failure: str | None, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
 ) -> None:
     """A removed venv: the hook command is not found (exit 127). Claude Code (2.1.330 here, in acceptEdits,
-    where it would not ask itself) lets the call through by default; with ``"onFailure": "block"``, which ``nexusctl install claude`` writes for
-    2.1.295 and later, the call is blocked."""
+    where it would not ask itself) lets the call through by default; with ``"onFailure": "block"``, which
+    ``nexusctl install claude`` writes for 2.1.295 and later, the call is blocked."""
     from nexus_clients import agent_settings
 
     home, project = world
