@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -103,6 +104,34 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
     return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
 
 
+# Codex runs an ``apply_patch`` the model types as a shell command (``apply_patch <<'EOF' … EOF``, optionally
+# after ``cd DIR &&``) as its own patch tool, and its hook sees it as Bash with that text. To the shell
+# classifier that is an unknown program whose heredoc is opaque, so the files it writes (``.codex/config.toml``
+# included) would go unseen. Exactly these whole-command forms are mapped to the ``apply_patch`` tool; anything
+# more (a second command after the terminator, an unquoted or double-quoted argument) stays a shell call.
+_CD = r"cd\s+(?P<dir>'[^']*'|[^\s;&|<>()'\"$`\\]+)\s*&&\s*"
+_APPLY_PATCH_HEREDOC = re.compile(
+    rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s*<<\s*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)(?P=q)[ \t]*\n"
+    r"(?P<body>.*?)\n(?P=tag)[ \t]*\n?\s*\Z",
+    re.S,
+)
+_APPLY_PATCH_ARG = re.compile(rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s+'(?P<body>[^']*)'\s*\Z")
+
+
+def shell_apply_patch(command: str, cwd: str) -> tuple[str, str] | None:
+    """(patch text, directory it applies in) when ``command`` is exactly an apply_patch invocation."""
+    m = _APPLY_PATCH_HEREDOC.match(command) or _APPLY_PATCH_ARG.match(command)
+    if m is None:
+        return None
+    if "tag" in m.groupdict() and any(line.rstrip(" \t") == m["tag"] for line in m["body"].split("\n")):
+        return None  # the heredoc ends earlier than the regex's last terminator: more commands follow it
+    where = cwd
+    if m["dir"]:
+        d = m["dir"][1:-1] if m["dir"].startswith("'") else m["dir"]
+        where = os.path.normpath(os.path.join(cwd, d))
+    return m["body"], where
+
+
 def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
     from nexusd.protocol import CallInfo
 
@@ -126,6 +155,10 @@ def call_fields_from_hook(
     cwd = payload.get("cwd") or fallback_cwd
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise HookInputError("hook input field 'cwd' must be an absolute path")
+    if tool == "Bash" and isinstance(tool_input.get("command"), str):
+        patch = shell_apply_patch(tool_input["command"], cwd)
+        if patch is not None:
+            tool, tool_input, cwd = "apply_patch", {"command": patch[0]}, patch[1]
     mode = payload.get("permission_mode")
     tool_use_id = payload.get("tool_use_id")
     subagent_id, subagent_type = subagent_of(payload)

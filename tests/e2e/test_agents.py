@@ -634,3 +634,25 @@ async def test_claude_missing_hook_blocks_only_with_on_failure(
         assert not target.exists(), run.explain()
     else:
         assert target.exists(), "Claude Code fails open without onFailure: " + run.explain()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("target", ["notes.txt", ".codex/config.toml"])
+async def test_codex_apply_patch_files_are_checked(
+    target: str, agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
+) -> None:
+    """The model types ``apply_patch <<'EOF' …`` into Codex's shell tool; Codex applies it itself and its hook
+    says Bash. nexusd sees the patch's files: an ApplyPatch rule lets a plain file through, while the
+    project's Codex config is a protected path that no rule opens (codex exec never asks: denied)."""
+    home, project = world
+    daemon = daemon_factory(policy='[permissions]\nallow = ["ApplyPatch"]\n')
+    (project / ".codex").mkdir()
+    patch = f"*** Begin Patch\n*** Add File: {target}\n+written by a patch\n*** End Patch"
+    api = scenario("codex", codex_call(f"apply_patch <<'EOF'\n{patch}\nEOF\n"))
+    argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    if target == "notes.txt":
+        assert (project / target).read_text() == "written by a patch\n", run.explain()
+    else:
+        assert not (project / target).exists(), run.explain()
+        assert "nexusd" in run.told(), run.explain()
