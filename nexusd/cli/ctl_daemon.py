@@ -366,7 +366,7 @@ def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None
     """Evaluate a tool call without running it: print the decision, reason, deciding rule and trace.
 
     FILE (default: stdin) holds a CallInfo, a Request/Check message whose "call" is one, or the JSON an
-    agent gives its hook (Claude Code's PreToolUse, Gemini CLI's BeforeTool), for example:
+    agent gives its hook (Claude Code's PreToolUse, Gemini CLI's BeforeTool, Codex CLI's), for example:
 
     \b
       echo '{"session_id":"s","cwd":"/p","hook_event_name":"PreToolUse",

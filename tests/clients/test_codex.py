@@ -374,3 +374,19 @@ def test_shell_apply_patch_is_the_patch_tool(command: str, cwd: str) -> None:
 def test_anything_more_stays_a_shell_call(command: str) -> None:
     c = call(payload(tool_input={"command": command}))
     assert c.tool == "Bash" and c.input == {"command": command}
+
+
+def test_nexusctl_check_reads_codex_hook_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nexusctl check`` maps Codex's hook JSON (it alone carries ``turn_id``) as ``nexus-hook codex`` does:
+    exec's ``bypassPermissions`` is dont_ask, so a mkdir is denied, where Claude's adapter would allow it."""
+    from click.testing import CliRunner
+
+    from nexusd.cli.ctl import main as nexusctl
+
+    for var, sub in (("NEXUS_CONFIG_DIR", "cfg"), ("NEXUS_STATE_DIR", "state"), ("NEXUS_MANAGED_DIR", "managed")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    hook = payload(tool_input={"command": "mkdir out"}, cwd=str(tmp_path), permission_mode="bypassPermissions")
+    r = CliRunner().invoke(nexusctl, ["check", "--offline", "--json"], input=json.dumps(hook))
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.output)["decision"] == "deny" and "dont_ask" in r.output
