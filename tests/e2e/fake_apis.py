@@ -22,6 +22,8 @@ class ToolCall:
     name: str
     input: dict[str, Any]
     id: str = "toolu_e2e_01"
+    # only for a request whose first message holds this text (a subagent's task, not the main loop's)
+    first_message_has: str | None = None
 
 
 @dataclass
@@ -39,10 +41,12 @@ class FakeAPI:
     def script(self) -> list[ToolCall]:
         return self.tool if isinstance(self.tool, list) else [self.tool]
 
-    def next_call(self, offered: set[Any]) -> ToolCall | None:
+    def next_call(self, offered: set[Any], first_message: str = "") -> ToolCall | None:
         """The next scripted call for a main-loop request that offers its tool, in order; None when done."""
         if self.tool_calls_sent < len(self.script) and self.script[self.tool_calls_sent].name in offered:
             call = self.script[self.tool_calls_sent]
+            if call.first_message_has is not None and call.first_message_has not in first_message:
+                return None
             self.tool_calls_sent += 1
             return call
         return None
@@ -104,7 +108,9 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     """One Messages API SSE stream: a tool_use for the first main-loop turn, text otherwise."""
-    call = api.next_call({t.get("name") for t in body.get("tools", []) or []})
+    messages = body.get("messages") or [{}]
+    first = json.dumps(messages[0].get("content", "")) if isinstance(messages[0], dict) else ""
+    call = api.next_call({t.get("name") for t in body.get("tools", []) or []}, first)
     model = body.get("model", "claude-fake")
     chunks = [
         _sse(

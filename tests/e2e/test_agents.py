@@ -656,3 +656,27 @@ async def test_codex_apply_patch_files_are_checked(
     else:
         assert not (project / target).exists(), run.explain()
         assert "nexusd" in run.told(), run.explain()
+
+
+@pytest.mark.anyio
+async def test_claude_subagent_call_is_attributed(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    """The model starts a subagent (Agent tool); the subagent's Bash call reaches nexusd with Claude Code's
+    ``agent_id`` / ``agent_type`` as the call's subagent attribution, shown to the UI that answers it."""
+    home, project = world
+    daemon = daemon_factory(policy='[permissions]\nallow = ["Agent", "Task"]\n', pending_timeout=10.0)
+    target = project / "made-by-subagent"
+    script = [
+        ToolCall("Agent", {"description": "make a dir", "prompt": "make the dir", "subagent_type": "general-purpose"},
+                 id="toolu_e2e_agent"),
+        ToolCall("Bash", {"command": f"mkdir {target}", "description": "mkdir"}, id="toolu_e2e_sub",
+                 first_message_has="make the dir"),
+    ]  # fmt: skip
+    api = scenario("claude", script)
+    argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
+    run = await run_cli(argv, env, project, api, daemon, answer="allow")
+    asked = [p.call for p in run.prompts if p.call.tool == "Bash"]
+    assert len(asked) == 1, run.explain()
+    assert asked[0].subagent_id and asked[0].subagent_type == "general-purpose", asked[0]
+    assert target.is_dir(), run.explain()
