@@ -390,3 +390,42 @@ def test_nexusctl_check_reads_codex_hook_input(tmp_path: Path, monkeypatch: pyte
     r = CliRunner().invoke(nexusctl, ["check", "--offline", "--json"], input=json.dumps(hook))
     assert r.exit_code == 1, r.output
     assert json.loads(r.output)["decision"] == "deny" and "dont_ask" in r.output
+
+
+def test_workspace_falls_back_to_the_codex_process_cwd(tmp_path: Path) -> None:
+    """No transcript (``--ephemeral``): the directory of the Codex process above the hook's shell. A copy
+    of /bin/sh named ``codex`` stands in for the real binary (the e2e test runs the real one)."""
+    import shutil
+    import time
+
+    fake = tmp_path / "codex"
+    shutil.copy("/bin/sh", fake)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    # the hook's shell: another program, in another directory, under the codex process
+    proc = subprocess.Popen([str(fake), "-c", "(cd / && exec /bin/sh -c 'sleep 30; :'); :"], cwd=ws)
+    try:
+        child = None
+        for _ in range(100):
+            out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+            if out:
+                child = int(out[0])
+                break
+            time.sleep(0.05)
+        assert child is not None
+        assert codex.codex_process_cwd(child) == str(ws)
+        assert codex.codex_process_cwd(os.getpid()) is None  # no codex above the test runner
+        c = call(payload(cwd="/"), agent_pid=child)
+        assert c.workspace == str(ws) and c.cwd == "/"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_codex_hook_shell_is_walked_past_by_the_self_approval_guard() -> None:
+    """Codex runs hooks as ``$SHELL -lc "<command>"``: a command string, so the guard walks past that shell
+    to Codex itself, whose shell tool could otherwise run ``nexusctl answer``."""
+    from nexusd.daemon.peer import _runs_a_command
+
+    assert _runs_a_command(["/bin/bash", "-lc", "nexus-hook codex --timeout 55 || exit 2"])
+    assert _runs_a_command(["zsh", "-lc", "x"]) and not _runs_a_command(["bash", "-l"])

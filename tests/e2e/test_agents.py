@@ -680,3 +680,21 @@ async def test_claude_subagent_call_is_attributed(
     assert len(asked) == 1, run.explain()
     assert asked[0].subagent_id and asked[0].subagent_type == "general-purpose", asked[0]
     assert target.is_dir(), run.explain()
+
+
+@pytest.mark.anyio
+async def test_codex_workspace_is_not_the_models_workdir(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
+) -> None:
+    """The model sets ``workdir: "/"`` (Codex's hook cwd follows it) in an ``--ephemeral`` session, which
+    has no transcript: the workspace is still the directory Codex runs in (its process's cwd)."""
+    home, project = world
+    daemon = daemon_factory(pending_timeout=5.0)
+    api = scenario("codex", codex_call("mkdir made-at-root-by-a-model", workdir="/"))
+    argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon, approve_for_me=True)
+    argv.insert(argv.index("exec") + 1, "--ephemeral")
+    run = await run_cli(argv, env, project, api, daemon, answer="deny")
+    assert len(run.prompts) == 1, run.explain()
+    call = run.prompts[0].call
+    assert call.cwd == "/" and call.workspace == str(project), call
+    assert not Path("/made-at-root-by-a-model").exists()
