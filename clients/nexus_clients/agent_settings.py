@@ -13,6 +13,7 @@ import contextlib
 import copy
 import difflib
 import json
+import os
 import shutil
 import sys
 import time
@@ -309,9 +310,7 @@ def install_changes(
         raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; other agents use their hooks")
     command = hook_command(agent, timeout)
     if agent == "codex":
-        # `|| exit 2`: Codex runs the hook through the user's shell and lets the call run on any exit but 2,
-        # so a hook that cannot start (a removed venv: 127) or crashes before answering still blocks.
-        codex_command = f"{command} || exit 2"
+        codex_command, _ = codex_hook_command(command)
         return [_codex_change(project, home, lambda d, p: codex_settings.install(d, p, codex_command, AGENT_TIMEOUT_S))]
     if agent == "claude":
         merge = lambda s: claude_install(s, command, on_failure_block=on_failure_block)  # noqa: E731
@@ -332,6 +331,25 @@ def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None =
             changes.append(plan(mcp_file, mcp_uninstall, restore=True))
         return changes
     return [plan(settings_path("gemini", project, home), gemini_uninstall, restore=True)]
+
+
+# Shells that parse `a || exit 2` (Codex runs hooks as `$SHELL -lc "<command>"`).
+OR_EXIT_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "busybox", "fish"})
+
+
+def codex_hook_command(command: str, shell: str | None = None) -> tuple[str, str | None]:
+    """The command Codex runs, and a warning when it cannot be made fail-closed.
+
+    `|| exit 2`: Codex lets the call run on any exit but 2, so with it a hook that cannot start (a removed
+    venv: 127) or dies before answering still blocks. In a shell that cannot parse it (nushell, xonsh …)
+    it would fail every time, and let every call through, so there it is left out, and said so."""
+    name = os.path.basename(shell if shell is not None else os.environ.get("SHELL") or "/bin/sh")
+    if name in OR_EXIT_SHELLS:
+        return f"{command} || exit 2", None
+    return command, (
+        f"Codex runs hooks through your shell ({name}), which may not parse `|| exit 2`: installed without it, "
+        "so if nexus-hook cannot start (a removed venv), Codex lets the call through."
+    )
 
 
 def _codex_change(project: Path | None, home: Path | None, transform: Any, *, restore: bool = False) -> Change:

@@ -105,6 +105,8 @@ def install(
     except settings.SettingsError as exc:
         raise click.ClickException(str(exc)) from None
     _run(changes, dry_run)
+    if agent == "codex" and (warning := settings.codex_hook_command("")[1]):
+        click.echo(f"Warning: {warning}", err=True)
     if mcp and not dry_run:
         click.echo(f"Run non-interactive Claude with: claude -p … --permission-prompt-tool {settings.PROMPT_TOOL}")
 

@@ -149,3 +149,27 @@ def test_cli_dry_run_writes_nothing_then_installs(tmp_path: Path, monkeypatch: p
     assert r.exit_code == 0 and "trusted_hash" in path.read_text()
     r = CliRunner().invoke(nexusctl, ["uninstall", "codex"])
     assert r.exit_code == 0 and not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("shell", "wrapped"),
+    [
+        ("/bin/bash", True),
+        ("/usr/bin/zsh", True),
+        ("/usr/bin/fish", True),
+        ("/bin/sh", True),
+        ("/usr/bin/nu", False),
+        ("/usr/bin/xonsh", False),
+    ],
+)
+def test_fail_closed_wrapper_only_where_the_shell_parses_it(shell: str, wrapped: bool) -> None:
+    command, warning = s.codex_hook_command("/v/bin/nexus-hook codex --timeout 55", shell)
+    assert command.endswith(" || exit 2") is wrapped and (warning is None) is wrapped
+
+
+def test_cli_warns_when_the_shell_cannot_take_the_wrapper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "cx"))
+    monkeypatch.setenv("SHELL", "/usr/bin/nu")
+    r = CliRunner().invoke(nexusctl, ["install", "codex"])
+    assert r.exit_code == 0 and "lets the call through" in r.output
+    assert "|| exit 2" not in (tmp_path / "cx" / "config.toml").read_text()
