@@ -118,6 +118,8 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
     workspace: str | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
     transcript_path: str | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
+    subagent_id: str | None = None  # the subagent making the call (hook input's agent_id), attribution only
+    subagent_type: str | None = None  # its kind (hook input's agent_type, e.g. "Explore"), attribution only
 
 
 class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -434,6 +436,9 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     abort: bool = False  # the person also stopped the agent's turn
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
+    workspace: str | None = None  # the call's workspace, when the agent said
+    subagent_id: str | None = None  # the call's subagent (attribution)
+    subagent_type: str | None = None
 
 
 class AuditReply(_Msg, tag="audit_reply"):

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import difflib
 import json
+import os
 import shutil
 import sys
 import time
@@ -21,9 +22,10 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Literal
 
+from nexus_clients import codex_settings
 from nexusd.atomicfile import write_atomic
 
-Agent = Literal["claude", "gemini"]
+Agent = Literal["claude", "gemini", "codex"]
 HOOK_MARK = "nexus-hook"
 MCP_MARK = "nexus-mcp"
 SERVER_NAME = "nexus"
@@ -114,8 +116,35 @@ def add_hook(settings: dict[str, Any], event: str, matcher: str, hook: dict[str,
     return out
 
 
-def claude_install(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    return add_hook(settings, "PreToolUse", "*", {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S})
+def claude_install(settings: dict[str, Any], command: str, *, on_failure_block: bool = False) -> dict[str, Any]:
+    """PreToolUse (every call) and PermissionRequest (the asks Claude Code would show in its own dialog, in
+    any mode) both go to nexusd. ``on_failure_block`` adds ``"onFailure": "block"`` (Claude Code 2.1.295+):
+    a hook that cannot start, crashes or times out then blocks instead of letting the call run."""
+    hook: dict[str, Any] = {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S}
+    if on_failure_block:
+        hook["onFailure"] = "block"
+    return add_hook(add_hook(settings, "PreToolUse", "*", hook), "PermissionRequest", "*", dict(hook))
+
+
+ON_FAILURE_SINCE = (2, 1, 295)  # the first Claude Code that reads a hook's "onFailure"
+
+
+def claude_version(executable: str = "claude", timeout: float = 10.0) -> tuple[int, int, int] | None:
+    """The installed Claude Code's version from ``claude --version`` ("2.1.330 (Claude Code)"), or None
+    when it is not found or says something else. An older Claude Code's schema may reject a key it does
+    not know (and with it the whole hooks entry), so ``onFailure`` is only written where it is known."""
+    import re
+    import subprocess
+
+    found = shutil.which(executable)
+    if found is None:
+        return None
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", out.stdout)
+    return (int(m[1]), int(m[2]), int(m[3])) if m and out.returncode == 0 else None
 
 
 def claude_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
@@ -268,14 +297,24 @@ def apply(change: Change) -> Path | None:
 
 
 def install_changes(
-    agent: Agent, *, project: Path | None, mcp: bool, timeout: float = HOOK_TIMEOUT_S, home: Path | None = None
+    agent: Agent,
+    *,
+    project: Path | None,
+    mcp: bool,
+    timeout: float = HOOK_TIMEOUT_S,
+    home: Path | None = None,
+    on_failure_block: bool = False,
 ) -> list[Change]:
     """The file changes an install makes (nothing is written here)."""
-    if agent == "gemini" and mcp:
-        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; Gemini CLI uses the BeforeTool hook")
+    if agent != "claude" and mcp:
+        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; other agents use their hooks")
     command = hook_command(agent, timeout)
+    if agent == "codex":
+        codex_command, _ = codex_hook_command(command)
+        return [_codex_change(project, home, lambda d, p: codex_settings.install(d, p, codex_command, AGENT_TIMEOUT_S))]
     if agent == "claude":
-        changes = [plan(settings_path("claude", project, home), lambda s: claude_install(s, command))]
+        merge = lambda s: claude_install(s, command, on_failure_block=on_failure_block)  # noqa: E731
+        changes = [plan(settings_path("claude", project, home), merge)]
         if mcp:
             changes.append(plan(claude_mcp_path(project, home), mcp_install))
         return changes
@@ -283,6 +322,8 @@ def install_changes(
 
 
 def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
+    if agent == "codex":
+        return [_codex_change(project, home, codex_settings.uninstall, restore=True)]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)
@@ -290,3 +331,32 @@ def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None =
             changes.append(plan(mcp_file, mcp_uninstall, restore=True))
         return changes
     return [plan(settings_path("gemini", project, home), gemini_uninstall, restore=True)]
+
+
+# Shells that parse `a || exit 2` (Codex runs hooks as `$SHELL -lc "<command>"`).
+OR_EXIT_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "busybox", "fish"})
+
+
+def codex_hook_command(command: str, shell: str | None = None) -> tuple[str, str | None]:
+    """The command Codex runs, and a warning when it cannot be made fail-closed.
+
+    `|| exit 2`: Codex lets the call run on any exit but 2, so with it a hook that cannot start (a removed
+    venv: 127) or dies before answering still blocks. In a shell that cannot parse it (nushell, xonsh …)
+    it would fail every time, and let every call through, so there it is left out, and said so."""
+    name = os.path.basename(shell if shell is not None else os.environ.get("SHELL") or "/bin/sh")
+    if name in OR_EXIT_SHELLS:
+        return f"{command} || exit 2", None
+    return command, (
+        f"Codex runs hooks through your shell ({name}), which may not parse `|| exit 2`: installed without it, "
+        "so if nexus-hook cannot start (a removed venv), Codex lets the call through."
+    )
+
+
+def _codex_change(project: Path | None, home: Path | None, transform: Any, *, restore: bool = False) -> Change:
+    """Codex's config is TOML: ``codex_settings`` merges it with tomlkit (comments kept)."""
+    path = codex_settings.config_path(project, home)
+    try:
+        old, new = codex_settings.plan_text(path, lambda doc: transform(doc, path), _backups(path), restore=restore)
+    except codex_settings.CodexSettingsError as exc:
+        raise SettingsError(str(exc)) from None
+    return Change(path, old, new)

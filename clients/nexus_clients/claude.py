@@ -74,6 +74,7 @@ def call_fields_from_hook(
     mode = _str(payload, "permission_mode", required=False)
     tool_use_id = _str(payload, "tool_use_id", required=False)
     transcript = _str(payload, "transcript_path", required=False)
+    subagent_id, subagent_type = subagent_of(payload)
     return call_fields(
         provider=PROVIDER,
         session=session,
@@ -85,7 +86,28 @@ def call_fields_from_hook(
         agent_pid=agent_pid,
         workspace=env.get("CLAUDE_PROJECT_DIR") or None,
         transcript_path=transcript or None,
+        subagent_id=subagent_id,
+        subagent_type=subagent_type,
     )
+
+
+MAX_ATTRIBUTION = 200  # characters kept of a subagent id or type: attribution, not a payload
+
+
+def subagent_of(payload: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``agent_id`` / ``agent_type`` (present when a subagent makes the call; Claude Code and Codex alike).
+
+    Attribution only, never policy, so a malformed value is dropped rather than refused; what is kept is
+    trimmed and made printable, since UIs show it verbatim."""
+    out: list[str | None] = []
+    for key in ("agent_id", "agent_type"):
+        value = payload.get(key)
+        if isinstance(value, str) and value.strip():
+            clean = "".join(ch if ch.isprintable() else "?" for ch in value.strip()[:MAX_ATTRIBUTION])
+            out.append(clean)
+        else:
+            out.append(None)
+    return out[0], out[1]
 
 
 def model_reason(decision: Decision | LeanDecision) -> str:

@@ -1,4 +1,4 @@
-"""``nexus-hook claude|gemini``: the command hook agents spawn before every tool call.
+"""``nexus-hook claude|gemini|codex``: the command hook agents spawn before every tool call.
 
 It reads the agent's hook JSON on stdin, asks nexusd, and prints the agent's answer. Both agents let a
 call through when a hook crashes, prints garbage or runs past its timeout, so this module is built to
@@ -13,8 +13,10 @@ always answer deny itself when anything goes wrong:
 - Claude: failures print a deny JSON and exit 0; if even that fails (or the event is unknown, so the
   right JSON shape is unknown), exit 2 with the reason on stderr, which Claude treats as a block.
 - Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
+- Codex: likewise exit 2 with the reason on stderr, for both of its events (any other exit, a timeout
+  or JSON it does not accept lets the call run).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations
+The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,wire_lean} + nexusd.locations
 + nexusd.client_errors + nexusd.linesocket,
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
@@ -35,14 +37,15 @@ MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and proces
 MAX_STDIN = 8 << 20
 ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
-PROVIDERS = ("claude", "gemini")
+PROVIDERS = ("claude", "gemini", "codex")
 
-USAGE = f"""usage: nexus-hook {{claude|gemini}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
+USAGE = f"""usage: nexus-hook {{claude|gemini|codex}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
 
-Answers a Claude Code (PreToolUse, PermissionRequest) or Gemini CLI (BeforeTool) command hook by asking
-nexusd. --timeout (default {DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV}) must stay below the hook timeout
-configured in the agent. --on-no-ui (env {ON_NO_UI_ENV}) says what happens to an ask when no nexusd UI
-is connected and no [notify] channel is configured: ask hands it back to the agent's own dialog, deny
+Answers a Claude Code (PreToolUse, PermissionRequest), Gemini CLI (BeforeTool) or Codex CLI
+(PreToolUse, PermissionRequest) command hook by asking nexusd. --timeout (default {DEFAULT_TIMEOUT:g},
+env {TIMEOUT_ENV}) must stay below the hook timeout configured in the agent. --on-no-ui (env {ON_NO_UI_ENV})
+says what happens to an ask when no nexusd UI is connected and no [notify] channel is configured: ask hands
+it back to the agent's own dialog (for Codex, its PermissionRequest only: its PreToolUse cannot ask), deny
 denies it; auto (the default) hands it back only where the agent's dialog is known to be shown (Claude
 Code's terminal CLI in default, acceptEdits or plan mode) and denies everywhere else."""
 
@@ -175,10 +178,10 @@ def _write_json(obj: Any) -> None:
     sys.stdout.buffer.flush()
 
 
-def _block(reason: str) -> int:
-    """Exit 2 with the reason on stderr: both agents treat this as a block."""
+def _block(reason: str, prefix: str = "nexusd denied this tool call: ") -> int:
+    """Exit 2 with the reason on stderr: every agent treats this as a block."""
     with contextlib.suppress(BaseException):
-        sys.stderr.write(f"nexusd denied this tool call: {reason}\n")
+        sys.stderr.write(f"{prefix}{reason}\n")
         sys.stderr.flush()
     return 2
 
@@ -231,6 +234,29 @@ def run_gemini(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
+def run_codex(opts: Options, started: float) -> int:
+    try:
+        from nexus_clients import codex
+
+        payload = _decode(_read_stdin())
+        event = codex.event_of(payload)
+        call = codex.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        decision = _ask_daemon(call, opts, started)
+        answer = codex.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
+        _disarm_watchdog()
+        if answer.block is not None:
+            return _block(answer.block, prefix="")
+        if answer.out is not None:
+            _write_json(answer.out)
+        return 0
+    except BaseException as exc:  # every failure must end in a deny: Codex runs the call on any other exit
+        _disarm_watchdog()
+        return _block(describe(exc, opts.timeout))
+
+
+RUNNERS = {"claude": run_claude, "gemini": run_gemini, "codex": run_codex}
+
+
 def _reject_constant(name: str) -> Any:
     from nexus_clients.claude import HookInputError
 
@@ -255,7 +281,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(_block(f"nexus-hook is misconfigured: {exc}"))
     try:
         _arm_watchdog(opts.timeout - (time.monotonic() - started) - MARGIN / 3)
-        code = run_claude(opts, started) if opts.provider == "claude" else run_gemini(opts, started)
+        code = RUNNERS[opts.provider](opts, started)
     except BaseException as exc:  # e.g. the watchdog firing between two statements above
         code = _block(describe(exc, opts.timeout))
     sys.exit(code)

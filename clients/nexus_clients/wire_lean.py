@@ -34,7 +34,8 @@ NO_UI = frozenset({"deny", "ask"})
 _DECISION_REQUIRED = ("decision", "reason", "source")
 _DECISION_OPTIONAL_STR = ("id", "rule", "rule_origin", "message", "answered_by", "ref")
 _DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input", "abort"))
-_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcript_path")
+_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcript_path", "subagent_id",
+                  "subagent_type")
 
 HELLO_REF = "h1"
 REQUEST_REF = "r1"
@@ -91,10 +92,12 @@ def call_fields(
     agent_pid: int | None = None,
     workspace: str | None = None,
     transcript_path: str | None = None,
+    subagent_id: str | None = None,
+    subagent_type: str | None = None,
 ) -> dict[str, Any]:
     """A ``protocol.CallInfo`` as its wire dict, defaults omitted as msgspec's ``omit_defaults`` does."""
     out: dict[str, Any] = {"provider": provider, "session": session, "tool": tool, "input": input, "cwd": cwd}
-    values = (mode, agent_request_id, agent_pid, workspace, transcript_path)
+    values = (mode, agent_request_id, agent_pid, workspace, transcript_path, subagent_id, subagent_type)
     for key, value in zip(_CALL_OPTIONAL, values, strict=True):
         if value is not None:
             out[key] = value

@@ -64,9 +64,27 @@ def _summary(call: p.CallInfo) -> str:
     return summarize(call.input)
 
 
+def _printable(text: str, limit: int = 80) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+
+
 def _print_item(item: p.PendingItem) -> None:
     left = max(0.0, item.deadline - time.time())
-    click.echo(f"{item.id}  {item.call.provider}/{item.call.session[:12]}  {item.call.tool}  ({left:.0f}s left)")
+    call = item.call
+    click.echo(
+        f"{item.id}  {_printable(call.provider)}/{_printable(call.session, 12)}  {_printable(call.tool)}  "
+        f"({left:.0f}s left)"
+    )
+    who = []
+    if call.subagent_id or call.subagent_type:
+        who.append(
+            f"subagent {_printable(call.subagent_type or '?')}"
+            + (f" ({_printable(call.subagent_id)})" if call.subagent_id else "")
+        )
+    who.append(f"workspace {_printable(call.workspace or call.cwd, 200)}")
+    if call.agent_pid:
+        who.append(f"pid {call.agent_pid}")
+    click.echo(f"    {'  '.join(who)}")
     click.echo(f"    {_summary(item.call)}")
     click.echo(f"    why: {item.verdict.reason}")
     for flag in item.verdict.flags:
@@ -335,11 +353,11 @@ def _read_call(source: str) -> p.CallInfo:
 
 
 def _call_from_hook_input(obj: dict[str, Any]) -> p.CallInfo:
-    """The JSON an agent hands its hook (Claude Code's PreToolUse/PermissionRequest, Gemini CLI's BeforeTool),
-    turned into the call exactly as ``nexus-hook`` would submit it."""
-    from nexus_clients import claude, gemini
+    """The JSON an agent hands its hook (Claude Code's PreToolUse/PermissionRequest, Gemini CLI's BeforeTool,
+    Codex CLI's, which alone carries ``turn_id``), turned into the call exactly as ``nexus-hook`` would submit it."""
+    from nexus_clients import claude, codex, gemini
 
-    adapter = gemini if obj.get("hook_event_name") == "BeforeTool" else claude
+    adapter: Any = gemini if obj.get("hook_event_name") == "BeforeTool" else codex if "turn_id" in obj else claude
     try:
         return adapter.call_from_hook(obj, env=os.environ, agent_pid=None, fallback_cwd=os.getcwd())
     except (ValueError, TypeError, KeyError) as e:
@@ -355,7 +373,7 @@ def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None
     """Evaluate a tool call without running it: print the decision, reason, deciding rule and trace.
 
     FILE (default: stdin) holds a CallInfo, a Request/Check message whose "call" is one, or the JSON an
-    agent gives its hook (Claude Code's PreToolUse, Gemini CLI's BeforeTool), for example:
+    agent gives its hook (Claude Code's PreToolUse, Gemini CLI's BeforeTool, Codex CLI's), for example:
 
     \b
       echo '{"session_id":"s","cwd":"/p","hook_event_name":"PreToolUse",

@@ -1,4 +1,4 @@
-"""``nexusctl install|uninstall claude|gemini``: wire the agents' hooks (and Claude's prompt tool) to nexusd.
+"""``nexusctl install|uninstall claude|gemini|codex``: wire the agents' hooks (and Claude's prompt tool) to nexusd.
 
 The merging itself lives in ``nexus_clients.agent_settings`` (pure transforms, atomic writes, backups);
 this module is the command-line shell around it.
@@ -6,12 +6,13 @@ this module is the command-line shell around it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 from nexus_clients import agent_settings as settings
 
-AGENTS = click.Choice(["claude", "gemini"])
+AGENTS = click.Choice(["claude", "gemini", "codex"])
 
 
 def register(group: click.Group) -> None:
@@ -50,7 +51,7 @@ _scope_options = [
     click.option(
         "--project",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json).",
+        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json, DIR/.codex/config.toml).",
     ),
     click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing."),
 ]
@@ -77,17 +78,61 @@ def _with_scope(fn):  # type: ignore[no-untyped-def]
     show_default=True,
     help=f"Seconds the hook waits for a decision (the agent is told {settings.AGENT_TIMEOUT_S} s).",
 )
-def install(agent: str, user: bool, project: Path | None, dry_run: bool, mcp: bool, timeout: float) -> None:
-    """Merge nexusd's hook into AGENT's settings.json, keeping everything else (a backup is kept)."""
+@click.option(
+    "--claude-version",
+    metavar="X.Y.Z",
+    help="Claude only: the Claude Code version to write for (default: what `claude --version` says).",
+)
+def install(
+    agent: str, user: bool, project: Path | None, dry_run: bool, mcp: bool, timeout: float, claude_version: str | None
+) -> None:
+    """Merge nexusd's hook into AGENT's settings, keeping everything else (a backup is kept).
+
+    Codex: hooks go into $CODEX_HOME/config.toml (default ~/.codex), trusted for Codex's /hooks review."""
     if timeout >= settings.AGENT_TIMEOUT_S:
         raise click.UsageError(f"--timeout must stay below the agent's {settings.AGENT_TIMEOUT_S} s hook timeout")
+    block = False
+    if agent == "claude":
+        block = _claude_on_failure(claude_version)
     try:
-        changes = settings.install_changes(agent, project=_scope(user, project), mcp=mcp, timeout=timeout)  # type: ignore[arg-type]
+        changes = settings.install_changes(
+            agent,  # type: ignore[arg-type]
+            project=_scope(user, project),
+            mcp=mcp,
+            timeout=timeout,
+            on_failure_block=block,
+        )
     except settings.SettingsError as exc:
         raise click.ClickException(str(exc)) from None
     _run(changes, dry_run)
+    if agent == "codex" and (warning := settings.codex_hook_command("")[1]):
+        click.echo(f"Warning: {warning}", err=True)
     if mcp and not dry_run:
         click.echo(f"Run non-interactive Claude with: claude -p … --permission-prompt-tool {settings.PROMPT_TOOL}")
+
+
+def _claude_on_failure(version_text: str | None) -> bool:
+    """Whether to write ``"onFailure": "block"``: only for a Claude Code that knows it (2.1.295+). Says so
+    either way, because without it a hook that cannot run lets every call through."""
+    if version_text is not None:
+        m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", version_text.strip())
+        if m is None:
+            raise click.BadParameter("expected X.Y.Z", param_hint="--claude-version")
+        version: tuple[int, int, int] | None = (int(m[1]), int(m[2]), int(m[3]))
+    else:
+        version = settings.claude_version()
+    since = ".".join(map(str, settings.ON_FAILURE_SINCE))
+    if version is not None and version >= settings.ON_FAILURE_SINCE:
+        click.echo(f"Claude Code {'.'.join(map(str, version))}: a hook that cannot run blocks the call (onFailure).")
+        return True
+    found = "not found" if version is None else ".".join(map(str, version))
+    click.echo(
+        f"Warning: Claude Code {found}: onFailure needs {since} or later, so it is not set. If nexus-hook cannot "
+        "run (a removed venv, a broken interpreter), Claude Code lets the call through. Upgrade Claude Code "
+        "and install again.",
+        err=True,
+    )
+    return False
 
 
 @click.command()

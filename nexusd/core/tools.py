@@ -242,6 +242,8 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
         body = inp.get("input") or inp.get("patch") or ""
         if isinstance(inp.get("command"), list) and len(inp["command"]) == 2:
             body = inp["command"][1]
+        elif isinstance(inp.get("command"), str) and not body:  # Codex's hooks: the patch text itself
+            body = inp["command"]
         body = body if isinstance(body, str) else ""
         found = tuple(patch_paths(body))
         return ToolInput(writes=found, write_bytes=len(body.encode()),

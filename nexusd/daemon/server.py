@@ -627,6 +627,9 @@ class Server:
                 abort=decision.abort,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,
+                workspace=call.workspace,
+                subagent_id=call.subagent_id,
+                subagent_type=call.subagent_type,
             ),
             call.input,
         )

@@ -194,3 +194,12 @@ def test_abort_stops_the_turn_in_every_claude_answer() -> None:
     # an allow never stops the agent, even if a (broken) daemon sets the flag
     assert "continue" not in claude.hook_answer("PreToolUse", Decision("allow", "ok", "user", abort=True),
                                                 ask_allowed=False)
+@pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest"])
+def test_subagent_attribution_rides_on_the_call(event: str) -> None:
+    """A subagent's call carries ``agent_id`` / ``agent_type`` (Claude Code hooks input); they become the
+    call's ``subagent_id`` / ``subagent_type``, cleaned for display, never policy."""
+    payload = {**PRE, "hook_event_name": event, "agent_id": "agent-a1b2", "agent_type": "Explore\u202e"}
+    call = claude.call_from_hook(payload, env=ENV, agent_pid=1, fallback_cwd="/x")
+    assert (call.subagent_id, call.subagent_type) == ("agent-a1b2", "Explore?")
+    plain = claude.call_from_hook(PRE, env=ENV, agent_pid=1, fallback_cwd="/x")
+    assert plain.subagent_id is None and plain.subagent_type is None

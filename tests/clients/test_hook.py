@@ -323,7 +323,8 @@ async def test_pending_timeout_denies(daemon_factory: Any) -> None:
 def test_hook_import_path_is_lean() -> None:
     """What `nexus-hook` imports, in a fresh interpreter: the standard library and our lean modules only."""
     code = (
-        "import sys, nexus_clients.hook, nexus_clients.claude, nexus_clients.gemini, nexus_clients.wire_lean\n"
+        "import sys, nexus_clients.hook, nexus_clients.claude, nexus_clients.gemini, nexus_clients.codex\n"
+        "import nexus_clients.wire_lean\n"
         "import nexusd.locations\n"
         "bad = {'msgspec', 'anyio', 'click', 'structlog', 'tree_sitter', 'tree_sitter_bash', 'psutil',"
         " 'platformdirs', 'textual', 'mcp', 'pydantic', 'tomlkit', 'pathspec'}\n"
@@ -344,6 +345,7 @@ def test_hook_import_path_is_lean() -> None:
         "nexus_clients.hook",
         "nexus_clients.claude",
         "nexus_clients.gemini",
+        "nexus_clients.codex",
         "nexus_clients.wire_lean",
     }
     assert set(eval(ours)) <= allowed

@@ -1,4 +1,5 @@
-"""The real agent CLIs, installed once per machine from the npm registry into ``.e2e-cache/`` (git-ignored).
+"""The real agent CLIs (Claude Code, Gemini CLI, Codex CLI: its npm package brings its native binary as an
+optional dependency), installed once per machine from the npm registry into ``.e2e-cache/`` (git-ignored).
 
 A session fixture installs the pinned versions when they are missing (under a file lock, so xdist
 workers share one install) and skips only when node or npm is not on the machine.
@@ -20,13 +21,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("NEXUS_E2E_CACHE", REPO / ".e2e-cache"))
 PREFIX = CACHE / "npm"
-PACKAGES = {"@anthropic-ai/claude-code": "2.1.330", "@google/gemini-cli": "0.61.0"}
+PACKAGES = {"@anthropic-ai/claude-code": "2.1.330", "@google/gemini-cli": "0.61.0", "@openai/codex": "0.169.0"}
 
 
 @dataclass(frozen=True)
 class AgentCLIs:
     claude: Path
     gemini: Path
+    codex: Path
     hook: list[str]  # argv prefix of nexus-hook
     mcp: list[str]  # argv of nexus-mcp
 
@@ -68,10 +70,11 @@ def agent_clis() -> AgentCLIs:
     clis = AgentCLIs(
         claude=bin_dir / "claude",
         gemini=bin_dir / "gemini",
+        codex=bin_dir / "codex",
         hook=_console_script("nexus-hook", "nexus_clients.hook"),
         mcp=_console_script("nexus-mcp", "nexus_clients.mcp_bridge"),
     )
-    for cli in (clis.claude, clis.gemini):
+    for cli in (clis.claude, clis.gemini, clis.codex):
         proc = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60, check=False)
         if proc.returncode != 0:
             pytest.fail(f"{cli} --version failed ({proc.returncode}): {proc.stderr[-2000:]}")

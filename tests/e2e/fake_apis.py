@@ -1,8 +1,9 @@
 """Fake model APIs on 127.0.0.1 that script one tool call, then a final text answer.
 
 Claude Code speaks Anthropic's Messages API (``POST /v1/messages``, SSE streaming); Gemini CLI speaks
-``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``. Both servers answer the main loop's first
-request with one tool call and every later request (which carries the tool's result) with plain text,
+``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``; Codex CLI speaks OpenAI's Responses API
+(``POST /v1/responses``, SSE streaming) against a custom ``model_providers`` entry. Each server answers the
+main loop's first request with one tool call and every later request (which carries the tool's result) with plain text,
 and record every request body so tests can check what the model was told (e.g. a deny reason).
 Side requests (titles, quota probes, token counting) get a short text answer.
 """
@@ -21,6 +22,8 @@ class ToolCall:
     name: str
     input: dict[str, Any]
     id: str = "toolu_e2e_01"
+    # only for a request whose first message holds this text (a subagent's task, not the main loop's)
+    first_message_has: str | None = None
 
 
 @dataclass
@@ -38,10 +41,12 @@ class FakeAPI:
     def script(self) -> list[ToolCall]:
         return self.tool if isinstance(self.tool, list) else [self.tool]
 
-    def next_call(self, offered: set[Any]) -> ToolCall | None:
+    def next_call(self, offered: set[Any], first_message: str = "") -> ToolCall | None:
         """The next scripted call for a main-loop request that offers its tool, in order; None when done."""
         if self.tool_calls_sent < len(self.script) and self.script[self.tool_calls_sent].name in offered:
             call = self.script[self.tool_calls_sent]
+            if call.first_message_has is not None and call.first_message_has not in first_message:
+                return None
             self.tool_calls_sent += 1
             return call
         return None
@@ -76,6 +81,16 @@ class FakeAPI:
                             out.append(str(inner))
         return out
 
+    def codex_outputs(self) -> list[str]:
+        """Codex: the output of every function_call_output sent back to the model."""
+        out: list[str] = []
+        for req in self.requests:
+            for item in req.get("input", []) or []:
+                if isinstance(item, dict) and item.get("type") == "function_call_output":
+                    value = item.get("output")
+                    out.append(value if isinstance(value, str) else json.dumps(value))
+        return out
+
     def function_responses(self) -> list[str]:
         """Gemini: every functionResponse sent back to the model, as JSON text."""
         out: list[str] = []
@@ -93,7 +108,9 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 def claude_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     """One Messages API SSE stream: a tool_use for the first main-loop turn, text otherwise."""
-    call = api.next_call({t.get("name") for t in body.get("tools", []) or []})
+    messages = body.get("messages") or [{}]
+    first = json.dumps(messages[0].get("content", "")) if isinstance(messages[0], dict) else ""
+    call = api.next_call({t.get("name") for t in body.get("tools", []) or []}, first)
     model = body.get("model", "claude-fake")
     chunks = [
         _sse(
@@ -177,8 +194,35 @@ def gemini_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(chunk)}\r\n\r\n".encode()
 
 
+def codex_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
+    """One Responses API SSE stream: a function_call for the next scripted call, a message otherwise."""
+    offered = {t.get("name") for t in body.get("tools", []) or [] if isinstance(t, dict)}
+    call = api.next_call(offered)
+    n = api.tool_calls_sent
+    if call is not None:
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": json.dumps(call.input),
+        }
+    else:
+        text = {"type": "output_text", "text": api.final_text, "annotations": []}
+        item = {"type": "message", "role": "assistant", "id": "msg_fake", "status": "completed", "content": [text]}
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    return b"".join(
+        _sse(kind, {"type": kind, **data})
+        for kind, data in (
+            ("response.created", {"response": {"id": f"resp_{n}"}}),
+            ("response.output_item.done", {"item": item}),
+            ("response.completed", {"response": {"id": f"resp_{n}", "usage": usage}}),
+        )
+    )
+
+
 def serve(api: FakeAPI, kind: str) -> FakeAPI:
-    """Start ``api`` as a ``claude`` or ``gemini`` fake on an ephemeral 127.0.0.1 port."""
+    """Start ``api`` as a ``claude``, ``gemini`` or ``codex`` fake on an ephemeral 127.0.0.1 port."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -230,6 +274,8 @@ def serve(api: FakeAPI, kind: str) -> FakeAPI:
                 verdict = json.dumps({"complexity_reasoning": "scripted", "complexity_score": 10})
                 reply = {"candidates": [{"content": {"role": "model", "parts": [{"text": verdict}]}, "index": 0}]}
                 self._send(200, "application/json", json.dumps(reply).encode())
+            elif kind == "codex" and self.path.startswith("/v1/responses"):
+                self._send(200, "text/event-stream", codex_stream(api, body))
             elif kind == "gemini" and ":countTokens" in self.path:
                 self._send(200, "application/json", b'{"totalTokens": 10}')
             else:

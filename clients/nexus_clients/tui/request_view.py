@@ -18,6 +18,7 @@ from nexus_clients.tui import risk
 from nexus_clients.tui.escaping import has_hidden, safe_text
 from nexus_clients.tui.filediff import Change, change_for, read_current
 from nexus_clients.tui.state import Entry
+from nexusd.protocol import CallInfo
 
 LABEL = "bold"
 SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
@@ -52,8 +53,14 @@ def workspace(entry: Entry) -> str:
     return call.workspace or call.cwd
 
 
+def agent_label(call: CallInfo) -> str:
+    """Which agent asks: the product, and the subagent when one makes the call (``claude›Explore``)."""
+    sub = call.subagent_type or call.subagent_id
+    return f"{call.provider}›{sub}" if sub else call.provider
+
+
 def queue_cells(entry: Entry, now: float) -> list[Text]:
-    """Cells of one queue row: countdown, provider, session, workspace, tool, summary."""
+    """Cells of one queue row: countdown, agent (product›subagent), session, workspace, tool, summary."""
     call = entry.item.call
     tier = risk.tier(entry.item.verdict)
     dim = "" if entry.pending else "dim"
@@ -66,7 +73,7 @@ def queue_cells(entry: Entry, now: float) -> list[Text]:
     gist = safe_text(short(summary(entry), 120), style=dim) if entry.pending else Text(entry.outcome(), style="dim")
     return [
         clock,
-        safe_text(short(call.provider, 8), style=dim),
+        safe_text(short(agent_label(call), 16), style=dim),
         safe_text(short(call.session, 10), style=dim),
         safe_text(short(workspace(entry), 28), style=dim),
         tool,
@@ -157,6 +164,11 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     head.append_text(safe_text(call.provider, style="bold"))
     head.append("  session ")
     head.append_text(safe_text(call.session, style="bold"))
+    if call.subagent_id or call.subagent_type:
+        head.append("  subagent ")
+        head.append_text(safe_text(call.subagent_type or "?", style="bold"))
+        if call.subagent_id:
+            head.append_text(safe_text(f" ({call.subagent_id})", style="dim"))
     if entry.pending:
         left = entry.remaining(now)
         head.append(f"  auto-deny in {countdown(entry, now)}", style="bold red" if left <= 10 else "")

@@ -96,6 +96,11 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("autoEdit", "Gemini CLI", "edits_only"),
     ("auto_edit", "Gemini CLI", "edits_only"),
     ("yolo", "Gemini CLI", "bypass"),
+    # Codex CLI approval_policy (nexus-hook codex reports these; its sandbox modes are seed 000's three)
+    ("on-request", "Codex CLI", "default"),
+    ("untrusted", "Codex CLI (before 0.16x)", "default"),
+    ("on-failure", "Codex CLI (deprecated)", "default"),
+    ("never", "Codex CLI (exec's default; its hooks say bypassPermissions)", "dont_ask"),
     # internal names, accepted verbatim (nexusctl mode, policy files)
     *((n, "nexusd", n) for n in ("accept_edits", "edits_only", "dont_ask", "bypass", "cautious", "read_only",
                                    "workspace_write", "danger_full_access")),
