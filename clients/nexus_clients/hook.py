@@ -170,7 +170,9 @@ def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
         remaining = opts.timeout - (time.monotonic() - started) - MARGIN
         if remaining <= 0.1:
             raise HookDeadline()
-        return conn.request(call, on_no_ui=opts.on_no_ui, timeout=remaining)
+        # "auto" that no adapter resolved (an agent whose own dialog is not known to be shown): deny
+        on_no_ui = "deny" if opts.on_no_ui == "auto" else opts.on_no_ui
+        return conn.request(call, on_no_ui=on_no_ui, timeout=remaining)
 
 
 def _write_json(obj: Any) -> None:
@@ -241,6 +243,8 @@ def run_codex(opts: Options, started: float) -> int:
         payload = _decode(_read_stdin())
         event = codex.event_of(payload)
         call = codex.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        if opts.on_no_ui == "auto":
+            opts.on_no_ui = "deny"  # Codex's dialog is not known to be shown everywhere (codex exec): deny
         decision = _ask_daemon(call, opts, started)
         answer = codex.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()
