@@ -1,4 +1,5 @@
-"""Merge nexusd's hook (and MCP server) entries into Claude Code's and Gemini CLI's settings files.
+"""Merge nexusd's hook (and MCP server) entries into the agents' settings files (Claude Code, Gemini CLI,
+Cursor's and Copilot CLI's hooks files), and write or remove nexusd's OpenCode plugin file.
 
 People keep their own hooks, permissions and servers in these files, so every change is a merge that
 keeps everything else, recognises our own entries (by the ``nexus-hook`` / ``nexus-mcp`` command) so a
@@ -13,6 +14,7 @@ import contextlib
 import copy
 import difflib
 import json
+import os
 import shutil
 import sys
 import time
@@ -23,7 +25,7 @@ from typing import Any, Literal
 
 from nexusd.atomicfile import write_atomic
 
-Agent = Literal["claude", "gemini"]
+Agent = Literal["claude", "gemini", "cursor", "copilot", "opencode"]
 HOOK_MARK = "nexus-hook"
 MCP_MARK = "nexus-mcp"
 SERVER_NAME = "nexus"
@@ -60,7 +62,8 @@ def _quote(text: str) -> str:
 
 
 def _is_ours(hook: Any, mark: str) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and mark in hook["command"]
+    """Our entry: its ``command`` (or Copilot's ``bash``) runs our console script."""
+    return isinstance(hook, dict) and any(isinstance(hook.get(k), str) and mark in hook[k] for k in ("command", "bash"))
 
 
 # --------------------------------------------------------------------------- hook entries
@@ -131,6 +134,112 @@ def gemini_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
     return remove_hooks(settings, "BeforeTool")
 
 
+# --------------------------------------------------------------------------- Cursor and Copilot CLI
+# Both keep ``{"version": 1, "hooks": {event: [entry, ...]}}``: flat lists of entries, no matcher groups.
+
+CURSOR_EVENTS = ("beforeShellExecution", "beforeMCPExecution", "beforeReadFile")
+COPILOT_EVENT = "preToolUse"
+
+
+def remove_flat_hooks(config: dict[str, Any], events: tuple[str, ...]) -> dict[str, Any]:
+    """Drop our entries from ``hooks[event]``; lists, ``hooks`` and a lone ``version`` left empty go too."""
+    out = copy.deepcopy(config)
+    hooks = _event_lists(out)
+    for event in events:
+        entries = hooks.get(event)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise SettingsError(f"'hooks.{event}' is not a list")
+        kept = [e for e in entries if not _is_ours(e, HOOK_MARK)]
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if "hooks" in out and not hooks:
+        del out["hooks"]
+    if set(out) == {"version"}:
+        return {}
+    return out
+
+
+def add_flat_hooks(config: dict[str, Any], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Put our entry first in ``hooks[event]`` for each event, keeping every other entry."""
+    out = remove_flat_hooks(config, tuple(entries))
+    if out.get("version", 1) != 1:
+        raise SettingsError(f"hooks file version {out.get('version')!r} is not 1; not touching it")
+    out.setdefault("version", 1)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError("'hooks' is not an object")
+    for event, entry in entries.items():
+        hooks.setdefault(event, []).insert(0, entry)
+    return out
+
+
+def cursor_install(config: dict[str, Any], command: str) -> dict[str, Any]:
+    """``failClosed``: Cursor lets an action through when a hook fails unless told otherwise."""
+    entry = {"command": command, "timeout": AGENT_TIMEOUT_S, "failClosed": True}
+    return add_flat_hooks(config, {event: dict(entry) for event in CURSOR_EVENTS})
+
+
+def cursor_uninstall(config: dict[str, Any]) -> dict[str, Any]:
+    return remove_flat_hooks(config, CURSOR_EVENTS)
+
+
+def copilot_install(config: dict[str, Any], command: str) -> dict[str, Any]:
+    entry = {"type": "command", "bash": command, "timeoutSec": AGENT_TIMEOUT_S}
+    return add_flat_hooks(config, {COPILOT_EVENT: entry})
+
+
+def copilot_uninstall(config: dict[str, Any]) -> dict[str, Any]:
+    return remove_flat_hooks(config, (COPILOT_EVENT,))
+
+
+# --------------------------------------------------------------------------- OpenCode's plugin file
+
+OPENCODE_MARK = "// nexusd gate for OpenCode"
+OPENCODE_PLUGIN = "nexusd.js"
+
+
+def opencode_plugin_text(argv: list[str], timeout: float = HOOK_TIMEOUT_S) -> str:
+    """Our plugin with the hook's argv and deadline filled in (the plugin kills a hook that overruns)."""
+    from importlib.resources import files
+
+    template = (files("nexus_clients") / "data" / "opencode-nexusd.js").read_text(encoding="utf-8")
+    timeout_ms = int((timeout + 3) * 1000)  # the hook answers by --timeout; a little slack for process exit
+    return template.replace("__NEXUS_HOOK_ARGV__", json.dumps(argv)).replace("__NEXUS_TIMEOUT_MS__", str(timeout_ms))
+
+
+def opencode_plugin_path(project: Path | None, home: Path | None = None) -> Path:
+    """``.opencode/plugins/`` in a project, else OpenCode's user config directory's ``plugins/``."""
+    if project is not None:
+        return project / ".opencode" / "plugins" / OPENCODE_PLUGIN
+    xdg = os.environ.get("XDG_CONFIG_HOME") if home is None else None
+    base = Path(xdg) if xdg else (home or Path.home()) / ".config"
+    return base / "opencode" / "plugins" / OPENCODE_PLUGIN
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path} is unreadable ({exc}); not touching it") from None
+
+
+def opencode_changes(project: Path | None, home: Path | None, *, install: bool, timeout: float) -> list[Change]:
+    path = opencode_plugin_path(project, home)
+    old = _read_text(path)
+    if old is not None and OPENCODE_MARK not in old:
+        raise SettingsError(f"{path} exists and is not nexusd's plugin; not touching it")
+    if not install:
+        return [Change(path, old, None)]
+    argv = [console_script(HOOK_MARK), "opencode", "--timeout", f"{timeout:g}"]
+    return [Change(path, old, opencode_plugin_text(argv, timeout))]
+
+
 # --------------------------------------------------------------------------- MCP server entries
 
 
@@ -161,6 +270,13 @@ def mcp_uninstall(config: dict[str, Any]) -> dict[str, Any]:
 
 def settings_path(agent: Agent, project: Path | None, home: Path | None = None) -> Path:
     base = project if project is not None else (home or Path.home())
+    if agent == "cursor":  # ~/.cursor/hooks.json, <project>/.cursor/hooks.json
+        return base / ".cursor" / "hooks.json"
+    if agent == "copilot":  # a file of our own among Copilot's hook files
+        if project is not None:
+            return project / ".github" / "hooks" / "nexusd.json"
+        copilot_home = os.environ.get("COPILOT_HOME") if home is None else None
+        return (Path(copilot_home) if copilot_home else base / ".copilot") / "hooks" / "nexusd.json"
     return base / (".claude" if agent == "claude" else ".gemini") / "settings.json"
 
 
@@ -227,8 +343,6 @@ def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
     if new == data:
         return Change(path, old_text, old_text)
     if restore:
-        if not new:
-            return Change(path, old_text, None)
         for backup in _backups(path):
             try:
                 text = backup.read_text(encoding="utf-8")
@@ -236,6 +350,8 @@ def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
                     return Change(path, old_text, text)
             except (OSError, ValueError):
                 continue
+        if not new:
+            return Change(path, old_text, None)
     return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -271,9 +387,14 @@ def install_changes(
     agent: Agent, *, project: Path | None, mcp: bool, timeout: float = HOOK_TIMEOUT_S, home: Path | None = None
 ) -> list[Change]:
     """The file changes an install makes (nothing is written here)."""
-    if agent == "gemini" and mcp:
-        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; Gemini CLI uses the BeforeTool hook")
+    if agent != "claude" and mcp:
+        raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; other agents use their hooks")
+    if agent == "opencode":
+        return opencode_changes(project, home, install=True, timeout=timeout)
     command = hook_command(agent, timeout)
+    if agent in ("cursor", "copilot"):
+        transform = cursor_install if agent == "cursor" else copilot_install
+        return [plan(settings_path(agent, project, home), lambda s: transform(s, command))]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), lambda s: claude_install(s, command))]
         if mcp:
@@ -283,6 +404,11 @@ def install_changes(
 
 
 def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
+    if agent == "opencode":
+        return opencode_changes(project, home, install=False, timeout=HOOK_TIMEOUT_S)
+    if agent in ("cursor", "copilot"):
+        transform = cursor_uninstall if agent == "cursor" else copilot_uninstall
+        return [plan(settings_path(agent, project, home), transform, restore=True)]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)

@@ -1,4 +1,4 @@
-"""``nexus-hook claude|gemini``: the command hook agents spawn before every tool call.
+"""``nexus-hook claude|gemini|cursor|copilot|opencode``: the command hook agents spawn before every tool call.
 
 It reads the agent's hook JSON on stdin, asks nexusd, and prints the agent's answer. Both agents let a
 call through when a hook crashes, prints garbage or runs past its timeout, so this module is built to
@@ -14,7 +14,10 @@ always answer deny itself when anything goes wrong:
   right JSON shape is unknown), exit 2 with the reason on stderr, which Claude treats as a block.
 - Gemini: failures exit 2 with the reason on stderr (exit 1 and non-JSON would be an allow).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,wire_lean} + nexusd.locations
+- Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
+
+The import path is the standard library + nexus_clients.{hook,claude,gemini,cursor,copilot,opencode,wire_lean}
++ nexusd.locations
 + nexusd.client_errors + nexusd.linesocket,
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
@@ -35,14 +38,15 @@ MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and proces
 MAX_STDIN = 8 << 20
 ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
-PROVIDERS = ("claude", "gemini")
+PROVIDERS = ("claude", "gemini", "cursor", "copilot", "opencode")
 
-USAGE = f"""usage: nexus-hook {{claude|gemini}} [--timeout SECONDS] [--on-no-ui deny|ask] [--socket PATH]
+USAGE = f"""usage: nexus-hook {{{'|'.join(PROVIDERS)}}} [--timeout SECONDS] [--on-no-ui deny|ask] [--socket PATH]
 
-Answers a Claude Code (PreToolUse, PermissionRequest) or Gemini CLI (BeforeTool) command hook by asking
-nexusd. --timeout (default {DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV}) must stay below the hook timeout
-configured in the agent. --on-no-ui ask (env {ON_NO_UI_ENV}) hands the call back to the agent's own
-dialog when no nexusd UI is connected; the default denies it."""
+Answers a Claude Code (PreToolUse, PermissionRequest), Gemini CLI (BeforeTool), Cursor
+(beforeShellExecution, beforeMCPExecution, beforeReadFile) or Copilot CLI (preToolUse) command hook, or
+nexusd's OpenCode plugin, by asking nexusd. --timeout (default {DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV})
+must stay below the hook timeout configured in the agent. --on-no-ui ask (env {ON_NO_UI_ENV}) hands the
+call back to the agent's own dialog when no nexusd UI is connected; the default denies it."""
 
 
 class HookDeadline(BaseException):  # BaseException so no `except Exception` in a library eats it
@@ -225,6 +229,48 @@ def run_gemini(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
+def run_other(opts: Options, started: float) -> int:
+    """Cursor, Copilot CLI and OpenCode: the answer JSON and exit 0, or a deny JSON and exit 2 on any
+    failure (exit 2 blocks in all three, whatever stdout says; stdout still tells the model why)."""
+    event: str | None = None
+    try:
+        from nexus_clients import copilot, cursor, opencode
+
+        payload = _decode(_read_stdin())
+        env, pid, cwd = os.environ, os.getppid(), os.getcwd()
+        if opts.provider == "cursor":
+            event = cursor.event_of(payload)
+            call = cursor.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        elif opts.provider == "copilot":
+            call = copilot.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        else:
+            call = opencode.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        decision = _ask_daemon(call, opts, started)
+        ask_allowed = opts.on_no_ui == "ask"
+        if opts.provider == "cursor":
+            answer = cursor.answer(event or "", decision, ask_allowed=ask_allowed)
+        elif opts.provider == "copilot":
+            answer = copilot.answer(decision, ask_allowed=ask_allowed)
+        else:
+            answer = opencode.answer(decision)
+        _disarm_watchdog()
+        _write_json(answer)
+        return 0
+    except BaseException as exc:  # every failure must end in a deny
+        _disarm_watchdog()
+        reason = describe(exc, opts.timeout)
+        with contextlib.suppress(BaseException):
+            from nexus_clients import copilot, cursor, opencode
+
+            if opts.provider == "cursor":
+                _write_json(cursor.deny(event, reason))
+            elif opts.provider == "copilot":
+                _write_json(copilot.deny(reason))
+            else:
+                _write_json(opencode.deny(reason))
+        return _block(reason)
+
+
 def _reject_constant(name: str) -> Any:
     from nexus_clients.claude import HookInputError
 
@@ -249,7 +295,12 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(_block(f"nexus-hook is misconfigured: {exc}"))
     try:
         _arm_watchdog(opts.timeout - (time.monotonic() - started) - MARGIN / 3)
-        code = run_claude(opts, started) if opts.provider == "claude" else run_gemini(opts, started)
+        if opts.provider == "claude":
+            code = run_claude(opts, started)
+        elif opts.provider == "gemini":
+            code = run_gemini(opts, started)
+        else:
+            code = run_other(opts, started)
     except BaseException as exc:  # e.g. the watchdog firing between two statements above
         code = _block(describe(exc, opts.timeout))
     sys.exit(code)

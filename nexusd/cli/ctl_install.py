@@ -1,4 +1,4 @@
-"""``nexusctl install|uninstall claude|gemini``: wire the agents' hooks (and Claude's prompt tool) to nexusd.
+"""``nexusctl install|uninstall AGENT``: wire the agents' hooks (Claude's prompt tool, OpenCode's plugin) to nexusd.
 
 The merging itself lives in ``nexus_clients.agent_settings`` (pure transforms, atomic writes, backups);
 this module is the command-line shell around it.
@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from nexus_clients import agent_settings as settings
 
-AGENTS = click.Choice(["claude", "gemini"])
+AGENTS = click.Choice(["claude", "gemini", "cursor", "copilot", "opencode"])
 
 
 def register(group: click.Group) -> None:
@@ -50,7 +50,8 @@ _scope_options = [
     click.option(
         "--project",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json).",
+        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json, DIR/.cursor/hooks.json, "
+        "DIR/.github/hooks/nexusd.json, DIR/.opencode/plugins/nexusd.js).",
     ),
     click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing."),
 ]
@@ -78,7 +79,11 @@ def _with_scope(fn):  # type: ignore[no-untyped-def]
     help=f"Seconds the hook waits for a decision (the agent is told {settings.AGENT_TIMEOUT_S} s).",
 )
 def install(agent: str, user: bool, project: Path | None, dry_run: bool, mcp: bool, timeout: float) -> None:
-    """Merge nexusd's hook into AGENT's settings.json, keeping everything else (a backup is kept)."""
+    """Merge nexusd's hook into AGENT's settings, keeping everything else (a backup is kept).
+
+    Files: claude ~/.claude/settings.json, gemini ~/.gemini/settings.json, cursor ~/.cursor/hooks.json,
+    copilot ~/.copilot/hooks/nexusd.json, opencode ~/.config/opencode/plugins/nexusd.js (with --project,
+    the project's own)."""
     if timeout >= settings.AGENT_TIMEOUT_S:
         raise click.UsageError(f"--timeout must stay below the agent's {settings.AGENT_TIMEOUT_S} s hook timeout")
     try:
