@@ -10,7 +10,6 @@ a ``session/request_permission`` that the bridge must answer through nexusd.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -50,7 +49,8 @@ class AcpRun:
     prompts: list[protocol.PendingItem] = field(default_factory=list)
 
     def explain(self) -> str:
-        return f"stop={self.stop_reason} error={self.error}\nstderr={self.stderr[-2500:]}\nmessages={self.messages[-6:]}"
+        return (f"stop={self.stop_reason} error={self.error}\nstderr={self.stderr[-2500:]}\n"
+                f"messages={self.messages[-6:]}")
 
 
 def bridge_argv(clis: AgentCLIs, *extra: str) -> list[str]:
