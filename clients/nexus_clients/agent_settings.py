@@ -142,7 +142,7 @@ COPILOT_EVENT = "preToolUse"
 
 
 def remove_flat_hooks(config: dict[str, Any], events: tuple[str, ...]) -> dict[str, Any]:
-    """Drop our entries from ``hooks[event]``; lists, ``hooks`` and a lone ``version`` left empty go too."""
+    """Drop our entries from ``hooks[event]``; lists and ``hooks`` left empty go too."""
     out = copy.deepcopy(config)
     hooks = _event_lists(out)
     for event in events:
@@ -158,16 +158,19 @@ def remove_flat_hooks(config: dict[str, Any], events: tuple[str, ...]) -> dict[s
             del hooks[event]
     if "hooks" in out and not hooks:
         del out["hooks"]
-    if set(out) == {"version"}:
-        return {}
     return out
+
+
+def only_version(config: dict[str, Any]) -> bool:
+    """Nothing left but ``version``: a hooks file uninstall removes (unless a backup held just that)."""
+    return set(config) <= {"version"}
 
 
 def add_flat_hooks(config: dict[str, Any], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Put our entry first in ``hooks[event]`` for each event, keeping every other entry."""
+    if config.get("version", 1) != 1:
+        raise SettingsError(f"hooks file version {config.get('version')!r} is not 1; not touching it")
     out = remove_flat_hooks(config, tuple(entries))
-    if out.get("version", 1) != 1:
-        raise SettingsError(f"hooks file version {out.get('version')!r} is not 1; not touching it")
     out.setdefault("version", 1)
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -334,10 +337,10 @@ def _backups(path: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
 
 
-def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
+def plan(path: Path, transform: Any, *, restore: bool = False, empty: Any = None) -> Change:
     """``restore`` (uninstall): when the result is what a backup held, write that backup's exact text back
-    (a round trip leaves the file byte-identical), and when nothing is left, remove the file (an install
-    that created it leaves no ``{}`` behind)."""
+    (a round trip leaves the file byte-identical), else when nothing is left (``empty``, default: ``{}``),
+    remove the file (an install that created it leaves no ``{}`` behind)."""
     data, old_text = read_json(path)
     new = transform(data)
     if new == data:
@@ -350,7 +353,7 @@ def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
                     return Change(path, old_text, text)
             except (OSError, ValueError):
                 continue
-        if not new:
+        if (empty or (lambda d: not d))(new):
             return Change(path, old_text, None)
     return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
@@ -408,7 +411,7 @@ def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None =
         return opencode_changes(project, home, install=False, timeout=HOOK_TIMEOUT_S)
     if agent in ("cursor", "copilot"):
         transform = cursor_uninstall if agent == "cursor" else copilot_uninstall
-        return [plan(settings_path(agent, project, home), transform, restore=True)]
+        return [plan(settings_path(agent, project, home), transform, restore=True, empty=only_version)]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)
