@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp")
+OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp", "nexus-acp")
 BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.M | re.S)
 OPERATORS = {"|", "||", "&&", ";", "&"}
 
@@ -105,6 +105,10 @@ def check_invocation(words: list[str]) -> bool:
         from nexus_clients.mcp_bridge import parse_args as mcp_args
 
         mcp_args(args)
+    elif name == "nexus-acp":
+        from nexus_clients.acp import parse_args as acp_args
+
+        acp_args(args)
     elif name == "nexus-tui":
         import nexus_clients.tui.app as tui
 
