@@ -206,6 +206,7 @@ class Proxy:
         self.log = log or (lambda text: None)
         self.sessions: dict[str, Session] = {}
         self._new_session_requests: dict[Any, Session] = {}
+        self._mode_requests: dict[Any, tuple[str, str]] = {}  # set_mode request id -> (session, mode)
         self._client_lock = threading.Lock()
         self._agent_lock = threading.Lock()
         self._state_lock = threading.Lock()
@@ -249,10 +250,10 @@ class Proxy:
             elif method == "session/load" and isinstance(params.get("sessionId"), str):
                 if isinstance(cwd, str) and os.path.isabs(cwd):
                     self.sessions[params["sessionId"]] = Session(cwd)
-            elif method == "session/set_mode" and isinstance(params.get("sessionId"), str):
+            elif method == "session/set_mode" and isinstance(params.get("sessionId"), str) and "id" in msg:
                 mode = params.get("modeId")
-                if isinstance(mode, str) and params["sessionId"] in self.sessions:
-                    self.sessions[params["sessionId"]].mode = mode
+                if isinstance(mode, str):  # it holds once the agent answers with a result, not an error
+                    self._mode_requests[_key(msg["id"])] = (params["sessionId"], mode)
 
     # ------------------------------------------------------------------ agent -> client
 
@@ -290,6 +291,10 @@ class Proxy:
     def _note_agent(self, msg: dict[str, Any]) -> None:
         result = msg.get("result")
         with self._state_lock:
+            if "id" in msg and "method" not in msg:
+                changed = self._mode_requests.pop(_key(msg["id"]), None)
+                if changed is not None and "result" in msg and changed[0] in self.sessions:
+                    self.sessions[changed[0]].mode = changed[1]
             if "id" in msg and isinstance(result, dict):
                 pending = self._new_session_requests.pop(_key(msg["id"]), None)
                 if pending is not None and isinstance(result.get("sessionId"), str):

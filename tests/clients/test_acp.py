@@ -192,7 +192,13 @@ def test_session_cwd_and_mode_are_tracked() -> None:
     h.agent_says(perm(EXEC))
     assert (h.calls[-1].cwd, h.calls[-1].workspace, h.calls[-1].mode) == ("/proj", "/proj", "default")
     h.proxy.from_client(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "session/set_mode",
+                                    "params": {"sessionId": "s1", "modeId": "yolo"}}).encode() + b"\n")
+    h.proxy.from_agent(b'{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"no such mode"}}\n')
+    h.agent_says(perm(EXEC, msg_id=7))
+    assert h.calls[-1].mode == "default", "a mode change the agent refused does not count"
+    h.proxy.from_client(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/set_mode",
                                     "params": {"sessionId": "s1", "modeId": "autoEdit"}}).encode() + b"\n")
+    h.proxy.from_agent(b'{"jsonrpc":"2.0","id":5,"result":{}}\n')
     h.agent_says(perm(EXEC, msg_id=8))
     assert h.calls[-1].mode == "autoEdit"
     h.proxy.from_agent(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {

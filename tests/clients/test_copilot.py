@@ -132,3 +132,13 @@ def test_daemon_down_exits_2_with_a_deny() -> None:
 def test_bad_peer_denies(fake_server: dict[str, str]) -> None:
     proc = run_hook(["copilot"], pre("bash", {"command": "ls"}), fake_server)
     assert proc.returncode == 2 and out(proc)["permissionDecision"] == "deny"
+
+
+def test_with_the_sandbox_on_copilots_bash_runs_wrapped(daemon_factory: Any) -> None:
+    """Copilot takes ``modifiedArgs``: an allowed bash call comes back as the sandbox-wrapped command."""
+    daemon: DaemonHandle = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n[sandbox]\nenabled = true\n')
+    proc = run_hook(["copilot"], pre("bash", {"command": "ls -la", "description": "list"}), daemon.env)
+    answer = out(proc)
+    assert answer["permissionDecision"] == "allow", answer
+    assert answer["modifiedArgs"]["command"] != "ls -la" and "ls -la" in answer["modifiedArgs"]["command"]
+    assert answer["modifiedArgs"]["description"] == "list"

@@ -194,3 +194,11 @@ def test_new_providers_keep_the_hook_lean(daemon: DaemonHandle, tmp_path: Any, p
     proc = run_hook([provider], stdin, env)
     assert b"MSGSPEC-IMPORTED" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
+
+
+def test_with_the_sandbox_on_a_shell_allow_cursor_cannot_rewrite_is_denied(daemon_factory: Any) -> None:
+    """The sandbox runs allowed shell calls wrapped; Cursor's hook cannot take a rewritten command, so the
+    call is denied rather than run outside the sandbox the user turned on."""
+    daemon: DaemonHandle = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n[sandbox]\nenabled = true\n')
+    proc = run_hook(["cursor"], SHELL | {"command": "ls -la"}, daemon.env)
+    assert answer_of(proc)["permission"] == "deny" and "rewrit" in answer_of(proc)["agent_message"], proc.stdout
