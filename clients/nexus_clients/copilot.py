@@ -12,9 +12,11 @@ Copilot CLI denies the call when a ``preToolUse`` command hook exits non-zero (e
 lets it through the normal permission flow when the hook times out, so ``nexus-hook`` answers before the
 configured ``timeoutSec`` (its watchdog) and exits 2 on every failure.
 
-Tool names travel as Copilot spells them (``bash``, ``view``, ``create``, ``edit``, ``grep``, ``glob``,
-``web_fetch`` ...); the catalogue (``nexusd.core.tools``) maps them to the canonical ones. A relative
-``path`` argument is made absolute against the hook's ``cwd``. Copilot sends no permission mode.
+Tool names travel as Copilot spells them (``bash``, ``view``, ``create``, ``edit``, ``grep``/``rg``,
+``glob``, ``web_fetch`` ...; its shell-session tools ``read_bash``/``write_bash``/``stop_bash`` and its
+``sql`` tools are unknown to the catalogue, so a person decides them unless a rule does); the catalogue
+(``nexusd.core.tools``) maps them to the canonical ones. A relative ``path`` argument is made absolute
+against the hook's ``cwd``. Copilot sends no permission mode.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 toolName, toolArgs}``, the VS Code-compatible ``PreToolUse`` input, the output ``{permissionDecision,
 permissionDecisionReason, modifiedArgs}``; a non-zero exit denies).
 
-Copilot CLI installs from npm but cannot run here without a GitHub account and Copilot's own model
-service, so these feed the documented payloads to the real ``nexus-hook`` against the real daemon.
+These feed the documented payloads (both input shapes, JSON-text arguments, malformed ones) to the real
+``nexus-hook`` against the real daemon; the real Copilot CLI runs end to end in BYOK offline mode in
+tests/e2e/test_copilot.py.
 """
 
 from __future__ import annotations

@@ -8,10 +8,8 @@ one HOME per module keeps that to one download.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,15 +23,14 @@ from nexus_clients import agent_settings
 
 from nexusd import protocol
 from tests.conftest import DaemonHandle, short_tmpdir
-from tests.e2e.conftest import CACHE
 from tests.e2e.fake_apis import FakeAPI, ToolCall
 from tests.e2e.fake_openai import serve_openai, tool_messages
+from tests.e2e.npm_tools import npm_cli
 from tests.e2e.test_agents import base_env
 
 pytestmark = pytest.mark.e2e
 
 VERSION = "1.18.33"
-PREFIX = CACHE / "npm-opencode"
 POLICY = """
 [permissions]
 allow = ["Bash(touch *)", "Write"]
@@ -57,28 +54,7 @@ class OcRun:
 
 @pytest.fixture(scope="module")
 def opencode() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node/npm are not installed: this test drives the real OpenCode")
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "install-opencode.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        manifest = PREFIX / "node_modules" / "opencode-ai" / "package.json"
-        try:
-            installed = json.loads(manifest.read_text())["version"]
-        except (OSError, ValueError, KeyError):
-            installed = None
-        if installed != VERSION:
-            deps = {"name": "nexusd-e2e-opencode", "private": True, "dependencies": {"opencode-ai": VERSION}}
-            (PREFIX / "package.json").write_text(json.dumps(deps, indent=2) + "\n")
-            proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(PREFIX)],
-                                  capture_output=True, text=True, timeout=900, check=False)
-            if proc.returncode != 0:
-                pytest.fail(f"npm install opencode-ai failed:\n{proc.stderr[-3000:]}")
-    cli = PREFIX / "node_modules" / ".bin" / "opencode"
-    proc = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"opencode --version failed: {proc.stderr[-2000:]}")
-    return cli
+    return npm_cli("opencode-ai", VERSION, "npm-opencode", "opencode")
 
 
 @pytest.fixture(scope="module")
