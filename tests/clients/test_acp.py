@@ -254,3 +254,17 @@ def test_answers_are_one_line_each_and_concurrent_requests_keep_their_ids() -> N
     for w in h.proxy.workers:
         w.join(max(0.0, deadline - time.monotonic()))
     assert sorted(r["id"] for r in h.replies()) == [f"r{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("line", [
+    b'{"jsonrpc":"2.0","id":1,"method":"session\\/request_permission","params":PARAMS}\n',
+    b'{"jsonrpc":"2.0","id":1,"method":"session/request\\u005fpermission","params":PARAMS}\n',
+    b' \t{"params":PARAMS,"method":"session/request_permission","jsonrpc":"2.0","id":1}  \n',
+])
+def test_escaped_spellings_of_the_method_are_still_intercepted(line: bytes) -> None:
+    """The client decodes JSON escapes; so does the bridge: every spelling the client reads as a permission
+    request is answered by nexusd and never forwarded."""
+    h = Harness("deny")
+    params = json.dumps({"sessionId": "s1", "toolCall": EXEC, "options": OPTIONS}).encode()
+    h.agent_says(line.replace(b"PARAMS", params))
+    assert h.client.getvalue() == b"" and selected(h.replies()[0]) == "cancel" and len(h.calls) == 1

@@ -271,3 +271,19 @@ async def test_acp_no_ui_ask_forwards_to_the_editor(
     assert len(run.forwarded) == 1, run.explain()
     assert run.forwarded[0]["params"]["toolCall"]["kind"] == "execute"
     assert target.is_dir() == (client_says == "proceed_once"), run.explain()
+
+
+@pytest.mark.anyio
+async def test_acp_asked_with_no_ui_rejects(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path]
+) -> None:
+    home, project = world
+    daemon = daemon_factory()  # no rules, nobody watching: the default --on-no-ui deny
+    target = project / "nobody-watches"
+    api = shell(f"mkdir {target}")
+    try:
+        run = await run_acp(bridge_argv(agent_clis), acp_env(home, api, daemon), project, daemon)
+    finally:
+        api.stop()
+    assert not target.exists(), run.explain()
+    assert run.forwarded == [], run.explain()
