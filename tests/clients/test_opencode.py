@@ -123,3 +123,15 @@ def test_the_plugin_throws_unless_the_hook_allows(tmp_path: Path, case: str) -> 
     proc = subprocess.run(["node", str(driver)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.stdout.startswith("BLOCKED"), proc.stdout + proc.stderr
     assert "nexusd denied this tool call" in proc.stdout
+
+
+def test_every_new_adapter_builds_a_valid_call_info() -> None:
+    """The lean wire dicts are exactly what the protocol's decoder accepts (msgspec checks every field)."""
+    from nexus_clients import copilot, cursor
+
+    shell = {"hook_event_name": "beforeShellExecution", "conversation_id": "c", "workspace_roots": ["/w"],
+             "command": "ls", "cwd": "/w"}
+    pre = {"sessionId": "s", "timestamp": 1, "cwd": "/w", "toolName": "bash", "toolArgs": {"command": "ls"}}
+    for mod, payload in ((cursor, shell), (copilot, pre), (opencode, before("bash", {"command": "ls"}))):
+        call = mod.call_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/")
+        assert call.provider == mod.PROVIDER and call.input["command"] == "ls"
