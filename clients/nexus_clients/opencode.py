@@ -1,13 +1,14 @@
 """OpenCode's ``tool.execute.before`` plugin hook <-> nexusd.
 
-OpenCode has no command hooks: plugins are JavaScript modules it loads from ``.opencode/plugin/`` or
-``~/.config/opencode/plugin/`` (opencode.ai/docs/plugins). Ours (``data/opencode-nexusd.js``, installed by
+OpenCode has no command hooks: plugins are JavaScript modules it loads from ``.opencode/plugins/`` or
+``~/.config/opencode/plugins/`` (opencode.ai/docs/plugins). Ours (``data/opencode-nexusd.js``, installed by
 ``nexusctl install opencode``) runs ``nexus-hook opencode`` for every tool call with this JSON on stdin::
 
     {"hook_event_name": "tool.execute.before", "tool": "bash", "sessionID": "...", "callID": "...",
-     "args": {...}, "directory": "/project", "worktree": "/project"}
+     "agent": "build", "args": {...}, "directory": "/project", "worktree": "/project"}
 
-and lets the call run only when the hook exits 0 and prints ``{"decision": "allow"}``; anything else
+(``agent``: the OpenCode agent the session last spoke to, from the plugin's ``chat.message`` hook) and
+lets the call run only when the hook exits 0 and prints ``{"decision": "allow"}``; anything else
 (a deny, a crash, a timeout, unparseable output) makes the plugin throw, which is how an OpenCode plugin
 blocks a tool. ``ask`` is a deny: the hook runs after OpenCode's own permission step and cannot ask.
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path 
 
 PROVIDER = "opencode"
 EVENT = "tool.execute.before"
+# OpenCode's built-in primary agents are its modes: build (the default) and plan (read-only). Other agent
+# names are the user's own and are never read as a mode (an agent called "yolo" is not bypass).
+AGENT_MODES = {"build": "build", "plan": "plan"}
 _PATH_KEYS = ("filePath", "path", "file_path")
 
 
@@ -73,12 +77,14 @@ def call_fields_from_hook(
     if tool == "bash" and isinstance(workdir, str) and workdir:
         cwd = os.path.normpath(os.path.join(directory, workdir))
     call_id = payload.get("callID")
+    agent = payload.get("agent")
     return call_fields(
         provider=PROVIDER,
         session=session,
         tool=tool,
         input=tool_input,
         cwd=cwd,
+        mode=AGENT_MODES.get(agent) if isinstance(agent, str) else None,
         agent_request_id=call_id if isinstance(call_id, str) and call_id else None,
         agent_pid=agent_pid,
         workspace=workspace,

@@ -135,3 +135,15 @@ def test_every_new_adapter_builds_a_valid_call_info() -> None:
     for mod, payload in ((cursor, shell), (copilot, pre), (opencode, before("bash", {"command": "ls"}))):
         call = mod.call_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/")
         assert call.provider == mod.PROVIDER and call.input["command"] == "ls"
+
+
+def test_only_opencodes_own_agents_are_modes() -> None:
+    """build and plan are OpenCode's modes; a user's agent named like a permissive mode is not one."""
+    for agent, mode in (("build", "build"), ("plan", "plan"), ("yolo", None), ("bypassPermissions", None),
+                        ("general", None), (None, None), (3, None)):
+        call = opencode.call_fields_from_hook(before("bash", {"command": "ls"}) | {"agent": agent}, env={},
+                                              agent_pid=None, fallback_cwd="/")
+        assert call.get("mode") == mode, agent
+    from nexusd.core.policy.modes import resolve
+
+    assert resolve("build").name == "default" and resolve("plan").name == "plan"  # type: ignore[union-attr]

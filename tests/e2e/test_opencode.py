@@ -96,15 +96,16 @@ def setup_project(project: Path, api: FakeAPI, plugin_text: str | None = None) -
 
 
 async def run_opencode(
-    cli: Path, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None, answer: str | None = None
+    cli: Path, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None, answer: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> OcRun:
     from nexusd.client import AsyncClient
 
     env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1"}
 
     def go() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(cli), "run", "do the scripted thing"], cwd=project, env=env, capture_output=True,
-                              text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
+        return subprocess.run([str(cli), "run", *extra, "do the scripted thing"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
 
     prompts: list[protocol.PendingItem] = []
     try:
@@ -221,3 +222,23 @@ async def test_opencode_hook_missing_denies(
     assert not target.exists(), run.explain()
     assert "nexus-hook could not" in run.told(), run.explain()
     assert os.path.exists(agent_settings.opencode_plugin_path(project))
+
+
+@pytest.mark.anyio
+async def test_opencodes_agents_are_its_modes(
+    opencode: Path, oc_home: Path, project: Path, daemon_factory: Any
+) -> None:
+    """The default build agent is sent as mode build (nexusd's default); the plan agent as plan, which
+    nexusd keeps read-only: a write is denied without asking, even with a person ready to allow."""
+    daemon = daemon_factory(pending_timeout=20.0)
+    target = project / "asked-dir"
+    api = scripted("bash", {"command": f"mkdir {target}", "description": "mkdir"})
+    setup_project(project, api)
+    run = await run_opencode(opencode, oc_home, project, api, daemon, answer="deny")
+    assert [p.call.mode for p in run.prompts] == ["build"], run.explain()
+    api = scripted("bash", {"command": f"mkdir {target}", "description": "mkdir"})
+    setup_project(project, api)
+    run = await run_opencode(opencode, oc_home, project, api, daemon, answer="allow", extra=("--agent", "plan"))
+    assert not target.exists(), run.explain()
+    assert run.prompts == [], run.explain()
+    assert "plan" in run.told(), run.explain()

@@ -51,27 +51,39 @@ function ask(payload) {
   });
 }
 
-export const NexusdGate = async ({ directory, worktree }) => ({
-  "tool.execute.before": async (input, output) => {
-    const answer = await ask({
-      hook_event_name: "tool.execute.before",
-      tool: input.tool,
-      sessionID: input.sessionID,
-      callID: input.callID,
-      args: (output && output.args) || {},
-      directory,
-      worktree,
-    });
-    if (!answer || answer.decision !== "allow") {
-      throw new Error(answer && typeof answer.reason === "string" ? answer.reason : "nexusd denied this tool call");
-    }
-    if (answer.args && typeof answer.args === "object") {
-      if (output.args && typeof output.args === "object") {
-        for (const key of Object.keys(output.args)) delete output.args[key];
-        Object.assign(output.args, answer.args);
-      } else {
-        output.args = answer.args;
+export const NexusdGate = async ({ directory, worktree }) => {
+  const agents = new Map(); // sessionID -> the agent (build, plan ...) its last message went to
+  return {
+    "chat.message": async (input, output) => {
+      // OpenCode 1.18 puts the agent on the user message; older ones on the hook's input
+      const message = output && output.message;
+      const agent = (message && message.agent) || (input && input.agent);
+      if (input && typeof input.sessionID === "string" && typeof agent === "string") {
+        agents.set(input.sessionID, agent);
       }
-    }
-  },
-});
+    },
+    "tool.execute.before": async (input, output) => {
+      const answer = await ask({
+        hook_event_name: "tool.execute.before",
+        tool: input.tool,
+        sessionID: input.sessionID,
+        callID: input.callID,
+        agent: agents.get(input.sessionID),
+        args: (output && output.args) || {},
+        directory,
+        worktree,
+      });
+      if (!answer || answer.decision !== "allow") {
+        throw new Error(answer && typeof answer.reason === "string" ? answer.reason : "nexusd denied this tool call");
+      }
+      if (answer.args && typeof answer.args === "object") {
+        if (output.args && typeof output.args === "object") {
+          for (const key of Object.keys(output.args)) delete output.args[key];
+          Object.assign(output.args, answer.args);
+        } else {
+          output.args = answer.args;
+        }
+      }
+    },
+  };
+};

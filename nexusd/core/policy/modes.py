@@ -96,6 +96,7 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("autoEdit", "Gemini CLI", "edits_only"),
     ("auto_edit", "Gemini CLI", "edits_only"),
     ("yolo", "Gemini CLI", "bypass"),
+    ("build", "OpenCode (its default agent; its plan agent is plan)", "default"),
     # internal names, accepted verbatim (nexusctl mode, policy files)
     *((n, "nexusd", n) for n in ("accept_edits", "edits_only", "dont_ask", "bypass", "cautious", "read_only",
                                    "workspace_write", "danger_full_access")),
