@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp", "nexus-web")
+OURS = ("nexusctl", "nexusd", "nexus-hook", "nexus-tui", "nexus-mcp", "nexus-web", "nexus-acp")
 BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.M | re.S)
 OPERATORS = {"|", "||", "&&", ";", "&"}
 
@@ -109,6 +109,10 @@ def check_invocation(words: list[str]) -> bool:
         from nexus_clients.web.app import parse_args as web_args
 
         web_args(args)  # parses only; exits 2 on a bad line (pytest reports the SystemExit)
+    elif name == "nexus-acp":
+        from nexus_clients.acp import parse_args as acp_args
+
+        acp_args(args)
     elif name == "nexus-tui":
         import nexus_clients.tui.app as tui
 

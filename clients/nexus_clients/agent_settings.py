@@ -1,4 +1,5 @@
-"""Merge nexusd's hook (and MCP server) entries into Claude Code's and Gemini CLI's settings files.
+"""Merge nexusd's hook (and MCP server) entries into the agents' settings files (Claude Code, Gemini CLI,
+Cursor's and Copilot CLI's hooks files), and write or remove nexusd's OpenCode plugin file.
 
 People keep their own hooks, permissions and servers in these files, so every change is a merge that
 keeps everything else, recognises our own entries (by the ``nexus-hook`` / ``nexus-mcp`` command) so a
@@ -25,7 +26,7 @@ from typing import Any, Literal
 from nexus_clients import codex_settings
 from nexusd.atomicfile import write_atomic
 
-Agent = Literal["claude", "gemini", "codex"]
+Agent = Literal["claude", "gemini", "codex", "cursor", "copilot", "opencode"]
 HOOK_MARK = "nexus-hook"
 MCP_MARK = "nexus-mcp"
 SERVER_NAME = "nexus"
@@ -62,7 +63,8 @@ def _quote(text: str) -> str:
 
 
 def _is_ours(hook: Any, mark: str) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and mark in hook["command"]
+    """Our entry: its ``command`` (or Copilot's ``bash``) runs our console script."""
+    return isinstance(hook, dict) and any(isinstance(hook.get(k), str) and mark in hook[k] for k in ("command", "bash"))
 
 
 # --------------------------------------------------------------------------- hook entries
@@ -160,6 +162,115 @@ def gemini_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
     return remove_hooks(settings, "BeforeTool")
 
 
+# --------------------------------------------------------------------------- Cursor and Copilot CLI
+# Both keep ``{"version": 1, "hooks": {event: [entry, ...]}}``: flat lists of entries, no matcher groups.
+
+CURSOR_EVENTS = ("beforeShellExecution", "beforeMCPExecution", "beforeReadFile")
+COPILOT_EVENT = "preToolUse"
+
+
+def remove_flat_hooks(config: dict[str, Any], events: tuple[str, ...]) -> dict[str, Any]:
+    """Drop our entries from ``hooks[event]``; lists and ``hooks`` left empty go too."""
+    out = copy.deepcopy(config)
+    hooks = _event_lists(out)
+    for event in events:
+        entries = hooks.get(event)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise SettingsError(f"'hooks.{event}' is not a list")
+        kept = [e for e in entries if not _is_ours(e, HOOK_MARK)]
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if "hooks" in out and not hooks:
+        del out["hooks"]
+    return out
+
+
+def only_version(config: dict[str, Any]) -> bool:
+    """Nothing left but ``version``: a hooks file uninstall removes (unless a backup held just that)."""
+    return set(config) <= {"version"}
+
+
+def add_flat_hooks(config: dict[str, Any], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Put our entry first in ``hooks[event]`` for each event, keeping every other entry."""
+    if config.get("version", 1) != 1:
+        raise SettingsError(f"hooks file version {config.get('version')!r} is not 1; not touching it")
+    out = remove_flat_hooks(config, tuple(entries))
+    out.setdefault("version", 1)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError("'hooks' is not an object")
+    for event, entry in entries.items():
+        hooks.setdefault(event, []).insert(0, entry)
+    return out
+
+
+def cursor_install(config: dict[str, Any], command: str) -> dict[str, Any]:
+    """``failClosed``: Cursor lets an action through when a hook fails unless told otherwise."""
+    entry = {"command": command, "timeout": AGENT_TIMEOUT_S, "failClosed": True}
+    return add_flat_hooks(config, {event: dict(entry) for event in CURSOR_EVENTS})
+
+
+def cursor_uninstall(config: dict[str, Any]) -> dict[str, Any]:
+    return remove_flat_hooks(config, CURSOR_EVENTS)
+
+
+def copilot_install(config: dict[str, Any], command: str) -> dict[str, Any]:
+    entry = {"type": "command", "bash": command, "timeoutSec": AGENT_TIMEOUT_S}
+    return add_flat_hooks(config, {COPILOT_EVENT: entry})
+
+
+def copilot_uninstall(config: dict[str, Any]) -> dict[str, Any]:
+    return remove_flat_hooks(config, (COPILOT_EVENT,))
+
+
+# --------------------------------------------------------------------------- OpenCode's plugin file
+
+OPENCODE_MARK = "// nexusd gate for OpenCode"
+OPENCODE_PLUGIN = "nexusd.js"
+
+
+def opencode_plugin_text(argv: list[str], timeout: float = HOOK_TIMEOUT_S) -> str:
+    """Our plugin with the hook's argv and deadline filled in (the plugin kills a hook that overruns)."""
+    from importlib.resources import files
+
+    template = (files("nexus_clients") / "data" / "opencode-nexusd.js").read_text(encoding="utf-8")
+    timeout_ms = int((timeout + 3) * 1000)  # the hook answers by --timeout; a little slack for process exit
+    return template.replace("__NEXUS_HOOK_ARGV__", json.dumps(argv)).replace("__NEXUS_TIMEOUT_MS__", str(timeout_ms))
+
+
+def opencode_plugin_path(project: Path | None, home: Path | None = None) -> Path:
+    """``.opencode/plugins/`` in a project, else OpenCode's user config directory's ``plugins/``."""
+    if project is not None:
+        return project / ".opencode" / "plugins" / OPENCODE_PLUGIN
+    xdg = os.environ.get("XDG_CONFIG_HOME") if home is None else None
+    base = Path(xdg) if xdg else (home or Path.home()) / ".config"
+    return base / "opencode" / "plugins" / OPENCODE_PLUGIN
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path} is unreadable ({exc}); not touching it") from None
+
+
+def opencode_changes(project: Path | None, home: Path | None, *, install: bool, timeout: float) -> list[Change]:
+    path = opencode_plugin_path(project, home)
+    old = _read_text(path)
+    if old is not None and OPENCODE_MARK not in old:
+        raise SettingsError(f"{path} exists and is not nexusd's plugin; not touching it")
+    if not install:
+        return [Change(path, old, None)]
+    argv = [console_script(HOOK_MARK), "opencode", "--timeout", f"{timeout:g}"]
+    return [Change(path, old, opencode_plugin_text(argv, timeout))]
+
+
 # --------------------------------------------------------------------------- MCP server entries
 
 
@@ -190,6 +301,13 @@ def mcp_uninstall(config: dict[str, Any]) -> dict[str, Any]:
 
 def settings_path(agent: Agent, project: Path | None, home: Path | None = None) -> Path:
     base = project if project is not None else (home or Path.home())
+    if agent == "cursor":  # ~/.cursor/hooks.json, <project>/.cursor/hooks.json
+        return base / ".cursor" / "hooks.json"
+    if agent == "copilot":  # a file of our own among Copilot's hook files
+        if project is not None:
+            return project / ".github" / "hooks" / "nexusd.json"
+        copilot_home = os.environ.get("COPILOT_HOME") if home is None else None
+        return (Path(copilot_home) if copilot_home else base / ".copilot") / "hooks" / "nexusd.json"
     return base / (".claude" if agent == "claude" else ".gemini") / "settings.json"
 
 
@@ -247,17 +365,15 @@ def _backups(path: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True)
 
 
-def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
+def plan(path: Path, transform: Any, *, restore: bool = False, empty: Any = None) -> Change:
     """``restore`` (uninstall): when the result is what a backup held, write that backup's exact text back
-    (a round trip leaves the file byte-identical), and when nothing is left, remove the file (an install
-    that created it leaves no ``{}`` behind)."""
+    (a round trip leaves the file byte-identical), else when nothing is left (``empty``, default: ``{}``),
+    remove the file (an install that created it leaves no ``{}`` behind)."""
     data, old_text = read_json(path)
     new = transform(data)
     if new == data:
         return Change(path, old_text, old_text)
     if restore:
-        if not new:
-            return Change(path, old_text, None)
         for backup in _backups(path):
             try:
                 text = backup.read_text(encoding="utf-8")
@@ -265,6 +381,8 @@ def plan(path: Path, transform: Any, *, restore: bool = False) -> Change:
                     return Change(path, old_text, text)
             except (OSError, ValueError):
                 continue
+        if (empty or (lambda d: not d))(new):
+            return Change(path, old_text, None)
     return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -308,10 +426,15 @@ def install_changes(
     """The file changes an install makes (nothing is written here)."""
     if agent != "claude" and mcp:
         raise SettingsError("--mcp is for Claude Code's --permission-prompt-tool; other agents use their hooks")
+    if agent == "opencode":
+        return opencode_changes(project, home, install=True, timeout=timeout)
     command = hook_command(agent, timeout)
     if agent == "codex":
         codex_command, _ = codex_hook_command(command)
         return [_codex_change(project, home, lambda d, p: codex_settings.install(d, p, codex_command, AGENT_TIMEOUT_S))]
+    if agent in ("cursor", "copilot"):
+        transform = cursor_install if agent == "cursor" else copilot_install
+        return [plan(settings_path(agent, project, home), lambda s: transform(s, command))]
     if agent == "claude":
         merge = lambda s: claude_install(s, command, on_failure_block=on_failure_block)  # noqa: E731
         changes = [plan(settings_path("claude", project, home), merge)]
@@ -324,6 +447,11 @@ def install_changes(
 def uninstall_changes(agent: Agent, *, project: Path | None, home: Path | None = None) -> list[Change]:
     if agent == "codex":
         return [_codex_change(project, home, codex_settings.uninstall, restore=True)]
+    if agent == "opencode":
+        return opencode_changes(project, home, install=False, timeout=HOOK_TIMEOUT_S)
+    if agent in ("cursor", "copilot"):
+        transform = cursor_uninstall if agent == "cursor" else copilot_uninstall
+        return [plan(settings_path(agent, project, home), transform, restore=True, empty=only_version)]
     if agent == "claude":
         changes = [plan(settings_path("claude", project, home), claude_uninstall, restore=True)]
         mcp_file = claude_mcp_path(project, home)

@@ -1,4 +1,4 @@
-"""``nexus-hook claude|gemini|codex``: the command hook agents spawn before every tool call.
+"""``nexus-hook claude|gemini|codex|cursor|copilot|opencode``: the command hook agents spawn before every tool call.
 
 It reads the agent's hook JSON on stdin, asks nexusd, and prints the agent's answer. Both agents let a
 call through when a hook crashes, prints garbage or runs past its timeout, so this module is built to
@@ -16,7 +16,10 @@ always answer deny itself when anything goes wrong:
 - Codex: likewise exit 2 with the reason on stderr, for both of its events (any other exit, a timeout
   or JSON it does not accept lets the call run).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,wire_lean} + nexusd.locations
+- Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
+
+The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,cursor,copilot,opencode,
+wire_lean} + nexusd.locations
 + nexusd.client_errors + nexusd.linesocket,
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
@@ -37,17 +40,19 @@ MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and proces
 MAX_STDIN = 8 << 20
 ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
-PROVIDERS = ("claude", "gemini", "codex")
+PROVIDERS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 
-USAGE = f"""usage: nexus-hook {{claude|gemini|codex}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
+USAGE = f"""usage: nexus-hook {{{'|'.join(PROVIDERS)}}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
 
-Answers a Claude Code (PreToolUse, PermissionRequest), Gemini CLI (BeforeTool) or Codex CLI
-(PreToolUse, PermissionRequest) command hook by asking nexusd. --timeout (default {DEFAULT_TIMEOUT:g},
-env {TIMEOUT_ENV}) must stay below the hook timeout configured in the agent. --on-no-ui (env {ON_NO_UI_ENV})
-says what happens to an ask when no nexusd UI is connected and no [notify] channel is configured: ask hands
-it back to the agent's own dialog (for Codex, its PermissionRequest only: its PreToolUse cannot ask), deny
-denies it; auto (the default) hands it back only where the agent's dialog is known to be shown (Claude
-Code's terminal CLI in default, acceptEdits or plan mode) and denies everywhere else."""
+Answers a Claude Code (PreToolUse, PermissionRequest), Gemini CLI (BeforeTool), Codex CLI (PreToolUse,
+PermissionRequest), Cursor (beforeShellExecution, beforeMCPExecution, beforeReadFile) or Copilot CLI
+(preToolUse) command hook, or nexusd's OpenCode plugin, by asking nexusd. --timeout (default
+{DEFAULT_TIMEOUT:g}, env {TIMEOUT_ENV}) must stay below the hook timeout configured in the agent. --on-no-ui
+(env {ON_NO_UI_ENV}) says what happens to an ask when no nexusd UI is connected and no [notify] channel is
+configured: ask hands it back to the agent's own dialog (for Codex, its PermissionRequest only: its
+PreToolUse cannot ask), deny denies it; auto (the default) hands it back only where the agent's dialog is
+known to be shown (Claude Code's terminal CLI in default, acceptEdits or plan mode) and denies everywhere
+else."""
 
 
 class HookDeadline(BaseException):  # BaseException so no `except Exception` in a library eats it
@@ -258,7 +263,50 @@ def run_codex(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
-RUNNERS = {"claude": run_claude, "gemini": run_gemini, "codex": run_codex}
+def run_other(opts: Options, started: float) -> int:
+    """Cursor, Copilot CLI and OpenCode: the answer JSON and exit 0, or a deny JSON and exit 2 on any
+    failure (exit 2 blocks in all three, whatever stdout says; stdout still tells the model why)."""
+    event: str | None = None
+    try:
+        from nexus_clients import copilot, cursor, opencode
+
+        payload = _decode(_read_stdin())
+        env, pid, cwd = os.environ, os.getppid(), os.getcwd()
+        if opts.provider == "cursor":
+            event = cursor.event_of(payload)
+            call = cursor.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        elif opts.provider == "copilot":
+            call = copilot.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        else:
+            call = opencode.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+        decision = _ask_daemon(call, opts, started)
+        ask_allowed = opts.on_no_ui == "ask"
+        if opts.provider == "cursor":
+            answer = cursor.answer(event or "", decision, ask_allowed=ask_allowed)
+        elif opts.provider == "copilot":
+            answer = copilot.answer(decision, ask_allowed=ask_allowed)
+        else:
+            answer = opencode.answer(decision)
+        _disarm_watchdog()
+        _write_json(answer)
+        return 0
+    except BaseException as exc:  # every failure must end in a deny
+        _disarm_watchdog()
+        reason = describe(exc, opts.timeout)
+        with contextlib.suppress(BaseException):
+            from nexus_clients import copilot, cursor, opencode
+
+            if opts.provider == "cursor":
+                _write_json(cursor.deny(event, reason))
+            elif opts.provider == "copilot":
+                _write_json(copilot.deny(reason))
+            else:
+                _write_json(opencode.deny(reason))
+        return _block(reason)
+
+
+RUNNERS = {"claude": run_claude, "gemini": run_gemini, "codex": run_codex, "cursor": run_other, "copilot": run_other,
+           "opencode": run_other}
 
 
 def _reject_constant(name: str) -> Any:

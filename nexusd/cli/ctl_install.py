@@ -1,4 +1,4 @@
-"""``nexusctl install|uninstall claude|gemini|codex``: wire the agents' hooks (and Claude's prompt tool) to nexusd.
+"""``nexusctl install|uninstall AGENT``: wire the agents' hooks (Claude's prompt tool, OpenCode's plugin) to nexusd.
 
 The merging itself lives in ``nexus_clients.agent_settings`` (pure transforms, atomic writes, backups);
 this module is the command-line shell around it.
@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from nexus_clients import agent_settings as settings
 
-AGENTS = click.Choice(["claude", "gemini", "codex"])
+AGENTS = click.Choice(["claude", "gemini", "codex", "cursor", "copilot", "opencode"])
 
 
 def register(group: click.Group) -> None:
@@ -51,7 +51,8 @@ _scope_options = [
     click.option(
         "--project",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
-        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json, DIR/.codex/config.toml).",
+        help="A project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json, DIR/.codex/config.toml, "
+        "DIR/.cursor/hooks.json, DIR/.github/hooks/nexusd.json, DIR/.opencode/plugins/nexusd.js).",
     ),
     click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing."),
 ]
@@ -88,7 +89,10 @@ def install(
 ) -> None:
     """Merge nexusd's hook into AGENT's settings, keeping everything else (a backup is kept).
 
-    Codex: hooks go into $CODEX_HOME/config.toml (default ~/.codex), trusted for Codex's /hooks review."""
+    Files: claude ~/.claude/settings.json, gemini ~/.gemini/settings.json, codex $CODEX_HOME/config.toml
+    (default ~/.codex; trusted for Codex's /hooks review), cursor ~/.cursor/hooks.json, copilot
+    ~/.copilot/hooks/nexusd.json, opencode ~/.config/opencode/plugins/nexusd.js (with --project, the
+    project's own)."""
     if timeout >= settings.AGENT_TIMEOUT_S:
         raise click.UsageError(f"--timeout must stay below the agent's {settings.AGENT_TIMEOUT_S} s hook timeout")
     block = False

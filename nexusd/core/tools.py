@@ -111,6 +111,29 @@ _ALIASES: dict[str, str] = {
     "apply_patch": "ApplyPatch",
     "update_plan": "TodoWrite",
     "view_image_tool": "Read",
+    # Cursor (its preToolUse names; beforeShellExecution is sent as Shell)
+    "Shell": "Bash",
+    # GitHub Copilot CLI (its hooks reference: bash, view, create, edit, str_replace_editor, grep/rg, glob ...)
+    "bash": "Bash",
+    "view": "Read",
+    "create": "Write",
+    "edit": "Edit",
+    "grep": "Grep",
+    "rg": "Grep",
+    "web_search": "WebSearch",
+    "task": "Task",
+    "update_todo": "TodoWrite",
+    # OpenCode (bash, edit, glob, grep and task as above)
+    "read": "Read",
+    "write": "Write",
+    "multiedit": "MultiEdit",
+    "list": "LS",
+    "webfetch": "WebFetch",
+    "websearch": "WebSearch",
+    "patch": "ApplyPatch",
+    "todowrite": "TodoWrite",
+    "todoread": "TodoRead",
+    "question": "AskUserQuestion",
 }
 _SEED_SAFE = frozenset({"read_file", "list_files", "search_files", "view_image", "get_weather", "calculate"})
 _SEED_DANGEROUS = frozenset(
@@ -168,7 +191,8 @@ def _strs(value: Any) -> list[str]:
     return []
 
 
-_PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory", "filename", "file")
+_PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory", "filename", "file",
+              "filePath")  # OpenCode spells it filePath
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
 _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
 _GIT_PATCH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(.+?)\s*$", re.M)
@@ -239,7 +263,7 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
             problems.append("no URL in input")
         return ToolInput(urls=tuple(urls), problems=tuple(problems))
     if c == "ApplyPatch":
-        body = inp.get("input") or inp.get("patch") or ""
+        body = inp.get("input") or inp.get("patch") or inp.get("patchText") or ""
         if isinstance(inp.get("command"), list) and len(inp["command"]) == 2:
             body = inp["command"][1]
         elif isinstance(inp.get("command"), str) and not body:  # Codex's hooks: the patch text itself

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
+from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
 
 MAX_ENTRIES = 50_000
 MAX_DEPTH = 16
@@ -27,6 +27,10 @@ SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", "
                        ".pytest_cache", ".ruff_cache", ".gradle", ".cache", "target", ".next", ".turbo"})
 # Inside a repository only what runs code is protected; git must stay able to write objects and refs.
 GIT_PARTS = ("hooks", "config")
+# Two-component protected places (Copilot CLI's .github/hooks and .github/copilot): parent name -> children.
+SUBPATHS: dict[str, tuple[str, ...]] = {}
+for _parent, _child in PROTECTED_SUBPATHS:
+    SUBPATHS[_parent] = (*SUBPATHS.get(_parent, ()), _child)
 
 
 # Environment files hold API keys more often than not: masked in the sandbox at any depth. Templates
@@ -109,6 +113,8 @@ def _walk(root: str) -> Found:
             if name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
                 paths.append(e.path)
                 continue
+            if is_dir and name in SUBPATHS:
+                paths += [q for q in (os.path.join(e.path, part) for part in SUBPATHS[name]) if os.path.lexists(q)]
             if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
                 if depth + 1 > MAX_DEPTH:
                     complete = False

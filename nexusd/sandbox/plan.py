@@ -35,8 +35,11 @@ from nexusd.sandbox.settings import (
 )
 
 # Tool name -> the input key holding the shell command (Claude Code's Bash, Gemini CLI's run_shell_command).
-SHELL_TOOLS = {"Bash": "command", "run_shell_command": "command"}
-AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea")
+# bash: Copilot CLI and OpenCode; Shell: Cursor (whose hooks cannot take the rewrite, so they deny it instead
+# of running the command outside the sandbox)
+SHELL_TOOLS = {"Bash": "command", "run_shell_command": "command", "bash": "command", "Shell": "command"}
+AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".cursor", ".copilot", ".opencode",
+              ".config/opencode", ".github/hooks", ".github/copilot", "opencode.json", "opencode.jsonc")
 GIT_FILES = (".git/hooks", ".git/config")
 HOME_FILES = (
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".bash_aliases",

@@ -53,6 +53,7 @@ PROTECTED_FILE_NAMES = frozenset(
         ".mcp.json",
         ".claude.json",
         "opencode.json",
+        "opencode.jsonc",
         ".npmrc",
         ".yarnrc",
         ".yarnrc.yml",
@@ -83,7 +84,11 @@ CREDENTIAL_PATHS = (
     ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
     ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 )
-PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment")
+# Two-component places inside any directory: Copilot CLI loads hooks from .github/hooks/*.json and hooks and
+# permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
+PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
+PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment",
+                    "/etc/github-copilot", "/etc/cursor")
 
 _GLOB = re.compile(r"[*?\[]")
 _VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
@@ -141,6 +146,7 @@ def inside_workspace(path: str, ctx: Context) -> bool:
 
 
 _PROTECTED_NAMES = PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES
+_SUBPATH_PARENTS = frozenset(parent for parent, _ in PROTECTED_SUBPATHS)
 
 
 @functools.lru_cache(maxsize=64)
@@ -175,9 +181,12 @@ def reaches_elsewhere(path: str) -> bool:
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
     names = _PROTECTED_NAMES
-    for part in path.split("/"):
-        if part and part.casefold() in names:  # case-insensitive file systems: .GIT is .git
+    parts = [p.casefold() for p in path.split("/") if p]  # case-insensitive file systems: .GIT is .git
+    for i, part in enumerate(parts):
+        if part in names:
             return True
+        if part in _SUBPATH_PARENTS and (i + 1 == len(parts) or (part, parts[i + 1]) in PROTECTED_SUBPATHS):
+            return True  # .github/hooks/x, and .github itself (a directory moved there brings its hooks/)
     for root in _protected_roots(ctx.home, ctx.protected_dirs):
         if path == root or path.startswith(root.rstrip("/") + "/"):
             return True

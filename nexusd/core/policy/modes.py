@@ -101,6 +101,7 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("untrusted", "Codex CLI (before 0.16x)", "default"),
     ("on-failure", "Codex CLI (deprecated)", "default"),
     ("never", "Codex CLI (exec's default; its hooks say bypassPermissions)", "dont_ask"),
+    ("build", "OpenCode (its default agent; its plan agent is plan)", "default"),
     # internal names, accepted verbatim (nexusctl mode, policy files)
     *((n, "nexusd", n) for n in ("accept_edits", "edits_only", "dont_ask", "bypass", "cautious", "read_only",
                                    "workspace_write", "danger_full_access")),
