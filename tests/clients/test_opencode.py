@@ -59,7 +59,7 @@ def test_malformed_input_is_refused(bad: Any) -> None:
 
 
 def test_answers_and_ask_is_a_deny() -> None:
-    assert opencode.answer(decision("allow")) == {"decision": "allow", "reason": "nexusd: because"}
+    assert opencode.answer(decision("allow")) == {"decision": "allow", "reason": "nexusd: because."}
     assert opencode.answer(decision("allow", updated_input={"command": "x"}))["args"] == {"command": "x"}
     assert opencode.answer(decision("ask"))["decision"] == "deny"
     assert opencode.answer(decision("deny", message="no"))["reason"].endswith("Message from the user: no")
