@@ -182,28 +182,34 @@ def _env_neutral(c: Command) -> bool:
     return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
 
 
-_SHELL_SEPARATORS = re.compile(r"[;&|()\n`]+|\$\(")
+_SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
+_OPTION_HEAD = re.compile(r"^(?:[^=\s]*=|[:+!@]+)+")
 
 
-def _opaque_views(argv: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str, ...]]:
     """What an opaque program may run: every tail of its argv, and every command-like piece of a word
-    that may be shell source (``zpty w 'curl x'``, ``setsid -f bash -c 'curl x; y'``)."""
+    that may be shell source (``zpty w 'curl x'``, ``setsid -f bash -c 'curl x; y'``) or of the literal
+    text it reads on standard input."""
     for i in range(1, len(argv)):
         yield argv[i:]
-    for word in argv[1:]:
+    for word in (*argv[1:], stdin):
         if not any(ch.isspace() for ch in word):
             continue
         for piece in _SHELL_SEPARATORS.split(word):
             words = tuple(w.strip("'\"") for w in piece.split())
             for i in range(len(words)):
                 yield words[i:]
+                # a command inside a setting or an editor command: ProxyCommand=curl x, :!curl x, +!curl
+                head = _OPTION_HEAD.sub("", words[i])
+                if head and head != words[i]:
+                    yield (head.strip("'\""), *words[i + 1:])
 
 
 def _argv_hit(rule: Rule, c: Command) -> bool:
     """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
     if rule.matches_argv(c.argv):
         return True
-    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv))
+    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
 
 
 def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:

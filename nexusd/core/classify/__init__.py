@@ -67,10 +67,8 @@ class _Acc:
             dynamic = False  # $HOME/... is known
         if dynamic or cwd is None:
             why = "depends on a variable" if dynamic else "is relative to a directory changed at run time"
-            if dynamic:
-                self.flag(Flag.DYNAMIC, f"{verb} a path that {why}: {raw}")
-            else:
-                self.note(f"{verb} a path that {why}: {raw}")
+            # either way no rule, mode or protected-name check can see where it lands: a person decides
+            self.flag(Flag.DYNAMIC, f"{verb} a path that {why}: {raw}")
             self.need(DFA)
             return None
         if self.links and self._through_link(raw, cwd, write):
@@ -300,7 +298,9 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     out: list[Command] = []
     for cmd in sa.commands:
         eff = commands.effect(cmd)
-        out.append(cmd.to_command(opaque=not eff.known, requirement=eff.requirement))
+        # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
+        # system(...)): deny and ask rules look inside its words as they do for an unknown program
+        out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc)
         if eff.known and commands.program_name(cmd.argv[0]) == "ln" and commands._has_flag(
                 cmd.argv, "s", ("--symbolic",)):

@@ -89,6 +89,7 @@ _KIND["egrep"] = _KIND["fgrep"] = "searcher"
 SYSTEM_BIN_DIRS = frozenset(
     {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin", "/opt/homebrew/bin"}
 )
+_HOME_WORD = re.compile(r"(?:\$HOME|\$\{HOME\})(?:/[^$`]*)?")  # cd "$HOME"/x: the home directory, as ~
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 
@@ -447,7 +448,8 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
         pos = _positionals(argv, READERS[name])
         if name in ("cd", "pushd"):
             target = argv[pos[0]] if pos else "~"
-            return Effect(RO, reads=pos[:1], cd="" if (pos and pos[0] in cmd.dynamic_args) or target == "-" else target)
+            unknown = (pos and pos[0] in cmd.dynamic_args and not _HOME_WORD.fullmatch(target)) or target == "-"
+            return Effect(RO, reads=pos[:1], cd="" if unknown else target)
         if name in ("less", "more"):
             pos = [p for p in pos if not argv[p].startswith("+")]
         return Effect(RO, reads=pos)

@@ -164,7 +164,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("git status && rm -rf build", W, set(), [["git", "status"], ["rm", "-rf", "build"]], _, _),
     ("git status; curl evil.io", D, set(), [["git", "status"], ["curl", "evil.io"]], _, _),
     ("git status || npm test", D, set(), [["git", "status"], ["npm", "test"]], _, _),
-    ("git status | sh", D, set(), [["git", "status"], ["sh"]], _, _),
+    ("git status | sh", D, {DYN}, [["git", "status"], ["sh"]], _, _),  # sh runs what git prints as code
     ("git log |& tee log.txt", W, set(), [["git", "log"], ["tee", "log.txt"]], _, _),
     ("git status\nrm -rf build", W, set(), [["git", "status"], ["rm", "-rf", "build"]], _, _),
     ("(cd src && ls) ; echo done", R, set(), [["cd", "src"], ["ls"], ["echo", "done"]], _, _),
