@@ -1073,6 +1073,10 @@ class _Walker:
                 )
             wrappers = (*wrappers, base)
             if base == "xargs":
+                own = argv[: len(argv) - len(rest)]
+                if any(a.startswith("--arg") or (a[:1] == "-" and a[1:2] != "-" and "a" in a) for a in own[1:]):
+                    # its arguments come from a file: report that read (knowledge.py's xargs entry)
+                    self.commands.append(ParsedCommand(tuple(own), env, wrappers, text))
                 stdin_args = True
                 self._pasted(rest, _xargs_placeholder(argv[1 : len(argv) - len(rest)]), "xargs")
             argv = rest
@@ -1619,8 +1623,15 @@ def _skip_opts(args: list[str], with_value: set[str], stop_at_first_plain: bool 
         if a.startswith("--") and "=" in a:
             i += 1
             continue
-        # short option with an attached value (-n5, -k10) or a cluster of flags
+        # short option with an attached value (-n5, -k10) or a cluster of flags whose last letter may take
+        # the next word as its value (getopt: xargs -0a FILE, -tn 1)
         i += 1
+        if not a.startswith("--"):
+            for j in range(1, len(a)):
+                if "-" + a[j] in with_value:
+                    if j == len(a) - 1:
+                        i += 1
+                    break
     rest = args[i:]
     return rest or None
 

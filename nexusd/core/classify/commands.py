@@ -9,6 +9,7 @@ not known here requires danger-full-access.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 
 import msgspec
@@ -315,6 +316,11 @@ _OTHER_KNOWN = frozenset(
 )
 
 
+_CODE_HINT = re.compile(r"[\s(;]")
+_QUOTED_PATH = re.compile(r"(['\"`])([^'\"`\s]{1,512})\1")
+_PATHY = re.compile(r"[.~/$]|[^:]*/")  # starts like a path (.env, ~/x, /etc) or holds a directory part
+
+
 def opaque(argv: tuple[str, ...]) -> Effect:
     """A program the knowledge does not cover: every word that may name a path is read and written."""
     idx: list[int] = []
@@ -338,6 +344,9 @@ def opaque(argv: tuple[str, ...]) -> Effect:
             if looks_like_path(a[2:]):
                 extra.append(a[2:])
             continue
+        if _CODE_HINT.search(a):
+            # interpreter source (python3 -c 'open(".env").read()'): quoted literals that look like paths
+            extra.extend(m.group(2) for m in _QUOTED_PATH.finditer(a) if _PATHY.match(m.group(2)))
         if a.startswith("@") and len(a) > 1:
             extra.append(a[1:])
         elif _ASSIGN.match(a):
@@ -500,6 +509,12 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
     if name == "kill" and any(a in ("-1", "--", "-9") for a in argv[1:]) and "-1" in argv[2:]:
         return Effect(DFA, catastrophic="kill -1 signals every process you own")
     if name == "date":
+        # date -f FILE prints every line it cannot read as a date: the file's contents (GTFOBins)
+        files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-f", "--file")]
+        files += [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--file=")]
+        files += [a[2:] for a in argv[1:] if a.startswith("-f") and len(a) > 2 and not a.startswith("--")]
+        if files:
+            return Effect(RO, extra_reads=files)
         return (
             Effect(RO)
             if (not _has_flag(argv, "s", ("--set",)) and not _positionals(argv, frozenset()))
@@ -577,13 +592,20 @@ def _copier(name: str, argv: tuple[str, ...]) -> Effect:
     else:
         sources, dests = pos[:-1], pos[-1:]
     if name == "mv":
+        # a move reads its sources too: mv .env src/x takes a file past Read(./.env) to where it can be read
         rec = sources
-        return Effect(WW, reads=[], writes=sources + dests, extra_writes=extra, recursive_targets=rec)
+        return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra, recursive_targets=rec)
     if name == "ln" and _has_flag(argv, "s", ("--symbolic",)):
-        # a symlink's target is checked like a read: a link to the outside is an escape waiting to happen
-        return Effect(WW, reads=sources, writes=dests, extra_writes=extra, note="symlink")
+        # a symlink's target is checked like a read: a link to the outside is an escape waiting to happen.
+        # A relative target is relative to the link's directory, not the cwd: check both readings
+        rel = [posixpath.normpath(posixpath.join(posixpath.dirname(argv[d].rstrip("/")) or ".", argv[s]))
+               for s in sources for d in dests if not argv[s].startswith(("/", "~", "$"))]
+        rel += [posixpath.normpath(posixpath.join(argv[d], argv[s]))
+                for s in sources for d in dests if not argv[s].startswith(("/", "~", "$")) and argv[d].endswith("/")]
+        return Effect(WW, reads=sources, writes=dests, extra_writes=extra, extra_reads=rel, note="symlink")
     if name == "ln":
-        return Effect(WW, writes=sources + dests, extra_writes=extra)  # a hard link can change its source
+        # a hard link can change its source, and exposes it under another name (a read)
+        return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra)
     if name == "install":
         return Effect(DFA, reads=sources, writes=dests, extra_writes=extra, note="install sets owners and modes")
     return Effect(WW, reads=sources, writes=dests, extra_writes=extra)

@@ -67,6 +67,16 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        # xargs itself is a wrapper (wrappers are peeled in bash.py); with -a its options are reported as a
+        # command of their own, so the file it reads its arguments from meets Read rules
+        "xargs": Program(
+            "pure",
+            "-d -E -I -L -n -P -s --delimiter --eof --replace --max-lines --max-args --max-procs --max-chars "
+            "--process-slot-var",
+            read_opts="-a --arg-file",
+            examples=(Ex("xargs -a .env echo", "ro", reads=".env"), Ex("xargs --arg-file=list.txt echo", "ro",
+                                                                       reads="list.txt")),
+        ),
         "((": Program("pure", examples=(Ex("i=0; (( i++ ))", "ro"), Ex("(( n = 2 * 3 ))", "ro"),
                                         Ex("x='a[$(id)]'; (( x ))", "dfa", flags="dynamic"))),
         "let": Program("pure", examples=(Ex("let n=1+2", "ro"), Ex("let PATH=1", "ro", flags="dangerous_env"))),
