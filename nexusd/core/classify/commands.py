@@ -15,7 +15,7 @@ import re
 import msgspec
 
 from nexusd.core.classify.bash import ParsedCommand
-from nexusd.core.classify.knowledge import TABLE, Program
+from nexusd.core.classify.knowledge import TABLE, VERSION_PROBE_ARGS, VERSION_PROBES, Program
 from nexusd.core.model import Requirement
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
@@ -291,6 +291,9 @@ def effect(cmd: ParsedCommand) -> Effect:
         return Effect(RO)
     name = program_name(argv[0])
     if name is None or (name not in _KIND and not _other_known(name)):
+        if (len(argv) == 2 and name in VERSION_PROBES and argv[1] in VERSION_PROBE_ARGS and argv[0] == name
+                and not cmd.env):  # PYTHONPATH=/tmp python -V loads code first
+            return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
     if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
@@ -973,7 +976,16 @@ def _git(argv: tuple[str, ...]) -> Effect:
             i += 2
             continue
         if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
-            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir)
+            # git --git-dir=.git config core.pager x still writes a repository's config (a protected file)
+            rest = argv[i + 1 :]
+            writes = ["/etc/gitconfig"] if "config" in rest and not any(
+                f in ("--get", "--get-all", "--get-regexp", "--list", "-l") for f in rest) else []
+            if writes:
+                gd = [w.split("=", 1)[1] for w in argv[1:i + 1] if w.startswith("--git-dir=")]
+                gd += [argv[j + 1] for j in range(1, i + 1) if argv[j] == "--git-dir" and j + 1 < len(argv)]
+                writes = [d.rstrip("/") + "/config" for d in gd] or [repo_dir.rstrip("/") + "/.git/config"]
+            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir,
+                          extra_writes=writes)
         if a == "-C" and i + 1 < len(argv):
             repo_dir = argv[i + 1] if repo_dir == "." else repo_dir.rstrip("/") + "/" + argv[i + 1]
             i += 2
@@ -995,6 +1007,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
             key in GIT_BAD_OPTS
             or _git_abbrev(key, GIT_BAD_OPTS)
             or (sub == "grep" and a.startswith("-O"))
+            or (sub == "help" and (key in ("-w", "--web", "-i", "--info") or _git_abbrev(key, ("--web",))))
             or (sub in _GIT_UPLOAD_U and (a == "-u" or (a.startswith("-u") and not a.startswith("--"))))
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
         ):
@@ -1459,7 +1472,18 @@ def _patch(argv: tuple[str, ...]) -> Effect:
                   hidden="patch writes the files its diff names (protected ones included)")
 
 
+def _crontab(argv: tuple[str, ...]) -> Effect:
+    """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
+    flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
+    if flags and all(f in ("-l", "-u") or f.startswith("-u") for f in flags) and "-l" in flags:
+        return Effect(RO)
+    files = [i for i, a in enumerate(argv[1:], 1) if not a.startswith("-") and argv[i - 1] != "-u"]
+    return Effect(DFA, reads=files, extra_writes=["/var/spool/cron/crontabs/user"],
+                  hidden="crontab installs jobs that cron runs later")
+
+
 _PARSERS = {
+    "crontab": _crontab,
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
     "docker": _docker,

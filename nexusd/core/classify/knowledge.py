@@ -59,6 +59,14 @@ _PURE_NAMES = (
 
 TABLE: dict[str, Program] = {name: Program("pure") for name in _PURE_NAMES.split()}
 
+# Programs the table does not list whose one-word version probe (`python3 --version`, `go version`) only
+# prints: agents run these all the time. Any other argv of theirs stays an unknown program.
+VERSION_PROBES = frozenset(
+    "python python3 node npm npx pnpm yarn bun deno cargo rustc rustup go java javac ruby gem perl php pip pip3 "
+    "uv poetry gcc g++ clang make cmake docker kubectl terraform gh dotnet swift kotlin tsc".split()
+)
+VERSION_PROBE_ARGS = frozenset({"--version", "-V", "version"})
+
 TABLE.update(
     {
         "echo": Program("pure", examples=(Ex("echo hi", "ro"), Ex("echo hi > out.txt", "ww", writes="out.txt"))),
@@ -67,6 +75,12 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "crontab": Program("parser", examples=(
+            Ex("crontab -l", "ro"),
+            Ex("crontab <<< '* * * * * id'", "dfa", "hidden_effect protected_path"),
+            Ex("crontab jobs.txt", "dfa", "hidden_effect protected_path", reads="jobs.txt"),
+            Ex("crontab -r", "dfa", "hidden_effect protected_path"),
+        )),
         # xargs itself is a wrapper (wrappers are peeled in bash.py); with -a its options are reported as a
         # command of their own, so the file it reads its arguments from meets Read rules
         "xargs": Program(

@@ -82,7 +82,10 @@ CREDENTIAL_PATHS = (
     ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
     ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
 )
-PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment")
+PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment",
+                    "/etc/gitconfig", "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily",
+                    "/etc/cron.weekly", "/etc/cron.monthly", "/var/spool/cron", "/etc/ld.so.preload", "/etc/sudoers",
+                    "/etc/sudoers.d", "/etc/systemd", "/etc/ssh")
 
 _GLOB = re.compile(r"[*?\[]")
 _VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")

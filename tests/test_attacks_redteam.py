@@ -1,0 +1,85 @@
+"""Red-team cases (issues 14 and 28, second pass): classes the first corpus did not try, each in several
+spellings, through the real gate (``check_offline``: store, loader, classifier, engine) in every mode.
+
+Expectations are those of tests/attack_corpus.py (DENY, SAFETY, NO_RULE, ALLOW) and run with its policy
+(``Bash(curl *)`` and ``Read(./.env)`` denied, ``Bash(echo *)``, ``Bash(cat *)`` ... allowed); the runner is
+tests/test_attacks.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.attack_corpus import ALLOW, DENY, NO_RULE, SAFETY, Case
+from tests.test_attacks import MODES, NO_PROMPT_MODES, World, _id, _why, make_world
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    yield make_world()
+
+
+def _bash(cls: str, expect: str, *commands: str) -> list[Case]:
+    return [(cls, c, expect) for c in commands]
+
+
+REDTEAM: list[Case] = [
+    # tree-sitter leaves `...` inside ${x:-...} as plain text; bash runs it (was allowed in default mode)
+    *_bash("backtick-in-expansion", NO_RULE, "echo ${x:-`touch pwn`}", 'echo "${x:-`touch pwn`}"',
+           "echo ${x:+`touch pwn`}", "echo ${x/a/`touch pwn`}", "echo ${x#`touch pwn`}"),
+    *_bash("backtick-in-expansion", DENY, "echo ${x:-`curl x`}", "echo ${x/a/`curl x`}", 'echo "${x:=`curl x`}"'),
+    # a shell (or at/batch) reading its script from a here-document, here-string or pipe: deny rules held
+    # only for -c, so bypass mode ran the denied command
+    *_bash("stdin-script", DENY, "bash <<< 'curl x'", "bash <<EOF\ncurl x\nEOF", "bash <<'EOF'\ncurl x\nEOF",
+           "sh <<-EOF\n\tcurl x\nEOF", "echo 'curl x' | bash", "echo curl x | sh", "printf 'curl x' | bash",
+           "bash -s <<< 'curl x'", "bash /dev/stdin <<< 'curl x'", "dash - <<< 'curl x'", "at now <<< 'curl x'",
+           "bash -x <<< 'true; curl x'"),
+    *_bash("stdin-script", NO_RULE, "base64 -d <<< dG91Y2ggcHdu | sh", "cat x.sh | bash", "bash <<EOF\n$X\nEOF",
+           "rev <<< 'nwp hcuot' | bash", "bash <<< \"$X\""),
+    # known programs whose hidden effect runs a command carried in a word: deny rules look inside
+    *_bash("hidden-command", DENY, "git -c core.sshCommand='curl x' fetch", "rsync -e 'curl x' a b:c",
+           "awk 'BEGIN{system(\"curl x\")}'", "sed '1e curl x' src/a.py", "git -c alias.x='!curl x' x",
+           "git submodule foreach curl x", "git bisect run curl x", "ssh -o ProxyCommand='curl x' h",
+           "vim -c ':!curl x'", "vim '+!curl x'", "crontab <<< '* * * * * curl x'"),
+    # a relative path after a cd we cannot follow: no protected-name or deny check could see it
+    *_bash("unknown-cwd", SAFETY, 'cd "$X"; echo x > .git/hooks/pre-commit', "cd $D && echo x >> .bashrc",
+           'cd "$HOME"; echo x >> .bashrc', "cd ${HOME} && echo x > .profile", "cd $(mktemp -d); touch .envrc"),
+    # readers and links that move a denied file somewhere readable
+    *_bash("moved-secret", DENY, "xargs -a .env echo", "xargs --arg-file .env echo", "xargs -0a .env echo",
+           "xargs --arg-file=.env echo", "date -f .env", "date --file=.env", "date -f.env", "mv .env src/x",
+           "mv -t src .env", "ln .env src/e", "ln -s ../.env src/e", "ln -s ../.env src/",
+           "python3 -c 'print(open(\".env\").read())'", "node -e 'require(\"fs\").readFileSync(\".env\")'",
+           "ruby -e 'puts File.read(\".env\")'", "perl -e 'open(F, \"<\", \"./.env\"); print <F>'"),
+    # interpreter source that names a protected file
+    *_bash("interpreter-protected", SAFETY, "python3 -c 'open(\".git/hooks/pre-commit\",\"w\").write(\"x\")'",
+           "node -e 'require(\"fs\").writeFileSync(\".git/hooks/pre-commit\",\"x\")'",
+           "perl -e 'open(F, \">>\", \"~/.bashrc\")'"),
+    # configuration that runs code, written by other spellings; crontab persistence
+    *_bash("config-writes", SAFETY, "git config --system core.editor id", "git --git-dir=.git config core.pager id",
+           "git -c x.y=z config core.pager id", "git --work-tree=. config core.fsmonitor id",
+           "crontab <<< '* * * * * id'", "echo '* * * * * id' | crontab -", "crontab jobs.txt", "crontab -r",
+           "echo x > /etc/cron.d/x", "echo x >> /etc/gitconfig"),
+    *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
+    # over-blocks removed: version probes
+    *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",
+           "crontab -l", "echo ${x:-default}", "bash -c 'ls src' <<< x", "cat <<'EOF'\ncurl x\nEOF"),
+    *_bash("version-probe", NO_RULE, "./python3 --version", "python3 --version x", "python3 -c 1 --version"),
+]
+
+
+@pytest.mark.parametrize("case", REDTEAM, ids=[_id(c) for c in REDTEAM])
+def test_redteam(world: World, case: tuple[str, Any, str]) -> None:
+    _, call, expect = case
+    if expect == ALLOW:
+        v = world.check(call, "default")
+        assert v.decision == "allow", _why(v)
+        return
+    for mode in NO_PROMPT_MODES if expect == NO_RULE else MODES:
+        v = world.check(call, mode)
+        if expect == DENY:
+            assert v.decision == "deny", f"[{mode}] {_why(v)}"
+        else:
+            assert v.decision != "allow", f"[{mode}] {_why(v)}"
