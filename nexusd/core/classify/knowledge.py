@@ -62,7 +62,9 @@ TABLE: dict[str, Program] = {name: Program("pure") for name in _PURE_NAMES.split
 # Programs the table does not list whose one-word version probe (`python3 --version`, `go version`) only
 # prints: agents run these all the time. Any other argv of theirs stays an unknown program.
 VERSION_PROBES = frozenset(
-    ["python", "python3", "node", "npm", "npx", "pnpm", "yarn", "bun", "deno", "cargo", "rustc", "rustup", "go", "java", "javac", "ruby", "gem", "perl", "php", "pip", "pip3", "uv", "poetry", "gcc", "g++", "clang", "make", "cmake", "docker", "kubectl", "terraform", "gh", "dotnet", "swift", "kotlin", "tsc"]
+    {"python", "python3", "node", "npm", "npx", "pnpm", "yarn", "bun", "deno", "cargo", "rustc", "rustup",
+     "go", "java", "javac", "ruby", "gem", "perl", "php", "pip", "pip3", "uv", "poetry", "gcc", "g++", "clang",
+     "make", "cmake", "docker", "kubectl", "terraform", "gh", "dotnet", "swift", "kotlin", "tsc"}
 )
 VERSION_PROBE_ARGS = frozenset({"--version", "-V", "version"})
 
