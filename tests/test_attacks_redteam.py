@@ -62,6 +62,18 @@ REDTEAM: list[Case] = [
            "git -c x.y=z config core.pager id", "git --work-tree=. config core.fsmonitor id",
            "crontab <<< '* * * * * id'", "echo '* * * * * id' | crontab -", "crontab jobs.txt", "crontab -r",
            "echo x > /etc/cron.d/x", "echo x >> /etc/gitconfig"),
+    # a destination that is the home directory itself: its rc files are what lands there
+    *_bash("into-home", SAFETY, "tar -C ~ -xf x.tar", "tar -xf x.tar -C ~/", "tar --directory=$HOME -xf x.tar",
+           "unzip x.zip -d ~", "unzip -o x.zip -d $HOME", "cp -r /tmp/dotfiles/. ~", "cp -a /tmp/dotfiles/. ~/",
+           "rsync -a /tmp/dotfiles/ ~/", "mv /tmp/.bashrc ~", "cd ~ && tar -xf /tmp/x.tar -C ."),
+    # package managers: settings that change what an allowed `npm test` runs, and config writes
+    *_bash("package-manager", SAFETY, "npm config set script-shell /tmp/x", "npm set ignore-scripts false",
+           "npm config edit", "pnpm config set x y", "yarn config set yarnPath /tmp/x.js",
+           "pip config set global.index-url http://x", "pip3 config --user set global.index-url http://x"),
+    *_bash("package-manager", NO_RULE, "npm run test --node-options=--require=/tmp/x.js",
+           "npm run test --script-shell=sh", "npm run test --userconfig=/tmp/npmrc", "npm run test --prefix=/tmp/x",
+           "npm --script-shell sh run test"),
+    *_bash("package-manager", ALLOW, "npm run test -- --coverage", "npm run test -- --require x"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

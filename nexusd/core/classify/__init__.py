@@ -390,6 +390,7 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
     both = {i for i in set(eff.reads) & set(eff.writes)
             if not paths.has_glob(cmd.argv[i])} if eff.writes and eff.reads else _NONE
+    len_before = len(acc.writes)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         if not indices:
             continue
@@ -413,6 +414,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic="$" in raw)
                 if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+    if len(acc.writes) > len_before:
+        _into_home(cmd, len_before, acc)
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
@@ -423,6 +426,22 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
 
 
 _NONE: frozenset[object] = frozenset()
+_REMOVERS = frozenset({"rm", "rmdir", "shred", "chmod", "chown", "chgrp", "find", "touch", "unlink", "git"})
+
+
+def _into_home(cmd: bash.ParsedCommand, first: int, acc: _Acc) -> None:
+    """A destination that is the home directory (or /) itself: what lands there is named by a source or an
+    archive (``cp -r dotfiles/. ~``, ``tar -C ~ -x``, ``unzip -d ~``, ``mv .bashrc ~``), rc files included.
+    Removers and mode changers of the home directory are the catastrophic check's."""
+    name = commands.program_name(cmd.argv[0]) if cmd.argv else None
+    if name in _REMOVERS:
+        return
+    home = acc.ctx.home.rstrip("/") or "/"
+    for p in acc.writes[first:]:
+        if p in (home, "/"):
+            acc.flag(Flag.PROTECTED_PATH, f"writes files into {p} itself, where protected files live")
+            acc.need(DFA)
+            return
 
 _PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
 _DOTLESS_PROTECTED = frozenset(

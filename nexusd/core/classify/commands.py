@@ -15,7 +15,15 @@ import re
 import msgspec
 
 from nexusd.core.classify.bash import ParsedCommand
-from nexusd.core.classify.knowledge import TABLE, VERSION_PROBE_ARGS, VERSION_PROBES, Program
+from nexusd.core.classify.knowledge import (
+    CONFIG_WRITERS,
+    PACKAGE_CODE_OPTS,
+    PACKAGE_MANAGERS,
+    TABLE,
+    VERSION_PROBE_ARGS,
+    VERSION_PROBES,
+    Program,
+)
 from nexusd.core.model import Requirement
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
@@ -291,6 +299,19 @@ def effect(cmd: ParsedCommand) -> Effect:
         return Effect(RO)
     name = program_name(argv[0])
     if name is None or (name not in _KIND and not _other_known(name)):
+        if name in PACKAGE_MANAGERS:
+            own = argv[1 : argv.index("--")] if "--" in argv else argv[1:]  # after --: the script's own
+            bad = next((a for a in own if a.split("=", 1)[0] in PACKAGE_CODE_OPTS), None)
+            if bad is not None:
+                eff = opaque(argv)
+                eff.hidden = f"{name} {bad.split('=', 1)[0]} changes what it runs or where its settings come from"
+                return eff
+        conf = _config_write(name, argv)
+        if conf:
+            eff = opaque(argv)
+            eff.extra_writes.append(conf)
+            eff.hidden = f"{name} config changes settings that run programs (script-shell, yarnPath, hooks)"
+            return eff
         if (len(argv) == 2 and name in VERSION_PROBES and argv[1] in VERSION_PROBE_ARGS and argv[0] == name
                 and not cmd.env):  # PYTHONPATH=/tmp python -V loads code first
             return Effect(RO)
@@ -1470,6 +1491,19 @@ def _patch(argv: tuple[str, ...]) -> Effect:
     reads += pos[1:2]
     return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r,
                   hidden="patch writes the files its diff names (protected ones included)")
+
+
+def _config_write(name: str, argv: tuple[str, ...]) -> str:
+    """The protected file a package manager's config subcommand writes (npm config set script-shell ...)."""
+    target = CONFIG_WRITERS.get(name)
+    if target is None:
+        return ""
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words[:1] in (["set"], ["delete"], ["edit"]) and name == "npm":
+        return target
+    if words[:1] == ["config"] and len(words) > 1 and words[1] not in ("get", "list", "ls"):
+        return target
+    return ""
 
 
 def _crontab(argv: tuple[str, ...]) -> Effect:

@@ -68,6 +68,21 @@ VERSION_PROBES = frozenset(
 )
 VERSION_PROBE_ARGS = frozenset({"--version", "-V", "version"})
 
+# Package managers whose `config set|delete|edit` (npm also `set`) writes a protected file that runs code on
+# the next install or script (npm script-shell, yarnPath): the file each writes (its project file, .npmrc
+# or .yarnrc.yml, is protected by name too)
+CONFIG_WRITERS = {"npm": "~/.npmrc", "pnpm": "~/.npmrc", "yarn": "~/.yarnrc.yml", "bun": "~/.npmrc",
+                  "pip": "~/.config/pip/pip.conf", "pip3": "~/.config/pip/pip.conf"}
+# npm-style settings given as options (`npm test --node-options=--require=x.js`): each is what an
+# npm_config_* variable would set, and changes what an allowed `npm test` runs (hidden effects)
+PACKAGE_MANAGERS = frozenset({"npm", "pnpm", "yarn", "npx", "bun"})
+PACKAGE_CODE_OPTS = frozenset({
+    "--node-options", "--script-shell", "--shell", "--userconfig", "--globalconfig", "--prefix", "--init-module",
+    "--editor", "--browser", "--viewer", "--git", "--onload-script", "--node-gyp", "--npm-path", "--cache",
+    "--registry", "--ignore-scripts", "--foreground-scripts", "--dir", "--cwd", "-C", "--global-dir",
+    "--config", "--preid", "--require", "-r", "--import", "--loader", "--experimental-loader",
+})
+
 TABLE.update(
     {
         "echo": Program("pure", examples=(Ex("echo hi", "ro"), Ex("echo hi > out.txt", "ww", writes="out.txt"))),

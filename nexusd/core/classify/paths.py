@@ -72,7 +72,7 @@ PROTECTED_FILE_NAMES = frozenset(
 # Relative to the home directory.
 PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker",
                   ".config/systemd", ".config/autostart", ".config/opencode", ".config/environment.d",
-                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks")
+                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks", ".config/pip")
 # Where credentials live (home-relative). Never "inside the workspace" for the mode, even when the workspace
 # is the home directory: reading one needs a person (or an explicit rule). The sandbox masks the same list.
 CREDENTIAL_PATHS = (
