@@ -74,6 +74,15 @@ REDTEAM: list[Case] = [
            "npm run test --script-shell=sh", "npm run test --userconfig=/tmp/npmrc", "npm run test --prefix=/tmp/x",
            "npm --script-shell sh run test"),
     *_bash("package-manager", ALLOW, "npm run test -- --coverage", "npm run test -- --require x"),
+    # case-insensitive file systems and WSL: another spelling of the denied program or file
+    *_bash("case-spelling", DENY, "CURL x", "Curl x", "/usr/bin/CURL x", "curl.exe x", "CuRl.EXE x",
+           "cat .ENV", "cat .Env", "grep x ./.ENV", "echo x > secrets/A"),
+    ("case-spelling", ("Read", {"file_path": ".ENV"}), DENY),
+    # many sub-commands, deep nesting, comments and here-documents around the denied one
+    *_bash("structure", DENY, "true; " * 60 + "curl x", "true && " * 200 + "curl x", "{ " * 40 + "curl x; " + "} " * 40,
+           "echo x\r; curl y", ": <<'X'\nignored\nX\ncurl x", "exec {fd}< <(curl x)",
+           "echo ${x[$(curl x)]}", "declare -A a=([$(curl x)]=1)", "for ((i=0; i<$(curl x); i++)); do :; done"),
+    *_bash("structure", NO_RULE, "cat <<X; curl x\nbody\nX"),  # tree-sitter cannot parse it: a person
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

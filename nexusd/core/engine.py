@@ -209,6 +209,12 @@ def _argv_hit(rule: Rule, c: Command) -> bool:
     """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
     if rule.matches_argv(c.argv):
         return True
+    if c.argv:
+        # case-insensitive file systems (macOS) run CURL as curl, and WSL runs curl.exe: deny and ask rules
+        # match those spellings of the program name too
+        name = c.argv[0].lower().removesuffix(".exe")
+        if name != c.argv[0] and rule.matches_argv((name, *c.argv[1:])):
+            return True
     return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
 
 
@@ -228,7 +234,11 @@ def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[st
         if rule.family == "edit" and rule.tool != "Edit" and not rule.covers_call(cls):
             return None
         for p in paths:
-            if rule.matches_path(p, ctx.cwd, ctx.home):
+            head, _, base = p.rpartition("/")
+            # a case-insensitive file system (macOS) opens .ENV as .env: deny and ask rules see that spelling
+            if rule.matches_path(p, ctx.cwd, ctx.home) or (
+                base != base.lower() and rule.matches_path(f"{head}/{base.lower()}", ctx.cwd, ctx.home)
+            ):
                 return ("file read " if rule.family == "read" else "file written ") + p
         return None
     if not rule.covers_call(cls):
