@@ -9,17 +9,41 @@ tests/test_attacks.py's.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.attack_corpus import ALLOW, DENY, NO_RULE, SAFETY, Case
-from tests.test_attacks import MODES, NO_PROMPT_MODES, World, _id, _why, make_world
+from tests.conftest import DaemonHandle
+from tests.test_attacks import MODES, NO_PROMPT_MODES, World, _hook, _id, _why, hooked, make_world
+
+__all__ = ["hooked"]  # the fixture, shared with tests/test_attacks.py
+
+
+# Typical broad allow rules people grant (prefix rules on read-only and test commands); the deny rules of
+# the corpus policy stay. No red-team case may pass through these either.
+TYPICAL_RULES = """[permissions]
+allow = ["Bash(git status:*)", "Bash(npm test:*)", "Bash(npm run test:*)", "Bash(ls:*)", "Bash(cat:*)",
+         "Bash(echo *)", "Read(./**)", "Edit(./src/**)", "Bash(grep:*)", "Bash(find:*)", "Bash(git log:*)",
+         "Bash(git diff:*)", "Bash(head:*)", "Bash(sed -n:*)", "Bash(awk:*)", "Bash(xargs:*)", "Bash(env:*)",
+         "Bash(sort:*)", "Bash(git config --get:*)", "Bash(pytest:*)", "Bash(tar -tf:*)", "Bash(wc:*)",
+         "Bash(date:*)", "Bash(jq:*)", "Bash(rg:*)", "Bash(git show:*)", "Bash(uniq:*)", "Bash(cd:*)",
+         "Bash(git help:*)", "Bash(python3 --version)"]
+deny = ["Bash(curl *)", "Read(./.env)", "Edit(./secrets/**)"]
+"""
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     yield make_world()
+
+
+@pytest.fixture(scope="module")
+def typical() -> Iterator[World]:
+    w = make_world()
+    (w.config / "policy.toml").write_text(TYPICAL_RULES)
+    yield w
 
 
 def _bash(cls: str, expect: str, *commands: str) -> list[Case]:
@@ -92,15 +116,42 @@ REDTEAM: list[Case] = [
 
 
 @pytest.mark.parametrize("case", REDTEAM, ids=[_id(c) for c in REDTEAM])
-def test_redteam(world: World, case: tuple[str, Any, str]) -> None:
+def test_redteam(world: World, typical: World, case: tuple[str, Any, str]) -> None:
     _, call, expect = case
     if expect == ALLOW:
         v = world.check(call, "default")
         assert v.decision == "allow", _why(v)
         return
+    v = typical.check(call, "default")
+    assert v.decision != "allow", f"[default, typical rules] {_why(v)}"
     for mode in NO_PROMPT_MODES if expect == NO_RULE else MODES:
         v = world.check(call, mode)
         if expect == DENY:
             assert v.decision == "deny", f"[{mode}] {_why(v)}"
         else:
             assert v.decision != "allow", f"[{mode}] {_why(v)}"
+
+
+# Through the real daemon and the real `nexus-hook claude` process (an ask comes back as a deny: no UI).
+HOOK_REDTEAM: list[tuple[str, str, str]] = [
+    ("echo ${x:-`touch pwn`}", "default", "deny"),
+    ("bash <<< 'curl x'", "bypassPermissions", "deny"),
+    ("echo 'curl x' | sh", "bypassPermissions", "deny"),
+    ("git -c core.sshCommand='curl x' fetch", "bypassPermissions", "deny"),
+    ('cd "$HOME"; echo x >> .bashrc', "bypassPermissions", "deny"),
+    ("xargs -a .env echo", "bypassPermissions", "deny"),
+    ("tar -C ~ -xf x.tar", "bypassPermissions", "deny"),
+    ("CURL x", "bypassPermissions", "deny"),
+    ("python3 --version", "default", "allow"),
+    ("echo ${x:-default}", "default", "allow"),
+]
+
+
+def test_redteam_through_daemon_and_hook(hooked: tuple[DaemonHandle, Path]) -> None:
+    handle, ws = hooked
+    failures = []
+    for command, mode, want in HOOK_REDTEAM:
+        got = _hook(handle, ws, "Bash", {"command": command}, mode)
+        if got != want:
+            failures.append(f"{command!r} [{mode}]: {got}, want {want}")
+    assert not failures, "\n".join(failures)
