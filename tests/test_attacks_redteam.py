@@ -107,6 +107,9 @@ REDTEAM: list[Case] = [
            "echo x\r; curl y", ": <<'X'\nignored\nX\ncurl x", "exec {fd}< <(curl x)",
            "echo ${x[$(curl x)]}", "declare -A a=([$(curl x)]=1)", "for ((i=0; i<$(curl x); i++)); do :; done"),
     *_bash("structure", NO_RULE, "cat <<X; curl x\nbody\nX"),  # tree-sitter cannot parse it: a person
+    # find -delete with nothing choosing what it removes is rm -r of its start (the workspace, .git included)
+    *_bash("find-delete-all", SAFETY, "find . -delete", "find WS -delete", "find ./ -mindepth 1 -delete",
+           "find src/.. -delete", "find . -type f -delete", "find -delete"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

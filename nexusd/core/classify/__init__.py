@@ -419,6 +419,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
+    if name == "find" and not any(a in _FIND_FILTERS or a.startswith("-newer") for a in cmd.argv):
+        name = "find -delete"  # removes everything below its start: judged as rm -r is
     for i in eff.recursive_targets:
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
@@ -426,6 +428,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
 
 
 _NONE: frozenset[object] = frozenset()
+# find tests that choose what -delete removes; without one it removes everything below its start points
+_FIND_FILTERS = frozenset({
+    "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-lname", "-ilname",
+    "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-empty", "-user", "-group", "-nouser",
+    "-nogroup", "-perm", "-links", "-inum", "-samefile", "-used", "-uid", "-gid", "-fstype",
+})
 _REMOVERS = frozenset({"rm", "rmdir", "shred", "chmod", "chown", "chgrp", "find", "touch", "unlink", "git"})
 
 
@@ -528,7 +536,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
             return
         # the whole workspace, or a directory that holds it or the home directory
         holders = (*acc.ctx.workspace_roots, home)
-        if name == "rm" and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
+        if name in ("rm", "find -delete") and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}, which holds the workspace or home")
             return
     if name == "mv":

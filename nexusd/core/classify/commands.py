@@ -917,7 +917,8 @@ def _find(argv: tuple[str, ...]) -> Effect:
         extra_reads.append(".")
         if "-delete" in argv:
             extra_writes = ["."]
-            return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note)
+            return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note,
+                          extra_recursive=["."])
     if "-delete" in argv and any(argv[s] in SYSTEM_TOP or argv[s] in ("~", "$HOME") for s in starts):
         cat = "find -delete over a system directory"
     return Effect(
