@@ -1368,8 +1368,8 @@ def _stdin_of(node: Node) -> tuple[str, str] | None:
             v = vals[-1] if vals else None
             if v is not None and v.type == "raw_string":
                 found = ("text", _text(v)[1:-1])
-            elif v is not None and v.type == "word" and not _NOT_PLAIN.search(_text(v)):
-                found = ("text", _text(v))
+            elif v is not None and v.type in ("word", "string") and not _NOT_PLAIN.search(_text(v)):
+                found = ("text", _text(v)[1:-1] if v.type == "string" else _text(v))
             else:
                 found = ("unknown", "")
         elif c.type == "heredoc_redirect":
@@ -1406,8 +1406,8 @@ def _piped_text(producer: Node) -> tuple[str, str]:
                     out.append(t.strip('"') if x.type == "string" else t)
                 else:
                     return ("unknown", "")
-            if out and out[0].startswith("-"):
-                return ("unknown", "")
+            if (out and out[0].startswith("-")) or (_text(parts[0]) == "printf" and len(out) != 1):
+                return ("unknown", "")  # echo options; printf prints only its format when it has no %
             return ("text", " ".join(out))
     return ("unknown", "")
 
