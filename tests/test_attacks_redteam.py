@@ -110,6 +110,11 @@ REDTEAM: list[Case] = [
     # find -delete with nothing choosing what it removes is rm -r of its start (the workspace, .git included)
     *_bash("find-delete-all", SAFETY, "find . -delete", "find WS -delete", "find ./ -mindepth 1 -delete",
            "find src/.. -delete", "find . -type f -delete", "find -delete"),
+    # code the command writes and then runs: deny rules cannot see into it
+    *_bash("writes-then-runs", SAFETY, "echo 'curl x' > s.sh && bash s.sh", "printf 'curl x' > s; chmod +x s; ./s",
+           "cat > run.sh <<'EOF'\ncurl x\nEOF\nsh run.sh", "echo 'curl x' | tee s.sh; bash s.sh",
+           "cd src && echo 'curl x' > s.sh && bash s.sh", "echo 'import os' > x.py && python3 x.py",
+           "cp /tmp/x s.sh && bash s.sh"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

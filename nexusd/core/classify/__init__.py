@@ -296,7 +296,9 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         acc.need(DFA)
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
+    own: list[list[str]] = []  # what each command itself writes (an interpreter's code words count as written)
     for cmd in sa.commands:
+        before = len(acc.writes)
         eff = commands.effect(cmd)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
@@ -309,9 +311,38 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
+        own.append(acc.writes[before:])
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
+    if (acc.writes or sa.redirects) and len(sa.commands) > 1:
+        _runs_what_it_writes(sa, own, cwd, acc)
     return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
+
+
+_INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
+
+
+def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[list[str]], cwd: str, acc: _Acc) -> None:
+    """``echo 'curl x' > s.sh && bash s.sh``, ``printf ... > s; ./s``: code this command writes and then runs is
+    known only at run time (deny rules cannot see into it): dynamic."""
+    redirected = {posixpath.normpath(posixpath.join(cwd, t)) for r in sa.redirects
+                  if r.op in (">", ">>", ">|", "&>", "&>>", "<>") and r.target
+                  and (t := paths.expand_user(r.target, acc.ctx.home)) is not None}
+    for i, cmd in enumerate(sa.commands):
+        if not cmd.argv:
+            continue
+        written = redirected.union(p for j, ps in enumerate(own) if j != i for p in ps)
+        tails = {posixpath.basename(p) for p in written}  # after a cd the same name may be the file written
+        words = [cmd.argv[0]] if "/" in cmd.argv[0] else []
+        if bash.base_name(cmd.argv[0]) in _INTERPRETERS:
+            words += [a for a in cmd.argv[1:] if not a.startswith("-")]
+        for w in words:
+            expanded = paths.expand_user(w, acc.ctx.home)
+            if expanded is not None and (posixpath.normpath(posixpath.join(cwd, expanded)) in written
+                                         or posixpath.basename(expanded) in tails):
+                acc.flag(Flag.DYNAMIC, f"runs code this command writes: {text.escape_for_display(w)[:200]}")
+                acc.need(DFA)
+                return
 
 
 def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:

@@ -1189,7 +1189,7 @@ class _Walker:
             self.flag(Flag.DYNAMIC, f"{via} runs a program named by its input ({placeholder})")
         base = argv[0].rsplit("/", 1)[-1]
         stem = base.rstrip("0123456789.")
-        if base not in SHELLS and base not in _CODE_PROGRAMS and stem not in _CODE_PROGRAMS:
+        if base not in SHELLS and base not in CODE_PROGRAMS and stem not in CODE_PROGRAMS:
             return
         for a in argv[1:]:
             if placeholder in a and a != placeholder:  # `sh -c '...' sh {}` passes it as an argument: fine
@@ -1545,7 +1545,7 @@ _VAR_SETTERS: dict[str, tuple[str, str]] = {
     "[": ("", ""),
 }
 # programs whose arguments can be source code (a placeholder pasted into them becomes code)
-_CODE_PROGRAMS = frozenset(
+CODE_PROGRAMS = frozenset(
     {"python", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "tclsh",
      "Rscript", "osascript", "pwsh", "deno", "bun", "busybox", "env", "xargs", "sed"}
 )
