@@ -115,6 +115,14 @@ REDTEAM: list[Case] = [
            "cat > run.sh <<'EOF'\ncurl x\nEOF\nsh run.sh", "echo 'curl x' | tee s.sh; bash s.sh",
            "cd src && echo 'curl x' > s.sh && bash s.sh", "echo 'import os' > x.py && python3 x.py",
            "cp /tmp/x s.sh && bash s.sh"),
+    # an edit tool prints lines of the file it changes: a Read deny rule covers it
+    ("edit-shows", ("Edit", {"file_path": ".env", "old_string": "S", "new_string": "S"}), DENY),
+    ("edit-shows", ("MultiEdit", {"file_path": "./.env", "edits": [{"old_string": "S", "new_string": "S"}]}), DENY),
+    ("edit-shows", ("replace", {"file_path": "WS/.env", "old_string": "S", "new_string": "S"}), DENY),
+    # Windows drops trailing dots and blanks: .git. is .git
+    ("windows-names", ("Write", {"file_path": ".git./hooks/pre-commit", "content": "x"}), SAFETY),
+    ("windows-names", ("Write", {"file_path": ".git /hooks/pre-commit", "content": "x"}), SAFETY),
+    *_bash("windows-names", SAFETY, "echo x > .bashrc.", "echo x > '.vscode. /tasks.json'"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -149,7 +149,14 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
                 target = writes if cls.kind == ToolKind.EDIT else reads
                 if p not in target:
                     target.append(p)
+                # an edit tool shows the lines around its change (Claude's Edit prints a snippet of the
+                # file): Read deny rules see it as the read it is
+                if cls.kind == ToolKind.EDIT and cls.tool in _EDITS_THAT_SHOW and p not in reads:
+                    reads.append(p)
     return reads, writes
+
+
+_EDITS_THAT_SHOW = frozenset({"Edit", "MultiEdit", "NotebookEdit"})
 
 
 def _redirect_file(target: str | None) -> bool:

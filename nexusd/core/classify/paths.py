@@ -178,7 +178,8 @@ def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
     names = _PROTECTED_NAMES
     for part in path.split("/"):
-        if part and part.casefold() in names:  # case-insensitive file systems: .GIT is .git
+        # case-insensitive file systems: .GIT is .git; Windows drops trailing dots and blanks: .git. is .git
+        if part and (part.casefold() in names or part.rstrip(". ").casefold() in names):
             return True
     for root in _protected_roots(ctx.home, ctx.protected_dirs):
         if path == root or path.startswith(root.rstrip("/") + "/"):
