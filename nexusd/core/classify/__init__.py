@@ -296,7 +296,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         acc.need(DFA)
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
-    own: list[list[str]] = []  # what each command itself writes (an interpreter's code words count as written)
+    own: list[tuple[int, int]] = []  # the slice of acc.writes each command added (an interpreter's code words too)
     for cmd in sa.commands:
         before = len(acc.writes)
         eff = commands.effect(cmd)
@@ -311,7 +311,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
-        own.append(acc.writes[before:])
+        own.append((before, len(acc.writes)))
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
     if (acc.writes or sa.redirects) and len(sa.commands) > 1:
@@ -322,16 +322,19 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
 
 
-def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[list[str]], cwd: str, acc: _Acc) -> None:
+def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
     """``echo 'curl x' > s.sh && bash s.sh``, ``printf ... > s; ./s``: code this command writes and then runs is
     known only at run time (deny rules cannot see into it): dynamic."""
+    runners = [i for i, c in enumerate(sa.commands)
+               if c.argv and ("/" in c.argv[0] or bash.base_name(c.argv[0]) in _INTERPRETERS)]
+    if not runners:
+        return
     redirected = {posixpath.normpath(posixpath.join(cwd, t)) for r in sa.redirects
                   if r.op in (">", ">>", ">|", "&>", "&>>", "<>") and r.target
                   and (t := paths.expand_user(r.target, acc.ctx.home)) is not None}
-    for i, cmd in enumerate(sa.commands):
-        if not cmd.argv:
-            continue
-        written = redirected.union(p for j, ps in enumerate(own) if j != i for p in ps)
+    for i in runners:
+        cmd = sa.commands[i]
+        written = redirected.union(p for j, (lo, hi) in enumerate(own) if j != i for p in acc.writes[lo:hi])
         tails = {posixpath.basename(p) for p in written}  # after a cd the same name may be the file written
         words = [cmd.argv[0]] if "/" in cmd.argv[0] else []
         if bash.base_name(cmd.argv[0]) in _INTERPRETERS:
@@ -472,11 +475,13 @@ def _into_home(cmd: bash.ParsedCommand, first: int, acc: _Acc) -> None:
     """A destination that is the home directory (or /) itself: what lands there is named by a source or an
     archive (``cp -r dotfiles/. ~``, ``tar -C ~ -x``, ``unzip -d ~``, ``mv .bashrc ~``), rc files included.
     Removers and mode changers of the home directory are the catastrophic check's."""
-    name = commands.program_name(cmd.argv[0]) if cmd.argv else None
-    if name in _REMOVERS:
-        return
     home = acc.ctx.home.rstrip("/") or "/"
-    for p in acc.writes[first:]:
+    new = acc.writes[first:]
+    if home not in new and "/" not in new:
+        return
+    if (commands.program_name(cmd.argv[0]) if cmd.argv else None) in _REMOVERS:
+        return
+    for p in new:
         if p in (home, "/"):
             acc.flag(Flag.PROTECTED_PATH, f"writes files into {p} itself, where protected files live")
             acc.need(DFA)

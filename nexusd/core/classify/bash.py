@@ -482,9 +482,10 @@ class _Walker:
 
     def expansion(self, node: Node) -> None:
         """``${...}``: indirection, prompt expansion, subscripts, substrings and default assignments."""
-        if b"`" in (node.text or b""):
+        whole = _text(node)
+        if "`" in whole:
             self._backticks_in_expansion(node)
-        m = _EXPANSION.fullmatch(_text(node))
+        m = _EXPANSION.fullmatch(whole)
         if m is None:
             self.flag(Flag.DYNAMIC, f"parameter expansion we do not understand: {_short(_text(node))}")
             return
@@ -532,7 +533,7 @@ class _Walker:
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t == "redirected_statement":
-            stdin = _stdin_of(node)
+            stdin = _stdin_of(node) if b"<<" in self.source else None
             if stdin is not None:
                 self._redir_stdin = stdin
             for child in node.children:
@@ -939,7 +940,7 @@ class _Walker:
 
     # ------------------------------------------------------------------ simple commands
     def _command(self, node: Node, depth: int) -> None:
-        stdin = _stdin_of(node) or self._redir_stdin or self._pipe_stdin
+        stdin = (_stdin_of(node) if b"<<" in self.source else None) or self._redir_stdin or self._pipe_stdin
         self._redir_stdin = None
         env: list[tuple[str, str]] = []
         words: list[_Word] = []

@@ -368,7 +368,7 @@ def opaque(argv: tuple[str, ...]) -> Effect:
             if looks_like_path(a[2:]):
                 extra.append(a[2:])
             continue
-        if _CODE_HINT.search(a):
+        if ('"' in a or "'" in a or "`" in a) and _CODE_HINT.search(a):
             # interpreter source (python3 -c 'open(".env").read()'): quoted literals that look like paths
             extra.extend(m.group(2) for m in _QUOTED_PATH.finditer(a) if _PATHY.match(m.group(2)))
         if a.startswith("@") and len(a) > 1:

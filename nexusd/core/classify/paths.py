@@ -153,14 +153,17 @@ def _protected_roots(home: str, protected_dirs: tuple[str, ...]) -> tuple[str, .
 
 
 @functools.lru_cache(maxsize=64)
-def _credential_roots(home: str) -> tuple[str, ...]:
+def _credential_roots(home: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The credential locations as a set and as ``root/`` prefixes (one C-level startswith for them all)."""
     home = home.rstrip("/")
-    return tuple(f"{home}/{rel}" for rel in CREDENTIAL_PATHS)
+    roots = tuple(f"{home}/{rel}" for rel in CREDENTIAL_PATHS)
+    return frozenset(roots), tuple(r + "/" for r in roots)
 
 
 def is_credential(path: str, ctx: Context) -> bool:
     """A credential location (``~/.ssh``, ``~/.aws`` ...): never inside the workspace for the mode."""
-    return any(path == r or path.startswith(r + "/") for r in _credential_roots(ctx.home))
+    exact, prefixes = _credential_roots(ctx.home)
+    return path in exact or path.startswith(prefixes)
 
 
 # /proc entries that only describe the machine; any other /proc or /dev/fd path can reach another process's
@@ -179,12 +182,17 @@ def is_protected(path: str, ctx: Context) -> bool:
     names = _PROTECTED_NAMES
     for part in path.split("/"):
         # case-insensitive file systems: .GIT is .git; Windows drops trailing dots and blanks: .git. is .git
-        if part and (part.casefold() in names or part.rstrip(". ").casefold() in names):
+        if part and (part.casefold() in names or (part[-1] in ". " and part.rstrip(". ").casefold() in names)):
             return True
-    for root in _protected_roots(ctx.home, ctx.protected_dirs):
-        if path == root or path.startswith(root.rstrip("/") + "/"):
-            return True
-    return False
+    exact, prefixes = _protected_prefixes(ctx.home, ctx.protected_dirs)
+    return path in exact or path.startswith(prefixes)
+
+
+@functools.lru_cache(maxsize=64)
+def _protected_prefixes(home: str, protected_dirs: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The protected roots as a set and as ``root/`` prefixes (one C-level startswith for them all)."""
+    roots = _protected_roots(home, protected_dirs)
+    return frozenset(roots), tuple(r.rstrip("/") + "/" for r in roots)
 
 
 def has_glob(raw: str) -> bool:
