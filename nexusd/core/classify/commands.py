@@ -1319,6 +1319,8 @@ def _tar(argv: tuple[str, ...]) -> Effect:
     for val, idx in archive:
         if val == "-":
             continue
+        if ":" in val.split("/", 1)[0] and "--force-local" not in argv:
+            hidden = hidden or f"tar's archive {val} is on another host: tar runs a remote shell to reach it"
         if mode == "create":
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
         else:
@@ -1507,6 +1509,35 @@ def _config_write(name: str, argv: tuple[str, ...]) -> str:
     return ""
 
 
+# system settings tools: these subcommands (or none) only show; any other changes the machine
+_SETTINGS_RO = {
+    "hostnamectl": frozenset({"status", "show"}),
+    "timedatectl": frozenset({"status", "show", "list-timezones", "timesync-status", "show-timesync"}),
+}
+_SETTINGS_GETTERS = frozenset({"hostname", "icon-name", "chassis", "deployment", "location"})  # set with a value
+_NVIDIA_SMI_RO = frozenset({"-L", "--list-gpus", "-q", "--query", "-x", "--xml-format", "-l", "--loop", "-lms",
+                            "--loop-ms", "-i", "--id", "-d", "--display", "-h", "--help", "-u", "--unit"})
+
+
+def _settings(argv: tuple[str, ...]) -> Effect:
+    """hostnamectl / timedatectl (show unless a subcommand sets), nvidia-smi (shows unless an option sets)."""
+    name = program_name(argv[0]) or ""
+    if name == "nvidia-smi":
+        for a in argv[1:]:
+            key = a.split("=", 1)[0]
+            if key.startswith("-") and key not in _NVIDIA_SMI_RO and not key.startswith(("--query-", "--format")):
+                return Effect(DFA, note=f"nvidia-smi {key} changes the GPU's settings or writes a file")
+            if not key.startswith("-") and key not in ("dmon", "pmon", "topo") and not key.isdigit():
+                return Effect(DFA, note=f"nvidia-smi {key} may change the GPU's settings")
+        return Effect(RO)
+    if any(a in ("-H", "--host", "-M", "--machine") or a.startswith(("--host=", "--machine=")) for a in argv[1:]):
+        return Effect(DFA, note=f"{name} on another machine")
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if not words or words[0] in _SETTINGS_RO.get(name, ()) or (words[0] in _SETTINGS_GETTERS and len(words) == 1):
+        return Effect(RO)
+    return Effect(DFA, note=f"{name} {words[0]} changes the machine's settings")
+
+
 def _crontab(argv: tuple[str, ...]) -> Effect:
     """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
     flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
@@ -1519,6 +1550,9 @@ def _crontab(argv: tuple[str, ...]) -> Effect:
 
 _PARSERS = {
     "crontab": _crontab,
+    "hostnamectl": _settings,
+    "timedatectl": _settings,
+    "nvidia-smi": _settings,
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
     "docker": _docker,

@@ -54,7 +54,7 @@ _PURE_NAMES = (
     "printenv test [ [[ : nproc arch uptime groups locale tty ps free cal yes expr tput logname users w who "
     "lsb_release getconf hash jobs wait read export declare local readonly typeset unset shift return exit break "
     "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor getent env command "
-    "tr tsort pstree lsof vmstat iostat hostnamectl timedatectl nvidia-smi (( let"
+    "tr pstree lsof vmstat iostat (( let"
 )  # (( and let: their arithmetic is checked by the parser (a variable that may not hold a number is dynamic)
 
 TABLE: dict[str, Program] = {name: Program("pure") for name in _PURE_NAMES.split()}
@@ -91,6 +91,27 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "tsort": Program("reader", examples=(Ex("tsort .env", "ro", reads=".env"),)),  # prints its file's words
+        "info": Program(
+            "pure",
+            "-n --node -k --apropos --index-search -O --show-options --usage",
+            read_opts="-f --file -d --directory --restore",
+            write_opts="-o --output --dribble",
+            examples=(Ex("info ls", "ro"), Ex("info -o notes.txt ls", "ww", writes="notes.txt"),
+                      Ex("info --restore=keys.txt ls", "ro", reads="keys.txt")),
+        ),
+        "hostnamectl": Program("parser", examples=(
+            Ex("hostnamectl", "ro"), Ex("hostnamectl status", "ro"), Ex("hostnamectl hostname", "ro"),
+            Ex("hostnamectl set-hostname x", "dfa"), Ex("hostnamectl hostname x", "dfa"),
+            Ex("hostnamectl -H h status", "dfa"),
+        )),
+        "timedatectl": Program("parser", examples=(
+            Ex("timedatectl", "ro"), Ex("timedatectl list-timezones", "ro"), Ex("timedatectl set-ntp false", "dfa"),
+        )),
+        "nvidia-smi": Program("parser", examples=(
+            Ex("nvidia-smi", "ro"), Ex("nvidia-smi -L", "ro"), Ex("nvidia-smi --query-gpu=name --format=csv", "ro"),
+            Ex("nvidia-smi -r", "dfa"), Ex("nvidia-smi -pl 100", "dfa"), Ex("nvidia-smi -f log.txt", "dfa"),
+        )),
         "crontab": Program("parser", examples=(
             Ex("crontab -l", "ro"),
             Ex("crontab <<< '* * * * * id'", "dfa", "hidden_effect protected_path"),
@@ -324,8 +345,8 @@ TABLE.update(
         ),
         "jq": Program(
             "searcher",
-            "--indent --arg --argjson --args --jsonargs -L",
-            read_opts="-f --from-file",
+            "--indent --arg --argjson --args --jsonargs",
+            read_opts="-f --from-file -L --library-path",  # -L: modules and data files jq reads (import "x" as $d)
             pattern_opts="-f --from-file",
             examples=(
                 Ex("jq .name src/x.json", "ro", reads="src/x.json"),
