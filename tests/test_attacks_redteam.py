@@ -131,6 +131,8 @@ REDTEAM: list[Case] = [
     *_bash("pure-not-pure", DENY, "tsort .env", "info --restore=.env ls", "info -f .env"),
     *_bash("pure-not-pure", ALLOW, "hostnamectl", "timedatectl status", "nvidia-smi", "nvidia-smi -L", "info ls",
            "tar -tf src/a.tar --force-local"),
+    *_bash("other-environ", NO_RULE, "ps eww", "ps auxe", "ps -o pid,environ", "ps axe -o pid,cmd"),
+    *_bash("other-environ", ALLOW, "ps aux", "ps -ef", "ps -C bash-helper", "ps -u alice -o user,pid"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -1538,6 +1538,20 @@ def _settings(argv: tuple[str, ...]) -> Effect:
     return Effect(DFA, note=f"{name} {words[0]} changes the machine's settings")
 
 
+_PS_VALUE_OPTS = frozenset({"-o", "-O", "--format", "-p", "--pid", "-u", "-U", "--user", "-g", "-G", "--group", "-C",
+                            "-t", "--tty", "--sort", "-q", "--ppid", "-s", "--sid", "k", "o", "O", "p", "U", "t"})
+
+
+def _ps(argv: tuple[str, ...]) -> Effect:
+    """ps: BSD-style ``e`` (``ps eww``, ``ps auxe``) and the ``environ``-like formats print other processes'
+    environments (their tokens and keys): a read of /proc/PID/environ."""
+    for i, a in enumerate(argv[1:], 1):
+        bsd_env = not a.startswith("-") and "e" in a and argv[i - 1] not in _PS_VALUE_OPTS
+        if bsd_env or "environ" in a:
+            return Effect(RO, extra_reads=["/proc/1/environ"])
+    return Effect(RO)
+
+
 def _crontab(argv: tuple[str, ...]) -> Effect:
     """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
     flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
@@ -1550,6 +1564,7 @@ def _crontab(argv: tuple[str, ...]) -> Effect:
 
 _PARSERS = {
     "crontab": _crontab,
+    "ps": _ps,
     "hostnamectl": _settings,
     "timedatectl": _settings,
     "nvidia-smi": _settings,

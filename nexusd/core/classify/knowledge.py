@@ -51,7 +51,7 @@ _PAGER_ENV = "LESSOPEN LESSCLOSE LESSKEY LESSKEYIN LESSEDIT VISUAL EDITOR PAGER 
 
 _PURE_NAMES = (
     "echo printf true false pwd whoami id uname which type whereis basename dirname realpath readlink seq sleep "
-    "printenv test [ [[ : nproc arch uptime groups locale tty ps free cal yes expr tput logname users w who "
+    "printenv test [ [[ : nproc arch uptime groups locale tty free cal yes expr tput logname users w who "
     "lsb_release getconf hash jobs wait read export declare local readonly typeset unset shift return exit break "
     "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor getent env command "
     "tr pstree lsof vmstat iostat (( let"
@@ -91,6 +91,8 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "ps": Program("parser", examples=(Ex("ps aux", "ro"), Ex("ps -ef", "ro"), Ex("ps -o pid,comm -p 1", "ro"),
+                                          Ex("ps eww", "dfa", "dynamic"), Ex("ps auxe", "dfa", "dynamic"))),
         "tsort": Program("reader", examples=(Ex("tsort .env", "ro", reads=".env"),)),  # prints its file's words
         "info": Program(
             "pure",
