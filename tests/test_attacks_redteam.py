@@ -133,6 +133,9 @@ REDTEAM: list[Case] = [
            "tar -tf src/a.tar --force-local"),
     *_bash("other-environ", NO_RULE, "ps eww", "ps auxe", "ps -o pid,environ", "ps axe -o pid,cmd"),
     *_bash("other-environ", ALLOW, "ps aux", "ps -ef", "ps -C bash-helper", "ps -u alice -o user,pid"),
+    # expansions with operators were read as literal relative paths inside the workspace
+    *_bash("operator-expansion", SAFETY, "cp README.md ${OUT:-/tmp}/x", "touch ${HOME:-/tmp}/.bashrc",
+           "cp src/a.py ${D:=~}/.profile", "touch ${X#a}/y", "mkdir ${1}x", "cp src/a.py $@/x", "touch $$.tmp/../x"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -88,7 +88,8 @@ PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/
                     "/etc/sudoers.d", "/etc/systemd", "/etc/ssh")
 
 _GLOB = re.compile(r"[*?\[]")
-_VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+# any expansion bash performs: $NAME, ${NAME}, ${NAME:-x} and other operators, $1, $@, $$, $?, $(...)
+_VAR = re.compile(r"\$[{(A-Za-z_0-9@*#?$!-]")
 
 
 class PathInfo(msgspec.Struct, frozen=True):
