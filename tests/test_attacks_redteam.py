@@ -114,7 +114,7 @@ REDTEAM: list[Case] = [
     *_bash("writes-then-runs", SAFETY, "echo 'curl x' > s.sh && bash s.sh", "printf 'curl x' > s; chmod +x s; ./s",
            "cat > run.sh <<'EOF'\ncurl x\nEOF\nsh run.sh", "echo 'curl x' | tee s.sh; bash s.sh",
            "cd src && echo 'curl x' > s.sh && bash s.sh", "echo 'import os' > x.py && python3 x.py",
-           "cp /tmp/x s.sh && bash s.sh"),
+           "cp /tmp/x s.sh && bash s.sh", "echo 'curl x' > s; bash < s", "echo x > s; sh -s < s"),
     # an edit tool prints lines of the file it changes: a Read deny rule covers it
     ("edit-shows", ("Edit", {"file_path": ".env", "old_string": "S", "new_string": "S"}), DENY),
     ("edit-shows", ("MultiEdit", {"file_path": "./.env", "edits": [{"old_string": "S", "new_string": "S"}]}), DENY),

@@ -339,6 +339,8 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
         words = [cmd.argv[0]] if "/" in cmd.argv[0] else []
         if bash.base_name(cmd.argv[0]) in _INTERPRETERS:
             words += [a for a in cmd.argv[1:] if not a.startswith("-")]
+            # bash < s.sh: code read from a redirected file (redirects are not tied to commands: any `<`)
+            words += [r.target for r in sa.redirects if r.op == "<" and r.target]
         for w in words:
             expanded = paths.expand_user(w, acc.ctx.home)
             if expanded is not None and (posixpath.normpath(posixpath.join(cwd, expanded)) in written
