@@ -17,6 +17,8 @@ import msgspec
 from nexusd.core.classify.bash import ParsedCommand
 from nexusd.core.classify.knowledge import (
     CONFIG_WRITERS,
+    GATE_MODULES,
+    GATE_PROGRAMS,
     PACKAGE_CODE_OPTS,
     PACKAGE_MANAGERS,
     TABLE,
@@ -298,6 +300,11 @@ def effect(cmd: ParsedCommand) -> Effect:
     if not argv:
         return Effect(RO)
     name = program_name(argv[0])
+    gate = _gate_program(argv)
+    if gate:
+        if gate == "nexusctl" and name == "nexusctl":  # the real one: its read-only subcommands stay read-only
+            return _nexusctl(argv)
+        return _nexus_ui((gate, *argv[1:]))  # by another path, a module or a runner: a person runs it
     if name is None or (name not in _KIND and not _other_known(name)):
         if name in PACKAGE_MANAGERS:
             own = argv[1 : argv.index("--")] if "--" in argv else argv[1:]  # after --: the script's own
@@ -1464,7 +1471,8 @@ def _nexusctl(argv: tuple[str, ...]) -> Effect:
 
 
 def _nexus_ui(argv: tuple[str, ...]) -> Effect:
-    return Effect(DFA, gate_control=True, note=f"{argv[0]} answers the gate's questions: a person runs it")
+    return Effect(DFA, gate_control=True, note=f"{argv[0]} is nexusd's own program (it runs or answers the gate): "
+                                                "a person runs it")
 
 
 _DOCKER_RO = frozenset({"ps", "images", "version", "info", "inspect", "logs", "top", "history", "search"})
@@ -1552,6 +1560,21 @@ def _ps(argv: tuple[str, ...]) -> Effect:
     return Effect(RO)
 
 
+def _gate_program(argv: tuple[str, ...]) -> str:
+    """The gate program this runs, by any path, as a python module, or as a word of a runner we do not know."""
+    base = argv[0].rsplit("/", 1)[-1]
+    if base in GATE_PROGRAMS:
+        return base
+    if base.startswith("python") and "-m" in argv:
+        i = argv.index("-m")
+        mod = argv[i + 1] if i + 1 < len(argv) else ""
+        if mod.split(".", 1)[0] in GATE_MODULES:
+            return "nexusctl" if mod.endswith((".ctl", ".cli")) else "nexusd"
+    if base not in _KIND and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
+        return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
+    return ""
+
+
 def _crontab(argv: tuple[str, ...]) -> Effect:
     """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
     flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
@@ -1570,5 +1593,6 @@ _PARSERS = {
     "nvidia-smi": _settings,
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
+    "nexusd": _nexus_ui, "nexus-hook": _nexus_ui, "nexus-mcp": _nexus_ui,
     "docker": _docker,
 }

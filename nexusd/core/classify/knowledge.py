@@ -68,6 +68,11 @@ VERSION_PROBES = frozenset(
 )
 VERSION_PROBE_ARGS = frozenset({"--version", "-V", "version"})
 
+# nexusd's own programs and packages: run by any path (.venv/bin/nexusctl), as a module (python3 -m nexusd.cli)
+# or through a runner we do not know (pipx run nexusctl), they are still the gate's own (gate control)
+GATE_PROGRAMS = frozenset({"nexusctl", "nexus-tui", "nexus-web", "nexusd", "nexus-hook", "nexus-mcp"})
+GATE_MODULES = ("nexusd", "nexus_clients")
+
 # Package managers whose `config set|delete|edit` (npm also `set`) writes a protected file that runs code on
 # the next install or script (npm script-shell, yarnPath): the file each writes (its project file, .npmrc
 # or .yarnrc.yml, is protected by name too)
@@ -520,6 +525,11 @@ TABLE.update(
         )),
         "nexus-tui": Program("parser", examples=(Ex("nexus-tui", "dfa", "gate_control"),)),
         "nexus-web": Program("parser", examples=(Ex("nexus-web", "dfa", "gate_control"),)),
+        # the daemon, the hook and the MCP bridge are started by a person or the agent's own settings, never by
+        # the agent's commands (a second daemon with another policy, a hook query crafted by hand)
+        "nexusd": Program("parser", examples=(Ex("nexusd --policy /tmp/p.toml", "dfa", "gate_control"),)),
+        "nexus-hook": Program("parser", examples=(Ex("nexus-hook claude", "dfa", "gate_control"),)),
+        "nexus-mcp": Program("parser", examples=(Ex("nexus-mcp", "dfa", "gate_control"),)),
         "docker": Program("parser", examples=(
             Ex("docker ps -a", "ro"),
             Ex("docker images", "ro"),
