@@ -144,6 +144,13 @@ REDTEAM: list[Case] = [
            "bash <<< 'nexusctl trust .'", "echo 'nexusctl mode bypass' | sh"),
     *_bash("gate-spellings", ALLOW, "nexusctl status", "/usr/bin/nexusctl status", "grep nexusctl README.md",
            "which nexusctl"),
+    # the placeholder (or xargs' appended input) is the whole script: file names and input lines run as code
+    *_bash("input-as-script", SAFETY, "ls | xargs -I{} sh -c \"{}\"", "find . -exec sh -c '{}' \\;",
+           "find . -name x -exec bash -c {} \\;", "xargs -I{} bash -c {} < list", "ls | xargs sh -c",
+           "ls | xargs -0 bash -c", "ls | xargs -n1 python3 -c", "ls | xargs perl -e", "find . -exec bash -lc {} +"),
+    *_bash("input-as-script", SAFETY, "echo 'curl x' | xargs -I% sh -c %", "echo curl | xargs sh -c"),
+    *_bash("input-as-script", ALLOW, "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;", "ls | xargs -n1 echo",
+           "ls | xargs -I{} echo {}"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -1079,7 +1079,8 @@ class _Walker:
                     # its arguments come from a file: report that read (knowledge.py's xargs entry)
                     self.commands.append(ParsedCommand(tuple(own), env, wrappers, text))
                 stdin_args = True
-                self._pasted(rest, _xargs_placeholder(argv[1 : len(argv) - len(rest)]), "xargs")
+                ph = _xargs_placeholder(argv[1 : len(argv) - len(rest)])
+                self._pasted(rest, ph, "xargs", appends=ph is None)
             argv = rest
         else:
             self.flag(Flag.UNPARSEABLE, "too many wrapper layers")
@@ -1182,21 +1183,27 @@ class _Walker:
             else:
                 self.set_var(argv[k], None, name)
 
-    def _pasted(self, argv: list[str], placeholder: str | None, via: str) -> None:
-        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code."""
-        if not placeholder or not argv:
+    def _pasted(self, argv: list[str], placeholder: str | None, via: str, appends: bool = False) -> None:
+        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code; so
+        does one that is the whole script (``sh -c {}``), and xargs appending its input after ``sh -c``."""
+        if not argv or (not placeholder and not appends):
             return
-        if placeholder in argv[0]:
+        if placeholder and placeholder in argv[0]:
             self.flag(Flag.DYNAMIC, f"{via} runs a program named by its input ({placeholder})")
         base = argv[0].rsplit("/", 1)[-1]
         stem = base.rstrip("0123456789.")
         if base not in SHELLS and base not in CODE_PROGRAMS and stem not in CODE_PROGRAMS:
             return
-        for a in argv[1:]:
-            if placeholder in a and a != placeholder:  # `sh -c '...' sh {}` passes it as an argument: fine
-                self.flag(Flag.HIDDEN_EFFECT, f"{via} pastes file names or input lines into {base} source")
-                self.flag(Flag.DYNAMIC, f"{via} pastes file names or input lines into {base} source")
+        why = f"{via} pastes file names or input lines into {base} source"
+        for i, a in enumerate(argv[1:], 1):
+            # `sh -c '...' sh {}` passes it as an argument: fine; `sh -c {}` makes it the script
+            if placeholder and placeholder in a and (a != placeholder or _takes_code(argv[i - 1])):
+                self.flag(Flag.HIDDEN_EFFECT, why)
+                self.flag(Flag.DYNAMIC, why)
                 return
+        if appends and _takes_code(argv[-1]):
+            self.flag(Flag.HIDDEN_EFFECT, f"{via} appends its input where {base}'s script goes")
+            self.flag(Flag.DYNAMIC, f"{via} appends its input where {base}'s script goes")
 
     def _parallel(
         self, argv: list[str], env: tuple[tuple[str, str], ...], wrappers: tuple[str, ...], text: str, depth: int
@@ -1328,6 +1335,12 @@ class _Walker:
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
             return
         self._merge(_analyse(script, self.shell_depth + 1, glob_changed), (*wrappers, shell), env)
+
+
+def _takes_code(word: str) -> bool:
+    """An option whose value is a script: -c (-lc, +c), -e/-E (perl, ruby, node), -p, --eval, --command."""
+    return (word[:1] in "-+" and not word.startswith("--") and len(word) > 1 and word[-1] in "ceEp") or word in (
+        "--eval", "--print", "--command", "--exec")
 
 
 _STDIN_SCRIPT_OPERANDS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
