@@ -29,7 +29,8 @@ allow = ["Bash(git status:*)", "Bash(npm test:*)", "Bash(npm run test:*)", "Bash
          "Bash(git diff:*)", "Bash(head:*)", "Bash(sed -n:*)", "Bash(awk:*)", "Bash(xargs:*)", "Bash(env:*)",
          "Bash(sort:*)", "Bash(git config --get:*)", "Bash(pytest:*)", "Bash(tar -tf:*)", "Bash(wc:*)",
          "Bash(date:*)", "Bash(jq:*)", "Bash(rg:*)", "Bash(git show:*)", "Bash(uniq:*)", "Bash(cd:*)",
-         "Bash(git help:*)", "Bash(python3 --version)"]
+         "Bash(git help:*)", "Bash(python3 --version)", "Bash(make test:*)", "Bash(go test:*)",
+         "Bash(cargo test:*)", "Bash(python3 -m pytest:*)"]
 deny = ["Bash(curl *)", "Read(./.env)", "Edit(./secrets/**)"]
 """
 
@@ -151,6 +152,12 @@ REDTEAM: list[Case] = [
     *_bash("input-as-script", SAFETY, "echo 'curl x' | xargs -I% sh -c %", "echo curl | xargs sh -c"),
     *_bash("input-as-script", ALLOW, "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;", "ls | xargs -n1 echo",
            "ls | xargs -I{} echo {}"),
+    # options of build and test runners that run or load code the prefix rule did not name
+    *_bash("runner-options", NO_RULE, "make test --eval='$(shell touch pwn)'",
+           "make test SHELL=/tmp/x", "make test -f /tmp/x.mk", "make -C /tmp/x test",
+           "go test -exec='sh -c id' ./...", "go test -toolexec /tmp/x ./...",
+           "cargo test --config 'target.x.runner=\"sh\"'", "pytest -p evil", "pytest -c /tmp/x.ini",
+           "python3 -m pytest -p evil"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -21,6 +21,7 @@ from nexusd.core.classify.knowledge import (
     GATE_PROGRAMS,
     PACKAGE_CODE_OPTS,
     PACKAGE_MANAGERS,
+    RUNNER_CODE_OPTS,
     TABLE,
     VERSION_PROBE_ARGS,
     VERSION_PROBES,
@@ -306,6 +307,19 @@ def effect(cmd: ParsedCommand) -> Effect:
             return _nexusctl(argv)
         return _nexus_ui((gate, *argv[1:]))  # by another path, a module or a runner: a person runs it
     if name is None or (name not in _KIND and not _other_known(name)):
+        runner, first = (name, 1)
+        if name and name.startswith("python") and argv[1:3] == ("-m", "pytest"):
+            runner, first = ("pytest", 3)  # python3 -m pytest: pytest's options
+        risky = RUNNER_CODE_OPTS.get(runner or "")
+        if risky is not None:
+            own = argv[first : argv.index("--")] if "--" in argv else argv[first:]
+            bad = next((a for k, a in enumerate(own)
+                        if (a.split("=", 1)[0] in risky or a[:2] in risky or (runner == "cargo" and a[:1] == "+"))
+                        and not _plugin_off(own, k)), None)
+            if bad is not None:
+                eff = opaque(argv)
+                eff.hidden = f"{runner} {bad.split('=', 1)[0]} runs or loads code the rule did not name"
+                return eff
         if name in PACKAGE_MANAGERS:
             own = argv[1 : argv.index("--")] if "--" in argv else argv[1:]  # after --: the script's own
             bad = next((a for a in own if a.split("=", 1)[0] in PACKAGE_CODE_OPTS), None)
@@ -1573,6 +1587,12 @@ def _gate_program(argv: tuple[str, ...]) -> str:
     if base not in _KIND and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
         return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
     return ""
+
+
+def _plugin_off(words: tuple[str, ...], k: int) -> bool:
+    """pytest -p no:NAME (or -pno:NAME) turns a plugin off: it loads nothing."""
+    w = words[k]
+    return (w == "-p" and k + 1 < len(words) and words[k + 1].startswith("no:")) or w.startswith("-pno:")
 
 
 def _crontab(argv: tuple[str, ...]) -> Effect:

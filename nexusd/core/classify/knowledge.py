@@ -81,6 +81,17 @@ CONFIG_WRITERS = {"npm": "~/.npmrc", "pnpm": "~/.npmrc", "yarn": "~/.yarnrc.yml"
 # npm-style settings given as options (`npm test --node-options=--require=x.js`): each is what an
 # npm_config_* variable would set, and changes what an allowed `npm test` runs (hidden effects)
 PACKAGE_MANAGERS = frozenset({"npm", "pnpm", "yarn", "npx", "bun"})
+# Build and test runners people allow by prefix (`Bash(make test:*)`, `Bash(go test:*)`): options (and make
+# variables) that run a program of the caller's choosing or load build files from elsewhere; each is a hidden
+# effect, so the prefix rule does not cover it
+RUNNER_CODE_OPTS = {
+    "make": frozenset({"--eval", "-E", "-f", "--file", "--makefile", "-C", "--directory", "-I", "--include-dir",
+                       "SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MAKEFILES", "MAKESHELL"}),
+    "go": frozenset({"-exec", "--exec", "-toolexec", "--toolexec", "-modfile", "-overlay", "-C", "-pgo"}),
+    "cargo": frozenset({"--config", "--manifest-path", "-Z", "-C", "--target-dir"}),
+    "pytest": frozenset({"-p", "-c", "--config-file", "--rootdir", "--confcutdir", "-o", "--override-ini",
+                         "--pyargs", "--import-mode"}),
+}
 PACKAGE_CODE_OPTS = frozenset({
     "--node-options", "--script-shell", "--shell", "--userconfig", "--globalconfig", "--prefix", "--init-module",
     "--editor", "--browser", "--viewer", "--git", "--onload-script", "--node-gyp", "--npm-path", "--cache",
