@@ -148,7 +148,8 @@ REDTEAM: list[Case] = [
     # the placeholder (or xargs' appended input) is the whole script: file names and input lines run as code
     *_bash("input-as-script", SAFETY, "ls | xargs -I{} sh -c \"{}\"", "find . -exec sh -c '{}' \\;",
            "find . -name x -exec bash -c {} \\;", "xargs -I{} bash -c {} < list", "ls | xargs sh -c",
-           "ls | xargs -0 bash -c", "ls | xargs -n1 python3 -c", "ls | xargs perl -e", "find . -exec bash -lc {} +"),
+           "ls | xargs -0 bash -c", "ls | xargs -n1 python3 -c", "ls | xargs perl -e", "find . -exec bash -lc {} +",
+           "fd -x sh -c", "fd . -x bash -c {}"),
     *_bash("input-as-script", SAFETY, "echo 'curl x' | xargs -I% sh -c %", "echo curl | xargs sh -c"),
     *_bash("input-as-script", ALLOW, "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;", "ls | xargs -n1 echo",
            "ls | xargs -I{} echo {}"),

@@ -1242,6 +1242,8 @@ class _Walker:
                 if inner:
                     for placeholder in ("{}", "{/}", "{//}", "{.}", "{/.}"):
                         self._pasted(inner, placeholder, "fd --exec")
+                    if not any("{" in w for w in inner):
+                        self._pasted(inner, None, "fd --exec", appends=True)  # fd -x sh -c: the path is the script
                     inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
                     self._emit(list(inner), inner_dyn, env, (*wrappers, base_name(argv[0])), text, depth, True)
                 return
