@@ -159,6 +159,10 @@ REDTEAM: list[Case] = [
            "go test -exec='sh -c id' ./...", "go test -toolexec /tmp/x ./...",
            "cargo test --config 'target.x.runner=\"sh\"'", "pytest -p evil", "pytest -c /tmp/x.ini",
            "python3 -m pytest -p evil"),
+    # a dangerous variable set by export/declare through a quoted or split word
+    *_bash("quoted-export", NO_RULE, 'export "PAGER=/tmp/x"; git status', "export PA''GER=/tmp/x; git status",
+           "declare -x 'GIT_SSH_COMMAND=/tmp/x'; git status", 'typeset -x "LD_PRELOAD=/tmp/x.so"; ls src',
+           "export G\"IT_PAGER\"=/tmp/x; git status"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

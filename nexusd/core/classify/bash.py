@@ -635,6 +635,18 @@ class _Walker:
         if "f" in opts and ("x" in opts or kw == "export"):
             self.flag(Flag.DANGEROUS_ENV, f"{kw} -f exports a function that child shells run instead of a command")
         nameref = "n" in opts
+        # tree-sitter splits `export PA''GER=x` into PA and ''GER=x; bash reads one word PAGER=x
+        kids = list(node.children)
+        for k in range(1, len(kids) - 1):
+            if kids[k].is_named and kids[k + 1].is_named and kids[k].end_byte == kids[k + 1].start_byte:
+                joined = "".join(
+                    _text(x) if x.type == "variable_name" else "".join(w.value() for w in self._word(x, depth))
+                    for x in kids[k : k + 2]
+                )
+                name = joined.split("=", 1)[0].split("[", 1)[0]
+                if is_dangerous_env(name):
+                    self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by {kw}")
+                self.flag(Flag.DYNAMIC, f"{kw} of a word the parser split: {_short(joined)}")
         for child in node.children:
             if child.type == "variable_assignment":
                 cname = child.child_by_field_name("name")
@@ -666,6 +678,13 @@ class _Walker:
                     v = w.value()
                     if w.dynamic and not v.startswith(("-", "+")):
                         self.flag(Flag.DYNAMIC, f"{kw} declares a variable whose name is computed: {_short(v)}")
+                    elif not v.startswith(("-", "+")):
+                        # export "PAGER=x", export PA''GER=x: bash splits NAME=VALUE after quote removal
+                        name = v.split("=", 1)[0].split("[", 1)[0]
+                        if is_dangerous_env(name):
+                            self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by {kw}")
+                        if "=" in v and name in self.namerefs | self.int_vars:
+                            self.flag(Flag.DYNAMIC, f"{kw} assigns {name} through a quoted word")
                     argv.append(v)
             else:
                 argv.append(_text(child))
