@@ -153,7 +153,14 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
                 target = writes if cls.kind == ToolKind.EDIT else reads
                 if p not in target:
                     target.append(p)
+                # an edit tool shows the lines around its change (Claude's Edit prints a snippet of the
+                # file): Read deny rules see it as the read it is
+                if cls.kind == ToolKind.EDIT and cls.tool in _EDITS_THAT_SHOW and p not in reads:
+                    reads.append(p)
     return reads, writes
+
+
+_EDITS_THAT_SHOW = frozenset({"Edit", "MultiEdit", "NotebookEdit"})
 
 
 def _redirect_file(target: str | None) -> bool:
@@ -186,28 +193,40 @@ def _env_neutral(c: Command) -> bool:
     return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
 
 
-_SHELL_SEPARATORS = re.compile(r"[;&|()\n`]+|\$\(")
+_SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
+_OPTION_HEAD = re.compile(r"^(?:[^=\s]*=|[:+!@]+)+")
 
 
-def _opaque_views(argv: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str, ...]]:
     """What an opaque program may run: every tail of its argv, and every command-like piece of a word
-    that may be shell source (``zpty w 'curl x'``, ``setsid -f bash -c 'curl x; y'``)."""
+    that may be shell source (``zpty w 'curl x'``, ``setsid -f bash -c 'curl x; y'``) or of the literal
+    text it reads on standard input."""
     for i in range(1, len(argv)):
         yield argv[i:]
-    for word in argv[1:]:
+    for word in (*argv[1:], stdin):
         if not any(ch.isspace() for ch in word):
             continue
         for piece in _SHELL_SEPARATORS.split(word):
             words = tuple(w.strip("'\"") for w in piece.split())
             for i in range(len(words)):
                 yield words[i:]
+                # a command inside a setting or an editor command: ProxyCommand=curl x, :!curl x, +!curl
+                head = _OPTION_HEAD.sub("", words[i])
+                if head and head != words[i]:
+                    yield (head.strip("'\""), *words[i + 1:])
 
 
 def _argv_hit(rule: Rule, c: Command) -> bool:
     """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
     if rule.matches_argv(c.argv):
         return True
-    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv))
+    if c.argv:
+        # case-insensitive file systems (macOS) run CURL as curl, and WSL runs curl.exe: deny and ask rules
+        # match those spellings of the program name too
+        name = c.argv[0].lower().removesuffix(".exe")
+        if name != c.argv[0] and rule.matches_argv((name, *c.argv[1:])):
+            return True
+    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
 
 
 def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:
@@ -226,7 +245,11 @@ def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[st
         if rule.family == "edit" and rule.tool != "Edit" and not rule.covers_call(cls):
             return None
         for p in paths:
-            if rule.matches_path(p, ctx.cwd, ctx.home):
+            head, _, base = p.rpartition("/")
+            # a case-insensitive file system (macOS) opens .ENV as .env: deny and ask rules see that spelling
+            if rule.matches_path(p, ctx.cwd, ctx.home) or (
+                base != base.lower() and rule.matches_path(f"{head}/{base.lower()}", ctx.cwd, ctx.home)
+            ):
                 return ("file read " if rule.family == "read" else "file written ") + p
         return None
     if not rule.covers_call(cls):

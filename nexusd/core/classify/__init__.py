@@ -67,10 +67,8 @@ class _Acc:
             dynamic = False  # $HOME/... is known
         if dynamic or cwd is None:
             why = "depends on a variable" if dynamic else "is relative to a directory changed at run time"
-            if dynamic:
-                self.flag(Flag.DYNAMIC, f"{verb} a path that {why}: {raw}")
-            else:
-                self.note(f"{verb} a path that {why}: {raw}")
+            # either way no rule, mode or protected-name check can see where it lands: a person decides
+            self.flag(Flag.DYNAMIC, f"{verb} a path that {why}: {raw}")
             self.need(DFA)
             return None
         if self.links and self._through_link(raw, cwd, write):
@@ -298,9 +296,13 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         acc.need(DFA)
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
+    own: list[tuple[int, int]] = []  # the slice of acc.writes each command added (an interpreter's code words too)
     for cmd in sa.commands:
+        before = len(acc.writes)
         eff = commands.effect(cmd)
-        out.append(cmd.to_command(opaque=not eff.known, requirement=eff.requirement))
+        # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
+        # system(...)): deny and ask rules look inside its words as they do for an unknown program
+        out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc)
         if eff.known and commands.program_name(cmd.argv[0]) == "ln" and commands._has_flag(
                 cmd.argv, "s", ("--symbolic",)):
@@ -309,9 +311,43 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
+        own.append((before, len(acc.writes)))
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
+    if (acc.writes or sa.redirects) and len(sa.commands) > 1:
+        _runs_what_it_writes(sa, own, cwd, acc)
     return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
+
+
+_INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
+
+
+def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
+    """``echo 'curl x' > s.sh && bash s.sh``, ``printf ... > s; ./s``: code this command writes and then runs is
+    known only at run time (deny rules cannot see into it): dynamic."""
+    runners = [i for i, c in enumerate(sa.commands)
+               if c.argv and ("/" in c.argv[0] or bash.base_name(c.argv[0]) in _INTERPRETERS)]
+    if not runners:
+        return
+    redirected = {posixpath.normpath(posixpath.join(cwd, t)) for r in sa.redirects
+                  if r.op in (">", ">>", ">|", "&>", "&>>", "<>") and r.target
+                  and (t := paths.expand_user(r.target, acc.ctx.home)) is not None}
+    for i in runners:
+        cmd = sa.commands[i]
+        written = redirected.union(p for j, (lo, hi) in enumerate(own) if j != i for p in acc.writes[lo:hi])
+        tails = {posixpath.basename(p) for p in written}  # after a cd the same name may be the file written
+        words = [cmd.argv[0]] if "/" in cmd.argv[0] else []
+        if bash.base_name(cmd.argv[0]) in _INTERPRETERS:
+            words += [a for a in cmd.argv[1:] if not a.startswith("-")]
+            # bash < s.sh: code read from a redirected file (redirects are not tied to commands: any `<`)
+            words += [r.target for r in sa.redirects if r.op == "<" and r.target]
+        for w in words:
+            expanded = paths.expand_user(w, acc.ctx.home)
+            if expanded is not None and (posixpath.normpath(posixpath.join(cwd, expanded)) in written
+                                         or posixpath.basename(expanded) in tails):
+                acc.flag(Flag.DYNAMIC, f"runs code this command writes: {text.escape_for_display(w)[:200]}")
+                acc.need(DFA)
+                return
 
 
 def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
@@ -390,6 +426,7 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
     both = {i for i in set(eff.reads) & set(eff.writes)
             if not paths.has_glob(cmd.argv[i])} if eff.writes and eff.reads else _NONE
+    len_before = len(acc.writes)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         if not indices:
             continue
@@ -413,9 +450,13 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic="$" in raw)
                 if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+    if len(acc.writes) > len_before:
+        _into_home(cmd, len_before, acc)
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
+    if name == "find" and not any(a in _FIND_FILTERS or a.startswith("-newer") for a in cmd.argv):
+        name = "find -delete"  # removes everything below its start: judged as rm -r is
     for i in eff.recursive_targets:
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
@@ -423,6 +464,30 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
 
 
 _NONE: frozenset[object] = frozenset()
+# find tests that choose what -delete removes; without one it removes everything below its start points
+_FIND_FILTERS = frozenset({
+    "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-lname", "-ilname",
+    "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-empty", "-user", "-group", "-nouser",
+    "-nogroup", "-perm", "-links", "-inum", "-samefile", "-used", "-uid", "-gid", "-fstype",
+})
+_REMOVERS = frozenset({"rm", "rmdir", "shred", "chmod", "chown", "chgrp", "find", "touch", "unlink", "git"})
+
+
+def _into_home(cmd: bash.ParsedCommand, first: int, acc: _Acc) -> None:
+    """A destination that is the home directory (or /) itself: what lands there is named by a source or an
+    archive (``cp -r dotfiles/. ~``, ``tar -C ~ -x``, ``unzip -d ~``, ``mv .bashrc ~``), rc files included.
+    Removers and mode changers of the home directory are the catastrophic check's."""
+    home = acc.ctx.home.rstrip("/") or "/"
+    new = acc.writes[first:]
+    if home not in new and "/" not in new:
+        return
+    if (commands.program_name(cmd.argv[0]) if cmd.argv else None) in _REMOVERS:
+        return
+    for p in new:
+        if p in (home, "/"):
+            acc.flag(Flag.PROTECTED_PATH, f"writes files into {p} itself, where protected files live")
+            acc.need(DFA)
+            return
 
 _PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
 _DOTLESS_PROTECTED = frozenset(
@@ -509,7 +574,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
             return
         # the whole workspace, or a directory that holds it or the home directory
         holders = (*acc.ctx.workspace_roots, home)
-        if name == "rm" and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
+        if name in ("rm", "find -delete") and cand.startswith("/") and any(paths.within(r, cand) for r in holders):
             acc.flag(Flag.CATASTROPHIC, f"{name} -r on {cand}, which holds the workspace or home")
             return
     if name == "mv":

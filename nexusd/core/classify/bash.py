@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 import msgspec
 import tree_sitter_bash
@@ -180,10 +181,11 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     # argv indices of words with an unquoted glob character (* ? [ or an extglob) that bash may expand
     # into several words, any of which may start with "-" (a file named --output=x in the workspace)
     glob_args: frozenset[int] = frozenset()
+    stdin: str = ""  # literal text fed on standard input (model.Command.stdin)
 
     def to_command(self, opaque: bool = False, requirement: Requirement = Requirement.READ_ONLY) -> Command:
         return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text, opaque=opaque,
-                       requirement=requirement)
+                       requirement=requirement, stdin=self.stdin)
 
 
 class ShellAnalysis(msgspec.Struct, frozen=True):
@@ -415,6 +417,10 @@ class _Walker:
         # loop variable -> (literal value, from a glob, starts with a ~ bash expanded to the home directory)
         self.bindings: dict[str, tuple[str, bool, bool]] = {}
         self.source = b""  # the whole command's bytes (to see what tree-sitter left out between words)
+        # what the next command reads on standard input: ("text", script) for a literal here-document or
+        # here-string, ("unknown", "") for one with expansions; consumed by the first command walked
+        self._redir_stdin: tuple[str, str] | None = None
+        self._pipe_stdin: tuple[str, str] | None = None  # the same for every command of a piped-into stage
 
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
@@ -476,7 +482,10 @@ class _Walker:
 
     def expansion(self, node: Node) -> None:
         """``${...}``: indirection, prompt expansion, subscripts, substrings and default assignments."""
-        m = _EXPANSION.fullmatch(_text(node))
+        whole = _text(node)
+        if "`" in whole:
+            self._backticks_in_expansion(node)
+        m = _EXPANSION.fullmatch(whole)
         if m is None:
             self.flag(Flag.DYNAMIC, f"parameter expansion we do not understand: {_short(_text(node))}")
             return
@@ -524,6 +533,9 @@ class _Walker:
             for child in node.children:
                 self.walk(child, depth + 1)
         elif t == "redirected_statement":
+            stdin = _stdin_of(node) if b"<<" in self.source else None
+            if stdin is not None:
+                self._redir_stdin = stdin
             for child in node.children:
                 if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                     self._redirect(child, depth)
@@ -531,6 +543,15 @@ class _Walker:
                     self.walk(child, depth + 1)
         elif t in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
             self._redirect(node, depth)
+        elif t == "pipeline":
+            outer = self._pipe_stdin
+            prev: Node | None = None
+            for child in node.children:
+                if child.is_named and child.type != "comment":
+                    self._pipe_stdin = _piped_text(prev) if prev is not None else outer
+                    self.walk(child, depth + 1)
+                    prev = child
+            self._pipe_stdin = outer
         elif t == "variable_assignment":
             self._assignment(node, depth, standalone=True)
         elif t == "declaration_command":
@@ -614,6 +635,18 @@ class _Walker:
         if "f" in opts and ("x" in opts or kw == "export"):
             self.flag(Flag.DANGEROUS_ENV, f"{kw} -f exports a function that child shells run instead of a command")
         nameref = "n" in opts
+        # tree-sitter splits `export PA''GER=x` into PA and ''GER=x; bash reads one word PAGER=x
+        kids = list(node.children)
+        for k in range(1, len(kids) - 1):
+            if kids[k].is_named and kids[k + 1].is_named and kids[k].end_byte == kids[k + 1].start_byte:
+                joined = "".join(
+                    _text(x) if x.type == "variable_name" else "".join(w.value() for w in self._word(x, depth))
+                    for x in kids[k : k + 2]
+                )
+                name = joined.split("=", 1)[0].split("[", 1)[0]
+                if is_dangerous_env(name):
+                    self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by {kw}")
+                self.flag(Flag.DYNAMIC, f"{kw} of a word the parser split: {_short(joined)}")
         for child in node.children:
             if child.type == "variable_assignment":
                 cname = child.child_by_field_name("name")
@@ -645,6 +678,13 @@ class _Walker:
                     v = w.value()
                     if w.dynamic and not v.startswith(("-", "+")):
                         self.flag(Flag.DYNAMIC, f"{kw} declares a variable whose name is computed: {_short(v)}")
+                    elif not v.startswith(("-", "+")):
+                        # export "PAGER=x", export PA''GER=x: bash splits NAME=VALUE after quote removal
+                        name = v.split("=", 1)[0].split("[", 1)[0]
+                        if is_dangerous_env(name):
+                            self.flag(Flag.DANGEROUS_ENV, f"dangerous variable {name} set by {kw}")
+                        if "=" in v and name in self.namerefs | self.int_vars:
+                            self.flag(Flag.DYNAMIC, f"{kw} assigns {name} through a quoted word")
                     argv.append(v)
             else:
                 argv.append(_text(child))
@@ -919,6 +959,8 @@ class _Walker:
 
     # ------------------------------------------------------------------ simple commands
     def _command(self, node: Node, depth: int) -> None:
+        stdin = (_stdin_of(node) if b"<<" in self.source else None) or self._redir_stdin or self._pipe_stdin
+        self._redir_stdin = None
         env: list[tuple[str, str]] = []
         words: list[_Word] = []
         name_seen = False
@@ -993,7 +1035,7 @@ class _Walker:
         if words[0].dynamic:
             self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(argv[0])}")
         dyn = frozenset(i for i, w in enumerate(words) if w.dynamic)
-        self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs))
+        self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs), stdin)
 
     def _emit(
         self,
@@ -1005,6 +1047,7 @@ class _Walker:
         depth: int,
         stdin_args: bool,
         globs: frozenset[int] = frozenset(),
+        stdin: tuple[str, str] | None = None,
     ) -> None:
         """Record a simple command, peeling wrappers so the command that really runs is what we report."""
         for _ in range(MAX_UNWRAP):
@@ -1050,8 +1093,13 @@ class _Walker:
                 )
             wrappers = (*wrappers, base)
             if base == "xargs":
+                own = argv[: len(argv) - len(rest)]
+                if any(a.startswith("--arg") or (a[:1] == "-" and a[1:2] != "-" and "a" in a) for a in own[1:]):
+                    # its arguments come from a file: report that read (knowledge.py's xargs entry)
+                    self.commands.append(ParsedCommand(tuple(own), env, wrappers, text))
                 stdin_args = True
-                self._pasted(rest, _xargs_placeholder(argv[1 : len(argv) - len(rest)]), "xargs")
+                ph = _xargs_placeholder(argv[1 : len(argv) - len(rest)])
+                self._pasted(rest, ph, "xargs", appends=ph is None)
             argv = rest
         else:
             self.flag(Flag.UNPARSEABLE, "too many wrapper layers")
@@ -1091,7 +1139,17 @@ class _Walker:
             return
         if name in _VAR_SETTERS:
             self._var_setter(name, argv, dyn)
-        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs))
+        if stdin is not None and _reads_script_from_stdin(argv):
+            base = base_name(name)
+            kind, script = stdin
+            if kind == "text":  # the script is known: report what it runs, as for -c
+                self._shell_script(base, [script], frozenset(), env, (*wrappers, base), text, depth)
+                if base not in _STDIN_SCRIPT_RUNNERS:
+                    return
+            else:
+                self.flag(Flag.DYNAMIC, f"{base} runs shell code from its standard input, computed at run time")
+        fed = stdin[1] if stdin is not None and stdin[0] == "text" else ""
+        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed))
 
     def _var_setter(self, name: str, argv: list[str], dyn: frozenset[int]) -> None:
         """Builtins that set variables named by their arguments (read PATH, printf -v PATH, let, getopts ...)."""
@@ -1144,21 +1202,27 @@ class _Walker:
             else:
                 self.set_var(argv[k], None, name)
 
-    def _pasted(self, argv: list[str], placeholder: str | None, via: str) -> None:
-        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code."""
-        if not placeholder or not argv:
+    def _pasted(self, argv: list[str], placeholder: str | None, via: str, appends: bool = False) -> None:
+        """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code; so
+        does one that is the whole script (``sh -c {}``), and xargs appending its input after ``sh -c``."""
+        if not argv or (not placeholder and not appends):
             return
-        if placeholder in argv[0]:
+        if placeholder and placeholder in argv[0]:
             self.flag(Flag.DYNAMIC, f"{via} runs a program named by its input ({placeholder})")
         base = argv[0].rsplit("/", 1)[-1]
         stem = base.rstrip("0123456789.")
-        if base not in SHELLS and base not in _CODE_PROGRAMS and stem not in _CODE_PROGRAMS:
+        if base not in SHELLS and base not in CODE_PROGRAMS and stem not in CODE_PROGRAMS:
             return
-        for a in argv[1:]:
-            if placeholder in a and a != placeholder:  # `sh -c '...' sh {}` passes it as an argument: fine
-                self.flag(Flag.HIDDEN_EFFECT, f"{via} pastes file names or input lines into {base} source")
-                self.flag(Flag.DYNAMIC, f"{via} pastes file names or input lines into {base} source")
+        why = f"{via} pastes file names or input lines into {base} source"
+        for i, a in enumerate(argv[1:], 1):
+            # `sh -c '...' sh {}` passes it as an argument: fine; `sh -c {}` makes it the script
+            if placeholder and placeholder in a and (a != placeholder or _takes_code(argv[i - 1])):
+                self.flag(Flag.HIDDEN_EFFECT, why)
+                self.flag(Flag.DYNAMIC, why)
                 return
+        if appends and _takes_code(argv[-1]):
+            self.flag(Flag.HIDDEN_EFFECT, f"{via} appends its input where {base}'s script goes")
+            self.flag(Flag.DYNAMIC, f"{via} appends its input where {base}'s script goes")
 
     def _parallel(
         self, argv: list[str], env: tuple[tuple[str, str], ...], wrappers: tuple[str, ...], text: str, depth: int
@@ -1197,6 +1261,8 @@ class _Walker:
                 if inner:
                     for placeholder in ("{}", "{/}", "{//}", "{.}", "{/.}"):
                         self._pasted(inner, placeholder, "fd --exec")
+                    if not any("{" in w for w in inner):
+                        self._pasted(inner, None, "fd --exec", appends=True)  # fd -x sh -c: the path is the script
                     inner_dyn = frozenset(k - i - 1 for k in dyn if i + 1 <= k < j)
                     self._emit(list(inner), inner_dyn, env, (*wrappers, base_name(argv[0])), text, depth, True)
                 return
@@ -1224,6 +1290,42 @@ class _Walker:
                 i = j + 1
             else:
                 i += 1
+
+    def _backticks_in_expansion(self, node: Node) -> None:
+        """tree-sitter leaves `...` inside ``${x:-`cmd`}`` as plain text; bash runs it (a substitution)."""
+        parsed = {c.start_byte for c in _descendants(node) if c.type == "command_substitution"}
+        for child in node.children:
+            if child.type == "command_substitution" or b"`" not in (child.text or b""):
+                continue
+            if any(c.start_byte in parsed for c in _descendants(child)):
+                continue
+            text = _text(child)
+            self.flag(Flag.DYNAMIC, f"command substitution {_short(text)}")
+            for script in _BACKTICK_BODY.findall(text) or [text]:
+                if self.shell_depth + 1 > MAX_SHELL_DEPTH:
+                    self.flag(Flag.UNPARSEABLE, "command substitutions nested too deeply")
+                    return
+                self._merge(_analyse(script, self.shell_depth + 1, self.glob_changed), ())
+
+    def _merge(self, inner: ShellAnalysis, wrappers: tuple[str, ...],
+               env: tuple[tuple[str, str], ...] = (), text: str | None = None) -> None:
+        """Take the commands, redirects, flags and notes of a script parsed on its own."""
+        for c in inner.commands:
+            self.commands.append(
+                ParsedCommand(
+                    c.argv, env + c.env, (*wrappers, *c.wrappers), c.text if text is None else text,
+                    c.dynamic_args, c.stdin_args, c.glob_args,
+                )
+            )
+        base = len(self.redirects)
+        self.redirects.extend(inner.redirects)
+        self.dyn_redirects.update(base + i for i in inner.dynamic_redirects)
+        for f in inner.flags:
+            self.flags.add(f)
+        for n in inner.notes:
+            if n not in self.notes:
+                self.notes.append(n)
+        self.functions.extend(inner.functions)
 
     def _shell_script(
         self,
@@ -1253,23 +1355,105 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, f"{shell} -c nested too deeply")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
             return
-        inner = _analyse(script, self.shell_depth + 1, glob_changed)
-        for c in inner.commands:
-            self.commands.append(
-                ParsedCommand(
-                    c.argv, env + c.env, (*wrappers, shell, *c.wrappers), c.text, c.dynamic_args, c.stdin_args,
-                    c.glob_args,
-                )
-            )
-        base = len(self.redirects)
-        self.redirects.extend(inner.redirects)
-        self.dyn_redirects.update(base + i for i in inner.dynamic_redirects)
-        for f in inner.flags:
-            self.flags.add(f)
-        for n in inner.notes:
-            if n not in self.notes:
-                self.notes.append(n)
-        self.functions.extend(inner.functions)
+        self._merge(_analyse(script, self.shell_depth + 1, glob_changed), (*wrappers, shell), env)
+
+
+def _takes_code(word: str) -> bool:
+    """An option whose value is a script: -c (-lc, +c), -e/-E (perl, ruby, node), -p, --eval, --command."""
+    return (word[:1] in "-+" and not word.startswith("--") and len(word) > 1 and word[-1] in "ceEp") or word in (
+        "--eval", "--print", "--command", "--exec")
+
+
+_STDIN_SCRIPT_OPERANDS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+_STDIN_SCRIPT_RUNNERS = frozenset({"at", "batch"})  # read the commands they schedule from standard input
+
+
+def _reads_script_from_stdin(argv: list[str]) -> bool:
+    """A shell with no -c and no script file (or -s, or a script named /dev/stdin), at or batch."""
+    base = base_name(argv[0])
+    if base in _STDIN_SCRIPT_RUNNERS:
+        return not any(a.startswith("-f") or a == "--file" for a in argv[1:])
+    if base not in SHELLS:
+        return False
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--", "-"):
+            return i + 1 >= len(argv) or a == "-" or argv[i + 1] in _STDIN_SCRIPT_OPERANDS
+        if a.startswith("--"):
+            i += 1
+            continue
+        if a[:1] in ("-", "+") and len(a) > 1:
+            if "c" in a[1:]:
+                return False
+            if "s" in a[1:]:
+                return True
+            i += 1 + sum(1 for ch in a[1:] if ch in "oO")
+            continue
+        return a in _STDIN_SCRIPT_OPERANDS
+    return True
+
+
+def _stdin_of(node: Node) -> tuple[str, str] | None:
+    """The here-document or here-string among ``node``'s children: its literal text, or unknown."""
+    found: tuple[str, str] | None = None
+    for c in node.children:
+        if c.type == "herestring_redirect":
+            vals = [x for x in c.children if x.is_named]
+            v = vals[-1] if vals else None
+            if v is not None and v.type == "raw_string":
+                found = ("text", _text(v)[1:-1])
+            elif v is not None and v.type in ("word", "string") and not _NOT_PLAIN.search(_text(v)):
+                found = ("text", _text(v)[1:-1] if v.type == "string" else _text(v))
+            else:
+                found = ("unknown", "")
+        elif c.type == "heredoc_redirect":
+            start = next((x for x in c.children if x.type == "heredoc_start"), None)
+            body = next((x for x in c.children if x.type == "heredoc_body"), None)
+            quoted = start is not None and any(q in _text(start) for q in "'\"\\")
+            raw = _text(body) if body is not None else ""
+            if not quoted and (
+                (body is not None and any(x.is_named and x.type != "heredoc_content" for x in body.children))
+                or _NOT_PLAIN.search(raw)
+            ):
+                found = ("unknown", "")
+            else:
+                if any(x.type == "<<-" for x in c.children) or _text(c).startswith("<<-"):
+                    raw = "\n".join(line.lstrip("\t") for line in raw.split("\n"))
+                found = ("text", raw)
+    return found
+
+
+_NOT_PLAIN = re.compile(r"[$`\\]")
+
+
+def _piped_text(producer: Node) -> tuple[str, str]:
+    """What a pipeline stage writes, when it is ``echo``/``printf`` of plain words; otherwise unknown."""
+    if producer.type == "command":
+        parts = [x for x in producer.children if x.is_named]
+        if parts and parts[0].type == "command_name" and _text(parts[0]) in ("echo", "printf"):
+            out: list[str] = []
+            for x in parts[1:]:
+                t = _text(x)
+                if x.type == "raw_string":
+                    out.append(t[1:-1])
+                elif x.type in ("word", "string") and not _NOT_PLAIN.search(t) and "%" not in t:
+                    out.append(t.strip('"') if x.type == "string" else t)
+                else:
+                    return ("unknown", "")
+            if (out and out[0].startswith("-")) or (_text(parts[0]) == "printf" and len(out) != 1):
+                return ("unknown", "")  # echo options; printf prints only its format when it has no %
+            return ("text", " ".join(out))
+    return ("unknown", "")
+
+
+_BACKTICK_BODY = re.compile(r"`((?:[^`\\]|\\.)*)`")
+
+
+def _descendants(node: Node) -> Iterator[Node]:
+    for c in node.children:
+        yield c
+        yield from _descendants(c)
 
 
 def _misparsed(node: Node) -> bool:
@@ -1396,7 +1580,7 @@ _VAR_SETTERS: dict[str, tuple[str, str]] = {
     "[": ("", ""),
 }
 # programs whose arguments can be source code (a placeholder pasted into them becomes code)
-_CODE_PROGRAMS = frozenset(
+CODE_PROGRAMS = frozenset(
     {"python", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "tclsh",
      "Rscript", "osascript", "pwsh", "deno", "bun", "busybox", "env", "xargs", "sed"}
 )
@@ -1474,8 +1658,15 @@ def _skip_opts(args: list[str], with_value: set[str], stop_at_first_plain: bool 
         if a.startswith("--") and "=" in a:
             i += 1
             continue
-        # short option with an attached value (-n5, -k10) or a cluster of flags
+        # short option with an attached value (-n5, -k10) or a cluster of flags whose last letter may take
+        # the next word as its value (getopt: xargs -0a FILE, -tn 1)
         i += 1
+        if not a.startswith("--"):
+            for j in range(1, len(a)):
+                if "-" + a[j] in with_value:
+                    if j == len(a) - 1:
+                        i += 1
+                    break
     rest = args[i:]
     return rest or None
 

@@ -9,13 +9,25 @@ not known here requires danger-full-access.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 
 import msgspec
 
 from nexusd.core.classify import powershell
 from nexusd.core.classify.bash import ParsedCommand
-from nexusd.core.classify.knowledge import TABLE, Program
+from nexusd.core.classify.knowledge import (
+    CONFIG_WRITERS,
+    GATE_MODULES,
+    GATE_PROGRAMS,
+    PACKAGE_CODE_OPTS,
+    PACKAGE_MANAGERS,
+    RUNNER_CODE_OPTS,
+    TABLE,
+    VERSION_PROBE_ARGS,
+    VERSION_PROBES,
+    Program,
+)
 from nexusd.core.model import Requirement
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
@@ -90,6 +102,7 @@ _KIND["egrep"] = _KIND["fgrep"] = "searcher"
 SYSTEM_BIN_DIRS = frozenset(
     {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin", "/opt/homebrew/bin"}
 )
+_HOME_WORD = re.compile(r"(?:\$HOME|\$\{HOME\})(?:/[^$`]*)?")  # cd "$HOME"/x: the home directory, as ~
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 
@@ -289,7 +302,41 @@ def effect(cmd: ParsedCommand) -> Effect:
     if not argv:
         return Effect(RO)
     name = program_name(argv[0])
+    gate = _gate_program(argv)
+    if gate:
+        if gate == "nexusctl" and name == "nexusctl":  # the real one: its read-only subcommands stay read-only
+            return _nexusctl(argv)
+        return _nexus_ui((gate, *argv[1:]))  # by another path, a module or a runner: a person runs it
     if name is None or (name not in _KIND and not _other_known(name)):
+        runner, first = (name, 1)
+        if name and name.startswith("python") and argv[1:3] == ("-m", "pytest"):
+            runner, first = ("pytest", 3)  # python3 -m pytest: pytest's options
+        risky = RUNNER_CODE_OPTS.get(runner or "")
+        if risky is not None:
+            own = argv[first : argv.index("--")] if "--" in argv else argv[first:]
+            bad = next((a for k, a in enumerate(own)
+                        if (a.split("=", 1)[0] in risky or a[:2] in risky or (runner == "cargo" and a[:1] == "+"))
+                        and not _plugin_off(own, k)), None)
+            if bad is not None:
+                eff = opaque(argv)
+                eff.hidden = f"{runner} {bad.split('=', 1)[0]} runs or loads code the rule did not name"
+                return eff
+        if name in PACKAGE_MANAGERS:
+            own = argv[1 : argv.index("--")] if "--" in argv else argv[1:]  # after --: the script's own
+            bad = next((a for a in own if a.split("=", 1)[0] in PACKAGE_CODE_OPTS), None)
+            if bad is not None:
+                eff = opaque(argv)
+                eff.hidden = f"{name} {bad.split('=', 1)[0]} changes what it runs or where its settings come from"
+                return eff
+        conf = _config_write(name, argv)
+        if conf:
+            eff = opaque(argv)
+            eff.extra_writes.append(conf)
+            eff.hidden = f"{name} config changes settings that run programs (script-shell, yarnPath, hooks)"
+            return eff
+        if (len(argv) == 2 and name in VERSION_PROBES and argv[1] in VERSION_PROBE_ARGS and argv[0] == name
+                and not cmd.env):  # PYTHONPATH=/tmp python -V loads code first
+            return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
     if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
@@ -315,6 +362,11 @@ _OTHER_KNOWN = frozenset(
 )
 
 
+_CODE_HINT = re.compile(r"[\s(;]")
+_QUOTED_PATH = re.compile(r"(['\"`])([^'\"`\s]{1,512})\1")
+_PATHY = re.compile(r"[.~/$]|[^:]*/")  # starts like a path (.env, ~/x, /etc) or holds a directory part
+
+
 def opaque(argv: tuple[str, ...]) -> Effect:
     """A program the knowledge does not cover: every word that may name a path is read and written."""
     idx: list[int] = []
@@ -338,6 +390,9 @@ def opaque(argv: tuple[str, ...]) -> Effect:
             if looks_like_path(a[2:]):
                 extra.append(a[2:])
             continue
+        if ('"' in a or "'" in a or "`" in a) and _CODE_HINT.search(a):
+            # interpreter source (python3 -c 'open(".env").read()'): quoted literals that look like paths
+            extra.extend(m.group(2) for m in _QUOTED_PATH.finditer(a) if _PATHY.match(m.group(2)))
         if a.startswith("@") and len(a) > 1:
             extra.append(a[1:])
         elif _ASSIGN.match(a):
@@ -448,7 +503,8 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
         pos = _positionals(argv, READERS[name])
         if name in ("cd", "pushd"):
             target = argv[pos[0]] if pos else "~"
-            return Effect(RO, reads=pos[:1], cd="" if (pos and pos[0] in cmd.dynamic_args) or target == "-" else target)
+            unknown = (pos and pos[0] in cmd.dynamic_args and not _HOME_WORD.fullmatch(target)) or target == "-"
+            return Effect(RO, reads=pos[:1], cd="" if unknown else target)
         if name in ("less", "more"):
             pos = [p for p in pos if not argv[p].startswith("+")]
         return Effect(RO, reads=pos)
@@ -499,6 +555,12 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
     if name == "kill" and any(a in ("-1", "--", "-9") for a in argv[1:]) and "-1" in argv[2:]:
         return Effect(DFA, catastrophic="kill -1 signals every process you own")
     if name == "date":
+        # date -f FILE prints every line it cannot read as a date: the file's contents (GTFOBins)
+        files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-f", "--file")]
+        files += [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--file=")]
+        files += [a[2:] for a in argv[1:] if a.startswith("-f") and len(a) > 2 and not a.startswith("--")]
+        if files:
+            return Effect(RO, extra_reads=files)
         return (
             Effect(RO)
             if (not _has_flag(argv, "s", ("--set",)) and not _positionals(argv, frozenset()))
@@ -576,13 +638,20 @@ def _copier(name: str, argv: tuple[str, ...]) -> Effect:
     else:
         sources, dests = pos[:-1], pos[-1:]
     if name == "mv":
+        # a move reads its sources too: mv .env src/x takes a file past Read(./.env) to where it can be read
         rec = sources
-        return Effect(WW, reads=[], writes=sources + dests, extra_writes=extra, recursive_targets=rec)
+        return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra, recursive_targets=rec)
     if name == "ln" and _has_flag(argv, "s", ("--symbolic",)):
-        # a symlink's target is checked like a read: a link to the outside is an escape waiting to happen
-        return Effect(WW, reads=sources, writes=dests, extra_writes=extra, note="symlink")
+        # a symlink's target is checked like a read: a link to the outside is an escape waiting to happen.
+        # A relative target is relative to the link's directory, not the cwd: check both readings
+        rel = [posixpath.normpath(posixpath.join(posixpath.dirname(argv[d].rstrip("/")) or ".", argv[s]))
+               for s in sources for d in dests if not argv[s].startswith(("/", "~", "$"))]
+        rel += [posixpath.normpath(posixpath.join(argv[d], argv[s]))
+                for s in sources for d in dests if not argv[s].startswith(("/", "~", "$")) and argv[d].endswith("/")]
+        return Effect(WW, reads=sources, writes=dests, extra_writes=extra, extra_reads=rel, note="symlink")
     if name == "ln":
-        return Effect(WW, writes=sources + dests, extra_writes=extra)  # a hard link can change its source
+        # a hard link can change its source, and exposes it under another name (a read)
+        return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra)
     if name == "install":
         return Effect(DFA, reads=sources, writes=dests, extra_writes=extra, note="install sets owners and modes")
     return Effect(WW, reads=sources, writes=dests, extra_writes=extra)
@@ -870,7 +939,8 @@ def _find(argv: tuple[str, ...]) -> Effect:
         extra_reads.append(".")
         if "-delete" in argv:
             extra_writes = ["."]
-            return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note)
+            return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note,
+                          extra_recursive=["."])
     if "-delete" in argv and any(argv[s] in SYSTEM_TOP or argv[s] in ("~", "$HOME") for s in starts):
         cat = "find -delete over a system directory"
     return Effect(
@@ -950,7 +1020,16 @@ def _git(argv: tuple[str, ...]) -> Effect:
             i += 2
             continue
         if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
-            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir)
+            # git --git-dir=.git config core.pager x still writes a repository's config (a protected file)
+            rest = argv[i + 1 :]
+            writes = ["/etc/gitconfig"] if "config" in rest and not any(
+                f in ("--get", "--get-all", "--get-regexp", "--list", "-l") for f in rest) else []
+            if writes:
+                gd = [w.split("=", 1)[1] for w in argv[1:i + 1] if w.startswith("--git-dir=")]
+                gd += [argv[j + 1] for j in range(1, i + 1) if argv[j] == "--git-dir" and j + 1 < len(argv)]
+                writes = [d.rstrip("/") + "/config" for d in gd] or [repo_dir.rstrip("/") + "/.git/config"]
+            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir,
+                          extra_writes=writes)
         if a == "-C" and i + 1 < len(argv):
             repo_dir = argv[i + 1] if repo_dir == "." else repo_dir.rstrip("/") + "/" + argv[i + 1]
             i += 2
@@ -972,6 +1051,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
             key in GIT_BAD_OPTS
             or _git_abbrev(key, GIT_BAD_OPTS)
             or (sub == "grep" and a.startswith("-O"))
+            or (sub == "help" and (key in ("-w", "--web", "-i", "--info") or _git_abbrev(key, ("--web",))))
             or (sub in _GIT_UPLOAD_U and (a == "-u" or (a.startswith("-u") and not a.startswith("--"))))
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
         ):
@@ -1261,6 +1341,8 @@ def _tar(argv: tuple[str, ...]) -> Effect:
     for val, idx in archive:
         if val == "-":
             continue
+        if ":" in val.split("/", 1)[0] and "--force-local" not in argv:
+            hidden = hidden or f"tar's archive {val} is on another host: tar runs a remote shell to reach it"
         if mode == "create":
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
         else:
@@ -1404,7 +1486,8 @@ def _nexusctl(argv: tuple[str, ...]) -> Effect:
 
 
 def _nexus_ui(argv: tuple[str, ...]) -> Effect:
-    return Effect(DFA, gate_control=True, note=f"{argv[0]} answers the gate's questions: a person runs it")
+    return Effect(DFA, gate_control=True, note=f"{argv[0]} is nexusd's own program (it runs or answers the gate): "
+                                                "a person runs it")
 
 
 _DOCKER_RO = frozenset({"ps", "images", "version", "info", "inspect", "logs", "top", "history", "search"})
@@ -1436,6 +1519,93 @@ def _patch(argv: tuple[str, ...]) -> Effect:
                   hidden="patch writes the files its diff names (protected ones included)")
 
 
+def _config_write(name: str, argv: tuple[str, ...]) -> str:
+    """The protected file a package manager's config subcommand writes (npm config set script-shell ...)."""
+    target = CONFIG_WRITERS.get(name)
+    if target is None:
+        return ""
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words[:1] in (["set"], ["delete"], ["edit"]) and name == "npm":
+        return target
+    if words[:1] == ["config"] and len(words) > 1 and words[1] not in ("get", "list", "ls"):
+        return target
+    return ""
+
+
+# system settings tools: these subcommands (or none) only show; any other changes the machine
+_SETTINGS_RO = {
+    "hostnamectl": frozenset({"status", "show"}),
+    "timedatectl": frozenset({"status", "show", "list-timezones", "timesync-status", "show-timesync"}),
+}
+_SETTINGS_GETTERS = frozenset({"hostname", "icon-name", "chassis", "deployment", "location"})  # set with a value
+_NVIDIA_SMI_RO = frozenset({"-L", "--list-gpus", "-q", "--query", "-x", "--xml-format", "-l", "--loop", "-lms",
+                            "--loop-ms", "-i", "--id", "-d", "--display", "-h", "--help", "-u", "--unit"})
+
+
+def _settings(argv: tuple[str, ...]) -> Effect:
+    """hostnamectl / timedatectl (show unless a subcommand sets), nvidia-smi (shows unless an option sets)."""
+    name = program_name(argv[0]) or ""
+    if name == "nvidia-smi":
+        for a in argv[1:]:
+            key = a.split("=", 1)[0]
+            if key.startswith("-") and key not in _NVIDIA_SMI_RO and not key.startswith(("--query-", "--format")):
+                return Effect(DFA, note=f"nvidia-smi {key} changes the GPU's settings or writes a file")
+            if not key.startswith("-") and key not in ("dmon", "pmon", "topo") and not key.isdigit():
+                return Effect(DFA, note=f"nvidia-smi {key} may change the GPU's settings")
+        return Effect(RO)
+    if any(a in ("-H", "--host", "-M", "--machine") or a.startswith(("--host=", "--machine=")) for a in argv[1:]):
+        return Effect(DFA, note=f"{name} on another machine")
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if not words or words[0] in _SETTINGS_RO.get(name, ()) or (words[0] in _SETTINGS_GETTERS and len(words) == 1):
+        return Effect(RO)
+    return Effect(DFA, note=f"{name} {words[0]} changes the machine's settings")
+
+
+_PS_VALUE_OPTS = frozenset({"-o", "-O", "--format", "-p", "--pid", "-u", "-U", "--user", "-g", "-G", "--group", "-C",
+                            "-t", "--tty", "--sort", "-q", "--ppid", "-s", "--sid", "k", "o", "O", "p", "U", "t"})
+
+
+def _ps(argv: tuple[str, ...]) -> Effect:
+    """ps: BSD-style ``e`` (``ps eww``, ``ps auxe``) and the ``environ``-like formats print other processes'
+    environments (their tokens and keys): a read of /proc/PID/environ."""
+    for i, a in enumerate(argv[1:], 1):
+        bsd_env = not a.startswith("-") and "e" in a and argv[i - 1] not in _PS_VALUE_OPTS
+        if bsd_env or "environ" in a:
+            return Effect(RO, extra_reads=["/proc/1/environ"])
+    return Effect(RO)
+
+
+def _gate_program(argv: tuple[str, ...]) -> str:
+    """The gate program this runs, by any path, as a python module, or as a word of a runner we do not know."""
+    base = argv[0].rsplit("/", 1)[-1]
+    if base in GATE_PROGRAMS:
+        return base
+    if base.startswith("python") and "-m" in argv:
+        i = argv.index("-m")
+        mod = argv[i + 1] if i + 1 < len(argv) else ""
+        if mod.split(".", 1)[0] in GATE_MODULES:
+            return "nexusctl" if mod.endswith((".ctl", ".cli")) else "nexusd"
+    if base not in _KIND and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
+        return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
+    return ""
+
+
+def _plugin_off(words: tuple[str, ...], k: int) -> bool:
+    """pytest -p no:NAME (or -pno:NAME) turns a plugin off: it loads nothing."""
+    w = words[k]
+    return (w == "-p" and k + 1 < len(words) and words[k + 1].startswith("no:")) or w.startswith("-pno:")
+
+
+def _crontab(argv: tuple[str, ...]) -> Effect:
+    """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
+    flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
+    if flags and all(f in ("-l", "-u") or f.startswith("-u") for f in flags) and "-l" in flags:
+        return Effect(RO)
+    files = [i for i, a in enumerate(argv[1:], 1) if not a.startswith("-") and argv[i - 1] != "-u"]
+    return Effect(DFA, reads=files, extra_writes=["/var/spool/cron/crontabs/user"],
+                  hidden="crontab installs jobs that cron runs later")
+
+
 def _pwsh(argv: tuple[str, ...]) -> Effect:
     """PowerShell's static subset (powershell.py): read-only cmdlets read, file cmdlets write; else opaque."""
     try:
@@ -1451,7 +1621,13 @@ def _pwsh(argv: tuple[str, ...]) -> Effect:
 
 
 _PARSERS = {
+    "crontab": _crontab,
+    "ps": _ps,
+    "hostnamectl": _settings,
+    "timedatectl": _settings,
+    "nvidia-smi": _settings,
     "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
+    "nexusd": _nexus_ui, "nexus-hook": _nexus_ui, "nexus-mcp": _nexus_ui, "nexus-acp": _nexus_ui,
     "docker": _docker, "pwsh": _pwsh, "powershell": _pwsh, "pwsh.exe": _pwsh, "powershell.exe": _pwsh,
 }

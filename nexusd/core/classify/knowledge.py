@@ -51,13 +51,53 @@ _PAGER_ENV = "LESSOPEN LESSCLOSE LESSKEY LESSKEYIN LESSEDIT VISUAL EDITOR PAGER 
 
 _PURE_NAMES = (
     "echo printf true false pwd whoami id uname which type whereis basename dirname realpath readlink seq sleep "
-    "printenv test [ [[ : nproc arch uptime groups locale tty ps free cal yes expr tput logname users w who "
+    "printenv test [ [[ : nproc arch uptime groups locale tty free cal yes expr tput logname users w who "
     "lsb_release getconf hash jobs wait read export declare local readonly typeset unset shift return exit break "
     "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor getent env command "
-    "tr tsort pstree lsof vmstat iostat hostnamectl timedatectl nvidia-smi (( let"
+    "tr pstree lsof vmstat iostat (( let"
 )  # (( and let: their arithmetic is checked by the parser (a variable that may not hold a number is dynamic)
 
 TABLE: dict[str, Program] = {name: Program("pure") for name in _PURE_NAMES.split()}
+
+# Programs the table does not list whose one-word version probe (`python3 --version`, `go version`) only
+# prints: agents run these all the time. Any other argv of theirs stays an unknown program.
+VERSION_PROBES = frozenset(
+    {"python", "python3", "node", "npm", "npx", "pnpm", "yarn", "bun", "deno", "cargo", "rustc", "rustup",
+     "go", "java", "javac", "ruby", "gem", "perl", "php", "pip", "pip3", "uv", "poetry", "gcc", "g++", "clang",
+     "make", "cmake", "docker", "kubectl", "terraform", "gh", "dotnet", "swift", "kotlin", "tsc"}
+)
+VERSION_PROBE_ARGS = frozenset({"--version", "-V", "version"})
+
+# nexusd's own programs and packages: run by any path (.venv/bin/nexusctl), as a module (python3 -m nexusd.cli)
+# or through a runner we do not know (pipx run nexusctl), they are still the gate's own (gate control)
+GATE_PROGRAMS = frozenset({"nexusctl", "nexus-tui", "nexus-web", "nexusd", "nexus-hook", "nexus-mcp", "nexus-acp"})
+GATE_MODULES = ("nexusd", "nexus_clients")
+
+# Package managers whose `config set|delete|edit` (npm also `set`) writes a protected file that runs code on
+# the next install or script (npm script-shell, yarnPath): the file each writes (its project file, .npmrc
+# or .yarnrc.yml, is protected by name too)
+CONFIG_WRITERS = {"npm": "~/.npmrc", "pnpm": "~/.npmrc", "yarn": "~/.yarnrc.yml", "bun": "~/.npmrc",
+                  "pip": "~/.config/pip/pip.conf", "pip3": "~/.config/pip/pip.conf"}
+# npm-style settings given as options (`npm test --node-options=--require=x.js`): each is what an
+# npm_config_* variable would set, and changes what an allowed `npm test` runs (hidden effects)
+PACKAGE_MANAGERS = frozenset({"npm", "pnpm", "yarn", "npx", "bun"})
+# Build and test runners people allow by prefix (`Bash(make test:*)`, `Bash(go test:*)`): options (and make
+# variables) that run a program of the caller's choosing or load build files from elsewhere; each is a hidden
+# effect, so the prefix rule does not cover it
+RUNNER_CODE_OPTS = {
+    "make": frozenset({"--eval", "-E", "-f", "--file", "--makefile", "-C", "--directory", "-I", "--include-dir",
+                       "SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MAKEFILES", "MAKESHELL"}),
+    "go": frozenset({"-exec", "--exec", "-toolexec", "--toolexec", "-modfile", "-overlay", "-C", "-pgo"}),
+    "cargo": frozenset({"--config", "--manifest-path", "-Z", "-C", "--target-dir"}),
+    "pytest": frozenset({"-p", "-c", "--config-file", "--rootdir", "--confcutdir", "-o", "--override-ini",
+                         "--pyargs", "--import-mode"}),
+}
+PACKAGE_CODE_OPTS = frozenset({
+    "--node-options", "--script-shell", "--shell", "--userconfig", "--globalconfig", "--prefix", "--init-module",
+    "--editor", "--browser", "--viewer", "--git", "--onload-script", "--node-gyp", "--npm-path", "--cache",
+    "--registry", "--ignore-scripts", "--foreground-scripts", "--dir", "--cwd", "-C", "--global-dir",
+    "--config", "--preid", "--require", "-r", "--import", "--loader", "--experimental-loader",
+})
 
 TABLE.update(
     {
@@ -67,6 +107,45 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "ps": Program("parser", examples=(Ex("ps aux", "ro"), Ex("ps -ef", "ro"), Ex("ps -o pid,comm -p 1", "ro"),
+                                          Ex("ps eww", "dfa", "dynamic"), Ex("ps auxe", "dfa", "dynamic"))),
+        "tsort": Program("reader", examples=(Ex("tsort .env", "ro", reads=".env"),)),  # prints its file's words
+        "info": Program(
+            "pure",
+            "-n --node -k --apropos --index-search -O --show-options --usage",
+            read_opts="-f --file -d --directory --restore",
+            write_opts="-o --output --dribble",
+            examples=(Ex("info ls", "ro"), Ex("info -o notes.txt ls", "ww", writes="notes.txt"),
+                      Ex("info --restore=keys.txt ls", "ro", reads="keys.txt")),
+        ),
+        "hostnamectl": Program("parser", examples=(
+            Ex("hostnamectl", "ro"), Ex("hostnamectl status", "ro"), Ex("hostnamectl hostname", "ro"),
+            Ex("hostnamectl set-hostname x", "dfa"), Ex("hostnamectl hostname x", "dfa"),
+            Ex("hostnamectl -H h status", "dfa"),
+        )),
+        "timedatectl": Program("parser", examples=(
+            Ex("timedatectl", "ro"), Ex("timedatectl list-timezones", "ro"), Ex("timedatectl set-ntp false", "dfa"),
+        )),
+        "nvidia-smi": Program("parser", examples=(
+            Ex("nvidia-smi", "ro"), Ex("nvidia-smi -L", "ro"), Ex("nvidia-smi --query-gpu=name --format=csv", "ro"),
+            Ex("nvidia-smi -r", "dfa"), Ex("nvidia-smi -pl 100", "dfa"), Ex("nvidia-smi -f log.txt", "dfa"),
+        )),
+        "crontab": Program("parser", examples=(
+            Ex("crontab -l", "ro"),
+            Ex("crontab <<< '* * * * * id'", "dfa", "hidden_effect protected_path"),
+            Ex("crontab jobs.txt", "dfa", "hidden_effect protected_path", reads="jobs.txt"),
+            Ex("crontab -r", "dfa", "hidden_effect protected_path"),
+        )),
+        # xargs itself is a wrapper (wrappers are peeled in bash.py); with -a its options are reported as a
+        # command of their own, so the file it reads its arguments from meets Read rules
+        "xargs": Program(
+            "pure",
+            "-d -E -I -L -n -P -s --delimiter --eof --replace --max-lines --max-args --max-procs --max-chars "
+            "--process-slot-var",
+            read_opts="-a --arg-file",
+            examples=(Ex("xargs -a .env echo", "ro", reads=".env"), Ex("xargs --arg-file=list.txt echo", "ro",
+                                                                       reads="list.txt")),
+        ),
         "((": Program("pure", examples=(Ex("i=0; (( i++ ))", "ro"), Ex("(( n = 2 * 3 ))", "ro"),
                                         Ex("x='a[$(id)]'; (( x ))", "dfa", flags="dynamic"))),
         "let": Program("pure", examples=(Ex("let n=1+2", "ro"), Ex("let PATH=1", "ro", flags="dangerous_env"))),
@@ -284,8 +363,8 @@ TABLE.update(
         ),
         "jq": Program(
             "searcher",
-            "--indent --arg --argjson --args --jsonargs -L",
-            read_opts="-f --from-file",
+            "--indent --arg --argjson --args --jsonargs",
+            read_opts="-f --from-file -L --library-path",  # -L: modules and data files jq reads (import "x" as $d)
             pattern_opts="-f --from-file",
             examples=(
                 Ex("jq .name src/x.json", "ro", reads="src/x.json"),
@@ -457,6 +536,12 @@ TABLE.update(
         )),
         "nexus-tui": Program("parser", examples=(Ex("nexus-tui", "dfa", "gate_control"),)),
         "nexus-web": Program("parser", examples=(Ex("nexus-web", "dfa", "gate_control"),)),
+        # the daemon, the hook and the MCP bridge are started by a person or the agent's own settings, never by
+        # the agent's commands (a second daemon with another policy, a hook query crafted by hand)
+        "nexusd": Program("parser", examples=(Ex("nexusd --policy /tmp/p.toml", "dfa", "gate_control"),)),
+        "nexus-hook": Program("parser", examples=(Ex("nexus-hook claude", "dfa", "gate_control"),)),
+        "nexus-mcp": Program("parser", examples=(Ex("nexus-mcp", "dfa", "gate_control"),)),
+        "nexus-acp": Program("parser", examples=(Ex("nexus-acp -- sh -c id", "dfa", "gate_control"),)),
         "docker": Program("parser", examples=(
             Ex("docker ps -a", "ro"),
             Ex("docker images", "ro"),

@@ -73,7 +73,7 @@ PROTECTED_FILE_NAMES = frozenset(
 # Relative to the home directory.
 PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker",
                   ".config/systemd", ".config/autostart", ".config/opencode", ".config/environment.d",
-                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks",
+                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks", ".config/pip",
                   ".config/powershell", ".local/share/powershell")  # pwsh's profiles and modules load on start
 # Where credentials live (home-relative). Never "inside the workspace" for the mode, even when the workspace
 # is the home directory: reading one needs a person (or an explicit rule). The sandbox masks the same list.
@@ -88,10 +88,14 @@ CREDENTIAL_PATHS = (
 # permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
 PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
 PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment",
-                    "/etc/github-copilot", "/etc/cursor")
+                    "/etc/github-copilot", "/etc/cursor",
+                    "/etc/gitconfig", "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily",
+                    "/etc/cron.weekly", "/etc/cron.monthly", "/var/spool/cron", "/etc/ld.so.preload", "/etc/sudoers",
+                    "/etc/sudoers.d", "/etc/systemd", "/etc/ssh")
 
 _GLOB = re.compile(r"[*?\[]")
-_VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+# any expansion bash performs: $NAME, ${NAME}, ${NAME:-x} and other operators, $1, $@, $$, $?, $(...)
+_VAR = re.compile(r"\$[{(A-Za-z_0-9@*#?$!-]")
 
 
 class PathInfo(msgspec.Struct, frozen=True):
@@ -157,14 +161,17 @@ def _protected_roots(home: str, protected_dirs: tuple[str, ...]) -> tuple[str, .
 
 
 @functools.lru_cache(maxsize=64)
-def _credential_roots(home: str) -> tuple[str, ...]:
+def _credential_roots(home: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The credential locations as a set and as ``root/`` prefixes (one C-level startswith for them all)."""
     home = home.rstrip("/")
-    return tuple(f"{home}/{rel}" for rel in CREDENTIAL_PATHS)
+    roots = tuple(f"{home}/{rel}" for rel in CREDENTIAL_PATHS)
+    return frozenset(roots), tuple(r + "/" for r in roots)
 
 
 def is_credential(path: str, ctx: Context) -> bool:
     """A credential location (``~/.ssh``, ``~/.aws`` ...): never inside the workspace for the mode."""
-    return any(path == r or path.startswith(r + "/") for r in _credential_roots(ctx.home))
+    exact, prefixes = _credential_roots(ctx.home)
+    return path in exact or path.startswith(prefixes)
 
 
 # /proc entries that only describe the machine; any other /proc or /dev/fd path can reach another process's
@@ -181,16 +188,23 @@ def reaches_elsewhere(path: str) -> bool:
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
     names = _PROTECTED_NAMES
-    parts = [p.casefold() for p in path.split("/") if p]  # case-insensitive file systems: .GIT is .git
-    for i, part in enumerate(parts):
-        if part in names:
+    parts = [p for p in path.split("/") if p]
+    folded = [p.casefold() for p in parts]
+    for i, (part, low) in enumerate(zip(parts, folded, strict=True)):
+        # case-insensitive file systems: .GIT is .git; Windows drops trailing dots and blanks: .git. is .git
+        if low in names or (part[-1] in ". " and part.rstrip(". ").casefold() in names):
             return True
-        if part in _SUBPATH_PARENTS and (i + 1 == len(parts) or (part, parts[i + 1]) in PROTECTED_SUBPATHS):
+        if low in _SUBPATH_PARENTS and (i + 1 == len(folded) or (low, folded[i + 1]) in PROTECTED_SUBPATHS):
             return True  # .github/hooks/x, and .github itself (a directory moved there brings its hooks/)
-    for root in _protected_roots(ctx.home, ctx.protected_dirs):
-        if path == root or path.startswith(root.rstrip("/") + "/"):
-            return True
-    return False
+    exact, prefixes = _protected_prefixes(ctx.home, ctx.protected_dirs)
+    return path in exact or path.startswith(prefixes)
+
+
+@functools.lru_cache(maxsize=64)
+def _protected_prefixes(home: str, protected_dirs: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The protected roots as a set and as ``root/`` prefixes (one C-level startswith for them all)."""
+    roots = _protected_roots(home, protected_dirs)
+    return frozenset(roots), tuple(r.rstrip("/") + "/" for r in roots)
 
 
 def has_glob(raw: str) -> bool:

@@ -83,7 +83,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("rm -rf build dist", W, set(), _, [], ["{ws}/build", "{ws}/dist"]),
     ("cp README.md docs.md", W, set(), _, ["{ws}/README.md"], ["{ws}/docs.md"]),
     ("cp -t dest a b", W, set(), _, ["{ws}/a", "{ws}/b"], ["{ws}/dest"]),
-    ("mv a.txt b.txt", W, set(), _, [], ["{ws}/a.txt", "{ws}/b.txt"]),
+    ("mv a.txt b.txt", W, set(), _, ["{ws}/a.txt"], ["{ws}/a.txt", "{ws}/b.txt"]),  # a move reads too
     ("echo hi > out.txt", W, set(), [["echo", "hi"]], [], ["{ws}/out.txt"]),
     ("echo hi >> log.txt", W, set(), _, [], ["{ws}/log.txt"]),
     ("ls &> all.txt", W, set(), _, [], ["{ws}/all.txt"]),
@@ -115,7 +115,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("echo x > /tmp/x", D, {OUT}, _, [], ["/tmp/x"]),
     ("cp README.md /tmp/", D, {OUT}, _, ["{ws}/README.md"], ["/tmp"]),
     ("rm ../other/file", D, {OUT}, _, [], _),
-    ("mv README.md ~/Desktop/", D, {OUT}, _, [], _),
+    ("mv README.md ~/Desktop/", D, {OUT}, _, ["{ws}/README.md"], _),
     ("ls ~", R, {OUT}, _, ["{home}"], []),
     ("echo x > ~/notes", D, {OUT}, _, [], ["{home}/notes"]),
     ("cat ~root/.ssh/id_rsa", D, {DYN}, _, [], []),  # another user's home: never allowed by a rule
@@ -164,7 +164,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("git status && rm -rf build", W, set(), [["git", "status"], ["rm", "-rf", "build"]], _, _),
     ("git status; curl evil.io", D, set(), [["git", "status"], ["curl", "evil.io"]], _, _),
     ("git status || npm test", D, set(), [["git", "status"], ["npm", "test"]], _, _),
-    ("git status | sh", D, set(), [["git", "status"], ["sh"]], _, _),
+    ("git status | sh", D, {DYN}, [["git", "status"], ["sh"]], _, _),  # sh runs what git prints as code
     ("git log |& tee log.txt", W, set(), [["git", "log"], ["tee", "log.txt"]], _, _),
     ("git status\nrm -rf build", W, set(), [["git", "status"], ["rm", "-rf", "build"]], _, _),
     ("(cd src && ls) ; echo done", R, set(), [["cd", "src"], ["ls"], ["echo", "done"]], _, _),
