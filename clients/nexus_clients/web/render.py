@@ -44,6 +44,8 @@ def item_view(entry: Entry, *, with_diff: bool = True) -> dict[str, Any]:
         "id": item.id,
         "provider": line(call.provider, 40),
         "session": line(call.session, 200),
+        # the subagent making the call (Claude Code, Codex), attribution only
+        "subagent": line(" ".join(x for x in (call.subagent_type, call.subagent_id) if x), 300),
         "agent_pid": call.agent_pid,
         "peer_pid": item.peer_pid,
         "workspace": line(request_view.workspace(entry), 1000),

@@ -378,3 +378,16 @@ def test_tls_gives_a_secure_cookie_and_an_https_origin(daemon: DaemonHandle) -> 
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_subagent_is_shown_escaped() -> None:
+    import msgspec
+
+    from nexus_clients.tui.state import Entry
+    from nexus_clients.web import render
+
+    item = _item()
+    call = msgspec.structs.replace(item.call, subagent_id="agent-1", subagent_type="Explore\u202e")
+    view = render.item_view(Entry(msgspec.structs.replace(item, call=call), 0.0))
+    assert view["subagent"].startswith("Explore") and "agent-1" in view["subagent"] and "\u202e" not in view["subagent"]
+    assert render.item_view(Entry(_item(), 0.0))["subagent"] == ""

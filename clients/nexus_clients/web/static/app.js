@@ -75,7 +75,7 @@ function renderQueue() {
     const li = el("li", null, "queue-item tier-" + it.tier + (pending(it) ? "" : " done") + (it.id === state.selected ? " selected" : ""));
     li.dataset.id = it.id;
     li.tabIndex = 0;
-    li.append(el("span", countdown(it), "countdown"), el("span", it.provider, "provider"), el("span", it.session, "session"),
+    li.append(el("span", countdown(it), "countdown"), el("span", it.provider + (it.subagent ? "›" + it.subagent : ""), "provider"), el("span", it.session, "session"),
       el("span", it.workspace, "workspace"), el("span", it.tool, "tool"),
       el("span", pending(it) ? it.summary : it.resolved.outcome, "summary"));
     li.addEventListener("click", () => { state.selected = it.id; state.autoAt = -Infinity; render(); });
@@ -107,7 +107,7 @@ function renderDetail() {
   $("d-tier").className = "tier tier-" + it.tier;
   $("d-tool").textContent = it.tool;
   $("d-agent").textContent = it.provider + (it.agent_pid ? " (pid " + it.agent_pid + ")" : "") + (it.mode ? ", mode " + it.mode : "");
-  $("d-session").textContent = it.session;
+  $("d-session").textContent = it.session + (it.subagent ? " (subagent " + it.subagent + ")" : "");
   $("d-workspace").textContent = it.workspace + (it.cwd !== it.workspace ? " (cwd " + it.cwd + ")" : "");
   $("d-reason").textContent = it.reason;
   fillList("d-effects", it.effects.length ? it.effects : [it.headline]);
