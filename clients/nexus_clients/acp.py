@@ -146,11 +146,9 @@ class Session:
 
 def choose(options: Any, decision: str) -> dict[str, Any]:
     """The RequestPermissionResponse ``result`` for nexusd's decision among the agent's offered options."""
-    valid = [o for o in options if isinstance(o, dict) and isinstance(o.get("optionId"), str)] if isinstance(
-        options, list) else []
-    by_kind: dict[str, str] = {}
-    for o in valid:
-        if isinstance(o.get("kind"), str):
+    by_kind: dict[str, str] = {}  # the first option of each kind
+    for o in options if isinstance(options, list) else []:
+        if isinstance(o, dict) and isinstance(o.get("optionId"), str) and isinstance(o.get("kind"), str):
             by_kind.setdefault(o["kind"], o["optionId"])
     wanted = ("allow_once",) if decision == "allow" else ("reject_once", "reject_always")
     for kind in wanted:
