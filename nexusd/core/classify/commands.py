@@ -940,6 +940,15 @@ def _find(argv: tuple[str, ...]) -> Effect:
             extra_writes = ["."]
             return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note,
                           extra_recursive=["."])
+    if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in argv):
+        # the files it hands to the program are the ones its name tests pick: find . -name .env -exec cat {}
+        # reads ./.env (what the deny rules see); a glob pattern is expanded like any read glob
+        roots = [argv[s] for s in starts] or ["."]
+        for j, a in enumerate(argv[:-1]):
+            if a in ("-name", "-iname"):
+                extra_reads += [posixpath.join(r, argv[j + 1]) for r in roots]
+            elif a in ("-path", "-ipath", "-wholename", "-iwholename"):
+                extra_reads.append(argv[j + 1])
     if "-delete" in argv and any(argv[s] in SYSTEM_TOP or argv[s] in ("~", "$HOME") for s in starts):
         cat = "find -delete over a system directory"
     return Effect(
