@@ -163,6 +163,12 @@ REDTEAM: list[Case] = [
     *_bash("quoted-export", NO_RULE, 'export "PAGER=/tmp/x"; git status', "export PA''GER=/tmp/x; git status",
            "declare -x 'GIT_SSH_COMMAND=/tmp/x'; git status", 'typeset -x "LD_PRELOAD=/tmp/x.so"; ls src',
            "export G\"IT_PAGER\"=/tmp/x; git status"),
+    # every process of a user, the home directory's own mode
+    *_bash("catastrophic-more", SAFETY, "pkill -9 -u $USER", "pkill -u me", "killall -9 -u root", "killall -u me",
+           "chmod 000 ~", "chmod 000 $HOME", "chown nobody ~/", "chmod 777 /"),
+    # find hands the files its name tests pick to the program it runs
+    *_bash("find-named", DENY, "find . -name .env -exec cat {} \\;", "find . -name '.e*' -exec cat {} +",
+           "find . -path ./.env -exec head {} \\;", "find . -maxdepth 1 -iname .env -execdir cat {} \\;"),
     *_bash("git-help-web", NO_RULE, "git help -w log", "git help --web log", "git help --we log"),
     # over-blocks removed: version probes
     *_bash("version-probe", ALLOW, "python3 --version", "node --version", "go version", "cargo --version",

@@ -481,7 +481,12 @@ def _into_home(cmd: bash.ParsedCommand, first: int, acc: _Acc) -> None:
     new = acc.writes[first:]
     if home not in new and "/" not in new:
         return
-    if (commands.program_name(cmd.argv[0]) if cmd.argv else None) in _REMOVERS:
+    name = commands.program_name(cmd.argv[0]) if cmd.argv else None
+    if name in ("chmod", "chown", "chgrp"):
+        # the home directory's (or /'s) own mode or owner: every login and program that needs it breaks
+        acc.flag(Flag.CATASTROPHIC, f"{name} of {home if home in new else '/'} itself")
+        return
+    if name in _REMOVERS:
         return
     for p in new:
         if p in (home, "/"):

@@ -941,6 +941,15 @@ def _find(argv: tuple[str, ...]) -> Effect:
             extra_writes = ["."]
             return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note,
                           extra_recursive=["."])
+    if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in argv):
+        # the files it hands to the program are the ones its name tests pick: find . -name .env -exec cat {}
+        # reads ./.env (what the deny rules see); a glob pattern is expanded like any read glob
+        roots = [argv[s] for s in starts] or ["."]
+        for j, a in enumerate(argv[:-1]):
+            if a in ("-name", "-iname"):
+                extra_reads += [posixpath.join(r, argv[j + 1]) for r in roots]
+            elif a in ("-path", "-ipath", "-wholename", "-iwholename"):
+                extra_reads.append(argv[j + 1])
     if "-delete" in argv and any(argv[s] in SYSTEM_TOP or argv[s] in ("~", "$HOME") for s in starts):
         cat = "find -delete over a system directory"
     return Effect(
@@ -1596,6 +1605,32 @@ def _plugin_off(words: tuple[str, ...], k: int) -> bool:
     return (w == "-p" and k + 1 < len(words) and words[k + 1].startswith("no:")) or w.startswith("-pno:")
 
 
+def _pkill(argv: tuple[str, ...]) -> Effect:
+    """pkill / killall: signals the processes it matches; by user alone (-u NAME, no pattern), every one of
+    that user's processes (the desktop session, the agent, nexusd) like kill -9 -1."""
+    name = program_name(argv[0]) or argv[0]
+    with_value = {"-u", "--user", "-U", "--uid", "-g", "--pgroup", "-G", "--group", "-P", "--parent", "-s",
+                  "--session", "-t", "--terminal", "-n", "--signal", "-o", "--older-than", "-y", "--younger-than",
+                  "-F", "--pidfile", "-c", "--count", "--ns", "--nslist"}
+    by_user = False
+    patterns = 0
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-u", "--user", "-U", "--uid") or a.startswith(("--user=", "--uid=")) or (
+                a.startswith("-u") and len(a) > 2):
+            by_user = True
+        if a in with_value:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            patterns += 1
+        i += 1
+    if by_user and not patterns:
+        return Effect(DFA, catastrophic=f"{name} -u without a pattern signals every process of that user")
+    return Effect(DFA, note=f"{name} signals the processes it matches")
+
+
 def _crontab(argv: tuple[str, ...]) -> Effect:
     """crontab -l lists; anything else installs jobs cron runs later (persistence): a protected write."""
     flags = [a for a in argv[1:] if a.startswith("-") and a != "-"]
@@ -1622,6 +1657,8 @@ def _pwsh(argv: tuple[str, ...]) -> Effect:
 
 _PARSERS = {
     "crontab": _crontab,
+    "pkill": _pkill,
+    "killall": _pkill,
     "ps": _ps,
     "hostnamectl": _settings,
     "timedatectl": _settings,

@@ -107,6 +107,13 @@ TABLE.update(
             examples=(Ex("tr a-z A-Z", "ro"), Ex("tr -d '\\n' < README.md", "ro", reads="README.md")),
         ),
         "which": Program("pure", examples=(Ex("which python3", "ro"),)),
+        "pkill": Program("parser", examples=(
+            Ex("pkill -f 'node server.js'", "dfa"), Ex("pkill -9 -u me", "dfa", "catastrophic"),
+            Ex("pkill -u me node", "dfa", "-catastrophic"),
+        )),
+        "killall": Program("parser", examples=(
+            Ex("killall node", "dfa"), Ex("killall -9 -u root", "dfa", "catastrophic"),
+        )),
         "ps": Program("parser", examples=(Ex("ps aux", "ro"), Ex("ps -ef", "ro"), Ex("ps -o pid,comm -p 1", "ro"),
                                           Ex("ps eww", "dfa", "dynamic"), Ex("ps auxe", "dfa", "dynamic"))),
         "tsort": Program("reader", examples=(Ex("tsort .env", "ro", reads=".env"),)),  # prints its file's words
