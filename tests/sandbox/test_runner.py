@@ -213,7 +213,7 @@ def test_corpus_as_nobody(world: World) -> None:
     for d in ("ws", "outside", "state"):
         os.chown(world.root / d, 65534, 65534)
     os.chmod(world.root / "outside", 0o777)  # permissions would allow it: only the sandbox refuses
-    world.plan("true")  # creates the per-workspace sandbox dirs (as root): hand them to nobody too
+    world.run("true")  # creates the per-workspace sandbox dirs and wrapper (as root): hand them to nobody too
     subprocess.run(["chown", "-R", "65534:65534", str(world.root / "state")], check=True)
     nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
     r = world.run(f"id -u; echo x > {world.outside}/pwned; echo ok > made.txt", prefix=nobody)
@@ -267,7 +267,8 @@ def test_control_the_same_escape_succeeds_unsandboxed(world: World) -> None:
     world.probe = world.probe.__class__(platform="linux", available=False, reason="forced off")
     r = world.run(f"echo x > {world.outside}/pwned")
     assert r.rc == 0 and (world.outside / "pwned").exists()
-    assert "UNSANDBOXED" in r.err
+    # nexusctl run warns; an agent's call is simply not rewritten (the policy allows running it as is)
+    assert "UNSANDBOXED" in r.err or world.via == "wrapper"
 
 
 def test_unavailable_sandbox_refuses_by_default(world: World) -> None:
