@@ -47,8 +47,8 @@ RUN_DIR = "run"
 KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
 STALE_AFTER_S = 7 * 24 * 3600
 # ctime is compared with the decision time minus this margin: file-system timestamps come from a coarse
-# clock that may lag the daemon's by a tick. A wider margin only sends more calls to the Python scrub.
-SINCE_MARGIN_S = 2
+# clock that may lag the daemon's by a tick (<= 10 ms). A wider margin only sends more calls to the scrub.
+SINCE_MARGIN_S = 0.05
 
 
 def q(word: str) -> str:
@@ -118,7 +118,7 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int) -> str:
     env = _env_default_signal()
     lines = [
         "# nexusd sandbox wrapper, written by the daemon that decided the call. It runs outside the",
-        "# sandbox: every word is quoted, every program absolute. $1: decision time - margin, $2: the command.",
+        "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
         "unset -f kill wait printf command test '[' 2>/dev/null",
     ]
     if plan.scrub:
@@ -217,5 +217,5 @@ def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float 
     text = _script(plan, str(scrub_file), shell_index)
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
-    since = int(time.time() if now is None else now) - SINCE_MARGIN_S
-    return f"/bin/sh {q(str(script))} {since} {q(command)}"
+    since = (time.time() if now is None else now) - SINCE_MARGIN_S
+    return f"/bin/sh {q(str(script))} {since:.3f} {q(command)}"

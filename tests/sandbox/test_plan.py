@@ -68,7 +68,7 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
     assert out is not None and out["description"] == "d" and out["timeout"] == 5
     words = shlex.split(str(out["command"]))
     assert words[0] == "/bin/sh" and words[1].startswith(str(world.root / "state" / "sandbox"))
-    assert words[1].endswith(".sh") and words[2].isdigit() and words[3:] == ["ls"]
+    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3:] == ["ls"]
     g = wrap_for_agent(_call("ls", world.ws, "run_shell_command"), _allow(), store, world.probe)
     assert g is not None and shlex.split(str(g["command"]))[3:] == ["ls"]
     assert wrap_for_agent(_call("ls", world.ws, "Read"), _allow(), store, world.probe) is None
