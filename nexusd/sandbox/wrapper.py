@@ -153,7 +153,7 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int) -> str:
         expr = " ".join('"@$1"' if w == "@SINCE" else q(w) for w in find_planted_expr())
         lines += [
             f"if {check}; then planted=1",
-            f"elif found=$({q(find)} -P {' '.join(q(r) for r in roots)} {expr} 2>/dev/null) "
+            f"elif found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} {expr} 2>/dev/null) "
             '&& [ -z "$found" ]; then planted=',
             "else planted=1; fi",
         ]
