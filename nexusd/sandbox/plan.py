@@ -266,7 +266,7 @@ def plan_command(
         return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
     inner = [_shell(), "-c", command]
     backend = probe.backend if probe is not None and probe.available else None
-    if backend not in ("bwrap", "unshare"):
+    if backend not in ("bwrap", "unshare", "seatbelt"):
         why = probe.reason if probe is not None else "the sandbox was not probed"
         if settings.fail_if_unavailable:
             return SandboxPlan(
@@ -308,6 +308,14 @@ def plan_command(
                            reason="; ".join(n for n in (note, *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                            unix_sockets="closed" if "--seccomp" in argv else "open", **state)
+    if backend == "seatbelt":
+        from nexusd.sandbox.seatbelt import build_seatbelt_argv
+
+        argv = build_seatbelt_argv(layout.spec, inner, unix_sockets=settings.allow_all_unix_sockets)
+        return SandboxPlan(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
+                           reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
+                           unix_sockets="open" if settings.allow_all_unix_sockets else "closed", **state)
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
