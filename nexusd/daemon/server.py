@@ -45,7 +45,7 @@ log = structlog.get_logger("nexusd")
 # Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery}),  # the sandbox launcher
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery}),  # nexusctl run
     "ui": frozenset(
         {
             p.Subscribe,
