@@ -439,6 +439,8 @@ class Server:
             self.agents.saw(conn.peer.ppid, call.agent_pid)
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
+        if self.probe is None and self.probe_fn is not None and call.tool in SHELL_TOOLS:
+            return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self._session(call)
         try:
             begun = gate.begin(call, self.store, session, sandbox=self.probe, memo=self.memo)
@@ -450,6 +452,19 @@ class Server:
             return self._request_rounds(conn, msg, begun, started)
         self._settle(conn, msg, begun.verdict, session, started, begun.policy)
         return None
+
+    async def _after_probe(self, conn: Connection, msg: p.Request) -> None:
+        """The first shell calls after start (socket activation starts us on the first hook) wait for the
+        start-up probe instead of being planned without one (refused)."""
+        async with self._probe_lock:  # the start-up probe holds it until it has an answer
+            pass
+        if self.probe is None:
+            await self._refresh_probe()
+        if self.probe is None:  # no probe function answered: decide without (fails closed)
+            self.probe = p.SandboxProbe(platform="other", available=False, reason="the sandbox was not probed")
+        more = self._on_request(conn, msg)
+        if more is not None:
+            await more
 
     async def _request_rounds(self, conn: Connection, msg: p.Request, begun: gate.Begun, started: float) -> None:
         try:

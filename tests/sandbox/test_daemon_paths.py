@@ -129,3 +129,66 @@ def test_nexusctl_run_refuses_when_the_named_daemon_is_gone(daemon: Daemon) -> N
                        timeout=60)
     assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
     assert r.stderr.count("\n") == 1 and "cannot be reached" in r.stderr and "Traceback" not in r.stderr
+
+
+_SLOW_PROBE = """
+import os, sys, time
+import nexusd.sandbox.probe as pr
+real = pr.probe
+gate = sys.argv[1]
+def slow(**kw):
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    return real(**kw)
+pr.probe = slow
+from nexusd.cli.daemon_main import main
+sys.argv = ["nexusd", "--socket", sys.argv[2], "--config-dir", sys.argv[3], "--state-dir", sys.argv[4]]
+main()
+"""
+
+
+def test_a_shell_call_before_the_probe_has_answered_waits_for_it(real_probe) -> None:
+    """Socket activation starts the daemon on the first hook: that first call must not be planned without
+    a probe (it would be refused). The probe is held back by a file the test creates (a stand-in for a
+    slow probe; the probe itself is the real one)."""
+    import threading
+
+    root = Path(tempfile.mkdtemp(prefix="nxpw", dir="/var/tmp"))
+    try:
+        for d in ("cfg", "run", "ws"):
+            (root / d).mkdir(mode=0o700)
+        (root / "cfg" / "policy.toml").write_text('[permissions]\nallow = ["Bash(ls)"]\n[sandbox]\nenabled = true\n')
+        gate, sock = root / "probe-may-answer", root / "run" / "s.sock"
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        with open(root / "log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-c", _SLOW_PROBE, str(gate), str(sock), str(root / "cfg"),
+                                     str(root / "state")], env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            while not sock.exists():
+                assert proc.poll() is None, (root / "log").read_text()
+                time.sleep(0.02)
+            got: list[object] = []
+            call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(root / "ws"),
+                            workspace=str(root / "ws"), input={"command": "ls"})
+
+            def ask() -> None:
+                with Client(socket_path=str(sock), role="agent", name="t") as c:
+                    got.append(c.request(call))
+
+            t = threading.Thread(target=ask)
+            t.start()
+            t.join(0.5)
+            assert t.is_alive() and not got  # waiting for the probe, not refused without one
+            gate.touch()
+            t.join(30)
+            assert got, (root / "log").read_text()
+            d = got[0]
+            assert d.decision == "allow" and d.updated_input is not None, d  # type: ignore[attr-defined]
+            text = str(d.updated_input["command"])  # type: ignore[attr-defined]
+            assert text.startswith("/bin/sh ") and "refused" not in text
+        finally:
+            gate.touch()  # a probe still held back would keep the daemon from exiting
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
