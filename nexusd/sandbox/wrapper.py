@@ -38,7 +38,7 @@ from pathlib import Path
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
 from nexusd.protocol import SandboxPlan
-from nexusd.sandbox.nested import GIT_PARTS, SKIP_DIRS
+from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
 from nexusd.sandbox.seccomp import split_filter
 
 EXIT_REFUSED = 126
@@ -86,6 +86,40 @@ def _find() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f if "GNU findutils" in out else None
+
+
+# File systems whose timestamps come from this kernel's clock. On others (NFS, SMB, FUSE ...) the server
+# may set ctime from its own clock, which the decision time cannot be compared with: the Python scrub
+# always runs there.
+LOCAL_CLOCK_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "overlay", "jfs",
+                            "reiserfs", "bcachefs", "apfs", "hfs"})
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, file-system type), longest mount point first."""
+    out = []
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    point = parts[1].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+                    out.append((point.replace("\\134", "\\"), parts[2]))
+    except OSError:
+        return []
+    return sorted(out, key=lambda m: len(m[0]), reverse=True)
+
+
+def local_clock(paths: list[str]) -> bool:
+    """Whether every path lies on a file system whose ctimes the kernel sets from its own clock."""
+    mounts = _mounts()
+    if not mounts:
+        return False
+    for p in paths:
+        fs = next((t for point, t in mounts if p == point or p.startswith(point.rstrip("/") + "/")), None)
+        if fs not in LOCAL_CLOCK_FS:
+            return False
+    return True
 
 
 def find_planted_expr() -> list[str]:
@@ -149,11 +183,12 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int) -> str:
     find = _find()
     roots = [r for r in plan.scrub_below if r]
     # find prunes below any .git: a root inside one is searched by the Python scrub instead
-    if roots and find is not None and not any("/.git/" in r + "/" for r in roots):
+    if roots and find is not None and not any("/.git/" in r + "/" for r in roots) and local_clock(roots):
         expr = " ".join('"@$1"' if w == "@SINCE" else q(w) for w in find_planted_expr())
         lines += [
             f"if {check}; then planted=1",
-            f"elif found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} {expr} 2>/dev/null) "
+            f"elif found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} -maxdepth {MAX_DEPTH + 2} "
+            f"{expr} 2>/dev/null) "
             '&& [ -z "$found" ]; then planted=',
             "else planted=1; fi",
         ]
