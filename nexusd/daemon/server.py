@@ -140,6 +140,7 @@ class Server:
         self.probe_fn = probe_fn
         self.probe: p.SandboxProbe | None = None
         self._probe_lock = anyio.Lock()
+        self._own_socket: str | None = None  # set by serve(): what agents' sandbox wrappers check for
         self.uid = os.geteuid()
         self.pid = os.getpid()
         self.started = time.time()
@@ -194,6 +195,8 @@ class Server:
         import signal
 
         self.audit.start()
+        # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
+        self._own_socket = str(bound.path.absolute()) if bound.path is not None else None
         errors = self.store.load()
         for err in errors:
             log.error("policy error", error=err)
@@ -561,7 +564,8 @@ class Server:
             try:
                 from nexusd.sandbox.plan import wrap_for_agent
 
-                updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy)
+                updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy,
+                                         socket=self._own_socket)
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"

@@ -408,11 +408,13 @@ def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
 
 
 def wrap_for_agent(
-    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None
+    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None,
+    socket: str | None = None,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
 
-    ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again."""
+    ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again.
+    ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone."""
     key = SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
@@ -447,4 +449,4 @@ def wrap_for_agent(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / "run"
-    return {**call.input, key: agent_command(plan, command, run_dir)}
+    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket)}

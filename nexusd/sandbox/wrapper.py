@@ -140,7 +140,7 @@ def find_planted_expr() -> list[str]:
     return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
-def _script(plan: SandboxPlan, scrub_file: str, shell_index: int) -> str:
+def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | None = None) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command."""
     filt, argv = split_filter(plan.argv)
@@ -155,6 +155,9 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int) -> str:
         "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
         "unset -f kill wait printf command test '[' 2>/dev/null",
     ]
+    if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
+        gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
+        lines += [f"if ! [ -S {q(socket)} ]; then", f"  printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}", "fi"]
     if plan.scrub:
         exists = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub)
         lines += [
@@ -236,7 +239,8 @@ def _clean(run_dir: Path) -> None:
             pass
 
 
-def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float | None = None) -> str:
+def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float | None = None,
+                  socket: str | None = None) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
@@ -249,7 +253,7 @@ def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float 
                         "protected_before": plan.protected_before}, sort_keys=True)
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
-    text = _script(plan, str(scrub_file), shell_index)
+    text = _script(plan, str(scrub_file), shell_index, socket)
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S

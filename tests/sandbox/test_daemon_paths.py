@@ -192,3 +192,15 @@ def test_a_shell_call_before_the_probe_has_answered_waits_for_it(real_probe) -> 
             proc.wait(20)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_wrapper_refuses_once_the_deciding_daemon_is_gone(daemon: Daemon) -> None:
+    text = daemon.wrapped("sh ./made.sh")
+    (daemon.ws / "made.sh").write_text("echo ran > ran\n")
+    assert daemon.agent_runs(text).returncode == 0 and (daemon.ws / "ran").exists()  # the control
+    (daemon.ws / "ran").unlink()
+    daemon.proc.send_signal(signal.SIGTERM)
+    daemon.proc.wait(10)
+    r = daemon.agent_runs(text)
+    assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
+    assert r.stderr.count("\n") == 1 and "is not running" in r.stderr and "Traceback" not in r.stderr
