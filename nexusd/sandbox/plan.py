@@ -436,7 +436,7 @@ def wrap_for_agent(
     disposition = command_disposition(command, settings)
     if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
         return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
-    from nexusd.sandbox.wrapper import agent_command, refusal_command
+    from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -448,5 +448,5 @@ def wrap_for_agent(
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
-    run_dir = workspace_dir(_state_dir(store), _real(ws)) / "run"
+    run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
     return {**call.input, key: agent_command(plan, command, run_dir, socket=socket)}

@@ -153,7 +153,7 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | 
     lines = [
         "# nexusd sandbox wrapper, written by the daemon that decided the call. It runs outside the",
         "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
-        "unset -f kill wait printf command test '[' 2>/dev/null",
+        "unset -f kill wait printf command test false '[' 2>/dev/null",
     ]
     if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
         gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
