@@ -95,31 +95,41 @@ LOCAL_CLOCK_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2
                             "reiserfs", "bcachefs", "apfs", "hfs"})
 
 
-def _mounts() -> list[tuple[str, str]]:
-    """(mount point, file-system type), longest mount point first."""
-    out = []
+_dev_fs: dict[int, str] = {}
+
+
+def _read_mountinfo() -> None:
+    """device number -> file-system type, from /proc/self/mountinfo ("... MAJ:MIN ... - TYPE SOURCE ...")."""
     try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="surrogateescape") as f:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
-                parts = line.split()
-                if len(parts) >= 3:
-                    point = parts[1].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
-                    out.append((point.replace("\\134", "\\"), parts[2]))
-    except OSError:
-        return []
-    return sorted(out, key=lambda m: len(m[0]), reverse=True)
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) >= 3 and rest and ":" in fields[2]:
+                    major, minor = fields[2].split(":", 1)
+                    _dev_fs[os.makedev(int(major), int(minor))] = rest[0]
+    except (OSError, ValueError):
+        pass
 
 
 def local_clock(paths: list[str]) -> bool:
-    """Whether every path lies on a file system whose ctimes the kernel sets from its own clock."""
-    mounts = _mounts()
-    if not mounts:
-        return False
+    """Whether every path lies on a file system whose ctimes the kernel sets from its own clock. One
+    ``stat`` per path; the mount table is read again only for a device not seen before (a new mount)."""
     for p in paths:
-        fs = next((t for point, t in mounts if p == point or p.startswith(point.rstrip("/") + "/")), None)
-        if fs not in LOCAL_CLOCK_FS:
+        try:
+            dev = os.stat(p).st_dev
+        except OSError:
+            return False
+        if dev not in _dev_fs:
+            _read_mountinfo()
+        if _dev_fs.get(dev) not in LOCAL_CLOCK_FS:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _find_expr_text() -> str:
+    return " ".join('"@$1"' if w == "@SINCE" else q(w) for w in find_planted_expr())
 
 
 def find_planted_expr() -> list[str]:
@@ -187,7 +197,7 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | 
     roots = [r for r in plan.scrub_below if r]
     # find prunes below any .git: a root inside one is searched by the Python scrub instead
     if roots and find is not None and not any("/.git/" in r + "/" for r in roots) and local_clock(roots):
-        expr = " ".join('"@$1"' if w == "@SINCE" else q(w) for w in find_planted_expr())
+        expr = _find_expr_text()
         lines += [
             f"if {check}; then planted=1",
             f"elif found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} -maxdepth {MAX_DEPTH + 2} "
