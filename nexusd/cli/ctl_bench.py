@@ -60,10 +60,11 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--scenario",
     "scenario_",
     multiple=True,
-    type=click.Choice(["allow", "deny", "prompt", "mix", "all"]),
+    type=click.Choice(["allow", "deny", "prompt", "mix", "all", "sandbox"]),
     default=["all"],
     show_default=True,
-    help="Repeatable.",
+    help="Repeatable. 'all' is the four decision scenarios; 'sandbox' times an agent's sandboxed `true` "
+    "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60).",
 )
 @click.option("--baseline", is_flag=True, help="Also run the bare echo server under the same load; report ratios.")
 @click.option(
@@ -120,6 +121,11 @@ def bench(
     """Benchmark decision round trips (p50/p90/p99/max µs), throughput, errors and daemon RSS."""
     from nexusd.bench.runner import render, run_bench
 
+    if "sandbox" in scenario_:
+        if len(set(scenario_)) > 1:
+            raise click.UsageError("--scenario sandbox runs alone")
+        _sandbox(ctx, requests_, as_json, out_file)
+        return
     counts = _int_list(clients)
     names = ["allow", "deny", "prompt", "mix"] if "all" in scenario_ else list(dict.fromkeys(scenario_))
     target = socket_
@@ -153,6 +159,21 @@ def bench(
     click.echo(data if as_json else render(out))
     errors = sum(c["nexusd"]["errors"] for c in out["cells"])
     sys.exit(3 if errors else 0)
+
+
+def _sandbox(ctx: click.Context, requests_: int, as_json: bool, out_file: str | None) -> None:
+    from nexusd.bench import sandbox
+
+    pairs = requests_ if ctx.get_parameter_source("requests_") == click.core.ParameterSource.COMMANDLINE else 60
+    try:
+        out = sandbox.run(pairs=pairs)
+    except (OSError, RuntimeError) as exc:
+        click.echo(f"nexusctl bench: {exc}", err=True)
+        sys.exit(1)
+    data = json.dumps(out, indent=2, ensure_ascii=False)
+    if out_file:
+        Path(out_file).write_text(data + "\n", encoding="utf-8")
+    click.echo(data if as_json else sandbox.render(out))
 
 
 def register(group: click.Group) -> None:

@@ -41,6 +41,12 @@ def configure_logging(level: str) -> None:
     )
 
 
+def absolute(path: Path) -> Path:
+    """``path`` made absolute against the start-up cwd (lexically: a symlinked directory keeps its name;
+    the sandbox resolves symlinks itself where it mounts)."""
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--socket",
@@ -135,10 +141,12 @@ def main(
     import structlog
 
     log = structlog.get_logger("nexusd")
-    sock = locations.socket_path(socket_path)
-    cfg = Path(config_dir) if config_dir else locations.config_dir()
-    state = Path(state_dir) if state_dir else locations.state_dir()
-    managed = locations.MANAGED_POLICY
+    # Absolute once, here: the daemon is the only source of its paths, and the sandbox plans it hands
+    # to agents (masks, HOME, TMPDIR, the wrapper's files) run in other working directories.
+    sock = absolute(locations.socket_path(socket_path))
+    cfg = absolute(Path(config_dir) if config_dir else locations.config_dir())
+    state = absolute(Path(state_dir) if state_dir else locations.state_dir())
+    managed = absolute(locations.MANAGED_POLICY)
 
     from nexusd.daemon.activation import ActivationError, inherited_listener
     from nexusd.daemon.listener import ListenerError, adopt_socket, bind_socket, raise_nofile_limit

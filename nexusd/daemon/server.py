@@ -49,8 +49,8 @@ log = structlog.get_logger("nexusd")
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # the sandbox launcher
-                        p.SandboxReport}),
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # nexusctl run
+                        p.SandboxReport}),  # and the sandbox's scrub reporting what it refused
     "ui": frozenset(
         {
             p.Subscribe,
@@ -148,6 +148,7 @@ class Server:
         self.probe_fn = probe_fn
         self.probe: p.SandboxProbe | None = None
         self._probe_lock = anyio.Lock()
+        self._own_socket: str | None = None  # set by serve(): what agents' sandbox wrappers check for
         self.uid = os.geteuid()
         self.pid = os.getpid()
         self.started = time.time()
@@ -204,6 +205,8 @@ class Server:
         import signal
 
         self.audit.start()
+        # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
+        self._own_socket = str(bound.path.absolute()) if bound.path is not None else None
         errors = self.store.load()
         for err in errors:
             log.error("policy error", error=err)
@@ -450,6 +453,8 @@ class Server:
             self.agents.saw(conn.peer.ppid, call.agent_pid)
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
+        if self.probe is None and self.probe_fn is not None and call.tool in SHELL_TOOLS:
+            return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self._session(call)
         try:
             begun = gate.begin(call, self.store, session, sandbox=self.probe, memo=self.memo)
@@ -461,6 +466,19 @@ class Server:
             return self._request_rounds(conn, msg, begun, started)
         self._settle(conn, msg, begun.verdict, session, started, begun.policy)
         return None
+
+    async def _after_probe(self, conn: Connection, msg: p.Request) -> None:
+        """The first shell calls after start (socket activation starts us on the first hook) wait for the
+        start-up probe instead of being planned without one (refused)."""
+        async with self._probe_lock:  # the start-up probe holds it until it has an answer
+            pass
+        if self.probe is None:
+            await self._refresh_probe()
+        if self.probe is None:  # no probe function answered: decide without (fails closed)
+            self.probe = p.SandboxProbe(platform="other", available=False, reason="the sandbox was not probed")
+        more = self._on_request(conn, msg)
+        if more is not None:
+            await more
 
     async def _request_rounds(self, conn: Connection, msg: p.Request, begun: gate.Begun, started: float) -> None:
         try:
@@ -566,7 +584,8 @@ class Server:
             try:
                 from nexusd.sandbox.plan import wrap_for_agent
 
-                updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy)
+                updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy,
+                                         socket=self._own_socket)
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"

@@ -1,8 +1,9 @@
 """How a shell command runs sandboxed: the plan (argv to exec, paths to scrub after) and the agent wrap.
 
 ``plan_command`` turns the policy's ``[sandbox]`` settings, the always-protected paths and the probe
-into an argv. ``wrap_for_agent`` rewrites an allowed agent shell call so that it runs through the
-launcher (``python -I -m nexusd.sandbox.launcher``), which asks the daemon for that plan.
+into an argv. ``wrap_for_agent`` plans an allowed agent shell call at decision time and rewrites it to
+run that plan through a generated ``sh`` script (``nexusd.sandbox.wrapper``): the daemon that decided is
+the only source of the plan, its paths and its policy.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shlex
 import shutil
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from nexusd import locations
 from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.policy.policy import Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
@@ -47,7 +45,6 @@ HOME_FILES = (
     ".config/fish", ".inputrc", ".gitconfig", ".config/git", ".ssh/config", ".ssh/authorized_keys",
     ".config/systemd", ".config/autostart", ".local/bin",
 )
-LAUNCHER_MODULE = "nexusd.sandbox.launcher"
 
 Disposition = Literal["sandbox", "unsandboxed", "mixed"]
 
@@ -60,10 +57,20 @@ def _shell() -> str:
     return "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 
 
+def _state_dir(store: PolicyStore) -> Path:
+    """Absolute even if a caller built the store from a relative path: bwrap and the wrapper run elsewhere."""
+    return Path(os.path.abspath(store.state_dir))
+
+
+def workspace_dir(state_dir: Path, workspace: str) -> Path:
+    """``<state>/sandbox/<hash of the workspace>``: its sandbox HOME, TMPDIR and generated wrappers."""
+    tag = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return state_dir / "sandbox" / tag
+
+
 def sandbox_dirs(state_dir: Path, workspace: str) -> tuple[str, str]:
     """Per-workspace HOME and TMPDIR (seed 000): the sandbox's writes outside the workspace land here."""
-    tag = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    base = state_dir / "sandbox" / tag
+    base = workspace_dir(state_dir, workspace)
     home, tmp = base / "home", base / "tmp"
     for d in (state_dir, state_dir / "sandbox", base, home, tmp):
         d.mkdir(mode=0o700, exist_ok=True, parents=d == state_dir)  # a fresh state dir may not exist yet
@@ -71,11 +78,12 @@ def sandbox_dirs(state_dir: Path, workspace: str) -> tuple[str, str]:
 
 
 def daemon_dirs(store: PolicyStore) -> list[str]:
-    """The daemon's own config, state, managed-policy and socket directories: hidden from every sandbox."""
+    """The daemon's own config, state, managed-policy and socket directories: hidden from every sandbox.
+
+    The store's, never the environment's defaults: the daemon is the only source of its paths (a daemon
+    started with ``--config-dir C`` hides C, whatever ``NEXUS_CONFIG_DIR`` says)."""
     dirs = [str(store.config_dir), str(store.state_dir), str(store.managed_dir), *store.protected_dirs]
-    with_env = [str(locations.config_dir()), str(locations.state_dir()), str(locations.socket_path().parent),
-                str(locations.MANAGED_POLICY)]
-    return list(dict.fromkeys(_real(d) for d in (*dirs, *with_env)))
+    return list(dict.fromkeys(_real(os.path.abspath(d)) for d in dirs))
 
 
 def _rule_path(rule: object, cwd: str, home: str) -> str | None:
@@ -261,7 +269,7 @@ def plan_command(
         return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
     inner = [_shell(), "-c", command]
     backend = probe.backend if probe is not None and probe.available else None
-    if backend not in ("bwrap", "unshare"):
+    if backend not in ("bwrap", "unshare", "seatbelt"):
         why = probe.reason if probe is not None else "the sandbox was not probed"
         if settings.fail_if_unavailable:
             return SandboxPlan(
@@ -270,7 +278,7 @@ def plan_command(
                 "(set [sandbox] fail_if_unavailable = false to allow it)",
             )
         return SandboxPlan(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
-    sandbox_home, sandbox_tmp = sandbox_dirs(Path(store.state_dir), _real(ws))
+    sandbox_home, sandbox_tmp = sandbox_dirs(_state_dir(store), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
     personal = person_allow_read(policy)
@@ -298,11 +306,19 @@ def plan_command(
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
         argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
-        argv, note = _unix_socket_filter(argv, settings, probe, Path(store.state_dir))
+        argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store))
         return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
                            reason="; ".join(n for n in (note, *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                            unix_sockets="closed" if "--seccomp" in argv else "open", **state)
+    if backend == "seatbelt":
+        from nexusd.sandbox.seatbelt import build_seatbelt_argv
+
+        argv = build_seatbelt_argv(layout.spec, inner, unix_sockets=settings.allow_all_unix_sockets)
+        return SandboxPlan(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
+                           reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
+                           unix_sockets="open" if settings.allow_all_unix_sockets else "closed", **state)
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
@@ -394,26 +410,14 @@ def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
 # --------------------------------------------------------------------------- transparent sandboxing
 
 
-def launcher_argv(*, workspace: str, socket: str | None) -> list[str]:
-    """``-I``: the interpreter ignores PYTHON* variables and the cwd, so a hostile workspace cannot
-    shadow our modules in the process that runs outside the sandbox."""
-    argv = [sys.executable, "-I", "-m", LAUNCHER_MODULE, "--workspace", workspace]
-    if socket:
-        argv += ["--socket", socket]
-    return argv
-
-
-def wrap_command(command: str, *, workspace: str, socket: str | None) -> str:
-    """The shell text that runs ``command`` through the launcher; every piece is shell-quoted."""
-    return shlex.join([*launcher_argv(workspace=workspace, socket=socket), "-c", command])
-
-
 def wrap_for_agent(
-    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None
+    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None,
+    socket: str | None = None,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
 
-    ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again."""
+    ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again.
+    ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone."""
     key = SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
@@ -435,8 +439,17 @@ def wrap_for_agent(
     disposition = command_disposition(command, settings)
     if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
         return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
+    from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
+
     ws = call.workspace or call.cwd
-    if not ws or not os.path.isabs(ws):
-        return None if not settings.fail_if_unavailable else {**call.input, key: "exit 126"}
-    socket = str(locations.socket_path())
-    return {**call.input, key: wrap_command(command, workspace=ws, socket=socket)}
+    cwd = call.cwd or ws
+    if not ws or not cwd or not os.path.isabs(ws) or not os.path.isabs(cwd):
+        if not settings.fail_if_unavailable:
+            return None
+        return {**call.input, key: refusal_command("the call names no absolute workspace to sandbox it in")}
+    # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
+    plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
+    if plan.allowed and plan.backend is None:
+        return None  # unavailable, and the policy allows unsandboxed runs
+    run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
+    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket)}

@@ -30,6 +30,10 @@ BWRAP_FULL = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-
 BWRAP_COMPAT = ["--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                 "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
 
+# A profile that denies something, so the probe sees Seatbelt compile and apply a profile.
+SEATBELT_PROBE = "(version 1)(allow default)(deny network*)"
+SEATBELT_UNTESTED = ("seatbelt (sandbox-exec): untested on real hardware until the escape corpus runs on a Mac "
+                     "(docs/SANDBOX.md); no pid namespace, the shared /tmp is read-only")
 UNSHARE_GUARANTEES = (
     "unshare fallback (bwrap unusable): new user/mount/pid/ipc/uts(/net) namespaces, every mount remounted "
     "read-only except the workspace and allow_write, masks as with bwrap, capabilities dropped; but the "
@@ -142,9 +146,14 @@ def probe(
     container = detect_container(root, environ) if platform in ("linux", "wsl2") else None
     checks: dict[str, str] = {}
     if platform == "macos":
-        checks["sandbox-exec"] = "ok" if which("sandbox-exec") else "sandbox-exec not found"
+        sbx = which("sandbox-exec")
+        checks["sandbox-exec"] = (_attempt(run, [sbx, "-p", SEATBELT_PROBE, "/usr/bin/true"]) if sbx
+                                  else "sandbox-exec not found")
+        if checks["sandbox-exec"] == "ok":
+            return SandboxProbe(platform=platform, available=True, backend="seatbelt", checks=checks,
+                                reason=SEATBELT_UNTESTED)
         return SandboxProbe(platform=platform, available=False, checks=checks,
-                            reason="macOS: nexusd has no sandbox-exec profile yet; shell commands cannot be sandboxed")
+                            reason=f"macOS: sandbox-exec does not work ({checks['sandbox-exec']})")
     if platform == "wsl1":
         return SandboxProbe(platform=platform, available=False, checks=checks,
                             reason="WSL1 has no Linux namespaces: unsupported (use WSL2)")

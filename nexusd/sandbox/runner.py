@@ -1,9 +1,11 @@
-"""``nexusctl run`` and the agent launcher: get a plan, run it, scrub what it planted, pass the exit code on.
+"""``nexusctl run``: get a plan, run it, scrub what it planted, pass the exit code on.
 
-The plan comes from the daemon (it holds the policy and the probe). When no daemon answers, the
-runner builds the same plan itself from the policy files and a probe in its own context, so
-``nexusctl run`` works without a daemon and never runs less confined because the daemon is down.
-Standard library plus our protocol and client on the fast path; the policy store only on the fallback.
+The plan comes from the daemon (it holds the policy and the probe). When no daemon answers on the
+default socket (``NEXUS_SOCKET``, else the per-user one), the runner builds the same plan itself from
+the policy files of the same defaults and a probe in its own context, so ``nexusctl run`` works without
+a daemon and never runs less confined because the daemon is down. A socket named explicitly is a
+particular daemon with its own policy: when it cannot be reached the command is refused, never planned
+with another policy. (Agents' calls do not come through here: see ``nexusd.sandbox.wrapper``.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import IO, TextIO
 
 from nexusd import locations
 from nexusd.protocol import SandboxPlan, SandboxPlanQuery
-from nexusd.sandbox.gitscrub import scrub
+from nexusd.sandbox.scrub import after
 
 EXIT_REFUSED = 126  # like a shell's "found but cannot execute": the command did not run
 
@@ -26,9 +28,9 @@ def local_plan(command: str, cwd: str, workspace: str | None) -> SandboxPlan:
     from nexusd.sandbox.plan import plan_command
     from nexusd.sandbox.probe import probe
 
-    sock_dir = str(locations.socket_path().parent)
-    store = PolicyStore(config_dir=locations.config_dir(), state_dir=locations.state_dir(),
-                        managed_dir=locations.MANAGED_POLICY, protected_dirs=(sock_dir,))
+    sock_dir = os.path.abspath(locations.socket_path().parent)
+    store = PolicyStore(config_dir=locations.config_dir().absolute(), state_dir=locations.state_dir().absolute(),
+                        managed_dir=locations.MANAGED_POLICY.absolute(), protected_dirs=(sock_dir,))
     errors = store.load()
     if errors:
         return SandboxPlan(allowed=False, reason="the policy does not load: " + "; ".join(errors))
@@ -42,7 +44,10 @@ def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None
     try:
         with Client(socket_path=socket, role="agent", name="nexus-sandbox", timeout=10.0) as c:
             reply = c.call(query)
-    except DaemonUnreachable:
+    except DaemonUnreachable as e:
+        if socket is not None and os.path.abspath(socket) != os.path.abspath(locations.socket_path()):
+            return SandboxPlan(allowed=False, reason=f"the daemon on {socket} cannot be reached ({e}); "
+                               "not planning with another policy")
         return local_plan(command, cwd, workspace)
     except NexusClientError as e:
         return SandboxPlan(allowed=False, reason=f"the daemon did not give a plan: {e}")
@@ -76,20 +81,7 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        planted: list[str] = list(plan.scrub)
-        if plan.scrub_below:
-            from nexusd.sandbox.nested import planted as nested_planted
-
-            before = frozenset(plan.protected_before)
-            for root in plan.scrub_below:
-                planted += [p for p in nested_planted(root, before) if p not in planted]
-        if planted:
-            removed, failed = scrub(planted)
-            for path in removed:
-                print(f"nexus: removed {path}, planted by the sandboxed command", file=err, flush=True)
-            for path in failed:
-                print(f"nexus: WARNING: could not remove {path}, planted by the sandboxed command", file=err,
-                      flush=True)
+        after(plan.scrub, plan.scrub_below, plan.protected_before, err)
     return 128 - rc if rc < 0 else rc
 
 

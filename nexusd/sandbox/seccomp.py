@@ -95,8 +95,19 @@ def filter_file(state_dir: Path, machine: str | None = None) -> Path:
     return path
 
 
+_FD3 = ["/bin/sh", "-c", 'exec "$@" 3<"$0"']
+
+
 def with_filter(bwrap_argv: list[str], filter_path: Path) -> list[str]:
     """``bwrap ... -- CMD`` as an argv that runs bwrap with the filter on descriptor 3."""
     split = bwrap_argv.index("--")
     argv = [*bwrap_argv[:split], "--seccomp", "3", *bwrap_argv[split:]]
-    return ["/bin/sh", "-c", 'exec "$@" 3<"$0"', str(filter_path), *argv]
+    return [*_FD3, str(filter_path), *argv]
+
+
+def split_filter(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The inverse of ``with_filter``: (the filter file to open on descriptor 3, bwrap's own argv). A
+    generated script opens it itself (``3<FILE``) instead of starting a second shell."""
+    if argv[:3] == _FD3 and len(argv) > 4:
+        return argv[3], argv[4:]
+    return None, list(argv)

@@ -83,13 +83,11 @@ def test_run_cannot_reach_the_daemon_or_read_its_policy(daemon_factory: Callable
     assert "secret-policy-marker" in (h.config_dir / "policy.toml").read_text()
 
 
-def test_launcher_through_the_daemon_scrubs_a_planted_bare_repo(daemon: DaemonHandle, tmp_path: Path) -> None:
+def test_run_through_the_daemon_scrubs_a_planted_bare_repo(daemon: DaemonHandle, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     cmd = "mkdir objects refs && echo 'ref: refs/heads/main' > HEAD && echo hi"
-    r = subprocess.run([sys.executable, "-I", "-m", "nexusd.sandbox.launcher", "--workspace", str(ws),
-                        "--socket", str(daemon.socket), "-c", cmd], cwd=ws, env=daemon.env, capture_output=True,
-                       text=True, timeout=60)
+    r = ctl(daemon, "run", "--cwd", str(ws), "--workspace", str(ws), "--", "sh", "-c", cmd)
     assert r.returncode == 0 and r.stdout == "hi\n", r.stderr
     assert sorted(os.listdir(ws)) == []
 

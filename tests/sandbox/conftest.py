@@ -1,6 +1,10 @@
 """A sandbox world per test: workspace, a directory outside it, a fake home, the daemon's dirs, and a
 policy carrying ``[sandbox]`` layers.
 
+Every test of the world runs twice: through ``nexusctl run``'s runner (``execute``), and through the
+command text the daemon hands an agent (``wrap_for_agent``: the generated ``sh`` wrapper, run by bash
+from another cwd, as the agent's shell does).
+
 The policy loader (another issue) is what puts ``sandbox_layers`` on the Policy; until the tests can
 load real files through it, ``World.policy`` is a plain stand-in object with exactly those attributes.
 """
@@ -19,8 +23,8 @@ import msgspec
 import pytest
 
 from nexusd.policy.store import PolicyStore
-from nexusd.protocol import SandboxPlan, SandboxProbe
-from nexusd.sandbox.plan import plan_command
+from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
+from nexusd.sandbox.plan import plan_command, wrap_for_agent
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
 from nexusd.sandbox.settings import parse_sandbox_layer
@@ -29,7 +33,7 @@ from nexusd.sandbox.settings import parse_sandbox_layer
 @pytest.fixture(scope="session")
 def real_probe() -> SandboxProbe:
     result = probe()
-    if not result.available or result.backend != "bwrap":
+    if not result.available or result.backend not in ("bwrap", "seatbelt"):  # seatbelt: on a Mac
         pytest.fail(f"these tests need a working bubblewrap (scripts/bootstrap installs it): {result}")
     return result
 
@@ -50,6 +54,7 @@ class World:
     deny_read: list[str] = field(default_factory=list)
     deny_write: list[str] = field(default_factory=list)
     extra_rules: list[Any] = field(default_factory=list)  # permission rules (Read/Edit deny join the sandbox)
+    via: str = "runner"  # runner | wrapper
 
     @property
     def ws(self) -> Path:
@@ -78,6 +83,10 @@ class World:
     def run(self, command: str, cwd: Path | None = None, backend: str | None = None,
             prefix: tuple[str, ...] = ()) -> Result:
         plan = self.plan(command, cwd, backend)
+        if self.via == "wrapper":
+            pr = self.probe if backend is None else msgspec.structs.replace(self.probe, backend=backend)
+            return run_wrapped(self.store(), pr, command, cwd or self.ws, self.ws, prefix=prefix,
+                               run_cwd=self.root, enable=True, plan=plan)
         if prefix:
             plan = msgspec.structs.replace(plan, argv=[*prefix, *plan.argv])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
@@ -87,8 +96,32 @@ class World:
             return Result(rc, out.read().decode(errors="replace"), err.read(), plan)
 
 
-@pytest.fixture
-def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def agent_text(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path,
+               *, enable: bool = False) -> str | None:
+    """The command text the daemon hands the agent for an allowed Bash call (None: run it as is)."""
+    if enable:
+        store.policy.sandbox_layers.append(parse_sandbox_layer({"enabled": True}, Path("/enable.toml")))
+    call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(cwd), workspace=str(ws),
+                    input={"command": command})
+    out = wrap_for_agent(call, Verdict(decision="allow", reason="test", source="rule"), store, probe)
+    return None if out is None else str(out["command"])
+
+
+def run_wrapped(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path, *,
+                prefix: tuple[str, ...] = (), run_cwd: Path | str = "/", enable: bool = False,
+                plan: SandboxPlan | None = None) -> Result:
+    """Run what the agent would run, with bash, from ``run_cwd`` (not the workspace)."""
+    text = agent_text(store, probe, command, cwd, ws, enable=enable)
+    argv = [*prefix, "/bin/bash", "-c", text if text is not None else command]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        rc = subprocess.run(argv, stdout=out, stderr=err, cwd=run_cwd if text is not None else cwd).returncode
+        out.seek(0)
+        err.seek(0)
+        return Result(rc, out.read().decode(errors="replace"), err.read(), plan or SandboxPlan(allowed=False))
+
+
+@pytest.fixture(params=["runner", "wrapper"])
+def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[World]:
     root = Path(tempfile.mkdtemp(prefix="nxsb", dir="/tmp"))
     for d in ("ws", "outside", "home", "cfg", "state", "managed", "run"):
         (root / d).mkdir()
@@ -99,7 +132,7 @@ def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("NEXUS_STATE_DIR", str(root / "state"))
     monkeypatch.setenv("NEXUS_SOCKET", str(root / "run" / "nexusd.sock"))
     monkeypatch.setenv("NEXUS_MANAGED_DIR", str(root / "managed"))
-    yield World(root, real_probe)
+    yield World(root, real_probe, via=str(request.param))
     subprocess.run(["chmod", "-R", "u+rwX", str(root)], check=False)
     subprocess.run(["rm", "-rf", str(root)], check=False)
 

@@ -18,6 +18,7 @@ from nexusd.sandbox import nested
 from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
+from tests.sandbox.conftest import run_wrapped
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +44,23 @@ def world() -> Iterator[tuple[Path, Path]]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+VIA = {"now": "runner"}
+
+
+@pytest.fixture(autouse=True, params=["runner", "wrapper"])
+def via(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs through ``nexusctl run``'s runner and through the agent's generated wrapper."""
+    VIA["now"] = str(request.param)
+    yield VIA["now"]
+    VIA["now"] = "runner"
+
+
 def run(root: Path, ws: Path, found, command: str) -> str:
     store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
                         home=str(root / "home"))
     assert not store.load()
+    if VIA["now"] == "wrapper":
+        return run_wrapped(store, found, command, ws, ws).err
     plan = plan_command(command, str(ws), store, found, workspace=str(ws))
     assert plan.allowed, plan.reason
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from nexusd.protocol import CallInfo, Verdict
-from nexusd.sandbox.plan import command_disposition, policy_deny_paths, wrap_command, wrap_for_agent
+from nexusd.sandbox.plan import command_disposition, policy_deny_paths, wrap_for_agent
 from nexusd.sandbox.settings import SandboxSettings
 from tests.sandbox.conftest import World
 
@@ -30,27 +31,34 @@ def _allow() -> Verdict:
     return Verdict(decision="allow", reason="test", source="rule")
 
 
+def _call(command: str, ws: Path, tool: str = "Bash") -> CallInfo:
+    return CallInfo(provider="claude", session="s", tool=tool, cwd=str(ws),
+                    input={"command": command, "description": "d", "timeout": 5})
+
+
+def _wrapped(world: World, command: str) -> str:
+    """The command text the daemon hands the agent (planned by ``world``'s store, as the daemon does)."""
+    world.sandbox = {**world.sandbox, "enabled": True}
+    out = wrap_for_agent(_call(command, world.ws), _allow(), world.store(), world.probe)
+    assert out is not None
+    return str(out["command"])
+
+
 @pytest.mark.parametrize("command", HOSTILE)
 def test_wrapped_command_runs_exactly_the_original(world: World, command: str) -> None:
     direct = subprocess.run(["/bin/bash", "-c", command], capture_output=True, cwd=world.ws, env={"HOME": "/h"})
-    # Planning here stands in for the daemon; the wrapped text runs the real launcher, which asks no daemon
-    # (none listens on the test socket) and plans locally with the same code.
-    wrapped = wrap_command(command, workspace=str(world.ws), socket=str(world.root / "run" / "nexusd.sock"))
-    got = subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd=world.ws)
+    wrapped = _wrapped(world, command)
+    assert "python" not in wrapped.split("'")[0]  # the hot path starts no interpreter
+    got = subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd=world.outside)  # another cwd
     assert got.returncode == direct.returncode, got.stderr
     assert got.stdout == direct.stdout
 
 
 def test_wrapped_command_is_confined(world: World) -> None:
-    wrapped = wrap_command(f"echo x > {world.outside}/pwned; echo ok > inside",
-                           workspace=str(world.ws), socket=str(world.root / "run" / "nexusd.sock"))
-    subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd=world.ws)
-    assert not (world.outside / "pwned").exists() and (world.ws / "inside").exists()
-
-
-def _call(command: str, ws: Path, tool: str = "Bash") -> CallInfo:
-    return CallInfo(provider="claude", session="s", tool=tool, cwd=str(ws),
-                    input={"command": command, "description": "d", "timeout": 5})
+    wrapped = _wrapped(world, f"echo x > {world.outside}/pwned; echo x > /etc/nexus-pwned; echo ok > inside")
+    r = subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd="/")
+    assert not (world.outside / "pwned").exists() and not Path("/etc/nexus-pwned").exists()
+    assert (world.ws / "inside").exists() and b"Read-only file system" in r.stderr
 
 
 def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
@@ -58,9 +66,11 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
     store = world.store()
     out = wrap_for_agent(_call("ls", world.ws), _allow(), store, world.probe)
     assert out is not None and out["description"] == "d" and out["timeout"] == 5
-    assert "-m nexusd.sandbox.launcher" in str(out["command"]) and str(out["command"]).endswith("-c ls")
+    words = shlex.split(str(out["command"]))
+    assert words[0] == "/bin/sh" and words[1].startswith(str(world.root / "state" / "sandbox"))
+    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3:] == ["ls"]
     g = wrap_for_agent(_call("ls", world.ws, "run_shell_command"), _allow(), store, world.probe)
-    assert g is not None and "nexusd.sandbox.launcher" in str(g["command"])
+    assert g is not None and shlex.split(str(g["command"]))[3:] == ["ls"]
     assert wrap_for_agent(_call("ls", world.ws, "Read"), _allow(), store, world.probe) is None
     deny = Verdict(decision="deny", reason="no", source="rule")
     assert wrap_for_agent(_call("ls", world.ws), deny, store, world.probe) is None
@@ -68,10 +78,14 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
 
 def test_wrap_for_agent_respects_enabled_and_unavailable(world: World) -> None:
     assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), world.probe) is None  # not enabled
-    off = world.probe.__class__(platform="linux", available=False, reason="x")
+    off = world.probe.__class__(platform="linux", available=False, reason="no bwrap here")
     world.sandbox = {"enabled": True}
-    # unavailable and fail_if_unavailable (default): still wrapped, so the launcher refuses with the reason
-    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), off) is not None
+    # unavailable and fail_if_unavailable (default): the agent's command is a refusal, one line, exit 126
+    out = wrap_for_agent(_call(f"echo x > {world.outside}/pwned", world.ws), _allow(), world.store(), off)
+    assert out is not None
+    r = subprocess.run(["/bin/bash", "-c", str(out["command"])], capture_output=True, text=True, cwd=world.ws)
+    assert r.returncode == 126 and not (world.outside / "pwned").exists()
+    assert r.stderr.count("\n") == 1 and "no sandbox is available (no bwrap here)" in r.stderr
     world.sandbox = {"enabled": True, "fail_if_unavailable": False}
     assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), off) is None
 
@@ -152,11 +166,11 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
 
     assert _allowed_because_sandboxed(verdict)
     out = wrap_for_agent(call, verdict, store, found)
-    assert out is not None and "nexusd.sandbox.launcher" in str(out["command"])
+    assert out is not None and shlex.split(str(out["command"]))[0] == "/bin/sh"
 
 
 def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: Path) -> None:
-    """``nexusctl run`` and the launcher plan with the workspace's policy: a trusted project's
+    """``nexusctl run`` and the agent's wrapper plan with the workspace's policy: a trusted project's
     deny_read masks its file inside the sandbox (the global layers alone know nothing of it)."""
     import tempfile
 

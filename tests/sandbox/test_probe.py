@@ -64,8 +64,25 @@ def test_platforms(tmp_path: Path) -> None:
     assert detect_platform("linux", _fake_root(tmp_path / "c", "6.1.0-13-amd64")) == "linux"
     p = probe(sys_platform="linux", root=_fake_root(tmp_path / "d", "4.4.0-19041-Microsoft"))
     assert p.platform == "wsl1" and not p.available and "WSL1" in p.reason
-    m = probe(sys_platform="darwin", which=lambda n: "/usr/bin/sandbox-exec")
-    assert m.platform == "macos" and not m.available and m.checks["sandbox-exec"] == "ok"
+
+
+def test_macos_probe_runs_sandbox_exec() -> None:
+    """sandbox-exec cannot run here: its runner is faked (the argv it is given is checked)."""
+    seen: list[list[str]] = []
+
+    def ok(argv: list[str], timeout: float) -> tuple[int, str]:
+        seen.append(argv)
+        return 0, ""
+
+    m = probe(sys_platform="darwin", which=lambda n: "/usr/bin/sandbox-exec", run=ok)
+    assert m.platform == "macos" and m.available and m.backend == "seatbelt" and m.checks["sandbox-exec"] == "ok"
+    assert "untested on real hardware" in m.reason
+    assert seen[0][:2] == ["/usr/bin/sandbox-exec", "-p"] and "(deny network*)" in seen[0][2]
+    bad = probe(sys_platform="darwin", which=lambda n: "/usr/bin/sandbox-exec",
+                run=lambda argv, timeout: (65, "sandbox-exec: sandbox_apply: Operation not permitted"))
+    assert not bad.available and "Operation not permitted" in bad.reason
+    none = probe(sys_platform="darwin", which=lambda n: None)
+    assert not none.available and none.checks["sandbox-exec"] == "sandbox-exec not found"
 
 
 def test_containers(tmp_path: Path) -> None:

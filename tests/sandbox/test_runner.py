@@ -19,7 +19,10 @@ import pytest
 
 from tests.sandbox.conftest import World
 
-BACKENDS = ["bwrap", "unshare"]
+MAC = sys.platform == "darwin"  # scripts/sandbox-corpus on a Mac: the same corpus against Seatbelt
+BACKENDS = ["seatbelt"] if MAC else ["bwrap", "unshare"]
+READ_ONLY = "Operation not permitted" if MAC else "Read-only file system"  # EPERM from Seatbelt, EROFS here
+linux_only = pytest.mark.skipif(MAC, reason="Seatbelt has no pid namespace or capabilities to check")
 # The base interpreter, not the venv's symlink: the sandbox's /tmp is fresh, so a checkout (and its
 # .venv) under /tmp is invisible inside it. Escape probes print RAN first, so a probe that could not
 # even start can never pass for a blocked escape.
@@ -39,7 +42,7 @@ def test_write_outside_the_workspace_fails(world: World, backend: str) -> None:
     r = world.run(f"echo x > {target}; touch /etc/nexus-pwned; echo rc=$?", backend=backend)
     assert not target.exists()
     assert not Path("/etc/nexus-pwned").exists()
-    assert "Read-only file system" in r.err  # refused by the mount, not by permissions
+    assert READ_ONLY in r.err  # refused by the mount (the profile), not by permissions
 
 
 def test_write_through_a_symlink_pointing_outside_fails(world: World, backend: str) -> None:
@@ -182,6 +185,7 @@ def test_bare_repo_planting_does_not_survive(world: World, backend: str) -> None
     assert (world.ws / "config").read_text() == "legit"  # existing: bound read-only
 
 
+@linux_only
 def test_host_processes_are_invisible(world: World, backend: str) -> None:
     host = subprocess.Popen(["sleep", "60"])  # a host process
     try:
@@ -195,6 +199,7 @@ def test_host_processes_are_invisible(world: World, backend: str) -> None:
         host.wait()
 
 
+@linux_only
 def test_root_in_the_sandbox_cannot_undo_the_mounts(world: World, backend: str) -> None:
     (world.outside / "keys").mkdir()
     (world.outside / "keys" / "id").write_text("TOPSECRET")
@@ -213,7 +218,7 @@ def test_corpus_as_nobody(world: World) -> None:
     for d in ("ws", "outside", "state"):
         os.chown(world.root / d, 65534, 65534)
     os.chmod(world.root / "outside", 0o777)  # permissions would allow it: only the sandbox refuses
-    world.plan("true")  # creates the per-workspace sandbox dirs (as root): hand them to nobody too
+    world.run("true")  # creates the per-workspace sandbox dirs and wrapper (as root): hand them to nobody too
     subprocess.run(["chown", "-R", "65534:65534", str(world.root / "state")], check=True)
     nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
     r = world.run(f"id -u; echo x > {world.outside}/pwned; echo ok > made.txt", prefix=nobody)
@@ -267,7 +272,8 @@ def test_control_the_same_escape_succeeds_unsandboxed(world: World) -> None:
     world.probe = world.probe.__class__(platform="linux", available=False, reason="forced off")
     r = world.run(f"echo x > {world.outside}/pwned")
     assert r.rc == 0 and (world.outside / "pwned").exists()
-    assert "UNSANDBOXED" in r.err
+    # nexusctl run warns; an agent's call is simply not rewritten (the policy allows running it as is)
+    assert "UNSANDBOXED" in r.err or world.via == "wrapper"
 
 
 def test_unavailable_sandbox_refuses_by_default(world: World) -> None:

@@ -23,6 +23,7 @@ from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
 from nexusd.sandbox.seccomp import ARCHES, unix_socket_filter
+from tests.sandbox.conftest import run_wrapped
 
 SECRET = b"host-socket-secret"
 # the base interpreter: a venv in a checkout under /tmp is hidden by the sandbox's own /tmp
@@ -77,11 +78,25 @@ def world() -> Iterator[tuple[Path, Path]]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+VIA = {"now": "runner"}
+
+
+@pytest.fixture(autouse=True, params=["runner", "wrapper"])
+def via(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Through ``nexusctl run``'s runner, and through the agent's wrapper (which opens the filter itself)."""
+    VIA["now"] = str(request.param)
+    yield VIA["now"]
+    VIA["now"] = "runner"
+
+
 def run_sandboxed(root: Path, ws: Path, found, code: str, policy: str = "") -> str:
     (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
     store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
                         home=str(root / "home"))
     assert not store.load()
+    if VIA["now"] == "wrapper":
+        r = run_wrapped(store, found, f"{shlex.quote(PY)} -c {shlex.quote(code)}", ws, ws)
+        return f"rc={r.rc} out={r.out} err={r.err}"
     plan = plan_command(f"{shlex.quote(PY)} -c {shlex.quote(code)}", str(ws), store, found,
                         workspace=str(ws))
     assert plan.allowed, plan.reason

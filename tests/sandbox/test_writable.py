@@ -17,6 +17,7 @@ from nexusd.policy.store import PolicyStore
 from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
+from tests.sandbox.conftest import run_wrapped
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,17 @@ def root() -> Iterator[Path]:
     shutil.rmtree(r, ignore_errors=True)
 
 
+VIA = {"now": "runner"}
+
+
+@pytest.fixture(autouse=True, params=["runner", "wrapper"])
+def via(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs through ``nexusctl run``'s runner and through the agent's generated wrapper."""
+    VIA["now"] = str(request.param)
+    yield VIA["now"]
+    VIA["now"] = "runner"
+
+
 def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool = False) -> tuple[int, str]:
     (root / "cfg" / "policy.toml").write_text(policy + "\n[sandbox]\nenabled = true\n")
     store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
@@ -41,6 +53,9 @@ def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool
     assert not store.load()
     if trust:
         store.trust("add", str(ws))
+    if VIA["now"] == "wrapper":
+        r = run_wrapped(store, found, command, ws, ws)
+        return (r.rc, r.err)
     plan = plan_command(command, str(ws), store, found, workspace=str(ws))
     assert plan.allowed, plan.reason
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:

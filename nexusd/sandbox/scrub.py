@@ -1,0 +1,60 @@
+"""After a sandboxed command: remove the protected paths it planted. Shared by ``nexusctl run`` and the
+agent's generated wrapper (``python -I -m nexusd.sandbox.scrub PLAN.json``, started by the wrapper only
+when its cheap check saw something planted).
+
+A path is planted when it is protected, exists now, and did not exist when the call was decided: the
+top-level names the plan lists as missing (``scrub``), and the nested protected names below the writable
+roots (``scrub_below``) that are not in ``protected_before``. Removal is the symlink-proof walk of
+``nexusd.sandbox.gitscrub``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import TextIO
+
+from nexusd.sandbox.gitscrub import scrub
+
+
+def after(scrub_paths: Iterable[str], scrub_below: Iterable[str], protected_before: Iterable[str],
+          err: TextIO) -> None:
+    planted: list[str] = list(scrub_paths)
+    roots = list(scrub_below)
+    if roots:
+        from nexusd.sandbox.nested import planted as nested_planted
+
+        before = frozenset(protected_before)
+        for root in roots:
+            planted += [p for p in nested_planted(root, before) if p not in planted]
+    if not planted:
+        return
+    removed, failed = scrub(planted)
+    for path in removed:
+        print(f"nexus: removed {path}, planted by the sandboxed command", file=err, flush=True)
+    for path in failed:
+        print(f"nexus: WARNING: could not remove {path}, planted by the sandboxed command", file=err, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -I -m nexusd.sandbox.scrub PLAN.json", file=sys.stderr)
+        return 2
+    try:
+        with open(args[0], encoding="utf-8", errors="surrogateescape") as f:
+            data = json.load(f)
+        lists = [data.get(k, []) for k in ("scrub", "scrub_below", "protected_before")]
+        if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists):
+            raise ValueError("malformed")
+    except (OSError, ValueError) as e:
+        print(f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
+              file=sys.stderr, flush=True)
+        return 1
+    after(*lists, err=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The agent's fast path: an allowed shell call becomes ``/bin/sh SCRIPT SINCE 'command'``.
+
+The daemon that decided the call already knows the whole plan, so it writes it out as a POSIX ``sh``
+script and hands the agent a command that runs it: no Python interpreter, no second round trip, no
+fallback to another policy. The script (content-addressed, under ``<state>/sandbox/<ws>/run/``) does:
+
+1. *Stale check*: the protected paths that were missing when the call was decided (and would be
+   scrubbed after it) must still be missing; otherwise the plan no longer describes the workspace and
+   the command is refused (exit 126, one line).
+2. Runs the plan's argv (bubblewrap directly, the seccomp filter on descriptor 3 from ``3<FILE``) as a
+   child, forwarding INT, TERM and HUP to it, and keeps its exit code.
+3. *Epilogue*: detects whether the command planted anything, with shell built-ins (``[ -e P ]`` for the
+   missing top-level names) and one ``find`` over the writable roots that prints the first protected
+   name (``.git/hooks``, ``.claude``, ``.envrc``, ...: the nested search's own catalogue) whose inode
+   changed (ctime) after the decision. A command cannot set a ctime (only the kernel does, to the
+   current time; the sandbox holds no capability to change the clock), so creating, renaming or
+   hard-linking a protected name is always seen. Only then (or when ``find`` fails) does it start
+   ``python -I -m nexusd.sandbox.scrub PLAN.json``, which removes exactly what was not there before
+   (the same symlink-proof scrub as ``nexusctl run``).
+
+The script runs outside the sandbox in the agent's environment: every word is single-quoted, every
+program is named by its absolute path, nothing from the workspace is executed, and the functions a
+hostile environment could define over the built-ins it uses are unset first.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
+from nexusd.protocol import SandboxPlan
+from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
+from nexusd.sandbox.seccomp import split_filter
+
+EXIT_REFUSED = 126
+SCRUB_MODULE = "nexusd.sandbox.scrub"
+RUN_DIR = "run"
+KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
+STALE_AFTER_S = 7 * 24 * 3600
+# ctime is compared with the decision time minus this margin: file-system timestamps come from a coarse
+# clock that may lag the daemon's by a tick (<= 10 ms). A wider margin only sends more calls to the scrub.
+SINCE_MARGIN_S = 0.05
+
+
+def q(word: str) -> str:
+    return shlex.quote(word)
+
+
+def refusal_command(reason: str) -> str:
+    """One clear line on stderr and exit 126: the command does not run."""
+    line = f"nexus: refused to run the command: {reason}"
+    return f"/bin/sh -c 'printf \"%s\\n\" \"$0\" >&2; exit {EXIT_REFUSED}' {q(line)}"
+
+
+@functools.lru_cache(maxsize=1)
+def _env_default_signal() -> str | None:
+    """GNU ``env --default-signal`` (coreutils >= 8.31): a background job of a non-interactive ``sh`` has
+    SIGINT and SIGQUIT ignored, and a sandboxed command must still be interruptible."""
+    env = shutil.which("env", path="/usr/bin:/bin")
+    if env is None:
+        return None
+    try:
+        ok = subprocess.run([env, "--default-signal=INT,QUIT", "true"], capture_output=True, timeout=5).returncode
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return env if ok == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def _find() -> str | None:
+    """GNU find (``-newerct @T``); absent, every call ends in the Python scrub (slower, never weaker)."""
+    f = shutil.which("find", path="/usr/bin:/bin")
+    if f is None:
+        return None
+    try:
+        out = subprocess.run([f, "--version"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f if "GNU findutils" in out else None
+
+
+# File systems whose timestamps come from this kernel's clock. On others (NFS, SMB, FUSE ...) the server
+# may set ctime from its own clock, which the decision time cannot be compared with: the Python scrub
+# always runs there.
+LOCAL_CLOCK_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "overlay", "jfs",
+                            "reiserfs", "bcachefs", "apfs", "hfs"})
+
+
+_dev_fs: dict[int, str] = {}
+
+
+def _read_mountinfo() -> None:
+    """device number -> file-system type, from /proc/self/mountinfo ("... MAJ:MIN ... - TYPE SOURCE ...")."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) >= 3 and rest and ":" in fields[2]:
+                    major, minor = fields[2].split(":", 1)
+                    _dev_fs[os.makedev(int(major), int(minor))] = rest[0]
+    except (OSError, ValueError):
+        pass
+
+
+def local_clock(paths: list[str]) -> bool:
+    """Whether every path lies on a file system whose ctimes the kernel sets from its own clock. One
+    ``stat`` per path; the mount table is read again only for a device not seen before (a new mount)."""
+    for p in paths:
+        try:
+            dev = os.stat(p).st_dev
+        except OSError:
+            return False
+        if dev not in _dev_fs:
+            _read_mountinfo()
+        if _dev_fs.get(dev) not in LOCAL_CLOCK_FS:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _find_expr_text() -> str:
+    return " ".join('"@$1"' if w == "@SINCE" else q(w) for w in find_planted_expr())
+
+
+def find_planted_expr() -> list[str]:
+    """The ``find`` expression (after the roots and before ``-newerct``) matching the protected names the
+    nested search knows (``nexusd.sandbox.nested``), and pruning what it skips."""
+    names = sorted((PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES) - {".git"})
+    protected: list[str] = ["(", "-name", ".git", "!", "-type", "d"]
+    for part in GIT_PARTS:
+        protected += ["-o", "-path", f"*/.git/{part}"]
+    for n in names:
+        protected += ["-o", "-name", n]
+    protected.append(")")
+    prune: list[str] = ["(", "-path", "*/.git/*"]
+    for n in sorted((SKIP_DIRS | PROTECTED_DIR_NAMES) - {".git"}):
+        prune += ["-o", "-name", n]
+    prune += [")", "-prune", "-o"]
+    # planted and fresh: print it and stop; otherwise prune what the nested search does not enter
+    return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
+
+
+def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | None = None) -> str:
+    """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
+    ``$2``: the command."""
+    filt, argv = split_filter(plan.argv)
+    words = [q(a) for a in argv]
+    words[shell_index] = '"$2"'
+    run = " ".join(words)
+    if filt is not None:
+        run += f" 3<{q(filt)}"
+    env = _env_default_signal()
+    lines = [
+        "# nexusd sandbox wrapper, written by the daemon that decided the call. It runs outside the",
+        "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
+        "unset -f kill wait printf command test false '[' 2>/dev/null",
+    ]
+    if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
+        gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
+        lines += [f"if ! [ -S {q(socket)} ]; then", f"  printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}", "fi"]
+    if plan.scrub:
+        exists = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub)
+        lines += [
+            f"if {exists}; then",
+            f"  printf '%s\\n' 'nexus: refused to run the command: a protected path appeared in the workspace "
+            f"since the call was decided; run it again' >&2; exit {EXIT_REFUSED}",
+            "fi",
+        ]
+    if env is not None:
+        # a background job's stdin would be /dev/null: keep ours on 9 (closed stdin: /dev/null)
+        lines += [
+            "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
+            f"( exec {q(env)} --default-signal=INT,QUIT {run} ) 0<&9 9<&- &",
+            "pid=$!",
+            "exec 9<&-",
+            """trap 'kill -s INT "$pid" 2>/dev/null' INT""",
+            """trap 'kill -s TERM "$pid" 2>/dev/null' TERM""",
+            """trap 'kill -s HUP "$pid" 2>/dev/null' HUP""",
+            'wait "$pid"; rc=$?',
+            'while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
+        ]
+    else:  # foreground: a signal meant for this shell only waits for the command (the group gets it too)
+        lines += ["trap : INT TERM HUP", f"{run}", "rc=$?"]
+    lines.append("trap '' INT TERM HUP")
+    check = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub) or "false"
+    find = _find()
+    roots = [r for r in plan.scrub_below if r]
+    # find prunes below any .git: a root inside one is searched by the Python scrub instead
+    if roots and find is not None and not any("/.git/" in r + "/" for r in roots) and local_clock(roots):
+        expr = _find_expr_text()
+        lines += [
+            f"if {check}; then planted=1",
+            f"elif found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} -maxdepth {MAX_DEPTH + 2} "
+            f"{expr} 2>/dev/null) "
+            '&& [ -z "$found" ]; then planted=',
+            "else planted=1; fi",
+        ]
+    elif roots:
+        lines.append("planted=1")
+    else:
+        lines.append(f"if {check}; then planted=1; else planted=; fi")
+    lines += [
+        f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)}; fi',
+        'exit "$rc"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, data: str) -> None:
+    """Atomic, 0600, only when absent or different (content-addressed files are shared by equal plans)."""
+    try:
+        if path.read_text(encoding="utf-8", errors="surrogateescape") == data:
+            os.utime(path)  # in use: keep it from the clean-up
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data.encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _clean(run_dir: Path) -> None:
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        return
+    if len(entries) <= KEEP_RUN_FILES:
+        return
+    cutoff = time.time() - STALE_AFTER_S
+    for e in entries:
+        try:
+            if e.stat(follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(e.path)
+        except OSError:
+            pass
+
+
+def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float | None = None,
+                  socket: str | None = None) -> str:
+    """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
+    if not plan.allowed or not plan.argv:
+        return refusal_command(plan.reason or "no plan")
+    if len(plan.argv) < 3 or plan.argv[-2] != "-c" or plan.argv[-1] != command:
+        return refusal_command("the sandbox plan does not end in the command")  # never run something else
+    shell_index = len(split_filter(plan.argv)[1]) - 1
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _clean(run_dir)
+    scrub = json.dumps({"scrub": plan.scrub, "scrub_below": plan.scrub_below,
+                        "protected_before": plan.protected_before}, sort_keys=True)
+    scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
+    _write(scrub_file, scrub)
+    text = _script(plan, str(scrub_file), shell_index, socket)
+    script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
+    _write(script, text)
+    since = (time.time() if now is None else now) - SINCE_MARGIN_S
+    return f"/bin/sh {q(str(script))} {since:.3f} {q(command)}"

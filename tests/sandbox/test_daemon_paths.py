@@ -1,0 +1,206 @@
+"""One set of real paths: a daemon started with every path non-default *and relative* is the only source
+of the sandbox's paths. The environment names other (decoy) directories; what the agent runs must use
+the daemon's own socket, config, state and managed directories, from any cwd (real daemon, real
+bubblewrap, the command text the daemon really hands out).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nexusd.client import Client
+from nexusd.protocol import CallInfo
+from nexusd.sandbox.runner import EXIT_REFUSED
+
+PY = getattr(sys, "_base_executable", sys.executable)
+
+
+@dataclass
+class Daemon:
+    root: Path
+    ws: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "d" / "run" / "s.sock"
+
+    def wrapped(self, command: str) -> str:
+        call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(self.ws), workspace=str(self.ws),
+                        input={"command": command})
+        with Client(socket_path=str(self.socket), role="agent", name="t") as c:
+            d = c.request(call)
+        assert d.decision == "allow" and d.updated_input is not None, d
+        return str(d.updated_input["command"])
+
+    def agent_runs(self, text: str, cwd: Path | str = "/") -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
+        return subprocess.run(["/bin/bash", "-c", text], capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+
+
+@pytest.fixture
+def daemon(real_probe) -> Iterator[Daemon]:
+    root = Path(tempfile.mkdtemp(prefix="nxdp", dir="/var/tmp"))  # /tmp is replaced inside the sandbox
+    d, ws, decoy = root / "d", root / "ws", root / "decoy"
+    for p in (d / "cfg", d / "managed", d / "run", ws, decoy / "cfg", decoy / "state", decoy / "managed"):
+        p.mkdir(parents=True)
+    os.chmod(d / "run", 0o700)
+    (d / "cfg" / "policy.toml").write_text(
+        '# own-policy-marker\n[permissions]\nallow = ["Bash"]\n'
+        f'[sandbox]\nenabled = true\n[sandbox.filesystem]\ndeny_read = ["{root}/outside/secret"]\n')
+    (root / "outside").mkdir()
+    (root / "outside" / "secret").write_text("TOPSECRET")
+    (d / "managed" / "policy.toml").write_text("# managed-marker\n")
+    (decoy / "cfg" / "policy.toml").write_text('[permissions]\nallow = ["Bash"]\n')  # another policy: unused
+    env = {**os.environ, "NEXUS_CONFIG_DIR": str(decoy / "cfg"), "NEXUS_STATE_DIR": str(decoy / "state"),
+           "NEXUS_SOCKET": str(decoy / "s.sock"), "NEXUS_MANAGED_DIR": "managed"}  # relative, from cwd d/
+    env.pop("NOTIFY_SOCKET", None)
+    with open(root / "log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nexusd.cli.daemon_main", "--socket", "run/s.sock",
+                                 "--config-dir", "cfg", "--state-dir", "state", "--log-level", "debug"],
+                                cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    h = Daemon(root, ws, proc)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with Client(socket_path=str(h.socket), role="ui", name="t") as c:
+                if c.status().sandbox is not None:
+                    break
+        except Exception:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, (root / "log").read_text()
+        time.sleep(0.05)
+    yield h
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(10)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_relative_paths_are_the_daemons_own(daemon: Daemon) -> None:
+    root = daemon.root
+    text = daemon.wrapped("echo hi")
+    script = shlex.split(text)[1]
+    assert script.startswith(str(root / "d" / "state" / "sandbox") + "/")  # absolute, the daemon's state
+    body = Path(script).read_text()
+    for own in ("cfg", "state", "managed", "run"):
+        assert f"--tmpfs {root}/d/{own} " in body, own  # the daemon's own dirs are masked
+    assert str(root / "decoy") not in body  # and nothing from the environment's defaults
+    assert "--setenv HOME " + str(root / "d" / "state" / "sandbox") in body
+
+
+def test_wrapped_call_from_another_cwd_is_confined_by_that_daemons_policy(daemon: Daemon) -> None:
+    root = daemon.root
+    reach = (f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+             f"s.connect('{daemon.socket}'); print('CONNECTED')\"")
+    # in a script: the gate would rightly ask about a command line naming the daemon's files
+    (daemon.ws / "attack.sh").write_text(
+        f"cat {root}/outside/secret; cat {root}/d/cfg/policy.toml {root}/d/managed/policy.toml; "
+        f"echo x > {root}/outside/pwned; echo ok > made; echo $HOME; {reach}\n")
+    text = daemon.wrapped("sh attack.sh")
+    for cwd in ("/", root, root / "decoy"):
+        r = daemon.agent_runs(text, cwd)
+        assert "RAN" in r.stdout, r.stderr
+        assert "TOPSECRET" not in r.stdout  # deny_read of the daemon's own config
+        assert "own-policy-marker" not in r.stdout and "managed-marker" not in r.stdout
+        assert "CONNECTED" not in r.stdout
+        assert not (root / "outside" / "pwned").exists()  # writes outside the workspace refused
+        assert "Read-only file system" in r.stderr
+        assert (daemon.ws / "made").read_text() == "ok\n"
+        assert str(root / "d" / "state" / "sandbox") in r.stdout  # HOME from the daemon's state dir
+
+
+def test_nexusctl_run_refuses_when_the_named_daemon_is_gone(daemon: Daemon) -> None:
+    """Never a fallback to another policy: ``--socket S`` unreachable is one line and exit 126."""
+    sock = daemon.root / "gone.sock"
+    r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "--socket", str(sock), "run", "--cwd",
+                        str(daemon.ws), "--", "sh", "-c", "echo ran > ran"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
+    assert r.stderr.count("\n") == 1 and "cannot be reached" in r.stderr and "Traceback" not in r.stderr
+
+
+_SLOW_PROBE = """
+import os, sys, time
+import nexusd.sandbox.probe as pr
+real = pr.probe
+gate = sys.argv[1]
+def slow(**kw):
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    return real(**kw)
+pr.probe = slow
+from nexusd.cli.daemon_main import main
+sys.argv = ["nexusd", "--socket", sys.argv[2], "--config-dir", sys.argv[3], "--state-dir", sys.argv[4]]
+main()
+"""
+
+
+def test_a_shell_call_before_the_probe_has_answered_waits_for_it(real_probe) -> None:
+    """Socket activation starts the daemon on the first hook: that first call must not be planned without
+    a probe (it would be refused). The probe is held back by a file the test creates (a stand-in for a
+    slow probe; the probe itself is the real one)."""
+    import threading
+
+    root = Path(tempfile.mkdtemp(prefix="nxpw", dir="/var/tmp"))
+    try:
+        for d in ("cfg", "run", "ws"):
+            (root / d).mkdir(mode=0o700)
+        (root / "cfg" / "policy.toml").write_text('[permissions]\nallow = ["Bash(ls)"]\n[sandbox]\nenabled = true\n')
+        gate, sock = root / "probe-may-answer", root / "run" / "s.sock"
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        with open(root / "log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-c", _SLOW_PROBE, str(gate), str(sock), str(root / "cfg"),
+                                     str(root / "state")], env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            while not sock.exists():
+                assert proc.poll() is None, (root / "log").read_text()
+                time.sleep(0.02)
+            got: list[object] = []
+            call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(root / "ws"),
+                            workspace=str(root / "ws"), input={"command": "ls"})
+
+            def ask() -> None:
+                with Client(socket_path=str(sock), role="agent", name="t") as c:
+                    got.append(c.request(call))
+
+            t = threading.Thread(target=ask)
+            t.start()
+            t.join(0.5)
+            assert t.is_alive() and not got  # waiting for the probe, not refused without one
+            gate.touch()
+            t.join(30)
+            assert got, (root / "log").read_text()
+            d = got[0]
+            assert d.decision == "allow" and d.updated_input is not None, d  # type: ignore[attr-defined]
+            text = str(d.updated_input["command"])  # type: ignore[attr-defined]
+            assert text.startswith("/bin/sh ") and "refused" not in text
+        finally:
+            gate.touch()  # a probe still held back would keep the daemon from exiting
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_wrapper_refuses_once_the_deciding_daemon_is_gone(daemon: Daemon) -> None:
+    text = daemon.wrapped("sh ./made.sh")
+    (daemon.ws / "made.sh").write_text("echo ran > ran\n")
+    assert daemon.agent_runs(text).returncode == 0 and (daemon.ws / "ran").exists()  # the control
+    (daemon.ws / "ran").unlink()
+    daemon.proc.send_signal(signal.SIGTERM)
+    daemon.proc.wait(10)
+    r = daemon.agent_runs(text)
+    assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
+    assert r.stderr.count("\n") == 1 and "is not running" in r.stderr and "Traceback" not in r.stderr
