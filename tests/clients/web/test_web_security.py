@@ -382,7 +382,6 @@ def test_tls_gives_a_secure_cookie_and_an_https_origin(daemon: DaemonHandle) -> 
 
 def test_the_subagent_is_shown_escaped() -> None:
     import msgspec
-
     from nexus_clients.tui.state import Entry
     from nexus_clients.web import render
 
