@@ -14,10 +14,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from typing import IO, TextIO
 
 from nexusd import locations
 from nexusd.protocol import SandboxPlan, SandboxPlanQuery
+from nexusd.sandbox import violations
 from nexusd.sandbox.scrub import after
 
 EXIT_REFUSED = 126  # like a shell's "found but cannot execute": the command did not run
@@ -56,9 +58,12 @@ def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None
     return reply
 
 
-def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO | None = None) -> int:
+def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO | None = None,
+            command: str | None = None, cwd: str | None = None, socket: str | None = None) -> int:
     """Run the plan with our stdio (``stdout``/``err``: other streams, for tests); the command's exit code
-    is ours. Signals we get go to the sandbox (bwrap's --die-with-parent takes it down if we die instead)."""
+    is ours. Signals we get go to the sandbox (bwrap's --die-with-parent takes it down if we die instead).
+    The command's error output passes through a tap: refusals seen there and files it planted are reported
+    to the daemon (``violations``) when ``command`` is given."""
     err = err or sys.stderr
     if not plan.allowed or not plan.argv:
         print(f"nexus: refused to run the command: {plan.reason or 'no plan'}", file=err, flush=True)
@@ -66,10 +71,13 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
     if plan.backend is None:
         print(f"nexus: warning: {plan.reason}", file=err, flush=True)
     try:
-        proc = subprocess.Popen(plan.argv, stdout=stdout, stderr=None if err is sys.stderr else err)
+        proc = subprocess.Popen(plan.argv, stdout=stdout, stderr=subprocess.PIPE)
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED
+    tap = violations.StderrTap()
+    pump = threading.Thread(target=_pump, args=(proc, err, tap), daemon=True)
+    pump.start()
 
     def forward(signum: int, _frame: object) -> None:
         if proc.poll() is None:
@@ -81,12 +89,33 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        after(plan.scrub, plan.scrub_below, plan.protected_before, err)
+        pump.join(5)
+        found = tap.violations() + after(plan.scrub, plan.scrub_below, plan.protected_before, err)
+    if found and command is not None:
+        violations.report(found, command=command, cwd=cwd or os.getcwd(), socket=socket,
+                          exit_code=128 - rc if rc < 0 else rc)
     return 128 - rc if rc < 0 else rc
+
+
+def _pump(proc: subprocess.Popen[bytes], err: TextIO, tap: violations.StderrTap) -> None:
+    """The command's error output to ours, unchanged, and into the tap."""
+    assert proc.stderr is not None
+    raw = getattr(err, "buffer", None) if err is sys.stderr else None
+    while chunk := proc.stderr.read1(65536):
+        tap.feed(chunk)
+        try:
+            if raw is not None:
+                raw.write(chunk)
+                raw.flush()
+            else:
+                err.write(chunk.decode("utf-8", "replace"))
+                err.flush()
+        except (OSError, ValueError):
+            pass  # our stderr went away: the command still runs to its end
 
 
 def run(command: str, *, cwd: str | None = None, workspace: str | None = None, socket: str | None = None) -> int:
     cwd = os.path.abspath(cwd or os.getcwd())
     if workspace is not None:
         workspace = os.path.abspath(workspace)
-    return execute(fetch_plan(command, cwd, workspace, socket))
+    return execute(fetch_plan(command, cwd, workspace, socket), command=command, cwd=cwd, socket=socket)

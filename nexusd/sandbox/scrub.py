@@ -11,15 +11,18 @@ roots (``scrub_below``) that are not in ``protected_before``. Removal is the sym
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable
 from typing import TextIO
 
+from nexusd.sandbox import violations
 from nexusd.sandbox.gitscrub import scrub
 
 
 def after(scrub_paths: Iterable[str], scrub_below: Iterable[str], protected_before: Iterable[str],
-          err: TextIO) -> None:
+          err: TextIO) -> list[str]:
+    """Remove what the command planted; returns it as sandbox violations (``violations.planted``)."""
     planted: list[str] = list(scrub_paths)
     roots = list(scrub_below)
     if roots:
@@ -29,18 +32,19 @@ def after(scrub_paths: Iterable[str], scrub_below: Iterable[str], protected_befo
         for root in roots:
             planted += [p for p in nested_planted(root, before) if p not in planted]
     if not planted:
-        return
+        return []
     removed, failed = scrub(planted)
     for path in removed:
         print(f"nexus: removed {path}, planted by the sandboxed command", file=err, flush=True)
     for path in failed:
         print(f"nexus: WARNING: could not remove {path}, planted by the sandboxed command", file=err, flush=True)
+    return violations.planted(removed, failed)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -I -m nexusd.sandbox.scrub PLAN.json", file=sys.stderr)
+    if len(args) not in (1, 2):
+        print("usage: python -I -m nexusd.sandbox.scrub PLAN.json [COMMAND]", file=sys.stderr)
         return 2
     try:
         with open(args[0], encoding="utf-8", errors="surrogateescape") as f:
@@ -52,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
               file=sys.stderr, flush=True)
         return 1
-    after(*lists, err=sys.stderr)
+    found = after(*lists, err=sys.stderr)
+    socket = data.get("socket")
+    if found and len(args) == 2 and (socket is None or isinstance(socket, str)):  # COMMAND: report the plantings
+        violations.report(found, command=args[1], cwd=os.getcwd(), socket=socket)
     return 0
 
 

@@ -210,7 +210,7 @@ def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | 
     else:
         lines.append(f"if {check}; then planted=1; else planted=; fi")
     lines += [
-        f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)}; fi',
+        f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)} "$2"; fi',
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
@@ -260,7 +260,8 @@ def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float 
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     _clean(run_dir)
     scrub = json.dumps({"scrub": plan.scrub, "scrub_below": plan.scrub_below,
-                        "protected_before": plan.protected_before}, sort_keys=True)
+                        "protected_before": plan.protected_before, "socket": socket},  # socket: to report plantings
+                       sort_keys=True)
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
     text = _script(plan, str(scrub_file), shell_index, socket)

@@ -204,3 +204,53 @@ def test_the_wrapper_refuses_once_the_deciding_daemon_is_gone(daemon: Daemon) ->
     r = daemon.agent_runs(text)
     assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
     assert r.stderr.count("\n") == 1 and "is not running" in r.stderr and "Traceback" not in r.stderr
+
+
+# --------------------------------------------------------------------------- violations are reported
+
+
+def _violations(daemon: Daemon) -> list[str]:
+    from nexusd.protocol import AuditQuery
+
+    for _ in range(50):
+        with Client(socket_path=str(daemon.socket), role="admin", name="t") as c:
+            reply = c.call(AuditQuery(limit=50))
+        found = [r.reason for r in reply.records if r.event == "sandbox_violation"]
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
+
+
+def test_a_planted_hook_is_scrubbed_and_reported_to_the_deciding_daemon(daemon: Daemon) -> None:
+    (daemon.ws / ".git").mkdir()
+    (daemon.ws / "build.sh").write_text("mkdir -p .git/hooks\necho evil > .git/hooks/pre-commit\n")
+    text = daemon.wrapped("sh build.sh")  # what a script does is not seen before it runs
+    r = daemon.agent_runs(text, cwd=daemon.ws)
+    assert not (daemon.ws / ".git" / "hooks" / "pre-commit").exists(), r.stderr
+    found = _violations(daemon)
+    assert found and "planted" in found[0] and ".git/hooks" in found[0], found
+
+
+def test_nexusctl_run_reports_a_refused_write(daemon: Daemon) -> None:
+    from nexusd.sandbox.runner import run
+
+    target = daemon.root / "outside" / "x"
+    rc = run(f"touch {shlex.quote(str(target))}", cwd=str(daemon.ws), workspace=str(daemon.ws),
+             socket=str(daemon.socket))
+    assert rc != 0 and not target.exists()
+    found = _violations(daemon)
+    assert found and "refused" in found[0], found
+
+
+def test_an_ordinary_command_reports_nothing(daemon: Daemon) -> None:
+    text = daemon.wrapped("ls -la")
+    assert daemon.agent_runs(text, cwd=daemon.ws).returncode == 0
+    from nexusd.sandbox.runner import run
+
+    assert run("echo ok", cwd=str(daemon.ws), workspace=str(daemon.ws), socket=str(daemon.socket)) == 0
+    from nexusd.protocol import AuditQuery
+
+    with Client(socket_path=str(daemon.socket), role="admin", name="t") as c:
+        reply = c.call(AuditQuery(limit=50))
+    assert not [r for r in reply.records if r.event == "sandbox_violation"]
