@@ -48,6 +48,7 @@ ErrorCode = Literal[
     "internal",
     "refused",  # the policy store refused a change (learn, rule_change, trust_change); nothing changed
     "policy_error",  # reload failed; the last good policy stays in force
+    "timeout",  # idle too long, or a line not finished in time; the connection is closed
 ]
 
 
@@ -223,6 +224,12 @@ class AuditQuery(_Msg, tag="audit"):
     ref: str | None = None
 
 
+class Ping(_Msg, tag="ping"):
+    """Keeps an otherwise silent connection (a UI waiting for prompts) from being closed as idle; answered by Pong."""
+
+    ref: str | None = None
+
+
 class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
@@ -249,6 +256,7 @@ ClientMessage = (
     | ProbeQuery
     | SandboxPlanQuery
     | AuditQuery
+    | Ping
 )
 
 
@@ -260,6 +268,7 @@ class Welcome(_Msg, tag="welcome"):
     version: str
     role: Role
     sandbox: SandboxProbe | None = None
+    idle_timeout: float | None = None  # seconds of silence after which the daemon closes the connection
     ref: str | None = None
 
 
@@ -307,6 +316,10 @@ class Resolved(_Msg, tag="resolved"):
 class Ack(_Msg, tag="ack"):
     ref: str | None = None
     detail: str = ""
+
+
+class Pong(_Msg, tag="pong"):
+    ref: str | None = None
 
 
 class Error(_Msg, tag="error"):
@@ -443,6 +456,7 @@ ServerMessage = (
     | AuditReply
     | PolicyNotice
     | Bye
+    | Pong
 )
 
 # Encoders/decoders are module-level: building them is the costly part, using them is cheap.

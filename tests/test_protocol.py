@@ -28,9 +28,10 @@ CLIENT_MESSAGES = [
     p.ProbeQuery(refresh=True),
     p.SandboxPlanQuery(command="ls", cwd="/"),
     p.AuditQuery(limit=5, decision="deny"),
+    p.Ping(ref="k"),
 ]
 SERVER_MESSAGES = [
-    p.Welcome(proto=1, version="0", role="ui"),
+    p.Welcome(proto=1, version="0", role="ui", idle_timeout=600.0),
     p.Pending(id="a", deadline=1.0),
     p.Decision(decision="deny", reason="r", source="timeout", updated_input={"command": "x"}),
     p.Snapshot(items=[ITEM]),
@@ -46,6 +47,7 @@ SERVER_MESSAGES = [
     p.AuditReply(records=[]),
     p.PolicyNotice(ok=False, errors=["e"]),
     p.Bye(reason="stop"),
+    p.Pong(ref="k"),
 ]
 
 

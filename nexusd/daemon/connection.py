@@ -1,12 +1,14 @@
-"""One client connection as an asyncio Protocol: framing, line limits, backpressure, the hello timer, polite close.
+"""One client connection as an asyncio Protocol: framing, line limits, backpressure, timers, polite close.
 
 It knows nothing of messages or roles: each complete line goes to its owner (the ``Server``) through the
-small ``ConnectionOwner`` interface, so this module never imports the server.
+small ``ConnectionOwner`` interface, so this module never imports the server. ``ClientErrorLog`` keeps
+what any same-user client can make the daemon log to a bounded number of lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -24,6 +26,8 @@ MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
 class _LineLimit(Protocol):
     max_line_bytes: int
     max_ui_output: int
+    idle_timeout: float
+    line_timeout: float
 
 
 class ConnectionOwner(Protocol):
@@ -39,6 +43,8 @@ class ConnectionOwner(Protocol):
     def detached(self, conn: Connection) -> None: ...
 
     def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None: ...
+
+    def client_fault(self, conn: Connection, event: str, **fields: Any) -> None: ...
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]: ...
 
@@ -59,6 +65,8 @@ class Connection(asyncio.Protocol):
         "cid",
         "closed",
         "eof",
+        "last_input",
+        "line_since",
         "lines",
         "linger_budget",
         "name",
@@ -91,6 +99,8 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
         self.linger_budget = -1  # >= 0 while lingering
         self.write_paused = False
+        self.last_input = time.monotonic()  # when the last complete line arrived (or a pending request ended)
+        self.line_since = 0.0  # when the unfinished line in ``buf`` began; 0: no line in progress
 
     @property
     def label(self) -> str:
@@ -110,8 +120,10 @@ class Connection(asyncio.Protocol):
         limit = self.server.config.max_ui_output if self.subscribed else MAX_OUTBOX_BYTES
         unread = self.transport.get_write_buffer_size()
         if unread - len(data) > limit:  # the backlog before this message (a big snapshot alone is fine)
-            log.warning("client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
-                        client=self.label, unread_bytes=unread, limit=limit)
+            self.server.client_fault(
+                self, "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
+                unread_bytes=unread, limit=limit,
+            )
             self.kill()
             return False
         return True
@@ -158,6 +170,7 @@ class Connection(asyncio.Protocol):
         limit = self.server.config.max_line_bytes
         buf = self.buf + data if self.buf else data
         start = 0
+        now = time.monotonic()
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
@@ -170,6 +183,10 @@ class Connection(asyncio.Protocol):
             self._queue(line)
         if start:
             buf = buf[start:]
+            self.last_input = now
+            self.line_since = now if buf else 0.0  # a new line began in this chunk
+        elif not self.line_since:
+            self.line_since = now
         if len(buf) > limit:
             self._queue(_TOO_LONG)
             return
@@ -244,6 +261,27 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ ending
 
+    def check_timeouts(self, now: float, idle: float, line: float) -> None:
+        """Close a connection that stalls: a line begun and not finished within ``line`` seconds, or (after
+        hello) nothing received for ``idle`` seconds while nothing of its own is pending or being handled.
+        A UI keeps itself open with ``ping``. 0 turns either limit off."""
+        if self.closed or self.linger_budget >= 0:
+            return
+        if line and self.line_since and now - self.line_since > line:
+            self._time_out("line", f"a line was begun and not finished within {line:g} s")
+        elif self.role is None:
+            return  # the hello timer covers the handshake
+        elif self.pending or self.busy or self.lines:
+            self.last_input = now  # waiting for a person or the policy is not idleness; the clock starts after
+        elif idle and now - self.last_input > idle:
+            self._time_out("idle", f"idle for {idle:g} s (send ping to stay connected)")
+
+    def _time_out(self, kind: str, message: str) -> None:
+        self.server.client_fault(self, f"connection closed: {kind} timeout", detail=message)
+        self.send(p.encode(p.Error(code="timeout", message=f"closing: {message}")))
+        self.buf = b""
+        self.close_politely()  # input from here on is discarded while the error line is read
+
     def hello_expired(self) -> None:
         self.timer = None
         if self.role is None and not self.closed:
@@ -307,3 +345,78 @@ _TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a ne
 _LINGER_SECONDS = 0.5
 _LINGER_BYTES = 1 << 20
 _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
+
+
+class ClientErrorLog:
+    """What clients make the daemon log, at a bounded rate: any same-user process could otherwise fill the
+    disk through the log (one line per garbage connection).
+
+    Per window of ``interval`` seconds: the first fault of each client (its name and pid) is logged at once
+    while fewer than ``max_lines`` lines were written in the window; later faults are counted, and when the
+    window ends each client with uncounted faults gets one line with the count (at most ``max_lines``), and
+    the rest one summary line. So a window writes at most ``2 * max_lines + 1`` lines, each short (client
+    text is cut to ``_MAX_TEXT``), whatever the clients do.
+    """
+
+    def __init__(self, interval: float = 60.0, max_lines: int = 20) -> None:
+        self.interval = interval
+        self.max_lines = max_lines
+        self.window_end = time.monotonic() + interval
+        self.lines = 0  # lines logged at once in this window
+        self.counts: dict[tuple[str, str], list[Any]] = {}  # (client, event) -> [faults not logged, fields]
+        self.overflow = 0  # faults of clients beyond _MAX_TRACKED in this window
+        self.total = 0  # every fault since start (status, tests)
+
+    def note(self, client: str, event: str, fields: dict[str, Any], now: float) -> None:
+        self.total += 1
+        if now >= self.window_end:
+            self.flush(now)
+        key = (client, event)
+        entry = self.counts.get(key)
+        if entry is None:
+            if len(self.counts) >= _MAX_TRACKED:
+                self.overflow += 1
+                return
+            if self.lines < self.max_lines:
+                self.lines += 1
+                self.counts[key] = [0, None]
+                log.warning(event, client=_cut(client), **{k: _cut(v) for k, v in fields.items()})
+                return
+            entry = self.counts[key] = [0, None]
+        entry[0] += 1
+        entry[1] = fields
+
+    def flush(self, now: float) -> None:
+        """At the end of a window: one line per client with faults not yet logged, then a summary."""
+        if now < self.window_end:
+            return
+        written = 0
+        rest_clients = rest_faults = 0
+        for (client, event), (count, fields) in self.counts.items():
+            if not count:
+                continue
+            if written < self.max_lines:
+                written += 1
+                log.warning(f"{event} (repeated)", client=_cut(client), count=count, interval_s=self.interval,
+                         **{f"last_{k}": _cut(v) for k, v in (fields or {}).items()})
+            else:
+                rest_clients += 1
+                rest_faults += count
+        rest_faults += self.overflow
+        if rest_faults:
+            log.warning("client faults not logged one by one (rate limit)", clients=rest_clients,
+                        faults=rest_faults, interval_s=self.interval)
+        self.counts = {}
+        self.overflow = 0
+        self.lines = 0
+        self.window_end = now + self.interval
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _MAX_TEXT:
+        return value[:_MAX_TEXT] + "…"
+    return value
+
+
+_MAX_TRACKED = 10_000  # clients whose faults one window counts one by one
+_MAX_TEXT = 200  # longest client-influenced text in a log line

@@ -61,6 +61,7 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.ProbeQuery: False,
     p.SandboxPlanQuery: False,
     p.AuditQuery: False,
+    p.Ping: False,  # keeps the connection open, nothing more
 }
 
 
