@@ -440,7 +440,8 @@ class Server:
         conn.send(
             p.encode(
                 p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe,
-                          idle_timeout=self.config.idle_timeout or None, ref=msg.ref)
+                          idle_timeout=(self.config.idle_timeout or None) if msg.role != "agent" else None,
+                          ref=msg.ref)
             )
         )
         return True

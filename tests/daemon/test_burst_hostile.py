@@ -109,9 +109,9 @@ def _closed_with_timeout(r: Raw, within: float = 5.0) -> str:
 
 
 def test_an_idle_agent_is_closed_and_says_why(strict: DaemonHandle) -> None:
+    assert Raw(strict.socket).hello("ui").idle_timeout == 1.0  # a UI learns how often to ping
     r = Raw(strict.socket)
-    welcome = r.hello()
-    assert welcome.idle_timeout == 1.0
+    assert r.hello().idle_timeout is None  # an agent never needs to (the hooks' lean wire knows no ping)
     t = time.monotonic()
     assert "idle for 1 s" in _closed_with_timeout(r)
     assert time.monotonic() - t >= 0.9
