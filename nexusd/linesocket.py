@@ -35,7 +35,8 @@ class LineSocket:
     def __init__(self, sock: socket.socket, timeout: float = 5.0) -> None:
         self.sock: socket.socket | None = sock
         self.timeout = timeout  # how long a send may make no progress
-        self._buf = b""
+        self._buf = bytearray()
+        self._pos = 0  # where the unread part of ``_buf`` begins (no copy per line of a long buffer)
         self._eof = False  # the daemon closed its side (seen while sending); lines already read still count
 
     @classmethod
@@ -98,7 +99,7 @@ class LineSocket:
             self._eof = True
             return
         self._buf += chunk
-        if len(self._buf) > MAX_BUFFERED_BYTES:
+        if len(self._buf) - self._pos > MAX_BUFFERED_BYTES:
             self.close()
             raise BadReply("too much unread from nexusd while sending")
 
@@ -106,12 +107,20 @@ class LineSocket:
         """The next line without its newline; ReplyTimeout at ``deadline`` (time.monotonic())."""
         if self.sock is None:
             raise DaemonUnreachable("not connected")
+        scan = self._pos  # where a newline may still be (a long line is not searched again from its start)
         while True:
-            nl = self._buf.find(b"\n")
+            nl = self._buf.find(b"\n", scan)
             if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+                line = bytes(self._buf[self._pos : nl])
+                self._pos = nl + 1
+                if self._pos == len(self._buf):
+                    self._buf.clear()
+                    self._pos = 0
+                elif self._pos > 1 << 16 and self._pos * 2 > len(self._buf):
+                    del self._buf[: self._pos]
+                    self._pos = 0
                 return line
-            if len(self._buf) > MAX_REPLY_BYTES:
+            if len(self._buf) - self._pos > MAX_REPLY_BYTES:
                 self.close()
                 raise BadReply("reply line too long")
             if self._eof:
@@ -131,4 +140,5 @@ class LineSocket:
             if not chunk:
                 self.close()
                 raise DaemonUnreachable("nexusd closed the connection")
+            scan = len(self._buf)
             self._buf += chunk

@@ -70,10 +70,13 @@ class Connection(asyncio.Protocol):
         "lines",
         "linger_budget",
         "name",
+        "over_since",
         "peer",
         "pending",
         "queued",
+        "read_mark",
         "role",
+        "sent",
         "server",
         "subscribed",
         "timer",
@@ -101,6 +104,9 @@ class Connection(asyncio.Protocol):
         self.write_paused = False
         self.last_input = time.monotonic()  # when the last complete line arrived (or a pending request ended)
         self.line_since = 0.0  # when the unfinished line in ``buf`` began; 0: no line in progress
+        self.sent = 0  # bytes ever queued for the client
+        self.over_since = 0.0  # a subscribed UI: when its backlog went over max_ui_output; 0: it is not
+        self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
 
     @property
     def label(self) -> str:
@@ -111,22 +117,35 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes) -> bool:
         """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading).
 
-        A subscribed UI that stops reading while asks pour in is dropped once its unread output passes
-        ``max_ui_output`` (a few MB): its memory is bounded, other clients are not slowed, and the asks it was
-        shown stay pending for every other UI. Any other client gets ``MAX_OUTBOX_BYTES``."""
+        A subscribed UI that stops reading while asks pour in is dropped once its unread output stays over
+        ``max_ui_output`` (a few MB) for ``UI_STALL_SECONDS`` without it reading a byte (``check_timeouts``),
+        or at once past four times that: its memory is bounded, other clients are not slowed, and the asks it
+        was shown stay pending for every other UI. A UI that reads, however slowly, rides out a burst. Any
+        other client is dropped past ``MAX_OUTBOX_BYTES``."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False  # the connection is going; connection_lost will detach it
         self.transport.write(data)
-        limit = self.server.config.max_ui_output if self.subscribed else MAX_OUTBOX_BYTES
+        self.sent += len(data)
         unread = self.transport.get_write_buffer_size()
-        if unread - len(data) > limit:  # the backlog before this message (a big snapshot alone is fine)
-            self.server.client_fault(
-                self, "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
-                unread_bytes=unread, limit=limit,
-            )
-            self.kill()
-            return False
+        backlog = unread - len(data)  # before this message (a big snapshot alone is fine)
+        if self.subscribed:
+            limit = self.server.config.max_ui_output
+            if backlog > limit * _UI_HARD_FACTOR:
+                return self._drop_slow_reader(unread, limit * _UI_HARD_FACTOR)
+            if backlog > limit and not self.over_since:
+                self.over_since = time.monotonic()
+                self.read_mark = self.sent - unread
+        elif backlog > MAX_OUTBOX_BYTES:
+            return self._drop_slow_reader(unread, MAX_OUTBOX_BYTES)
         return True
+
+    def _drop_slow_reader(self, unread: int, limit: int) -> bool:
+        self.server.client_fault(
+            self, "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
+            unread_bytes=unread, limit=limit,
+        )
+        self.kill()
+        return False
 
     post = send  # pushes from other tasks (timer, another client's handler) go the same way
 
@@ -136,6 +155,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self.over_since = 0.0  # drained to the low-water mark
         if self.lines and not self.busy:
             self._pump()
         else:
@@ -147,7 +167,7 @@ class Connection(asyncio.Protocol):
             return
         # a subscribed UI keeps being read while its output waits: its answers and cancels cost almost no
         # output, and a UI that writes an answer before reading on must not wedge (its output is bounded)
-        if (self.write_paused and not self.subscribed) or self.queued > _MAX_QUEUED_INPUT:
+        if self.reading_paused():
             t.pause_reading()
         else:
             t.resume_reading()
@@ -267,6 +287,18 @@ class Connection(asyncio.Protocol):
         A UI keeps itself open with ``ping``. 0 turns either limit off."""
         if self.closed or self.linger_budget >= 0:
             return
+        if self.over_since and now - self.over_since > UI_STALL_SECONDS:
+            self._check_backlog(now)
+            if self.closed:
+                return
+        if self.reading_paused():
+            # we are not reading it (its replies wait unread, or our own backlog): its line cannot finish,
+            # and only a client that reads nothing at all for the idle limit is closed
+            if self.line_since:
+                self.line_since = now
+            if idle and self.write_paused and self.role is not None and now - self.last_input > idle:
+                self._time_out("idle", f"read none of its replies for {idle:g} s")
+            return
         if line and self.line_since and now - self.line_since > line:
             self._time_out("line", f"a line was begun and not finished within {line:g} s")
         elif self.role is None:
@@ -275,6 +307,24 @@ class Connection(asyncio.Protocol):
             self.last_input = now  # waiting for a person or the policy is not idleness; the clock starts after
         elif idle and now - self.last_input > idle:
             self._time_out("idle", f"idle for {idle:g} s (send ping to stay connected)")
+
+    def _check_backlog(self, now: float) -> None:
+        """A subscribed UI over ``max_ui_output`` for a while: dropped if it read nothing meanwhile."""
+        t = self.transport
+        if t is None:
+            return
+        unread = t.get_write_buffer_size()
+        read = self.sent - unread
+        limit = self.server.config.max_ui_output
+        if unread <= limit:
+            self.over_since = 0.0
+        elif read > self.read_mark:  # it reads, slowly: give it another while
+            self.over_since, self.read_mark = now, read
+        else:
+            self._drop_slow_reader(unread, limit)
+
+    def reading_paused(self) -> bool:
+        return (self.write_paused and not self.subscribed) or self.queued > _MAX_QUEUED_INPUT
 
     def _time_out(self, kind: str, message: str) -> None:
         self.server.client_fault(self, f"connection closed: {kind} timeout", detail=message)
@@ -345,6 +395,8 @@ _TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a ne
 _LINGER_SECONDS = 0.5
 _LINGER_BYTES = 1 << 20
 _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
+UI_STALL_SECONDS = 5.0  # a UI over max_ui_output that reads nothing for this long is dropped
+_UI_HARD_FACTOR = 4  # ... and one over four times max_ui_output at once, reading or not
 
 
 class ClientErrorLog:

@@ -317,16 +317,16 @@ class Server:
         self.errlog.note(conn.label, event, fields, time.monotonic())
 
     async def _sweep(self) -> None:
-        """Close stalled connections (idle, or a line never finished) and end the error log's windows."""
+        """Close stalled connections (idle, a line never finished, a UI that stopped reading) and end the error
+        log's windows."""
         cfg = self.config
         limits = [t for t in (cfg.idle_timeout, cfg.line_timeout) if t > 0]
         tick = min(1.0, max(0.02, min(limits) / 4)) if limits else 1.0
         while True:
             await anyio.sleep(tick)
             now = time.monotonic()
-            if limits:
-                for conn in list(self.conns):
-                    conn.check_timeouts(now, cfg.idle_timeout, cfg.line_timeout)
+            for conn in list(self.conns):  # also: a UI over --max-ui-output that stopped reading is dropped
+                conn.check_timeouts(now, cfg.idle_timeout, cfg.line_timeout)
             self.errlog.flush(now)
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -303,3 +304,51 @@ def test_an_always_answer_on_a_full_disk_is_refused_and_stays_pending(
         ack = ui.recv()
     d = agent.recv()
     assert isinstance(d, p.Decision) and d.decision == "deny" and d.source == "user"
+
+
+# ---------------------------------------------------------------------------- a UI behind, but reading
+
+
+def test_a_ui_that_reads_slowly_rides_out_a_burst_past_max_ui_output(daemon_factory) -> None:
+    """--max-ui-output 256 KiB and 500 asks (~700 KB of prompts, under the 1 MiB hard cap): a UI that reads
+    4 KiB every 0.1 s stays over the limit for several stall periods, yet is never dropped while it reads;
+    one that reads nothing is dropped once a stall period has passed."""
+    import threading
+
+    h = daemon_factory(args=("--max-ui-output", str(256 << 10)), pending_timeout=120)
+    slow = Raw(h.socket)
+    slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.hello("ui", "slow")
+    slow.ask({"type": "subscribe"})
+    stuck = Raw(h.socket)
+    stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.hello("ui", "stuck")
+    stuck.ask({"type": "subscribe"})
+    agents = [Raw(h.socket) for _ in range(10)]  # each gets 50 pending replies: under 64 KiB, unread
+    for a in agents:
+        a.hello()
+    n = 500
+    prompts: list[int] = []
+
+    def sip() -> None:  # 4 KiB every 0.1 s: about 40 KiB/s, far slower than the burst arrives
+        deadline = time.monotonic() + 90
+        while len(prompts) < n and time.monotonic() < deadline:
+            data = slow.sock.recv(4 << 10)
+            if not data:
+                return
+            slow.buf += data
+            *lines, slow.buf = slow.buf.split(b"\n")
+            prompts.extend(1 for ln in lines if ln.startswith(b'{"type":"prompt"'))
+            time.sleep(0.1)
+
+    reader = threading.Thread(target=sip)
+    reader.start()
+    for i in range(n):
+        call = {**CALL_BASH, "input": {"command": f"npm install pkg-{i} " + "x" * 300}}
+        agents[i % 10].send({"type": "request", "call": call, "ref": str(i)})
+    reader.join(100)
+    assert len(prompts) == n  # the slow UI saw every ask: never dropped
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        st = c.status()
+    assert st.pending == n and st.connections.get("ui") == 1  # the stuck one is gone, the slow one stays
+    assert "dropping it" in h.log.read_text()
