@@ -98,7 +98,8 @@ def configure_logging(level: str) -> None:
     type=click.IntRange(min=64 << 10, max=1 << 30),
     default=8 << 20,
     show_default=True,
-    help="Unread bytes a subscribed UI may hold before it is dropped (its asks stay pending for other UIs).",
+    help="Unread bytes a subscribed UI may hold while it reads nothing for 5 s (or four times this at once) "
+    "before it is dropped; its asks stay pending for other UIs.",
 )
 @click.option(
     "--idle-timeout",
