@@ -352,3 +352,27 @@ def test_a_ui_that_reads_slowly_rides_out_a_burst_past_max_ui_output(daemon_fact
         st = c.status()
     assert st.pending == n and st.connections.get("ui") == 1  # the stuck one is gone, the slow one stays
     assert "dropping it" in h.log.read_text()
+
+
+def test_the_client_error_log_writes_at_most_41_lines_a_window_and_counts_every_fault() -> None:
+    """The rate limit alone (structlog's capture, no daemon): 500 clients × 20 faults in one window."""
+    from structlog.testing import capture_logs
+
+    from nexusd.daemon.connection import ClientErrorLog
+
+    elog = ClientErrorLog(interval=60.0, max_lines=20)
+    t0 = elog.window_end - 60.0
+    with capture_logs() as logs:
+        for i in range(20):
+            for c in range(500):
+                elog.note(f"client-{c} (pid {c})", "protocol error", {"code": "bad_json", "message": "x" * 5000},
+                          t0 + i)
+        elog.flush(t0 + 59)  # not yet the end of the window: nothing more
+        assert len(logs) == 20
+        elog.flush(t0 + 61)
+    assert len(logs) == 41
+    assert all(len(str(v)) <= 201 for x in logs for v in x.values() if isinstance(v, str))
+    repeated = [x for x in logs if x["event"] == "protocol error (repeated)"]
+    summary = [x for x in logs if x["event"].startswith("client faults not logged")]
+    assert len(repeated) == 20 and len(summary) == 1
+    assert 20 + sum(x["count"] for x in repeated) + summary[0]["faults"] == 500 * 20
