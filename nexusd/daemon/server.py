@@ -279,7 +279,8 @@ class Server:
         try:
             cred = peer_credentials(conn.transport.get_extra_info("socket"))
         except OSError as e:
-            log.warning("peer credentials unavailable; refusing", error=str(e))
+            self.errlog.note("unknown peer", "peer credentials unavailable; refusing", {"error": str(e)},
+                             time.monotonic())
             self._refuse(conn, "peer credentials unavailable")
             return
         if cred.uid != self.uid:
@@ -325,9 +326,12 @@ class Server:
         while True:
             await anyio.sleep(tick)
             now = time.monotonic()
-            for conn in list(self.conns):  # also: a UI over --max-ui-output that stopped reading is dropped
-                conn.check_timeouts(now, cfg.idle_timeout, cfg.line_timeout)
-            self.errlog.flush(now)
+            try:
+                for conn in list(self.conns):  # also: a UI over --max-ui-output that stopped reading is dropped
+                    conn.check_timeouts(now, cfg.idle_timeout, cfg.line_timeout)
+                self.errlog.flush(now)
+            except Exception:  # a bug here must cost one sweep, never the daemon
+                log.exception("connection sweep failed")
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
         """Handle one line: True when done, False to close the connection, or a coroutine still to await."""
