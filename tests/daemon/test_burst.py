@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import msgspec
 import pytest
 
@@ -256,3 +257,49 @@ def test_a_send_reads_while_it_waits_so_both_sides_writing_cannot_wedge() -> Non
         n += 1
     line.close()
     b.close()
+
+
+# ---------------------------------------------------------------------------- the async client's push queue
+
+
+def test_an_async_subscriber_that_falls_behind_is_disconnected_not_silently_short(
+    daemon_factory: Callable[..., DaemonHandle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue of pushes is bounded (100,000; 40 here): past it the client ends the connection with a
+    reason instead of dropping prompts (a prompt lost is a request nobody sees until it times out)."""
+    import nexusd.client as client_mod
+    from nexusd.client import AsyncClient, DaemonUnreachable
+
+    monkeypatch.setattr(client_mod, "MAX_QUEUED_EVENTS", 40)
+    h = daemon_factory(pending_timeout=60)
+
+    async def main() -> tuple[int, str]:
+        async with AsyncClient(socket_path=str(h.socket), role="ui", name="laggard") as c:
+            events = c.subscribe()
+            assert isinstance(await events.__anext__(), p.Snapshot)
+            await anyio.to_thread.run_sync(_ask_many, h.socket, 100)  # 100 prompts while nobody reads
+            seen = 0
+            try:
+                async for ev in events:
+                    assert isinstance(ev, p.Prompt)
+                    seen += 1
+            except DaemonUnreachable as e:
+                return seen, str(e)
+            return seen, ""
+
+    seen, reason = anyio.run(main)
+    assert seen == 40 and "fell 40 pushed messages behind" in reason
+
+
+def _ask_many(path: Path, n: int) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(path))
+        s.sendall(p.encode(p.Hello(proto=1, role="agent", name="asker")))
+        data = b"".join(p.encode(p.Request(call=_call(0, k), ref=str(k))) for k in range(n))
+        s.sendall(data)
+        got = b""
+        while got.count(b'"type":"pending"') < n:
+            chunk = s.recv(1 << 16)
+            assert chunk, got[-200:]
+            got += chunk
