@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import os
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,14 @@ def _check_reply(msg: Any, query: msgspec.Struct) -> Any:
 
 
 class Client:
-    """Blocking client. ``with Client(role="agent") as c: c.request(call)``; one thread at a time."""
+    """Blocking client. ``with Client(role="agent") as c: c.request(call)``; one thread at a time.
+
+    It cannot wedge against the daemon's backpressure: a send reads whatever arrives while it waits
+    (``LineSocket.send``), and pushes read while waiting for a reply are kept in ``events`` (in memory,
+    without bound: a UI must go on calling ``next_event``). While it waits in a read longer than a third of
+    the daemon's idle limit it sends ``ping``, so a UI blocked in ``next_event`` stays connected; a client
+    that does not call into this object at all for longer than the idle limit is closed by the daemon.
+    """
 
     def __init__(
         self,
@@ -84,7 +92,9 @@ class Client:
         self.welcome: p.Welcome | None = None
         self._line: LineSocket | None = None
         self._refs = itertools.count(1)
-        self.events: list[p.ServerMessage] = []  # pushes (Prompt, Resolved, ...) seen while waiting for replies
+        self.events: deque[p.ServerMessage] = deque()  # pushes (Prompt, Resolved, ...) read while waiting
+        self._ping_every = 0.0  # a third of the daemon's idle limit (from Welcome); 0: never
+        self._last_sent = 0.0
 
     # ---------------------------------------------------------------- connection
 
@@ -101,6 +111,8 @@ class Client:
             if not isinstance(msg, p.Welcome):
                 raise BadReply(f"expected welcome, got {type(msg).__name__}")
             self.welcome = msg
+            if msg.idle_timeout:
+                self._ping_every = msg.idle_timeout / 3
         except BaseException:
             self.close()
             raise
@@ -176,7 +188,7 @@ class Client:
     def next_event(self, timeout: float | None = None) -> p.ServerMessage:
         """The next pushed message (Prompt, Resolved, PolicyNotice, Bye); ReplyTimeout when none arrives."""
         if self.events:
-            return self.events.pop(0)
+            return self.events.popleft()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         return self._read_until(lambda m: True, deadline, stash=False)
 
@@ -189,6 +201,7 @@ class Client:
         if self._line is None:
             raise DaemonUnreachable("not connected")
         self._line.send(p.encode(msg))
+        self._last_sent = time.monotonic()
 
     def _read_until(self, want: Any, deadline: float, stash: bool = True) -> Any:
         while True:
@@ -197,6 +210,8 @@ class Client:
                 msg = p.decode_server(line)
             except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as e:
                 raise BadReply(f"undecodable reply from nexusd: {e}") from e
+            if isinstance(msg, p.Pong) and msg.ref is None:
+                continue  # the answer to a keep-alive
             if want(msg):
                 return msg
             if isinstance(msg, p.Bye):
@@ -209,9 +224,18 @@ class Client:
                 self.events.append(msg)
 
     def _read_line(self, deadline: float) -> bytes:
-        if self._line is None:
-            raise DaemonUnreachable("not connected")
-        return self._line.read_line(deadline)
+        while True:
+            if self._line is None:
+                raise DaemonUnreachable("not connected")
+            if not self._ping_every:
+                return self._line.read_line(deadline)
+            ping_at = self._last_sent + self._ping_every
+            try:
+                return self._line.read_line(min(deadline, ping_at))
+            except ReplyTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+            self._send(p.Ping())  # a long wait (a UI in next_event): keep the connection
 
 
 
@@ -242,6 +266,7 @@ class AsyncClient:
         self._tg: Any = None
         self._send_lock: Any = None
         self._closed_reason: str | None = None
+        self._last_sent = 0.0
 
     async def __aenter__(self) -> AsyncClient:
         import anyio
@@ -254,7 +279,7 @@ class AsyncClient:
         except OSError as e:
             raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {why(e)}") from e
         self._send_lock = anyio.Lock()
-        self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](10_000)
+        self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](MAX_QUEUED_EVENTS)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader)
@@ -262,6 +287,8 @@ class AsyncClient:
             self.welcome = await self.call(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name))
             if not isinstance(self.welcome, p.Welcome):
                 raise BadReply(f"expected welcome, got {type(self.welcome).__name__}")
+            if self.welcome.idle_timeout:
+                self._tg.start_soon(self._keepalive, self.welcome.idle_timeout / 3)
         except BaseException:
             await self.aclose()
             raise
@@ -392,10 +419,25 @@ class AsyncClient:
             async with self._send_lock:
                 with anyio.fail_after(self.timeout):
                     await self._stream.send(p.encode(msg))
+                self._last_sent = anyio.current_time()
         except TimeoutError as e:
             raise ReplyTimeout("could not send to nexusd in time") from e
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as e:
             raise DaemonUnreachable(f"connection to nexusd lost: {why(e)}") from e
+
+    async def _keepalive(self, every: float) -> None:
+        """A ``ping`` whenever nothing was sent for ``every`` seconds: a quiet UI is not idle."""
+        import anyio
+
+        while self._closed_reason is None:
+            wait = self._last_sent + every - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+                continue
+            try:
+                await self._send(p.Ping())
+            except NexusClientError:
+                return
 
     async def _reader(self) -> None:
         import anyio
@@ -419,7 +461,10 @@ class AsyncClient:
                     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError):
                         reason = "undecodable message from nexusd"
                         return
-                    self._dispatch(msg)
+                    if not self._dispatch(msg):
+                        reason = (f"this client fell {MAX_QUEUED_EVENTS} pushed messages behind; reconnect for a "
+                                  "fresh snapshot")
+                        return
                     if isinstance(msg, p.Bye):
                         reason = f"nexusd is stopping: {msg.reason}"
                 if len(buf) > MAX_REPLY_BYTES:
@@ -431,17 +476,25 @@ class AsyncClient:
                 send.close()
             self._events_send.close()
 
-    def _dispatch(self, msg: Any) -> None:
+    def _dispatch(self, msg: Any) -> bool:
+        """Route one message; False when the subscriber fell too far behind (the connection must end)."""
         ref = getattr(msg, "ref", None)
         if ref is not None and ref != self._subscribe_ref:
             waiter = self._waiters.get(ref)
             if waiter is not None:
                 with contextlib.suppress(Exception):
                     waiter.send_nowait(msg)
-            return
-        # A subscriber that stopped reading loses events, not the connection.
-        with contextlib.suppress(Exception):
+            return True
+        # Never drop a push silently: a lost prompt is a request nobody sees, a lost resolved a stale one.
+        # A subscriber that fell this far behind ends the connection; a new one starts from a snapshot.
+        try:
             self._events_send.send_nowait(msg)
+        except Exception:  # WouldBlock (full); closed when nobody subscribes: nothing to lose
+            return self._subscribe_ref is None
+        return True
+
+
+MAX_QUEUED_EVENTS = 100_000  # pushes an AsyncClient holds for a slow subscriber before it disconnects
 
 
 def default_socket() -> Path:

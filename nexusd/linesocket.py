@@ -2,16 +2,22 @@
 
 Standard library only, shared by the client library and the hook's lean wire (spawned once per tool
 call), so both fail the same way: DaemonUnreachable, ReplyTimeout, or BadReply for an endless line.
+
+A send never waits with its ears shut: while a line cannot be written, whatever the daemon sends is read
+into the line buffer. The daemon stops reading a connection that leaves its replies unread; a client
+blocked in a plain ``sendall`` then never reads them, and both would wait for ever.
 """
 
 from __future__ import annotations
 
+import selectors
 import socket
 import time
 
 from nexusd.client_errors import BadReply, DaemonUnreachable, ReplyTimeout
 
 MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
+MAX_BUFFERED_BYTES = 2 * MAX_REPLY_BYTES  # read while a send waits, before the client gives up
 
 
 def why(e: BaseException) -> str:
@@ -26,9 +32,12 @@ def why(e: BaseException) -> str:
 class LineSocket:
     """One Unix stream connection read as newline-terminated lines. Closed on any failure."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, timeout: float = 5.0) -> None:
         self.sock: socket.socket | None = sock
-        self._buf = b""
+        self.timeout = timeout  # how long a send may make no progress
+        self._buf = bytearray()
+        self._pos = 0  # where the unread part of ``_buf`` begins (no copy per line of a long buffer)
+        self._eof = False  # the daemon closed its side (seen while sending); lines already read still count
 
     @classmethod
     def connect(cls, path: str, timeout: float) -> LineSocket:
@@ -39,7 +48,7 @@ class LineSocket:
         except OSError as e:  # TimeoutError is an OSError
             sock.close()
             raise DaemonUnreachable(f"cannot connect to nexusd at {path}: {why(e)}") from e
-        return cls(sock)
+        return cls(sock, timeout)
 
     def close(self) -> None:
         if self.sock is not None:
@@ -49,26 +58,74 @@ class LineSocket:
                 self.sock = None
 
     def send(self, data: bytes) -> None:
-        if self.sock is None:
+        """Write all of ``data``, reading what arrives meanwhile; DaemonUnreachable after ``timeout`` seconds
+        without progress (the daemon reads nothing and sends nothing)."""
+        sock = self.sock
+        if sock is None:
             raise DaemonUnreachable("not connected")
+        view = memoryview(data)
+        sel: selectors.BaseSelector | None = None
         try:
-            self.sock.sendall(data)
-        except OSError as e:
+            sock.settimeout(0.0)
+            while view:
+                try:
+                    view = view[sock.send(view) :]
+                    continue
+                except (BlockingIOError, InterruptedError):
+                    pass
+                if sel is None:  # the slow path: the socket's buffer is full
+                    sel = selectors.DefaultSelector()
+                    sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+                if not sel.select(self.timeout):
+                    raise TimeoutError("nexusd read nothing and sent nothing")
+                if not self._eof:
+                    self._read_some(sock)
+                    if self._eof:  # nothing more to read: wait for room to write only (or the error)
+                        sel.modify(sock, selectors.EVENT_WRITE)
+        except OSError as e:  # TimeoutError is an OSError
             self.close()
             raise DaemonUnreachable(f"connection to nexusd lost: {why(e)}") from e
+        finally:
+            if sel is not None:
+                sel.close()
+
+    def _read_some(self, sock: socket.socket) -> None:
+        """Whatever is readable now, into the line buffer (a non-blocking socket)."""
+        try:
+            chunk = sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            self._eof = True
+            return
+        self._buf += chunk
+        if len(self._buf) - self._pos > MAX_BUFFERED_BYTES:
+            self.close()
+            raise BadReply("too much unread from nexusd while sending")
 
     def read_line(self, deadline: float) -> bytes:
         """The next line without its newline; ReplyTimeout at ``deadline`` (time.monotonic())."""
         if self.sock is None:
             raise DaemonUnreachable("not connected")
+        scan = self._pos  # where a newline may still be (a long line is not searched again from its start)
         while True:
-            nl = self._buf.find(b"\n")
+            nl = self._buf.find(b"\n", scan)
             if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+                line = bytes(self._buf[self._pos : nl])
+                self._pos = nl + 1
+                if self._pos == len(self._buf):
+                    self._buf.clear()
+                    self._pos = 0
+                elif self._pos > 1 << 16 and self._pos * 2 > len(self._buf):
+                    del self._buf[: self._pos]
+                    self._pos = 0
                 return line
-            if len(self._buf) > MAX_REPLY_BYTES:
+            if len(self._buf) - self._pos > MAX_REPLY_BYTES:
                 self.close()
                 raise BadReply("reply line too long")
+            if self._eof:
+                self.close()
+                raise DaemonUnreachable("nexusd closed the connection")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ReplyTimeout("no reply from nexusd in time")
@@ -83,4 +140,5 @@ class LineSocket:
             if not chunk:
                 self.close()
                 raise DaemonUnreachable("nexusd closed the connection")
+            scan = len(self._buf)
             self._buf += chunk

@@ -48,6 +48,7 @@ ErrorCode = Literal[
     "internal",
     "refused",  # the policy store refused a change (learn, rule_change, trust_change); nothing changed
     "policy_error",  # reload failed; the last good policy stays in force
+    "timeout",  # idle too long, or a line not finished in time; the connection is closed
 ]
 
 
@@ -228,6 +229,12 @@ class AuditQuery(_Msg, tag="audit"):
     ref: str | None = None
 
 
+class Ping(_Msg, tag="ping"):
+    """Keeps an otherwise silent connection (a UI waiting for prompts) from being closed as idle; answered by Pong."""
+
+    ref: str | None = None
+
+
 class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
@@ -266,6 +273,7 @@ ClientMessage = (
     | SandboxPlanQuery
     | SandboxReport
     | AuditQuery
+    | Ping
 )
 
 
@@ -277,6 +285,7 @@ class Welcome(_Msg, tag="welcome"):
     version: str
     role: Role
     sandbox: SandboxProbe | None = None
+    idle_timeout: float | None = None  # seconds of silence after which the daemon closes the connection
     ref: str | None = None
 
 
@@ -325,6 +334,10 @@ class Resolved(_Msg, tag="resolved"):
 class Ack(_Msg, tag="ack"):
     ref: str | None = None
     detail: str = ""
+
+
+class Pong(_Msg, tag="pong"):
+    ref: str | None = None
 
 
 class Error(_Msg, tag="error"):
@@ -487,6 +500,7 @@ ServerMessage = (
     | PolicyNotice
     | SandboxNotice
     | Bye
+    | Pong
 )
 
 # Encoders/decoders are module-level: building them is the costly part, using them is cheap.

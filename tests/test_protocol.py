@@ -29,9 +29,10 @@ CLIENT_MESSAGES = [
     p.SandboxPlanQuery(command="ls", cwd="/"),
     p.SandboxReport(command="touch x", cwd="/w", violations=["v"], session="s", exit_code=1),
     p.AuditQuery(limit=5, decision="deny"),
+    p.Ping(ref="k"),
 ]
 SERVER_MESSAGES = [
-    p.Welcome(proto=1, version="0", role="ui"),
+    p.Welcome(proto=1, version="0", role="ui", idle_timeout=600.0),
     p.Pending(id="a", deadline=1.0),
     p.Decision(decision="deny", reason="r", source="timeout", updated_input={"command": "x"}),
     p.Snapshot(items=[ITEM]),
@@ -48,6 +49,7 @@ SERVER_MESSAGES = [
     p.PolicyNotice(ok=False, errors=["e"]),
     p.SandboxNotice(command="touch x", cwd="/w", violations=["write refused (read-only): x"], session="s", time=1.0),
     p.Bye(reason="stop"),
+    p.Pong(ref="k"),
 ]
 
 

@@ -186,7 +186,7 @@ def _check_error(msg: dict[str, Any]) -> ClientError:
 
 
 def _check_welcome(msg: dict[str, Any]) -> None:
-    extra = set(msg) - {"type", "proto", "version", "role", "sandbox", "ref"}
+    extra = set(msg) - {"type", "proto", "version", "role", "sandbox", "idle_timeout", "ref"}
     if extra:
         raise BadReply(f"unknown welcome fields {sorted(extra)}")
     if type(msg.get("proto")) is not int or msg["proto"] != PROTOCOL_VERSION:
@@ -196,6 +196,8 @@ def _check_welcome(msg: dict[str, Any]) -> None:
         raise BadReply("welcome grants another role")
     if msg.get("sandbox") is not None and type(msg["sandbox"]) is not dict:
         raise BadReply("'sandbox' must be an object")
+    if msg.get("idle_timeout") is not None and type(msg["idle_timeout"]) not in (int, float):
+        raise BadReply("'idle_timeout' must be a number")
     if msg.get("ref") not in (None, HELLO_REF):  # the daemon echoes it; a welcome decides nothing either way
         raise BadReply("welcome for another hello")
 

@@ -8,4 +8,5 @@ Not imported by the daemon or any client: it measures them from the outside, ove
 - ``procs``: start a daemon (or the echo server) on a temporary socket; RSS and start-to-ready.
 - ``scenarios`` / ``load`` / ``runner`` / ``report``: the ``nexusctl bench`` scenarios and their output.
 - ``hook`` / ``mcp`` / ``pending`` / ``startup`` / ``classify``: the standalone benchmarks of issue 8.
+- ``burst``: ``nexusctl bench --scenario burst``, agents × asks at once answered by an automatic UI (issue 27).
 """

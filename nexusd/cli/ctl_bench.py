@@ -4,6 +4,8 @@ Without ``--socket`` it starts a daemon on a temporary socket with the benchmark
 ``Bash(echo *)``, ask ``Bash(git push *)``, deny ``Bash(rm *)``), so a person's real daemon, policy and
 audit log are untouched. With ``--socket`` it measures that running daemon: the automatic UI answers only
 the benchmark's own sessions, and rule scenarios report ``unexpected`` if that daemon's policy differs.
+The ``burst`` scenario (``nexusd/bench/burst.py``) always starts its own daemon: thousands of prompts
+would otherwise reach the person's own UIs.
 """
 
 from __future__ import annotations
@@ -60,11 +62,26 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--scenario",
     "scenario_",
     multiple=True,
-    type=click.Choice(["allow", "deny", "prompt", "mix", "all", "sandbox"]),
+    type=click.Choice(["allow", "deny", "prompt", "mix", "burst", "all", "sandbox"]),
     default=["all"],
     show_default=True,
-    help="Repeatable. 'all' is the four decision scenarios; 'sandbox' times an agent's sandboxed `true` "
+    help="Repeatable. 'all' is the four wire scenarios; 'burst' (--clients agents × --asks asks at once, "
+    "answered by an automatic UI) runs only when named; 'sandbox' (alone) times an agent's sandboxed `true` "
     "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60).",
+)
+@click.option(
+    "--asks",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="burst: asks each agent submits at once.",
+)
+@click.option(
+    "--burst-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="burst: the daemon's pending deadline; an ask not answered by then is counted as timed out.",
 )
 @click.option("--baseline", is_flag=True, help="Also run the bare echo server under the same load; report ratios.")
 @click.option(
@@ -109,6 +126,8 @@ def bench(
     duration: float | None,
     warmup: int,
     scenario_: tuple[str, ...],
+    asks: int,
+    burst_timeout: float,
     baseline: bool,
     uvloop: bool,
     corpus: Path | None,
@@ -118,7 +137,8 @@ def bench(
     as_json: bool,
     out_file: str | None,
 ) -> None:
-    """Benchmark decision round trips (p50/p90/p99/max µs), throughput, errors and daemon RSS."""
+    """Benchmark decision round trips (p50/p90/p99/max µs), throughput, errors and daemon RSS; or a burst of
+    asks (answered, timed out, missing, daemon RSS)."""
     from nexusd.bench.runner import render, run_bench
 
     if "sandbox" in scenario_:
@@ -127,7 +147,21 @@ def bench(
         _sandbox(ctx, requests_, as_json, out_file)
         return
     counts = _int_list(clients)
-    names = ["allow", "deny", "prompt", "mix"] if "all" in scenario_ else list(dict.fromkeys(scenario_))
+    wanted = list(dict.fromkeys(scenario_))
+    names = [n for n in wanted if n not in ("all", "burst")]
+    if "all" in wanted:
+        names = ["allow", "deny", "prompt", "mix"]
+    if "burst" in wanted:
+        if socket_ is not None:
+            click.echo("nexusctl bench: the burst scenario starts its own daemon; leave out --socket", err=True)
+            sys.exit(1)
+        bursts = _run_bursts(counts, asks, burst_timeout, daemon_args, uvloop)
+        if not names:
+            _emit({"benchmark": "burst", "runs": bursts}, "\n\n".join(_render_burst(b) for b in bursts),
+                  as_json, out_file)
+            sys.exit(3 if any(_burst_errors(b) for b in bursts) else 0)
+    else:
+        bursts = []
     target = socket_
     parent = ctx.parent
     if (
@@ -153,12 +187,42 @@ def bench(
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         click.echo(f"nexusctl bench: {exc}", err=True)
         sys.exit(1)
+    text = render(out)
+    if bursts:
+        out["burst"] = bursts
+        text += "\n\n" + "\n\n".join(_render_burst(b) for b in bursts)
+    _emit(out, text, as_json, out_file)
+    errors = sum(c["nexusd"]["errors"] for c in out["cells"]) + sum(_burst_errors(b) for b in bursts)
+    sys.exit(3 if errors else 0)
+
+
+def _run_bursts(agents: list[int], asks: int, timeout: float, daemon_args: tuple[str, ...], uvloop: bool) -> list:
+    from nexusd.bench import burst
+
+    try:
+        return [burst.run(n, asks, timeout, daemon_args=daemon_args, uvloop=uvloop) for n in agents]
+    except (OSError, RuntimeError, ValueError) as exc:
+        click.echo(f"nexusctl bench: {exc}", err=True)
+        sys.exit(1)
+
+
+def _render_burst(out: dict) -> str:
+    from nexusd.bench import burst
+
+    return burst.render(out)
+
+
+def _burst_errors(out: dict) -> int:
+    from nexusd.bench import burst
+
+    return burst.errors(out)
+
+
+def _emit(out: dict, text: str, as_json: bool, out_file: str | None) -> None:
     data = json.dumps(out, indent=2, ensure_ascii=False)
     if out_file:
         Path(out_file).write_text(data + "\n", encoding="utf-8")
-    click.echo(data if as_json else render(out))
-    errors = sum(c["nexusd"]["errors"] for c in out["cells"])
-    sys.exit(3 if errors else 0)
+    click.echo(data if as_json else text)
 
 
 def _sandbox(ctx: click.Context, requests_: int, as_json: bool, out_file: str | None) -> None:

@@ -104,7 +104,31 @@ def absolute(path: Path) -> Path:
     type=click.IntRange(min=64 << 10, max=1 << 30),
     default=8 << 20,
     show_default=True,
-    help="Unread bytes a subscribed UI may hold before it is dropped (its asks stay pending for other UIs).",
+    help="Unread bytes a subscribed UI may hold while it reads nothing for 5 s (or four times this at once) "
+    "before it is dropped; its asks stay pending for other UIs.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Close a connection that sent nothing for this many seconds while nothing of its own is pending "
+    "(UIs send ping to stay); 0: never.",
+)
+@click.option(
+    "--line-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Close a connection whose line was begun and not finished within this many seconds; 0: never.",
+)
+@click.option(
+    "--client-log-interval",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="What clients cause (protocol errors, timeouts, refusals) is logged at most once per client per this "
+    "many seconds, with a count, and at most 41 lines per interval in all.",
 )
 @click.option(
     "--watch-policy/--no-watch-policy",
@@ -128,6 +152,9 @@ def main(
     max_line_bytes: int,
     decision_memo: int,
     max_ui_output: int,
+    idle_timeout: float,
+    line_timeout: float,
+    client_log_interval: float,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -186,6 +213,9 @@ def main(
             decision_memo=decision_memo,
             watch_policy=watch_policy,
             max_ui_output=max_ui_output,
+            idle_timeout=idle_timeout,
+            line_timeout=line_timeout,
+            log_interval=client_log_interval,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

@@ -1,12 +1,14 @@
-"""One client connection as an asyncio Protocol: framing, line limits, backpressure, the hello timer, polite close.
+"""One client connection as an asyncio Protocol: framing, line limits, backpressure, timers, polite close.
 
 It knows nothing of messages or roles: each complete line goes to its owner (the ``Server``) through the
-small ``ConnectionOwner`` interface, so this module never imports the server.
+small ``ConnectionOwner`` interface, so this module never imports the server. ``ClientErrorLog`` keeps
+what any same-user client can make the daemon log to a bounded number of lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -24,6 +26,8 @@ MAX_OUTBOX_BYTES = 32 << 20  # a UI that stops reading is dropped beyond this
 class _LineLimit(Protocol):
     max_line_bytes: int
     max_ui_output: int
+    idle_timeout: float
+    line_timeout: float
 
 
 class ConnectionOwner(Protocol):
@@ -39,6 +43,8 @@ class ConnectionOwner(Protocol):
     def detached(self, conn: Connection) -> None: ...
 
     def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None: ...
+
+    def client_fault(self, conn: Connection, event: str, **fields: Any) -> None: ...
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]: ...
 
@@ -59,13 +65,18 @@ class Connection(asyncio.Protocol):
         "cid",
         "closed",
         "eof",
+        "last_input",
+        "line_since",
         "lines",
         "linger_budget",
         "name",
+        "over_since",
         "peer",
         "pending",
         "queued",
+        "read_mark",
         "role",
+        "sent",
         "server",
         "subscribed",
         "timer",
@@ -91,6 +102,11 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None  # hello deadline, then the linger deadline
         self.linger_budget = -1  # >= 0 while lingering
         self.write_paused = False
+        self.last_input = time.monotonic()  # when the last complete line arrived (or a pending request ended)
+        self.line_since = 0.0  # when the unfinished line in ``buf`` began; 0: no line in progress
+        self.sent = 0  # bytes ever queued for the client
+        self.over_since = 0.0  # a subscribed UI: when its backlog went over max_ui_output; 0: it is not
+        self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
 
     @property
     def label(self) -> str:
@@ -101,20 +117,35 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes) -> bool:
         """Queue a line; never blocks. False if the client is gone (or was just dropped for not reading).
 
-        A subscribed UI that stops reading while asks pour in is dropped once its unread output passes
-        ``max_ui_output`` (a few MB): its memory is bounded, other clients are not slowed, and the asks it was
-        shown stay pending for every other UI. Any other client gets ``MAX_OUTBOX_BYTES``."""
+        A subscribed UI that stops reading while asks pour in is dropped once its unread output stays over
+        ``max_ui_output`` (a few MB) for ``UI_STALL_SECONDS`` without it reading a byte (``check_timeouts``),
+        or at once past four times that: its memory is bounded, other clients are not slowed, and the asks it
+        was shown stay pending for every other UI. A UI that reads, however slowly, rides out a burst. Any
+        other client is dropped past ``MAX_OUTBOX_BYTES``."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False  # the connection is going; connection_lost will detach it
         self.transport.write(data)
-        limit = self.server.config.max_ui_output if self.subscribed else MAX_OUTBOX_BYTES
+        self.sent += len(data)
         unread = self.transport.get_write_buffer_size()
-        if unread - len(data) > limit:  # the backlog before this message (a big snapshot alone is fine)
-            log.warning("client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
-                        client=self.label, unread_bytes=unread, limit=limit)
-            self.kill()
-            return False
+        backlog = unread - len(data)  # before this message (a big snapshot alone is fine)
+        if self.subscribed:
+            limit = self.server.config.max_ui_output
+            if backlog > limit * _UI_HARD_FACTOR:
+                return self._drop_slow_reader(unread, limit * _UI_HARD_FACTOR)
+            if backlog > limit and not self.over_since:
+                self.over_since = time.monotonic()
+                self.read_mark = self.sent - unread
+        elif backlog > MAX_OUTBOX_BYTES:
+            return self._drop_slow_reader(unread, MAX_OUTBOX_BYTES)
         return True
+
+    def _drop_slow_reader(self, unread: int, limit: int) -> bool:
+        self.server.client_fault(
+            self, "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
+            unread_bytes=unread, limit=limit,
+        )
+        self.kill()
+        return False
 
     post = send  # pushes from other tasks (timer, another client's handler) go the same way
 
@@ -124,6 +155,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self.over_since = 0.0  # drained to the low-water mark
         if self.lines and not self.busy:
             self._pump()
         else:
@@ -135,7 +167,7 @@ class Connection(asyncio.Protocol):
             return
         # a subscribed UI keeps being read while its output waits: its answers and cancels cost almost no
         # output, and a UI that writes an answer before reading on must not wedge (its output is bounded)
-        if (self.write_paused and not self.subscribed) or self.queued > _MAX_QUEUED_INPUT:
+        if self.reading_paused():
             t.pause_reading()
         else:
             t.resume_reading()
@@ -158,6 +190,7 @@ class Connection(asyncio.Protocol):
         limit = self.server.config.max_line_bytes
         buf = self.buf + data if self.buf else data
         start = 0
+        now = time.monotonic()
         while True:
             nl = buf.find(b"\n", start)
             if nl < 0:
@@ -170,6 +203,10 @@ class Connection(asyncio.Protocol):
             self._queue(line)
         if start:
             buf = buf[start:]
+            self.last_input = now
+            self.line_since = now if buf else 0.0  # a new line began in this chunk
+        elif not self.line_since:
+            self.line_since = now
         if len(buf) > limit:
             self._queue(_TOO_LONG)
             return
@@ -244,6 +281,57 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ ending
 
+    def check_timeouts(self, now: float, idle: float, line: float) -> None:
+        """Close a connection that stalls: a line begun and not finished within ``line`` seconds, or (after
+        hello) nothing received for ``idle`` seconds while nothing of its own is pending or being handled.
+        A UI keeps itself open with ``ping``. 0 turns either limit off."""
+        if self.closed or self.linger_budget >= 0:
+            return
+        if self.over_since and now - self.over_since > UI_STALL_SECONDS:
+            self._check_backlog(now)
+            if self.closed:
+                return
+        if self.reading_paused():
+            # we are not reading it (its replies wait unread, or our own backlog): its line cannot finish,
+            # and only a client that reads nothing at all for the idle limit is closed
+            if self.line_since:
+                self.line_since = now
+            if idle and self.write_paused and self.role is not None and now - self.last_input > idle:
+                self._time_out("idle", f"read none of its replies for {idle:g} s")
+            return
+        if line and self.line_since and now - self.line_since > line:
+            self._time_out("line", f"a line was begun and not finished within {line:g} s")
+        elif self.role is None:
+            return  # the hello timer covers the handshake
+        elif self.pending or self.busy or self.lines:
+            self.last_input = now  # waiting for a person or the policy is not idleness; the clock starts after
+        elif idle and now - self.last_input > idle:
+            self._time_out("idle", f"idle for {idle:g} s (send ping to stay connected)")
+
+    def _check_backlog(self, now: float) -> None:
+        """A subscribed UI over ``max_ui_output`` for a while: dropped if it read nothing meanwhile."""
+        t = self.transport
+        if t is None:
+            return
+        unread = t.get_write_buffer_size()
+        read = self.sent - unread
+        limit = self.server.config.max_ui_output
+        if unread <= limit:
+            self.over_since = 0.0
+        elif read > self.read_mark:  # it reads, slowly: give it another while
+            self.over_since, self.read_mark = now, read
+        else:
+            self._drop_slow_reader(unread, limit)
+
+    def reading_paused(self) -> bool:
+        return (self.write_paused and not self.subscribed) or self.queued > _MAX_QUEUED_INPUT
+
+    def _time_out(self, kind: str, message: str) -> None:
+        self.server.client_fault(self, f"connection closed: {kind} timeout", detail=message)
+        self.send(p.encode(p.Error(code="timeout", message=f"closing: {message}")))
+        self.buf = b""
+        self.close_politely()  # input from here on is discarded while the error line is read
+
     def hello_expired(self) -> None:
         self.timer = None
         if self.role is None and not self.closed:
@@ -307,3 +395,80 @@ _TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a ne
 _LINGER_SECONDS = 0.5
 _LINGER_BYTES = 1 << 20
 _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
+UI_STALL_SECONDS = 5.0  # a UI over max_ui_output that reads nothing for this long is dropped
+_UI_HARD_FACTOR = 4  # ... and one over four times max_ui_output at once, reading or not
+
+
+class ClientErrorLog:
+    """What clients make the daemon log, at a bounded rate: any same-user process could otherwise fill the
+    disk through the log (one line per garbage connection).
+
+    Per window of ``interval`` seconds: the first fault of each client (its name and pid) is logged at once
+    while fewer than ``max_lines`` lines were written in the window; later faults are counted, and when the
+    window ends each client with uncounted faults gets one line with the count (at most ``max_lines``), and
+    the rest one summary line. So a window writes at most ``2 * max_lines + 1`` lines, each short (client
+    text is cut to ``_MAX_TEXT``), whatever the clients do.
+    """
+
+    def __init__(self, interval: float = 60.0, max_lines: int = 20) -> None:
+        self.interval = interval
+        self.max_lines = max_lines
+        self.window_end = time.monotonic() + interval
+        self.lines = 0  # lines logged at once in this window
+        self.counts: dict[tuple[str, str], list[Any]] = {}  # (client, event) -> [faults not logged, fields]
+        self.overflow = 0  # faults of clients beyond _MAX_TRACKED in this window
+        self.total = 0  # every fault since start (status, tests)
+
+    def note(self, client: str, event: str, fields: dict[str, Any], now: float) -> None:
+        self.total += 1
+        if now >= self.window_end:
+            self.flush(now)
+        key = (client, event)
+        entry = self.counts.get(key)
+        if entry is None:
+            if len(self.counts) >= _MAX_TRACKED:
+                self.overflow += 1
+                return
+            if self.lines < self.max_lines:
+                self.lines += 1
+                self.counts[key] = [0, None]
+                log.warning(event, client=_cut(client), **{k: _cut(v) for k, v in fields.items()})
+                return
+            entry = self.counts[key] = [0, None]
+        entry[0] += 1
+        entry[1] = fields
+
+    def flush(self, now: float) -> None:
+        """At the end of a window: one line per client with faults not yet logged, then a summary."""
+        if now < self.window_end:
+            return
+        written = 0
+        rest_clients = rest_faults = 0
+        for (client, event), (count, fields) in self.counts.items():
+            if not count:
+                continue
+            if written < self.max_lines:
+                written += 1
+                log.warning(f"{event} (repeated)", client=_cut(client), count=count, interval_s=self.interval,
+                         **{f"last_{k}": _cut(v) for k, v in (fields or {}).items()})
+            else:
+                rest_clients += 1
+                rest_faults += count
+        rest_faults += self.overflow
+        if rest_faults:
+            log.warning("client faults not logged one by one (rate limit)", clients=rest_clients,
+                        faults=rest_faults, interval_s=self.interval)
+        self.counts = {}
+        self.overflow = 0
+        self.lines = 0
+        self.window_end = now + self.interval
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _MAX_TEXT:
+        return value[:_MAX_TEXT] + "…"
+    return value
+
+
+_MAX_TRACKED = 10_000  # clients whose faults one window counts one by one
+_MAX_TEXT = 200  # longest client-influenced text in a log line

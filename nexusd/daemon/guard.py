@@ -62,6 +62,7 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.SandboxPlanQuery: False,
     p.SandboxReport: False,  # adds an audit record; decides nothing
     p.AuditQuery: False,
+    p.Ping: False,  # keeps the connection open, nothing more
 }
 
 

@@ -31,7 +31,7 @@ from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import tool_info
 from nexusd.daemon.audit import AuditLog, read_tail
-from nexusd.daemon.connection import Connection
+from nexusd.daemon.connection import ClientErrorLog, Connection
 from nexusd.daemon.guard import AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
 from nexusd.daemon.listener import BoundSocket
@@ -50,7 +50,7 @@ log = structlog.get_logger("nexusd")
 MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
     "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # nexusctl run
-                        p.SandboxReport}),  # and the sandbox's scrub reporting what it refused
+                        p.SandboxReport, p.Ping}),  # and the sandbox's scrub reporting what it refused
     "ui": frozenset(
         {
             p.Subscribe,
@@ -66,6 +66,7 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.SandboxReport,
             p.AuditQuery,
             p.Reload,
+            p.Ping,
         }
     ),
 }
@@ -94,6 +95,10 @@ class Config:
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
     max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
+    idle_timeout: float = 600.0  # a connection silent this long, with nothing pending, is closed; 0: never
+    line_timeout: float = 30.0  # a line begun and not finished this long closes the connection; 0: never
+    log_interval: float = 60.0  # client faults: one line per client per interval (connection.ClientErrorLog)
+    log_max_lines: int = 20
 
 
 class _RefOnly(msgspec.Struct):
@@ -165,6 +170,7 @@ class Server:
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
+        self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
@@ -190,6 +196,7 @@ class Server:
             p.SandboxPlanQuery: self._on_sandbox_plan,
             p.SandboxReport: self._on_sandbox_report,
             p.AuditQuery: self._on_audit,
+            p.Ping: self._on_ping,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -216,6 +223,7 @@ class Server:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self.pending.run_timer, self._expire)
+                tg.start_soon(self._sweep)
                 # Handlers in place before READY=1: systemd may send SIGHUP (reload) the moment it
                 # sees READY, and SIGHUP's default action would kill the daemon.
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -285,11 +293,13 @@ class Server:
         try:
             cred = peer_credentials(conn.transport.get_extra_info("socket"))
         except OSError as e:
-            log.warning("peer credentials unavailable; refusing", error=str(e))
+            self.errlog.note("unknown peer", "peer credentials unavailable; refusing", {"error": str(e)},
+                             time.monotonic())
             self._refuse(conn, "peer credentials unavailable")
             return
         if cred.uid != self.uid:
-            log.warning("refused a peer of another uid", uid=cred.uid, pid=cred.pid)
+            self.errlog.note(f"uid {cred.uid} (pid {cred.pid})", "refused a peer of another uid", {},
+                             time.monotonic())
             self._refuse(conn, "only processes of the daemon's user are served")
             return
         conn.peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
@@ -314,8 +324,28 @@ class Server:
         conn.pending = None
 
     def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
-        log.info("framing error; closing", client=conn.label, code=code, message=message)
+        self.client_fault(conn, "framing error; closing", code=code, message=message)
         conn.send(p.encode(p.Error(code=code, message=message)))
+
+    def client_fault(self, conn: Connection, event: str, **fields: Any) -> None:
+        """Anything a client can make the daemon log goes through the rate-limited ClientErrorLog."""
+        self.errlog.note(conn.label, event, fields, time.monotonic())
+
+    async def _sweep(self) -> None:
+        """Close stalled connections (idle, a line never finished, a UI that stopped reading) and end the error
+        log's windows."""
+        cfg = self.config
+        limits = [t for t in (cfg.idle_timeout, cfg.line_timeout) if t > 0]
+        tick = min(1.0, max(0.02, min(limits) / 4)) if limits else 1.0
+        while True:
+            await anyio.sleep(tick)
+            now = time.monotonic()
+            try:
+                for conn in list(self.conns):  # also: a UI over --max-ui-output that stopped reading is dropped
+                    conn.check_timeouts(now, cfg.idle_timeout, cfg.line_timeout)
+                self.errlog.flush(now)
+            except Exception:  # a bug here must cost one sweep, never the daemon
+                log.exception("connection sweep failed")
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
         """Handle one line: True when done, False to close the connection, or a coroutine still to await."""
@@ -334,10 +364,14 @@ class Server:
             msg = p.decode_client(line)
         except msgspec.ValidationError as e:
             text = str(e)
+            if conn.role is None:
+                return self._bad_hello(conn, text, line)
             code: p.ErrorCode = "unknown_type" if "`$.type`" in text else "invalid_message"
             self._reply_error(conn, code, text, _ref_of(line))
             return True
         except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as e:
+            if conn.role is None:
+                return self._bad_hello(conn, str(e), line)
             self._reply_error(conn, "bad_json", str(e), _ref_of(line))
             return True
         kind = type(msg)
@@ -378,7 +412,7 @@ class Server:
     def _refuse_from_agent(self, conn: Connection, msg: Any) -> None:
         """A message that widens the gate, from inside an agent's process tree: refused, logged, audited."""
         tag = msg.__struct_config__.tag
-        log.warning("gate change from an agent refused", message=tag, peer=conn.label)
+        self.client_fault(conn, "gate change from an agent refused", message=tag)
         body = msgspec.to_builtins(msg)
         call = p.CallInfo(provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}",
                           input=body, cwd="/")
@@ -400,7 +434,18 @@ class Server:
             self._reply_error(conn, "internal", f"internal error: {type(e).__name__}", ref)
 
     def _reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
+        if code in _CLIENT_FAULTS:
+            self.client_fault(conn, "protocol error", code=code, message=message)
         conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
+
+    def _bad_hello(self, conn: Connection, why: str, line: bytes) -> bool:
+        """A first line that is not a valid hello (wrong types, missing fields, unknown role, not JSON):
+        ``protocol_version``, and the connection is closed, as for any other first message."""
+        self._reply_error(conn, "protocol_version", f"the first message must be a valid hello: {why}", _ref_of(line))
+        return False
+
+    def _on_ping(self, conn: Connection, msg: p.Ping) -> None:
+        conn.send(p.encode(p.Pong(ref=msg.ref)))
 
     def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
         if msg.proto != p.PROTOCOL_VERSION:
@@ -412,7 +457,9 @@ class Server:
         conn.name = _clean(msg.name)
         conn.send(
             p.encode(
-                p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe, ref=msg.ref)
+                p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe,
+                          idle_timeout=(self.config.idle_timeout or None) if msg.role != "agent" else None,
+                          ref=msg.ref)
             )
         )
         return True
@@ -834,7 +881,7 @@ class Server:
                 self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
             return
         if self._self_approval(conn, entry) or self._from_agent(conn):  # its own agent's tree, or any agent's
-            log.warning("self-approval refused", answerer=conn.label, request=msg.id)
+            self.client_fault(conn, "self-approval refused", request=msg.id)
             self._record(
                 msg.id,
                 entry.call,
@@ -878,9 +925,9 @@ class Server:
             else:
                 try:
                     self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=verdict)
-                except ValueError as e:
+                except (ValueError, OSError) as e:
                     self._reply_error(
-                        conn, "refused", f"not remembered: {e}; the request is still pending", msg.ref
+                        conn, "refused", f"not remembered: {_why_refused(e)}; the request is still pending", msg.ref
                     )
                     return
         if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
@@ -1001,8 +1048,8 @@ class Server:
     def _on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
         try:
             self.store.change_rule(msg.action, msg.kind, msg.rule)
-        except ValueError as e:
-            self._reply_error(conn, "refused", str(e), msg.ref)
+        except (ValueError, OSError) as e:
+            self._reply_error(conn, "refused", _why_refused(e), msg.ref)
             return
         log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
@@ -1010,8 +1057,8 @@ class Server:
     def _on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
         try:
             self.store.trust(msg.action, msg.path)
-        except ValueError as e:
-            self._reply_error(conn, "refused", str(e), msg.ref)
+        except (ValueError, OSError) as e:
+            self._reply_error(conn, "refused", _why_refused(e), msg.ref)
             return
         log.info("trust changed", action=msg.action, path=msg.path, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
@@ -1091,6 +1138,18 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
+
+
+def _why_refused(e: Exception) -> str:
+    """The store's refusal as is; a write that failed (a full disk, a read-only directory) says so, loudly."""
+    if isinstance(e, OSError):
+        log.error("policy change not saved", error=str(e))
+        return f"could not be saved ({e.strerror or e})"
+    return str(e)
+
+
+_CLIENT_FAULTS = frozenset({"bad_json", "line_too_long", "invalid_message", "unknown_type", "wrong_role",
+                            "protocol_version"})
 
 
 def _ref_of(line: bytes) -> str | None:

@@ -48,7 +48,7 @@ def test_literal_sets_and_version_match_the_protocol() -> None:
 def test_decision_fields_match_the_protocol() -> None:
     assert {f for f in protocol.Decision.__struct_fields__} | {"type"} == wire_lean._DECISION_FIELDS
     assert set(protocol.Welcome.__struct_fields__) | {"type"} == {
-        "type", "proto", "version", "role", "sandbox", "ref"
+        "type", "proto", "version", "role", "sandbox", "idle_timeout", "ref"
     }  # fmt: skip
     assert set(protocol.Pending.__struct_fields__) == {"id", "deadline", "ref"}
     optional = set(protocol.CallInfo.__struct_fields__) - {"provider", "session", "tool", "input", "cwd"}

@@ -162,8 +162,13 @@ def test_a_ui_that_never_reads_is_dropped_and_its_asks_stay_pending(daemon_facto
         agents[i % len(agents)].send({"type": "request", "call": call, "ref": str(i)})
     reader.join(70)
     assert len(got) == n  # the reading UI got every ask
-    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
-        st = c.status()
+    deadline = time.monotonic() + 15  # over the limit and reading nothing for UI_STALL_SECONDS: dropped
+    while True:
+        with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+            st = c.status()
+        if st.connections.get("ui") == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert st.pending == n  # the dropped UI's asks stay pending for the others
     assert st.connections.get("ui") == 1  # the stuck UI is gone
     assert "client stopped reading its messages; dropping it" in h.log.read_text()
