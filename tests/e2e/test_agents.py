@@ -698,3 +698,20 @@ async def test_codex_workspace_is_not_the_models_workdir(
     call = run.prompts[0].call
     assert call.cwd == "/" and call.workspace == str(project), call
     assert not Path("/made-at-root-by-a-model").exists()
+
+
+@pytest.mark.anyio
+async def test_codex_runs_allowed_shell_calls_in_nexusd_sandbox(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
+) -> None:
+    """With ``[sandbox] enabled``, nexusd allows a shell call by rewriting it to run in bubblewrap; Codex
+    takes the rewrite (PreToolUse ``allow`` + ``updatedInput``) and runs the launcher: its session record
+    shows the rewritten command, and the command's effect inside the workspace happens."""
+    home, project = world
+    daemon = daemon_factory(policy='[permissions]\nallow = ["Bash(touch *)"]\n\n[sandbox]\nenabled = true\n')
+    api = scenario("codex", codex_call("touch inside-the-sandbox"))
+    argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert (project / "inside-the-sandbox").exists(), run.explain()
+    rollouts = "".join(p.read_text() for p in (codex_home / "sessions").rglob("*.jsonl"))
+    assert "nexusd.sandbox.launcher" in rollouts, run.explain()
