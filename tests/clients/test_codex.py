@@ -417,6 +417,7 @@ def test_workspace_falls_back_to_the_codex_process_cwd(tmp_path: Path) -> None:
         assert codex.codex_process_cwd(os.getpid()) is None  # no codex above the test runner
         c = call(payload(cwd="/"), agent_pid=child)
         assert c.workspace == str(ws) and c.cwd == "/"
+        assert c.agent_pid == proc.pid, "the queue names Codex, not the hook's short-lived shell"
     finally:
         proc.kill()
         proc.wait()
