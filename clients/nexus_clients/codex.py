@@ -85,7 +85,7 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
 
     The hook's ``cwd`` is the command's ``workdir``, which the model chooses; the workspace boundary must
     not be. None when there is no transcript (``--ephemeral``), it belongs to another session, or it is
-    unreadable: then the Codex process's own cwd is used (``codex_process_cwd``), and failing that the
+    unreadable: then the Codex process's own cwd is used (``codex_process``), and failing that the
     daemon falls back to the cwd's git root.
     """
     if not isinstance(transcript_path, str) or not os.path.isabs(transcript_path):
@@ -133,23 +133,30 @@ def shell_apply_patch(command: str, cwd: str) -> tuple[str, str] | None:
     return m["body"], where
 
 
-def codex_process_cwd(pid: int | None, hops: int = 4) -> str | None:
-    """The working directory of the Codex process at or above ``pid`` (Linux ``/proc``): the directory the
-    session runs in, which the model cannot change. Codex runs hooks through ``$SHELL -lc``, so the hook's
-    parent is usually that shell (whose cwd is the model's ``workdir``); the walk goes up to Codex."""
+def codex_process(pid: int | None, hops: int = 4) -> tuple[int, str] | None:
+    """(pid, working directory) of the Codex process at or above ``pid`` (Linux ``/proc``).
+
+    Codex runs hooks through ``$SHELL -lc``, so the hook's parent is usually that shell, short-lived and
+    sitting in the model's ``workdir``; Codex itself is the agent to name in the queue, and its directory
+    (which the model cannot change) is the session's workspace."""
     for _ in range(hops):
         if pid is None or pid <= 1:
             return None
         try:
             if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "codex":
                 cwd = os.readlink(f"/proc/{pid}/cwd")
-                return cwd if os.path.isabs(cwd) else None
+                return (pid, cwd) if os.path.isabs(cwd) else None
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read(4096)
             pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             return None
     return None
+
+
+def codex_process_cwd(pid: int | None) -> str | None:
+    found = codex_process(pid)
+    return found[1] if found else None
 
 
 def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
@@ -182,6 +189,7 @@ def call_fields_from_hook(
     mode = payload.get("permission_mode")
     tool_use_id = payload.get("tool_use_id")
     subagent_id, subagent_type = subagent_of(payload)
+    process = codex_process(agent_pid)
     return call_fields(
         provider=PROVIDER,
         session=session,
@@ -190,8 +198,8 @@ def call_fields_from_hook(
         cwd=cwd,
         mode=MODES.get(mode) if isinstance(mode, str) else None,
         agent_request_id=tool_use_id if isinstance(tool_use_id, str) and tool_use_id else None,
-        agent_pid=agent_pid,
-        workspace=session_workspace(payload.get("transcript_path"), session) or codex_process_cwd(agent_pid),
+        agent_pid=process[0] if process else agent_pid,
+        workspace=session_workspace(payload.get("transcript_path"), session) or (process[1] if process else None),
         subagent_id=subagent_id,
         subagent_type=subagent_type,
     )

@@ -213,8 +213,14 @@ def install(doc: TOMLDocument, path: Path, command: str, timeout: int) -> TOMLDo
             hooks[event] = aot
         elif isinstance(existing, AoT):
             existing.append(table)
-        else:
-            existing.append(table)  # an inline array of tables: keep its style
+        else:  # an inline array (`PreToolUse = [{…}]`): keep its style
+            inline = tomlkit.inline_table()
+            entry = tomlkit.inline_table()
+            entry.update(handler)
+            handlers = tomlkit.array()
+            handlers.append(entry)
+            inline["hooks"] = handlers
+            existing.append(inline)
     state = _state(hooks, create=True)
     assert state is not None
     for event, gi, group, handler in entries:
@@ -242,8 +248,13 @@ def plan_text(
     (as data) to a backup is that backup's exact text, and an empty result removes the file."""
     doc, old_text = read(path)
     before = doc.unwrap()
-    new_doc = transform(doc)
-    after = new_doc.unwrap()
+    try:
+        new_doc = transform(doc)
+        after = new_doc.unwrap()
+    except CodexSettingsError:
+        raise
+    except Exception as exc:  # a shape tomlkit cannot edit in place (an inline `hooks = {…}` table …)
+        raise CodexSettingsError(f"{path}: cannot merge into its [hooks] as written ({exc}); not touching it") from None
     if after == before:
         return old_text, old_text
     if restore:
@@ -256,4 +267,11 @@ def plan_text(
                     return old_text, text
             except Exception:  # an unreadable or unparsable backup is simply not the one
                 continue
-    return old_text, tomlkit.dumps(new_doc)
+    text = tomlkit.dumps(new_doc)
+    try:
+        faithful = tomlkit.parse(text).unwrap() == after
+    except Exception:
+        faithful = False
+    if not faithful:  # never write a file that would not read back as what we meant
+        raise CodexSettingsError(f"{path}: the merged file would not read back as intended; not touching it")
+    return old_text, text

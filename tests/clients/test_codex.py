@@ -4,8 +4,10 @@ process itself against the real daemon)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -403,7 +405,9 @@ def test_workspace_falls_back_to_the_codex_process_cwd(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     # the hook's shell: another program, in another directory, under the codex process
-    proc = subprocess.Popen([str(fake), "-c", "(cd / && exec /bin/sh -c 'sleep 30; :'); :"], cwd=ws)
+    proc = subprocess.Popen(
+        [str(fake), "-c", "(cd / && exec /bin/sh -c 'sleep 30; :'); :"], cwd=ws, start_new_session=True
+    )
     try:
         child = None
         for _ in range(100):
@@ -417,8 +421,10 @@ def test_workspace_falls_back_to_the_codex_process_cwd(tmp_path: Path) -> None:
         assert codex.codex_process_cwd(os.getpid()) is None  # no codex above the test runner
         c = call(payload(cwd="/"), agent_pid=child)
         assert c.workspace == str(ws) and c.cwd == "/"
+        assert c.agent_pid == proc.pid, "the queue names Codex, not the hook's short-lived shell"
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own process group: the shell and its sleep
         proc.wait()
 
 

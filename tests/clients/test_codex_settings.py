@@ -173,3 +173,23 @@ def test_cli_warns_when_the_shell_cannot_take_the_wrapper(tmp_path: Path, monkey
     r = CliRunner().invoke(nexusctl, ["install", "codex"])
     assert r.exit_code == 0 and "lets the call through" in r.output
     assert "|| exit 2" not in (tmp_path / "cx" / "config.toml").read_text()
+
+
+def test_inline_array_of_groups_keeps_its_style_and_round_trips(tmp_path: Path) -> None:
+    text = '[hooks]\nPreToolUse = [{hooks = [{type = "command", command = "lint"}]}]  # mine\n'
+    path = config(tmp_path, text)
+    s.apply(s.install_changes("codex", project=None, mcp=False, home=tmp_path)[0])
+    doc = tomlkit.parse(path.read_text()).unwrap()
+    assert doc["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "lint"
+    assert "nexus-hook" in doc["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
+    assert f"{path}:pre_tool_use:1:0" in doc["hooks"]["state"]
+    s.apply(s.uninstall_changes("codex", project=None, home=tmp_path)[0])
+    assert path.read_text() == text
+
+
+def test_hooks_as_an_inline_table_is_refused_cleanly(tmp_path: Path) -> None:
+    text = 'hooks = {PreToolUse = [{hooks = [{type = "command", command = "lint"}]}]}\n'
+    path = config(tmp_path, text)
+    with pytest.raises(s.SettingsError, match="not touching it"):
+        s.install_changes("codex", project=None, mcp=False, home=tmp_path)
+    assert path.read_text() == text

@@ -7,6 +7,7 @@ scenarios need the policy engine's rules (``[permissions] allow/deny`` in the us
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,6 +41,7 @@ class Run:
     api: FakeAPI
     project: Path
     prompts: list[protocol.PendingItem]
+    agent_exes: list[str] = dataclasses.field(default_factory=list)  # each prompt's agent_pid, seen while asked
 
     def told(self) -> str:
         """Everything the model got back about its tool call."""
@@ -161,6 +163,7 @@ async def run_cli(
     from nexusd.client import AsyncClient
 
     prompts: list[protocol.PendingItem] = []
+    exes: list[str] = []
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -187,6 +190,7 @@ async def run_cli(
                 async for event in events:
                     if isinstance(event, protocol.Prompt):
                         prompts.append(event.item)
+                        exes.append(_exe(event.item.call.agent_pid))
                         if answer != "timeout":
                             await ui.call(protocol.Answer(id=event.item.id, decision=answer, message=message))
 
@@ -194,9 +198,16 @@ async def run_cli(
                 tg.start_soon(answer_prompts)
                 box["proc"] = await anyio.to_thread.run_sync(run)
                 tg.cancel_scope.cancel()
-            return Run(box["proc"], api, project, prompts)
+            return Run(box["proc"], api, project, prompts, exes)
     finally:
         api.stop()
+
+
+def _exe(pid: int | None) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe") if pid else ""
+    except OSError:
+        return ""
 
 
 def scenario(kind: str, tool: ToolCall | list[ToolCall]) -> FakeAPI:
@@ -721,4 +732,22 @@ async def test_codex_workspace_is_not_the_models_workdir(
     assert len(run.prompts) == 1, run.explain()
     call = run.prompts[0].call
     assert call.cwd == "/" and call.workspace == str(project), call
+    assert run.agent_exes[0].endswith("/codex"), run.agent_exes  # the queue names Codex, not the hook's shell
     assert not Path("/made-at-root-by-a-model").exists()
+
+
+@pytest.mark.anyio
+async def test_codex_runs_allowed_shell_calls_in_nexusd_sandbox(
+    agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
+) -> None:
+    """With ``[sandbox] enabled``, nexusd allows a shell call by rewriting it to run in bubblewrap; Codex
+    takes the rewrite (PreToolUse ``allow`` + ``updatedInput``) and runs the launcher: its session record
+    shows the rewritten command, and the command's effect inside the workspace happens."""
+    home, project = world
+    daemon = daemon_factory(policy='[permissions]\nallow = ["Bash(touch *)"]\n\n[sandbox]\nenabled = true\n')
+    api = scenario("codex", codex_call("touch inside-the-sandbox"))
+    argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon)
+    run = await run_cli(argv, env, project, api, daemon)
+    assert (project / "inside-the-sandbox").exists(), run.explain()
+    rollouts = "".join(p.read_text() for p in (codex_home / "sessions").rglob("*.jsonl"))
+    assert "nexusd.sandbox.launcher" in rollouts, run.explain()
