@@ -157,6 +157,7 @@ class Server:
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
         self._tg: anyio.abc.TaskGroup | None = None
+        self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self._stopping = False
@@ -208,6 +209,7 @@ class Server:
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
+                await self._start_network(tg)
                 if self.probe_fn is not None:
                     tg.start_soon(self._refresh_probe)
                 if self.notifier.enabled:
@@ -233,6 +235,18 @@ class Server:
                 conn.kill()
             self.audit.close()
             log.info("stopped")
+
+    async def _start_network(self, tg: anyio.abc.TaskGroup) -> None:
+        """The egress proxy of filtered sandboxes (nexusd/daemon/network.py); without it they get no network."""
+        try:
+            from nexusd.daemon.network import NetworkGate
+
+            gate_ = NetworkGate(self)
+            await tg.start(gate_.proxy.serve)
+        except Exception:
+            log.exception("the network proxy did not start: filtered sandboxes get no network")
+            return
+        self.network = gate_
 
     async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         import signal
@@ -978,6 +992,10 @@ class Server:
         probe = self.probe if self.probe is not None else await self._refresh_probe()
         try:
             plan = plan_command(msg.command, msg.cwd, self.store, probe, msg.session, workspace=msg.workspace)
+            if plan.proxy_fd_arg is not None and self.network is not None:
+                path, token = self.network.register(msg.command, msg.cwd, os.path.realpath(msg.workspace or msg.cwd),
+                                                    msg.session)
+                plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")

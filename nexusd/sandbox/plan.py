@@ -27,6 +27,7 @@ from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
+from nexusd.sandbox.network import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
     SandboxSettings,
@@ -256,6 +257,10 @@ def plan_command(
         return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
     if "\x00" in command:
         return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
+    from nexusd.sandbox.network import has_rule_domains
+
+    net_mode = settings.network(has_rule_domains(policy, settings))
+    settings = replace(settings, network_isolation=net_mode != "open")
     inner = [_shell(), "-c", command]
     backend = probe.backend if probe is not None and probe.available else None
     if backend not in ("bwrap", "unshare"):
@@ -294,19 +299,37 @@ def plan_command(
     if backend == "bwrap":
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
-        argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
+        spec, inner, fd_arg = _network_section(net_mode, layout.spec, settings, inner)
+        if fd_arg is not None:
+            state["network"] = "filtered"
+        argv = build_bwrap_argv(bwrap, spec, inner, full=full)
         argv, note = _unix_socket_filter(argv, settings, probe, Path(store.state_dir))
         return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
                            reason="; ".join(n for n in (note, *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
-                           unix_sockets="closed" if "--seccomp" in argv else "open", **state)
+                           unix_sockets="closed" if "--seccomp" in argv else "open",
+                           proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None, **state)
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
+    net_note = ("filtered networking needs bubblewrap: the unshare fallback runs with no network"
+                if net_mode == "filtered" else "")
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
-                       reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+                       reason="; ".join(n for n in (probe.reason if probe else "", net_note, *layout.notes) if n),
                        scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                        unix_sockets="open", **state)
+
+
+def _network_section(mode: str, spec: MountSpec, settings: SandboxSettings,
+                     inner: list[str]) -> tuple[MountSpec, list[str], int | None]:
+    """``filtered``: no network namespace route (``--unshare-net`` stays), the bridge in front of the
+    command and the proxy variables in its environment (nexusd/sandbox/network.py)."""
+    if mode != "filtered":
+        return spec, inner, None
+    from nexusd.sandbox.network import bridge_argv, proxy_env
+
+    spec = replace(spec, network=False, env=(*spec.env, *proxy_env(settings)))
+    return spec, bridge_argv(inner), 1
 
 
 def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:

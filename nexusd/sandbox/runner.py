@@ -60,11 +60,19 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
         return EXIT_REFUSED
     if plan.backend is None:
         print(f"nexus: warning: {plan.reason}", file=err, flush=True)
+    argv, channel = list(plan.argv), None
+    if plan.proxy_fd_arg is not None:
+        channel = proxy_channel(plan, err)
+        argv[plan.proxy_fd_arg] = str(channel) if channel is not None else "-1"
     try:
-        proc = subprocess.Popen(plan.argv, stdout=stdout, stderr=None if err is sys.stderr else err)
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=None if err is sys.stderr else err,
+                                pass_fds=(channel,) if channel is not None else ())
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED
+    finally:
+        if channel is not None:
+            os.close(channel)
 
     def forward(signum: int, _frame: object) -> None:
         if proc.poll() is None:
@@ -91,6 +99,33 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
                 print(f"nexus: WARNING: could not remove {path}, planted by the sandboxed command", file=err,
                       flush=True)
     return 128 - rc if rc < 0 else rc
+
+
+def proxy_channel(plan: SandboxPlan, err: TextIO) -> int | None:
+    """Our connection to the daemon's proxy broker, for the sandbox's bridge (nexusd/sandbox/proxy.py), as a
+    descriptor numbered above 9 (3 carries the seccomp filter). None: the command runs with no network."""
+    import socket
+
+    if not plan.proxy_socket or not plan.proxy_token:
+        print("nexus: no nexusd proxy (no daemon): the sandboxed command has no network", file=err, flush=True)
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(5)
+        s.connect(plan.proxy_socket)
+        s.sendall(plan.proxy_token.encode("ascii") + b"\n")
+        if s.recv(3) != b"ok\n":
+            raise OSError("the proxy refused the token")
+        s.settimeout(None)
+        import fcntl
+
+        return fcntl.fcntl(s.fileno(), fcntl.F_DUPFD, 10)  # handed on through pass_fds only
+    except OSError as e:
+        print(f"nexus: cannot reach the nexusd proxy ({e}): the sandboxed command has no network", file=err,
+              flush=True)
+        return None
+    finally:
+        s.close()
 
 
 def run(command: str, *, cwd: str | None = None, workspace: str | None = None, socket: str | None = None) -> int:

@@ -1,0 +1,146 @@
+"""The proxy's connections as calls of the gate: the ``Network`` tool, decided, asked, audited.
+
+Order (``nexusd.core.netpolicy.decide``): denied domains and WebFetch deny rules refuse; allowed domains
+and WebFetch allow rules (policy, learned, session) pass on an allowed port; anything else is asked
+through the pending table like every ask (``Prompt`` to UIs, first answer wins, the provider's prompt
+timeout then deny, no UI connected = deny). An "always" answer learns ``WebFetch(domain:HOST)`` in the
+user's policy; "session" keeps it for the agent session. A locked policy allows nothing by a rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+import structlog
+
+from nexusd import protocol as p
+from nexusd.core.netpolicy import NetVerdict, Target, decide, wildcard_suggestion
+from nexusd.daemon.peer import PeerCred
+from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.sandbox.network import net_policy
+from nexusd.sandbox.proxy import Context, NetworkProxy, Outcome
+from nexusd.sandbox.settings import sandbox_settings
+
+if TYPE_CHECKING:
+    from nexusd.daemon.server import Server
+
+log = structlog.get_logger("nexusd.network")
+TOOL = "Network"
+_json = msgspec.json.Encoder()
+_decision = msgspec.json.Decoder(p.Decision)
+
+
+class _Requester:
+    """Stands where a client connection stands in the pending table: the proxy waits on its answer."""
+
+    def __init__(self, label: str) -> None:
+        self.peer = PeerCred(uid=-1, gid=-1, pid=None)
+        self.pending: list[str] | None = None
+        self.closed = False
+        self.role = "agent"
+        self.label = label
+        self.future: asyncio.Future[p.Decision] = asyncio.get_running_loop().create_future()
+
+    def send(self, data: bytes) -> bool:
+        try:
+            d = _decision.decode(data)
+        except msgspec.DecodeError:
+            return True  # the Pending notice; only the Decision matters
+        if not self.future.done():
+            self.future.set_result(d)
+        return True
+
+    post = send
+
+
+class NetworkGate:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.proxy = NetworkProxy(self.decide, self.closed)
+
+    def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
+        return p.CallInfo(
+            provider=ctx.provider, session=ctx.session, tool=TOOL, cwd=ctx.cwd, workspace=ctx.workspace,
+            input={"host": target.host, "port": target.port, "scheme": scheme, "command": ctx.command,
+                   "workspace": ctx.workspace, "url": f"{'http' if scheme == 'http' else 'https'}://{target.display}"},
+        )
+
+    def verdict(self, ctx: Context, target: Target) -> NetVerdict:
+        srv = self.server
+        policy = srv.store.policy_for(ctx.workspace)
+        session = srv._session_by_id(ctx.session)
+        v = decide(target, net_policy(policy, sandbox_settings(policy), session.allow_rules, session.deny_rules))
+        if v.decision == "allow" and policy.locked:
+            return NetVerdict("ask", f"nexusd is locked, so a person decides: {policy.locked}", None, v.suggestions)
+        return v
+
+    async def decide(self, ctx: Context, target: Target, scheme: str) -> Outcome:
+        srv = self.server
+        started = time.monotonic()
+        call = self.call(ctx, target, scheme)
+        v = self.verdict(ctx, target)
+        decision, reason, source = v.decision, v.reason, "rule" if v.rule else "default"
+        if decision == "allow" and srv._audit_refuses():
+            decision, reason = "deny", f"{reason}; but {srv._audit_refusal()}"
+        if decision == "ask":
+            if srv._stopping:
+                decision, reason, source = "deny", "daemon stopping", "error"
+            elif not srv.subscribers:
+                decision, reason = "deny", f"{reason}; a person must approve this and no nexusd UI is connected"
+            elif len(srv.pending) >= srv.config.max_pending:
+                decision, source = "deny", "error"
+                reason = f"too many pending requests (limit {srv.config.max_pending})"
+            else:
+                return await self._ask(call, v, started)
+        d = p.Decision(decision=decision, reason=reason, source=source, rule=v.rule)  # type: ignore[arg-type]
+        rid = srv._record_id()
+        srv._record(rid, call, d, started, peer=None)
+        return Outcome(decision == "allow", reason, rid)
+
+    async def _ask(self, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
+        srv = self.server
+        target_host = call.input["host"]
+        wild = wildcard_suggestion(Target(target_host, call.input["port"], False)) if "." in target_host else None
+        reason = v.reason + (f" (answer with rule {wild} to allow its siblings)" if wild and v.suggestions else "")
+        verdict = p.Verdict("ask", reason, "default", suggestions=list(v.suggestions), requirement="network",
+                            flags=["network"])
+        rid = secrets.token_hex(16)
+        now = time.time()
+        timeout = srv._prompt_timeout(call)
+        req = _Requester(f"nexusd proxy ({call.input.get('command', '')[:60]!r})")
+        entry = PendingEntry(rid, _json.encode(call), pack(_json.encode(verdict)), req,  # type: ignore[arg-type]
+                             None, now, now + timeout, time.monotonic() + timeout, started)
+        srv.pending.add(entry)
+        prompt = p.encode(p.Prompt(item=entry.item()))
+        for ui in list(srv.subscribers):
+            ui.post(prompt)
+        srv._status_dirty = True
+        try:
+            d = await req.future
+        except BaseException:
+            if srv.pending.get(rid) is entry:  # the proxy went away first: the ask is cancelled
+                srv._resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
+                             notify_requester=False)
+            raise
+        return Outcome(d.decision == "allow", d.reason, rid)
+
+    def closed(self, ctx: Context, target: Target, scheme: str, outcome: Outcome, up: int, down: int) -> None:
+        """The audit line at close: which allowed connection moved how many bytes."""
+        call = self.call(ctx, target, scheme)
+        self.server.audit.write(
+            p.AuditRecord(time=time.time(), id=outcome.record or self.server._record_id(), provider=call.provider,
+                          session=call.session, tool=TOOL, summary="", decision="allow", source="rule",
+                          reason=f"closed: {up} bytes up, {down} bytes down", cwd=call.cwd, event="network_close",
+                          bytes_up=up, bytes_down=down),
+            call.input,
+        )
+
+    def register(self, command: str, cwd: str, workspace: str, session: str | None) -> tuple[str, str]:
+        """A context for one planned command: (broker socket path, one-time token)."""
+        sid = session or f"sandbox-{secrets.token_hex(4)}"
+        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid)
+        return str(self.proxy.broker), self.proxy.register(ctx)

@@ -1,0 +1,160 @@
+"""Inside the sandbox: loopback proxy ports that lead to the daemon's proxy, then the command itself.
+
+``python -I -m nexusd.sandbox.bridge FD HTTP_PORT SOCKS_PORT -- CMD ARGS...``
+
+The sandbox has its own network namespace (no route anywhere) and a seccomp filter that refuses every
+new ``AF_UNIX`` socket, so nothing inside can reach the daemon by a path. The runner, outside, opened
+one channel to the daemon's proxy broker and passes it in as descriptor ``FD``. For every connection a
+program makes to ``127.0.0.1:HTTP_PORT`` / ``SOCKS_PORT`` the bridge writes one byte on the channel
+(``H`` or ``S``) and receives a fresh connected socket by descriptor passing (``recvmsg``/SCM_RIGHTS:
+receiving a descriptor creates no socket, so the filter allows it); it then copies bytes both ways.
+The bridge is convenience, not a boundary: every decision is the daemon's, and what the bridge could do
+with the channel the command could too.
+
+Order: bind the ports, fork the relay, then exec the command, so a connection made at once queues in the
+backlog. The relay dies with the command (``PR_SET_PDEATHSIG``) and holds none of its stdio. Standard
+library only, no nexusd imports: it starts once per sandboxed command.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+
+_BUF = 256 * 1024
+
+
+def _listen(port: int) -> list[socket.socket]:
+    out = []
+    for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind((addr, port))
+            s.listen(128)
+            out.append(s)
+        except OSError:
+            continue  # no IPv6 loopback in this namespace: v4 is enough
+    return out
+
+
+def _pump(src: socket.socket, dst: socket.socket, done: threading.Semaphore) -> None:
+    buf = bytearray(_BUF)
+    view = memoryview(buf)
+    try:
+        while True:
+            n = src.recv_into(buf)
+            if not n:
+                break
+            dst.sendall(view[:n])
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+        if not done.acquire(blocking=False):  # the other direction is finished too
+            src.close()
+            dst.close()
+
+
+class Relay:
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.lock = threading.Lock()
+
+    def upstream(self, kind: bytes) -> socket.socket | None:
+        """One fresh connection to the daemon's proxy, or None (refused, or the daemon is gone)."""
+        with self.lock:
+            try:
+                self.channel.sendall(kind)
+                fds = array.array("i")
+                msg, anc, _flags, _addr = self.channel.recvmsg(1, socket.CMSG_SPACE(fds.itemsize))
+            except OSError:
+                return None
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        if msg != b"+" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return socket.socket(fileno=fds[0])
+
+    def serve(self, listeners: dict[socket.socket, bytes]) -> None:
+        sel = selectors.DefaultSelector()
+        for s in listeners:
+            sel.register(s, selectors.EVENT_READ)
+        while True:
+            for key, _ in sel.select():
+                lst = key.fileobj
+                assert isinstance(lst, socket.socket)
+                try:
+                    client, _ = lst.accept()
+                except OSError:
+                    continue
+                threading.Thread(target=self.handle, args=(client, listeners[lst]), daemon=True).start()
+
+    def handle(self, client: socket.socket, kind: bytes) -> None:
+        up = self.upstream(kind)
+        if up is None:
+            client.close()
+            return
+        done = threading.Semaphore(1)
+        threading.Thread(target=_pump, args=(up, client, done), daemon=True).start()
+        _pump(client, up, done)
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
+        print("nexus-bridge: usage: FD HTTP_PORT SOCKS_PORT -- CMD ...", file=sys.stderr)
+        return 126
+    fd, http_port, socks_port = (int(x) for x in argv[:3])
+    cmd = argv[4:]
+    listeners: dict[socket.socket, bytes] = {}
+    if fd >= 0:
+        for port, kind in ((http_port, b"H"), (socks_port, b"S")):
+            for s in _listen(port):
+                listeners[s] = kind
+    parent = os.getpid()
+    if listeners and os.fork() == 0:
+        try:
+            _die_with_parent()
+            if os.getppid() != parent:
+                os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for n in (0, 1, 2):
+                os.dup2(null, n)
+            Relay(socket.socket(fileno=fd)).serve(listeners)
+        finally:
+            os._exit(0)
+    for s in listeners:
+        s.close()
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as e:
+        print(f"nexus-bridge: cannot run {cmd[0]}: {e}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
