@@ -65,8 +65,9 @@ class NetworkGate:
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
         return p.CallInfo(
             provider=ctx.provider, session=ctx.session, tool=TOOL, cwd=ctx.cwd, workspace=ctx.workspace,
-            input={"host": target.host, "port": target.port, "scheme": scheme, "command": ctx.command,
-                   "workspace": ctx.workspace, "url": f"{'http' if scheme == 'http' else 'https'}://{target.display}"},
+            # "url" first in what people see (UIs and the audit summarize by it); the command is beside it
+            input={"url": f"{scheme}://{target.display}", "host": target.host, "port": target.port,
+                   "scheme": scheme, "sandboxed_command": ctx.command, "workspace": ctx.workspace},
         )
 
     def verdict(self, ctx: Context, target: Target) -> NetVerdict:
@@ -95,25 +96,27 @@ class NetworkGate:
                 decision, source = "deny", "error"
                 reason = f"too many pending requests (limit {srv.config.max_pending})"
             else:
-                return await self._ask(call, v, started)
+                return await self._ask(ctx, call, v, started)
         d = p.Decision(decision=decision, reason=reason, source=source, rule=v.rule)  # type: ignore[arg-type]
         rid = srv._record_id()
         srv._record(rid, call, d, started, peer=None)
         return Outcome(decision == "allow", reason, rid)
 
-    async def _ask(self, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
+    async def _ask(self, ctx: Context, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
         srv = self.server
         target_host = call.input["host"]
         wild = wildcard_suggestion(Target(target_host, call.input["port"], False)) if "." in target_host else None
-        reason = v.reason + (f" (answer with rule {wild} to allow its siblings)" if wild and v.suggestions else "")
+        reason = f"{v.reason}; asked by the sandboxed command {call.input['sandboxed_command'][:200]!r}"
+        if wild and v.suggestions:
+            reason += f" (answer with rule {wild} to allow its siblings too)"
         verdict = p.Verdict("ask", reason, "default", suggestions=list(v.suggestions), requirement="network",
                             flags=["network"])
         rid = secrets.token_hex(16)
         now = time.time()
         timeout = srv._prompt_timeout(call)
-        req = _Requester(f"nexusd proxy ({call.input.get('command', '')[:60]!r})")
+        req = _Requester("nexusd proxy")
         entry = PendingEntry(rid, _json.encode(call), pack(_json.encode(verdict)), req,  # type: ignore[arg-type]
-                             None, now, now + timeout, time.monotonic() + timeout, started)
+                             None, now, now + timeout, time.monotonic() + timeout, started, ctx.guard)
         srv.pending.add(entry)
         prompt = p.encode(p.Prompt(item=entry.item()))
         for ui in list(srv.subscribers):
@@ -139,8 +142,10 @@ class NetworkGate:
             call.input,
         )
 
-    def register(self, command: str, cwd: str, workspace: str, session: str | None) -> tuple[str, str]:
-        """A context for one planned command: (broker socket path, one-time token)."""
+    def register(self, command: str, cwd: str, workspace: str, session: str | None,
+                 guard: frozenset[int] = frozenset()) -> tuple[str, str]:
+        """A context for one planned command: (broker socket path, one-time token). Without the agent's
+        session id, "session" answers last for this one command."""
         sid = session or f"sandbox-{secrets.token_hex(4)}"
-        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid)
+        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid, guard=guard)
         return str(self.proxy.broker), self.proxy.register(ctx)

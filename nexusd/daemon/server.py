@@ -993,8 +993,11 @@ class Server:
         try:
             plan = plan_command(msg.command, msg.cwd, self.store, probe, msg.session, workspace=msg.workspace)
             if plan.proxy_fd_arg is not None and self.network is not None:
+                # who ran the command (the agent behind the launcher): it may not answer its own sandbox's asks
+                guard = self._agent_pids(conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={},
+                                                          cwd=msg.cwd))
                 path, token = self.network.register(msg.command, msg.cwd, os.path.realpath(msg.workspace or msg.cwd),
-                                                    msg.session)
+                                                    msg.session, guard)
                 plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:

@@ -60,6 +60,7 @@ class Context:
     workspace: str
     session: str
     provider: str = "sandbox"
+    guard: frozenset[int] = frozenset()  # the requesting agent's pids: their answers are refused
     created: float = field(default_factory=time.monotonic)
     decided: dict[tuple[str, int], tuple[bool, str]] = field(default_factory=dict)
     inflight: dict[tuple[str, int], anyio.Event] = field(default_factory=dict)
@@ -257,11 +258,11 @@ class NetworkProxy:
             await _http_error(stream, 502, "Bad Gateway", f"cannot connect to {target.display}: {e}")
             return
         async with upstream:
+            first = bytes(reader.buffer)
             if scheme == "connect":
                 await stream.send(b"HTTP/1.1 200 Connection established\r\nProxy-Agent: nexusd\r\n\r\n")
             else:
-                await upstream.send(_origin_request(method, path, version, headers))
-            first = bytes(reader.buffer)
+                first = _origin_request(method, path, version, headers) + first
             up, down = await _relay(stream, upstream, first)
         self.closed_fn(ctx, target, scheme, outcome, up, down)
 
