@@ -1,7 +1,7 @@
 """The egress proxy's cost: per request through it vs direct, a large download through CONNECT vs direct,
 and what the bridge adds to a sandboxed command's start.
 
-``python -m nexusd.bench.proxy [--requests 300] [--megabytes 200] [--starts 10]`` starts a throwaway
+``python -m nexusd.bench.proxy [--requests 300] [--megabytes 200] [--rounds 5] [--starts 10]`` starts a throwaway
 daemon (temporary socket, config and state) whose policy allows ``localhost`` on the benchmark's ports,
 and loopback servers in a process of their own. The same client script runs on the host (direct) and in
 a real filtered sandbox (``nexusctl run``), where it reaches the servers only through the bridge and the
@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SERVER = r"""
 import socket, sys, threading
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--megabytes", type=int, default=200)
     ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
     ns = ap.parse_args(argv)
     size = ns.megabytes * 1024 * 1024
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(size)], stdout=subprocess.PIPE, text=True)
@@ -134,14 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     daemon, env = _daemon(root, (small, big))
     try:
         args = [str(small), str(big), str(ns.requests), str(size)]
-        direct = json.loads(subprocess.run([sys.executable, "-c", CLIENT, "direct", *args], check=True,
-                                           capture_output=True, text=True).stdout)
-        r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "run", "--", sys.executable, "-I", "-c",
-                            CLIENT, "proxy", *args], env=env, cwd=str(root), capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stderr, file=sys.stderr)
-            return 1
-        proxied = json.loads(r.stdout)
+        runs: dict[str, list[dict[str, Any]]] = {"direct": [], "proxy": []}
+        for _ in range(ns.rounds):  # interleaved, so that a busy moment of the machine hits both alike
+            runs["direct"].append(json.loads(subprocess.run([sys.executable, "-c", CLIENT, "direct", *args],
+                                                            check=True, capture_output=True, text=True).stdout))
+            r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "run", "--", sys.executable, "-I",
+                                "-c", CLIENT, "proxy", *args], env=env, cwd=str(root), capture_output=True, text=True)
+            if r.returncode != 0:
+                print(r.stderr, file=sys.stderr)
+                return 1
+            runs["proxy"].append(json.loads(r.stdout))
         filtered = _starts(env, root, ns.starts)
         (root / "cfg" / "policy.toml").write_text('[sandbox.network]\nmode = "isolated"\n')
         time.sleep(1.5)  # hot reload
@@ -151,15 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         daemon.wait()
         server.wait()
-    md, mp = statistics.median(direct["latencies"]), statistics.median(proxied["latencies"])
+
+    def latency(kind: str) -> float:
+        return statistics.median(x for run in runs[kind] for x in run["latencies"])
+
+    def speed(kind: str) -> float:
+        return statistics.median(run["bytes"] / run["seconds"] for run in runs[kind])
+
+    md, mp, sd, sp = latency("direct"), latency("proxy"), speed("direct"), speed("proxy")
     out = {
         "request_median_ms": {"direct": round(md * 1000, 3), "proxy": round(mp * 1000, 3),
                               "overhead": round((mp - md) * 1000, 3)},
-        "download_MBps": {"direct": round(direct["bytes"] / direct["seconds"] / 1e6, 1),
-                          "connect": round(proxied["bytes"] / proxied["seconds"] / 1e6, 1),
-                          "ratio": round((proxied["bytes"] / proxied["seconds"]) / (direct["bytes"] / direct["seconds"]),
-                                         3)},
+        "download_MBps": {"direct": round(sd / 1e6, 1), "connect": round(sp / 1e6, 1), "ratio": round(sp / sd, 3)},
         "download_MB": ns.megabytes,
+        "rounds": ns.rounds,
         "sandbox_start_median_ms": {"isolated": round(isolated * 1000, 1), "filtered": round(filtered * 1000, 1)},
     }
     print(json.dumps(out, indent=2))

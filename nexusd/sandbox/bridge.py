@@ -48,6 +48,8 @@ def _listen(port: int) -> list[socket.socket]:
 
 
 def _pump(src: socket.socket, dst: socket.socket, done: threading.Semaphore) -> None:
+    """Copy one direction (``splice`` through a pipe measured slower here for AF_UNIX -> TCP: see
+    docs/PERFORMANCE.md); half-close the other side at the end, close both when both are done."""
     buf = bytearray(_BUF)
     view = memoryview(buf)
     try:

@@ -19,6 +19,7 @@ flight per sandbox; a malformed request closes that connection only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import socket
@@ -32,6 +33,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import structlog
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -49,6 +51,8 @@ MAX_TOTAL = 4096
 MAX_ASKS_PER_CHANNEL = 16  # distinct host:port asks waiting for a person at once, per command
 MAX_DECISIONS_PER_CHANNEL = 4096  # remembered answers per command
 CHUNK = 256 * 1024
+DNS_TTL = 5.0  # seconds a name's addresses are reused (a burst of connections resolves once)
+PIPE_SIZE = 1 << 20
 
 
 @dataclass
@@ -91,6 +95,7 @@ class NetworkProxy:
         self.broker = self.dir / "broker.sock"
         self.tokens: dict[str, Context] = {}
         self.total = 0
+        self._dns: dict[str, tuple[float, list[str]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.ready = anyio.Event()
 
@@ -162,6 +167,9 @@ class NetworkProxy:
                     await stream.send(b"-")
                     continue
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                for end in (ours, theirs):  # bigger bursts per wakeup on a download
+                    with contextlib.suppress(OSError):
+                        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
                 try:
                     await stream.send_fds(b"+", [theirs.fileno()])
                 except Exception:
@@ -176,12 +184,11 @@ class NetworkProxy:
 
     async def _serve_one(self, sock: socket.socket, ctx: Context, http: bool) -> None:
         try:
-            stream = await anyio.abc.UNIXSocketStream.from_socket(sock)
-            async with stream:
-                if http:
-                    await self._http(stream, ctx)
-                else:
-                    await self._socks(stream, ctx)
+            stream = Conn(sock)
+            if http:
+                await self._http(stream, ctx)
+            else:
+                await self._socks(stream, ctx)
         except Exception as e:  # one connection's trouble is never the daemon's
             log.debug("proxy connection ended", error=repr(e))
         finally:
@@ -215,15 +222,35 @@ class NetworkProxy:
             ctx.decided[key] = (outcome.allowed, outcome.reason)
         return outcome
 
-    async def _connect(self, target: Target) -> anyio.abc.SocketStream:
-        """The proxy resolves the name itself (never the client's address) and connects to what it found."""
+    async def _connect(self, target: Target) -> Conn:
+        """The proxy resolves the name itself (never the client's address) and connects to what it found,
+        address by address in the resolver's order. Answers are kept ``DNS_TTL`` seconds (bounded)."""
         with anyio.fail_after(CONNECT_TIMEOUT):
-            return await anyio.connect_tcp(target.host, target.port)
+            addresses = [target.host] if target.is_ip else await self._resolve(target.host)
+            error: OSError = OSError(f"{target.host} has no address")
+            for address in addresses:
+                try:
+                    return await _open(address, target.port)
+                except OSError as e:
+                    error = e
+            raise error
+
+    async def _resolve(self, host: str) -> list[str]:
+        now = time.monotonic()
+        hit = self._dns.get(host)
+        if hit is not None and now - hit[0] < DNS_TTL:
+            return hit[1]
+        infos = await anyio.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        if len(self._dns) >= 1024:
+            self._dns.clear()
+        self._dns[host] = (now, addresses)
+        return addresses
 
     # ------------------------------------------------------------------ HTTP
 
-    async def _http(self, stream: anyio.abc.ByteStream, ctx: Context) -> None:
-        reader = BufferedByteReceiveStream(stream)
+    async def _http(self, stream: Conn, ctx: Context) -> None:
+        reader = stream
         try:
             with anyio.fail_after(HEAD_TIMEOUT):
                 head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
@@ -257,8 +284,8 @@ class NetworkProxy:
         except (OSError, TimeoutError) as e:
             await _http_error(stream, 502, "Bad Gateway", f"cannot connect to {target.display}: {e}")
             return
-        async with upstream:
-            first = bytes(reader.buffer)
+        with upstream.sock:
+            first = reader.take_buffer()
             if scheme == "connect":
                 await stream.send(b"HTTP/1.1 200 Connection established\r\nProxy-Agent: nexusd\r\n\r\n")
             else:
@@ -268,8 +295,8 @@ class NetworkProxy:
 
     # ------------------------------------------------------------------ SOCKS5
 
-    async def _socks(self, stream: anyio.abc.ByteStream, ctx: Context) -> None:
-        reader = BufferedByteReceiveStream(stream)
+    async def _socks(self, stream: Conn, ctx: Context) -> None:
+        reader = stream
         try:
             with anyio.fail_after(HEAD_TIMEOUT):
                 ver, n = await reader.receive_exactly(2)
@@ -314,9 +341,9 @@ class NetworkProxy:
         except OSError:
             await stream.send(_socks_reply(5))
             return
-        async with upstream:
+        with upstream.sock:
             await stream.send(_socks_reply(0))
-            up, down = await _relay(stream, upstream, bytes(reader.buffer))
+            up, down = await _relay(stream, upstream, reader.take_buffer())
         self.closed_fn(ctx, target, "socks", outcome, up, down)
 
 
@@ -349,7 +376,7 @@ def _origin_request(method: str, path: str, version: str, headers: list[str]) ->
     return "\r\n".join(lines).encode("latin-1")
 
 
-async def _http_error(stream: anyio.abc.ByteStream, code: int, title: str, why: str) -> None:
+async def _http_error(stream: Conn, code: int, title: str, why: str) -> None:
     body = f"nexusd: {why}\n".encode("utf-8", "replace")
     head = (f"HTTP/1.1 {code} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
             f"Connection: close\r\nProxy-Agent: nexusd\r\n\r\n").encode("latin-1")
@@ -357,26 +384,159 @@ async def _http_error(stream: anyio.abc.ByteStream, code: int, title: str, why: 
         await stream.send(head + body)
 
 
-async def _relay(client: anyio.abc.ByteStream, upstream: anyio.abc.ByteStream, first: bytes) -> tuple[int, int]:
-    """Copy both ways until both sides are done; (bytes up, bytes down)."""
+async def _relay(client: Conn, upstream: Conn, first: bytes) -> tuple[int, int]:
+    """Copy both ways until both sides are done; (bytes up, bytes down). Zero-copy (``splice`` through a
+    pipe) where the kernel can, else through our buffers; bytes are counted either way."""
     counts = [0, 0]
+    if first:
+        await upstream.send(first)
+        counts[0] += len(first)
 
-    async def pump(src: anyio.abc.ByteStream, dst: anyio.abc.ByteStream, i: int, pre: bytes = b"") -> None:
+    async def pump(src: Conn, dst: Conn, i: int) -> None:
         try:
-            if pre:
-                await dst.send(pre)
-                counts[i] += len(pre)
-            while True:
-                data = await src.receive(CHUNK)
-                counts[i] += len(data)
-                await dst.send(data)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await _splice(src.sock, dst.sock, counts, i)
+        except _NoSplice:
+            with contextlib.suppress(OSError, anyio.EndOfStream):
+                while True:
+                    data = await src.receive(CHUNK)
+                    counts[i] += len(data)
+                    await dst.send(data)
+        except OSError:
             pass
         finally:
-            with contextlib.suppress(Exception):
-                await dst.send_eof()  # type: ignore[attr-defined]
+            dst.send_eof()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(pump, client, upstream, 0, first)
+        tg.start_soon(pump, client, upstream, 0)
         tg.start_soon(pump, upstream, client, 1)
     return counts[0], counts[1]
+
+
+class Conn:
+    """A non-blocking socket driven by the event loop's readiness alone (no transport reads ahead of us),
+    so that after the head the two sockets can be spliced; a small buffer for parsing the head."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.buf = bytearray()
+
+    def take_buffer(self) -> bytes:
+        data, self.buf = bytes(self.buf), bytearray()
+        return data
+
+    async def _recv(self, n: int) -> bytes:
+        while True:
+            try:
+                return self.sock.recv(n)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+
+    async def receive(self, n: int = 65536) -> bytes:
+        if self.buf:
+            return self.take_buffer()
+        data = await self._recv(n)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def receive_exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            data = await self._recv(65536)
+            if not data:
+                raise anyio.IncompleteRead
+            self.buf += data
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
+        start = 0
+        while True:
+            i = self.buf.find(delimiter, start)
+            if 0 <= i <= max_bytes:
+                out = bytes(self.buf[:i])
+                del self.buf[: i + len(delimiter)]
+                return out
+            if len(self.buf) >= max_bytes:
+                raise anyio.DelimiterNotFound(max_bytes)
+            start = max(0, len(self.buf) - len(delimiter) + 1)
+            data = await self._recv(65536)
+            if not data:
+                raise anyio.IncompleteRead
+            self.buf += data
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+
+    def send_eof(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+
+async def _open(address: str, port: int) -> Conn:
+    """A TCP connection to an address (never a name: the proxy has resolved it)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = sock.connect_ex((address, port))
+        if err in (errno.EINPROGRESS, errno.EAGAIN):
+            await anyio.wait_writable(sock)
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            raise OSError(err, f"{os.strerror(err)} ({address} port {port})")
+    except BaseException:
+        sock.close()
+        raise
+    return Conn(sock)
+
+
+class _NoSplice(Exception):
+    pass
+
+
+_SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
+
+
+async def _splice(src: socket.socket, dst: socket.socket, counts: list[int], i: int) -> None:
+    """src -> pipe -> dst with ``splice`` on non-blocking sockets, waiting on the event loop; bytes moved are
+    added to ``counts[i]`` as they go. Raises _NoSplice before moving anything when the kernel cannot."""
+    if not hasattr(os, "splice"):
+        raise _NoSplice
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    total = 0
+    try:
+        with contextlib.suppress(OSError):
+            import fcntl
+
+            fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer round trips per megabyte
+        while True:
+            try:  # try first, wait only when the kernel says so: one loop round trip per burst, not per call
+                n = os.splice(src.fileno(), w, PIPE_SIZE, flags=_SPLICE_FLAGS)
+            except BlockingIOError:
+                await anyio.wait_readable(src)
+                continue
+            except OSError as e:
+                if total == 0 and e.errno in (22, 95):  # EINVAL, EOPNOTSUPP: not for these descriptors
+                    raise _NoSplice from None
+                raise
+            if n == 0:
+                return
+            total += n
+            counts[i] += n
+            while n:
+                try:
+                    n -= os.splice(r, dst.fileno(), n, flags=_SPLICE_FLAGS)
+                except BlockingIOError:
+                    await anyio.wait_writable(dst)
+            await anyio.lowlevel.checkpoint()  # a fast sender never starves the other connections
+    finally:
+        os.close(r)
+        os.close(w)
