@@ -10,6 +10,7 @@ user's policy; "session" keeps it for the agent session. A locked policy allows 
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from typing import TYPE_CHECKING
@@ -27,9 +28,12 @@ from nexusd.sandbox.settings import sandbox_settings
 
 if TYPE_CHECKING:
     from nexusd.daemon.server import Server
+    from nexusd.policy.store import PolicyStore
 
 log = structlog.get_logger("nexusd.network")
 TOOL = "Network"
+EXPECT_TTL = 60.0
+EXPECT_MAX = 4096
 _json = msgspec.json.Encoder()
 _decision = msgspec.json.Decoder(p.Decision)
 
@@ -61,6 +65,7 @@ class NetworkGate:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.proxy = NetworkProxy(self.decide, self.closed)
+        self.expected: dict[tuple[str, str], tuple[float, str, str]] = {}
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
         return p.CallInfo(
@@ -142,10 +147,37 @@ class NetworkGate:
             call.input,
         )
 
+    def expect(self, call: p.CallInfo) -> None:
+        """An agent's shell call was just wrapped to run sandboxed: the launcher's plan query for the same
+        command and workspace (within ``EXPECT_TTL``) belongs to this agent session and provider, so that a
+        "session" answer lasts for the session and UIs name the agent."""
+        from nexusd.sandbox.plan import SHELL_TOOLS
+
+        command = call.input.get(SHELL_TOOLS.get(call.tool, "command"))
+        if not isinstance(command, str):
+            return
+        now = time.monotonic()
+        if len(self.expected) >= EXPECT_MAX:
+            self.expected = {k: v for k, v in self.expected.items() if now - v[0] < EXPECT_TTL}
+            while len(self.expected) >= EXPECT_MAX:
+                self.expected.pop(next(iter(self.expected)))
+        key = (command, os.path.realpath(call.workspace or call.cwd))  # what wrap_for_agent hands the launcher
+        self.expected[key] = (now, call.session, call.provider)
+
     def register(self, command: str, cwd: str, workspace: str, session: str | None,
-                 guard: frozenset[int] = frozenset()) -> tuple[str, str]:
+                 guard: frozenset[int] = frozenset(), store: PolicyStore | None = None) -> tuple[str, str]:
         """A context for one planned command: (broker socket path, one-time token). Without the agent's
-        session id, "session" answers last for this one command."""
+        session (the query's, or the one its wrapped call was expected under), "session" answers last for
+        this one command."""
+        provider = "sandbox"
+        hit = self.expected.pop((command, workspace), None)
+        if hit is not None and time.monotonic() - hit[0] < EXPECT_TTL:
+            session, provider = session or hit[1], hit[2]
         sid = session or f"sandbox-{secrets.token_hex(4)}"
-        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid, guard=guard)
+        http_port = socks_port = None
+        if store is not None:
+            settings = sandbox_settings(store.policy_for(workspace))
+            http_port, socks_port = settings.http_proxy_port, settings.socks_proxy_port
+        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid, guard=guard, provider=provider,
+                      http_upstream=http_port, socks_upstream=socks_port)
         return str(self.proxy.broker), self.proxy.register(ctx)

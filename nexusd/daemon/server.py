@@ -561,6 +561,8 @@ class Server:
                 from nexusd.sandbox.plan import wrap_for_agent
 
                 updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy)
+                if updated is not None and self.network is not None:
+                    self.network.expect(call)  # its plan query will carry this agent session's network grants
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
@@ -997,7 +999,7 @@ class Server:
                 guard = self._agent_pids(conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={},
                                                           cwd=msg.cwd))
                 path, token = self.network.register(msg.command, msg.cwd, os.path.realpath(msg.workspace or msg.cwd),
-                                                    msg.session, guard)
+                                                    msg.session, guard, self.store)
                 plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:

@@ -65,6 +65,8 @@ class Context:
     session: str
     provider: str = "sandbox"
     guard: frozenset[int] = frozenset()  # the requesting agent's pids: their answers are refused
+    http_upstream: int | None = None  # [sandbox.network] http_proxy_port: the user's own proxy instead of ours
+    socks_upstream: int | None = None
     created: float = field(default_factory=time.monotonic)
     decided: dict[tuple[str, int], tuple[bool, str]] = field(default_factory=dict)
     inflight: dict[tuple[str, int], anyio.Event] = field(default_factory=dict)
@@ -185,7 +187,10 @@ class NetworkProxy:
     async def _serve_one(self, sock: socket.socket, ctx: Context, http: bool) -> None:
         try:
             stream = Conn(sock)
-            if http:
+            own = ctx.http_upstream if http else ctx.socks_upstream
+            if own is not None:
+                await self._to_own_proxy(stream, ctx, own, "http-proxy" if http else "socks-proxy")
+            elif http:
                 await self._http(stream, ctx)
             else:
                 await self._socks(stream, ctx)
@@ -195,6 +200,18 @@ class NetworkProxy:
             sock.close()  # closes the peer's end's counterpart: the client sees EOF, never a hang
             ctx.active -= 1
             self.total -= 1
+
+    async def _to_own_proxy(self, stream: Conn, ctx: Context, port: int, scheme: str) -> None:
+        """``http_proxy_port`` / ``socks_proxy_port``: the user's own proxy on the host's loopback decides;
+        we only carry the bytes there (and audit their count)."""
+        target = make_target("127.0.0.1", port)
+        try:
+            upstream = await self._connect(target)
+        except (OSError, TimeoutError):
+            return  # the client sees the connection close: the user's proxy is not listening
+        with upstream.sock:
+            up, down = await _relay(stream, upstream, b"")
+        self.closed_fn(ctx, target, scheme, Outcome(True, f"to the user's own proxy on port {port}"), up, down)
 
     # ------------------------------------------------------------------ deciding
 

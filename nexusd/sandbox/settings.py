@@ -100,12 +100,13 @@ class SandboxSettings:
     def network(self, rule_domains: bool = False) -> str:
         """isolated | filtered | open: ``mode`` if a layer says it; ``network_isolation = false`` is open;
         otherwise filtered as soon as a domain is allowed (here, or by a WebFetch allow rule:
-        ``rule_domains``), else isolated."""
+        ``rule_domains``) or the user's own proxy port is named, else isolated."""
         if self.network_mode is not None:
             return self.network_mode
         if not self.network_isolation:
             return "open"
-        return "filtered" if self.allowed_domains or rule_domains else "isolated"
+        named = self.allowed_domains or rule_domains or self.http_proxy_port or self.socks_proxy_port
+        return "filtered" if named else "isolated"
 
     def active_on(self, platform: str) -> bool:
         """Whether agents' shell calls are sandboxed on ``platform`` (enabled, and the platform listed)."""

@@ -399,3 +399,63 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
                         "--socket", str(h.socket), "-c", f"curl -sS -m 20 http://localhost:{http_port}/index.html"],
                        env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
     assert r.stdout == BODY, r.stderr
+
+
+def test_an_agents_session_answer_lasts_for_its_session(daemon_factory, http_port2: int, tmp_path: Path) -> None:
+    """An agent's allowed Bash call comes back wrapped; its sandbox's network asks carry the agent session,
+    so a "session" answer covers the next call of that session, and no other session."""
+    url = f"http://127.0.0.2:{http_port2}/index.html"
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
+                              '[sandbox.network]\nmode = "filtered"\n'
+                              f"allowed_ports = [{http_port2}]\n")
+
+    def agent_call(session: str) -> subprocess.CompletedProcess[str]:
+        call = p.CallInfo(provider="claude", session=session, tool="Bash", cwd=str(tmp_path),
+                          input={"command": f"curl -sS -m 30 {url}"}, workspace=str(tmp_path))
+        with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
+            d = c.request(call)
+        assert d.decision == "allow" and d.updated_input is not None
+        return subprocess.run(["/bin/bash", "-c", d.updated_input["command"]], env=h.env, cwd=str(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+
+    ui = UI(h, lambda item: ("allow", "session"))
+    try:
+        r = agent_call("sess-A")
+    finally:
+        ui.close()
+    assert r.stdout == BODY, r.stderr
+    assert ui.seen[0].call.provider == "claude" and ui.seen[0].call.session == "sess-A"
+    assert agent_call("sess-A").stdout == BODY  # no UI now: the session's grant
+    assert "no nexusd UI" in agent_call("sess-B").stdout  # another session asks again (and nobody answers)
+
+
+def test_the_users_own_proxy_port_carries_the_bytes(daemon_factory, tmp_path: Path) -> None:
+    """http_proxy_port hands the sandbox the user's proxy on the host's loopback (here a tiny one that
+    answers every request itself), and nothing else."""
+    lst = socket.create_server(("127.0.0.1", 0))
+    port = lst.getsockname()[1]
+
+    def own_proxy() -> None:
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                line = data.split(b"\r\n", 1)[0]
+                body = b"own proxy saw " + line
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+
+    threading.Thread(target=own_proxy, daemon=True).start()
+    h = daemon_factory(policy=f"[sandbox.network]\nhttp_proxy_port = {port}\n")
+    try:
+        r = run(h, "curl", "-sS", "-m", "20", "http://anything.test/x", workspace=tmp_path)
+    finally:
+        lst.close()
+    assert r.stdout == "own proxy saw GET http://anything.test/x HTTP/1.1", r.stderr
