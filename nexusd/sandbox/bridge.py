@@ -1,6 +1,6 @@
 """Inside the sandbox: loopback proxy ports that lead to the daemon's proxy, then the command itself.
 
-``python -I -m nexusd.sandbox.bridge FD HTTP_PORT SOCKS_PORT -- CMD ARGS...``
+``python -I -S /path/to/bridge.py FD HTTP_PORT SOCKS_PORT -- CMD ARGS...``
 
 The sandbox has its own network namespace (no route anywhere) and a seccomp filter that refuses every
 new ``AF_UNIX`` socket, so nothing inside can reach the daemon by a path. The runner, outside, opened
@@ -12,18 +12,17 @@ The bridge is convenience, not a boundary: every decision is the daemon's, and w
 with the channel the command could too.
 
 Order: bind the ports, fork the relay, then exec the command, so a connection made at once queues in the
-backlog. The relay dies with the command (``PR_SET_PDEATHSIG``) and holds none of its stdio. Standard
-library only, no nexusd imports: it starts once per sandboxed command.
+backlog. The relay holds none of the command's stdio and ends when the command does (the sandbox's pid
+namespace ends with it; the relay also checks its parent every second). Standard library only, no nexusd
+imports, run by path without ``site``: it starts once per sandboxed command.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import os
 import selectors
-import signal
 import socket
 import sys
 import threading
@@ -91,12 +90,12 @@ class Relay:
             return None
         return socket.socket(fileno=fds[0])
 
-    def serve(self, listeners: dict[socket.socket, bytes]) -> None:
+    def serve(self, listeners: dict[socket.socket, bytes], parent: int) -> None:
         sel = selectors.DefaultSelector()
         for s in listeners:
             sel.register(s, selectors.EVENT_READ)
-        while True:
-            for key, _ in sel.select():
+        while os.getppid() == parent:  # the command is gone: so are we
+            for key, _ in sel.select(1.0):
                 lst = key.fileobj
                 assert isinstance(lst, socket.socket)
                 try:
@@ -115,14 +114,6 @@ class Relay:
         _pump(client, up, done)
 
 
-def _die_with_parent() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str]) -> int:
     if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
         print("nexus-bridge: usage: FD HTTP_PORT SOCKS_PORT -- CMD ...", file=sys.stderr)
@@ -137,13 +128,10 @@ def main(argv: list[str]) -> int:
     parent = os.getpid()
     if listeners and os.fork() == 0:
         try:
-            _die_with_parent()
-            if os.getppid() != parent:
-                os._exit(0)
             null = os.open(os.devnull, os.O_RDWR)
             for n in (0, 1, 2):
                 os.dup2(null, n)
-            Relay(socket.socket(fileno=fd)).serve(listeners)
+            Relay(socket.socket(fileno=fd)).serve(listeners, parent)
         finally:
             os._exit(0)
     for s in listeners:

@@ -16,7 +16,6 @@ from nexusd.sandbox.settings import SandboxSettings
 
 HTTP_PORT = 3128  # on the sandbox's own loopback (its own network namespace: no clash between sandboxes)
 SOCKS_PORT = 1080
-BRIDGE_MODULE = "nexusd.sandbox.bridge"
 FD_PLACEHOLDER = "@NEXUS_PROXY_FD@"  # the runner puts the channel's descriptor number here (plan.proxy_fd_arg)
 MANAGED_LAYERS = frozenset({"managed", "claude-managed"})
 
@@ -74,5 +73,9 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
 
 
 def bridge_argv(inner: list[str]) -> list[str]:
-    """``python -I -m nexusd.sandbox.bridge FD HTTP SOCKS -- CMD...`` (FD filled in by the runner)."""
-    return [sys.executable, "-I", "-m", BRIDGE_MODULE, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]
+    """``python -I -S .../bridge.py FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). By path and
+    without ``site``: standard library only, and it starts once per sandboxed command (``-S`` halves it)."""
+    from nexusd.sandbox import bridge
+
+    return [sys.executable, "-I", "-S", bridge.__file__, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--",
+            *inner]
