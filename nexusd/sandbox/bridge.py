@@ -20,14 +20,17 @@ imports, run by path without ``site``: it starts once per sandboxed command.
 from __future__ import annotations
 
 import array
+import collections
 import contextlib
 import os
 import selectors
 import socket
 import sys
 import threading
+import time
 
 _BUF = 256 * 1024
+SPARE_TTL = 10.0  # below the daemon's 15 s for a request head
 
 
 def _listen(port: int) -> list[socket.socket]:
@@ -68,27 +71,57 @@ def _pump(src: socket.socket, dst: socket.socket, done: threading.Semaphore) -> 
 
 
 class Relay:
+    """Asks the daemon for connections over the channel. One request is kept outstanding per kind (sent
+    before it is needed), so a program's connection costs no round trip to the daemon; a spare older than
+    ``SPARE_TTL`` is dropped (the daemon closes a connection whose head does not arrive in time)."""
+
     def __init__(self, channel: socket.socket) -> None:
         self.channel = channel
         self.lock = threading.Lock()
+        self.order: collections.deque[bytes] = collections.deque()  # kinds asked, replies come in this order
+        self.spares: dict[bytes, collections.deque[tuple[float, socket.socket | None]]] = {
+            b"H": collections.deque(), b"S": collections.deque()}
 
-    def upstream(self, kind: bytes) -> socket.socket | None:
-        """One fresh connection to the daemon's proxy, or None (refused, or the daemon is gone)."""
-        with self.lock:
-            try:
-                self.channel.sendall(kind)
-                fds = array.array("i")
-                msg, anc, _flags, _addr = self.channel.recvmsg(1, socket.CMSG_SPACE(fds.itemsize))
-            except OSError:
-                return None
+    def _ask(self, kind: bytes) -> None:
+        self.channel.sendall(kind)
+        self.order.append(kind)
+
+    def _reply(self) -> None:
+        fds = array.array("i")
+        msg, anc, _flags, _addr = self.channel.recvmsg(1, socket.CMSG_SPACE(fds.itemsize))
+        if not msg:
+            raise OSError("the daemon closed the channel")
         for level, typ, data in anc:
             if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
                 fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-        if msg != b"+" or len(fds) != 1:
+        sock = None
+        if msg == b"+" and len(fds) == 1:
+            sock = socket.socket(fileno=fds[0])
+        else:
             for fd in fds:
                 os.close(fd)
-            return None
-        return socket.socket(fileno=fds[0])
+        self.spares[self.order.popleft()].append((time.monotonic(), sock))
+
+    def upstream(self, kind: bytes) -> socket.socket | None:
+        """A fresh connection to the daemon's proxy, or None (refused, or the daemon is gone)."""
+        with self.lock:
+            asked = time.monotonic()
+            try:
+                while True:
+                    if not self.spares[kind] and kind not in self.order:
+                        self._ask(kind)
+                    while not self.spares[kind]:
+                        self._reply()
+                    born, sock = self.spares[kind].popleft()
+                    if sock is not None and time.monotonic() - born > SPARE_TTL:
+                        sock.close()
+                        continue
+                    if sock is None and born < asked:
+                        continue  # a refusal (the limit) given earlier: ask afresh
+                    self._ask(kind)  # the next one, ready before it is needed
+                    return sock
+            except OSError:
+                return None
 
     def serve(self, listeners: dict[socket.socket, bytes], parent: int) -> None:
         sel = selectors.DefaultSelector()
