@@ -459,3 +459,21 @@ def test_the_users_own_proxy_port_carries_the_bytes(daemon_factory, tmp_path: Pa
     finally:
         lst.close()
     assert r.stdout == "own proxy saw GET http://anything.test/x HTTP/1.1", r.stderr
+
+
+def test_policy_changes_apply_to_the_next_command(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    """[sandbox.network] is reloaded like the rest of the policy: a domain denied now is denied to the next
+    command; a broken edit keeps the last good policy (the gate's rule), never an open network."""
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    assert run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html").stdout == BODY
+    h.write_policy(policy([f"localhost:{http_port}"], ["localhost"]))
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        c.call(p.Reload())
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert "denied domain" in r.stdout
+    h.write_policy('[sandbox.network]\nmode = "filtered"\nallowed_domains = ["exa mple"]\n')
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        with pytest.raises(Exception):
+            c.call(p.Reload())
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert BODY not in r.stdout
