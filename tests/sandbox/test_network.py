@@ -23,6 +23,7 @@ import pytest
 
 from nexusd import protocol as p
 from nexusd.client import Client
+from nexusd.client_errors import NexusClientError
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None,
                                 reason="needs bubblewrap and curl (scripts/bootstrap installs them)")
@@ -472,8 +473,7 @@ def test_policy_changes_apply_to_the_next_command(daemon_factory, http_port: int
     r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
     assert "denied domain" in r.stdout
     h.write_policy('[sandbox.network]\nmode = "filtered"\nallowed_domains = ["exa mple"]\n')
-    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
-        with pytest.raises(Exception):
-            c.call(p.Reload())
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c, pytest.raises(NexusClientError):
+        c.call(p.Reload())
     r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
     assert BODY not in r.stdout
