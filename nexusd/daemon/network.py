@@ -78,8 +78,9 @@ class NetworkGate:
     def verdict(self, ctx: Context, target: Target) -> NetVerdict:
         srv = self.server
         policy = srv.store.policy_for(ctx.workspace)
-        session = srv._session_by_id(ctx.session)
-        v = decide(target, net_policy(policy, sandbox_settings(policy), session.allow_rules, session.deny_rules))
+        session = srv.sessions.get(ctx.session)  # looked up, not made: a command's id must not evict agents'
+        allow, deny = (session.allow_rules, session.deny_rules) if session is not None else ((), ())
+        v = decide(target, net_policy(policy, sandbox_settings(policy), allow, deny))
         if v.decision == "allow" and policy.locked:
             return NetVerdict("ask", f"nexusd is locked, so a person decides: {policy.locked}", None, v.suggestions)
         return v
