@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nexusd.core.classify.urls import normalize_host, parse_ipv4
+from nexusd.core.classify.urls import is_private_ip, normalize_host, parse_ipv4, parse_url
 
 DEFAULT_PORTS: tuple[int, ...] = (80, 443)
 MAX_NAME = 253
@@ -261,3 +261,29 @@ def rules_from(texts: Iterable[tuple[str, str, str | None, str]]) -> tuple[NetRu
 
 def patterns(entries: Sequence[str]) -> tuple[DomainPattern, ...]:
     return tuple(parse_pattern(e) for e in entries)
+
+
+def private_refusal(target: Target, addresses: Sequence[str], allowed: Sequence[DomainPattern]) -> str | None:
+    """Why an allowed *name* must not be connected to what it resolved to, or None.
+
+    A name that resolves to a loopback, private, link-local or otherwise non-global address (DNS rebinding:
+    ``x.attacker.example`` -> 127.0.0.1 or the cloud metadata address) reaches the host's own services only
+    when the name says it is local (``localhost``, ``*.local``, ``*.internal``, single labels ...) or an
+    exact ``allowed_domains`` entry names it (an internal host a person listed); never through a wildcard
+    or a learned rule. IP literals were matched as addresses already."""
+    if target.is_ip:
+        return None
+    if parse_url(f"http://{target.host}/").private:
+        return None
+    if any(not p.wildcard and not p.is_ip and p.host == target.host for p in allowed):
+        return None
+    for a in addresses:
+        try:
+            ip = ipaddress.ip_address(a.split("%", 1)[0])
+        except ValueError:
+            return f"{target.host} resolved to {a!r}, which is not an address"
+        if is_private_ip(ip):
+            return (f"{target.host} resolves to {ip}, a private or local address (list the exact name in "
+                    "[sandbox.network] allowed_domains if it is an internal host)")
+    return None
+

@@ -19,7 +19,7 @@ import msgspec
 import structlog
 
 from nexusd import protocol as p
-from nexusd.core.netpolicy import NetVerdict, Target, decide, wildcard_suggestion
+from nexusd.core.netpolicy import NetVerdict, Target, decide, patterns, private_refusal, wildcard_suggestion
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.sandbox.network import net_policy
@@ -64,7 +64,7 @@ class _Requester:
 class NetworkGate:
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.proxy = NetworkProxy(self.decide, self.closed)
+        self.proxy = NetworkProxy(self.decide, self.closed, resolved=self.resolved)
         self.expected: dict[tuple[str, str], tuple[float, str, str]] = {}
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
@@ -136,6 +136,19 @@ class NetworkGate:
                              notify_requester=False)
             raise
         return Outcome(d.decision == "allow", d.reason, rid)
+
+    def resolved(self, ctx: Context, target: Target, scheme: str, addresses: list[str]) -> str | None:
+        """After an allow: refuse (and audit) a name that resolved to a private address (DNS rebinding)."""
+        try:
+            settings = sandbox_settings(self.server.store.policy_for(ctx.workspace))
+            why = private_refusal(target, addresses, patterns(settings.allowed_domains))
+        except Exception as e:  # fail closed
+            why = f"the address check failed ({type(e).__name__})"
+        if why is not None:
+            d = p.Decision(decision="deny", reason=why, source="safety")
+            self.server._record(self.server._record_id(), self.call(ctx, target, scheme), d, time.monotonic(),
+                                peer=None)
+        return why
 
     def closed(self, ctx: Context, target: Target, scheme: str, outcome: Outcome, up: int, down: int) -> None:
         """The audit line at close: which allowed connection moved how many bytes."""

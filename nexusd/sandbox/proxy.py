@@ -83,6 +83,7 @@ class Outcome:
 
 Decide = Callable[[Context, Target, str], Awaitable[Outcome]]
 Closed = Callable[[Context, Target, str, Outcome, int, int], None]
+Resolved = Callable[[Context, Target, str, list[str]], str | None]  # why not to connect there, or None
 
 
 class Refused(Exception):
@@ -90,9 +91,11 @@ class Refused(Exception):
 
 
 class NetworkProxy:
-    def __init__(self, decide: Decide, closed: Closed, base_dir: str | None = None) -> None:
+    def __init__(self, decide: Decide, closed: Closed, base_dir: str | None = None,
+                 resolved: Resolved | None = None) -> None:
         self.decide_fn = decide
         self.closed_fn = closed
+        self.resolved_fn = resolved
         self.dir = Path(tempfile.mkdtemp(prefix="nexusd-proxy-", dir=base_dir))  # 0700
         self.broker = self.dir / "broker.sock"
         self.tokens: dict[str, Context] = {}
@@ -239,11 +242,16 @@ class NetworkProxy:
             ctx.decided[key] = (outcome.allowed, outcome.reason)
         return outcome
 
-    async def _connect(self, target: Target) -> Conn:
-        """The proxy resolves the name itself (never the client's address) and connects to what it found,
-        address by address in the resolver's order. Answers are kept ``DNS_TTL`` seconds (bounded)."""
+    async def _connect(self, target: Target, ctx: Context | None = None, scheme: str = "") -> Conn:
+        """The proxy resolves the name itself (never the client's address) — only after the decision, so a
+        refused name is never even looked up — checks where it points (``Refused``), and connects to what it
+        found, address by address in the resolver's order. Answers are kept ``DNS_TTL`` seconds (bounded)."""
         with anyio.fail_after(CONNECT_TIMEOUT):
             addresses = [target.host] if target.is_ip else await self._resolve(target.host)
+            if ctx is not None and self.resolved_fn is not None:
+                why = self.resolved_fn(ctx, target, scheme, addresses)
+                if why is not None:
+                    raise Refused(why)
             error: OSError = OSError(f"{target.host} has no address")
             for address in addresses:
                 try:
@@ -297,7 +305,10 @@ class NetworkProxy:
             await _http_error(stream, 403, "Forbidden", f"network access to {target.display} denied: {outcome.reason}")
             return
         try:
-            upstream = await self._connect(target)
+            upstream = await self._connect(target, ctx, scheme)
+        except Refused as e:
+            await _http_error(stream, 403, "Forbidden", f"network access to {target.display} denied: {e}")
+            return
         except (OSError, TimeoutError) as e:
             await _http_error(stream, 502, "Bad Gateway", f"cannot connect to {target.display}: {e}")
             return
@@ -351,7 +362,10 @@ class NetworkProxy:
             await stream.send(_socks_reply(2))  # connection not allowed by ruleset
             return
         try:
-            upstream = await self._connect(target)
+            upstream = await self._connect(target, ctx, "socks")
+        except Refused:
+            await stream.send(_socks_reply(2))
+            return
         except TimeoutError:
             await stream.send(_socks_reply(4))
             return

@@ -206,3 +206,49 @@ def test_proxy_env_names_every_client_and_no_proxy_bypass() -> None:
     assert env["NO_PROXY"] == env["no_proxy"] == ""  # an inherited NO_PROXY cannot route around the proxy
     local = dict(proxy_env(merge_settings([layer({"network": {"allow_local_binding": True}})])))
     assert "localhost" in local["NO_PROXY"]
+
+
+# ---------------------------------------------------------------------- DNS rebinding
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "fd00::1", "::ffff:127.0.0.1",
+                                     "192.168.1.1", "100.64.0.1", "0.0.0.0"])
+def test_a_public_looking_name_resolving_to_a_private_address_is_refused(address: str) -> None:
+    from nexusd.core.netpolicy import private_refusal
+
+    t = make_target("x.attacker.example", 443)
+    why = private_refusal(t, ["93.184.216.34", address], patterns(["*.attacker.example"]))
+    assert why is not None and "private" in why
+    # an exact entry a person listed (an internal host) may resolve privately; local names always may
+    assert private_refusal(t, [address], patterns(["x.attacker.example"])) is None
+    assert private_refusal(make_target("localhost", 80), [address], ()) is None
+    assert private_refusal(make_target("db.internal", 80), [address], ()) is None
+    assert private_refusal(t, ["93.184.216.34"], ()) is None
+    assert private_refusal(make_target("127.0.0.1", 80), [address], ()) is None  # literals matched as IPs
+
+
+def test_the_proxy_checks_where_an_allowed_name_points_before_connecting() -> None:
+    """The daemon's resolver is replaced by a table here: no DNS server we control is reachable in the
+    tests, and the host's /etc/hosts is not ours to edit. Everything after the lookup is the real code."""
+    import anyio
+
+    from nexusd.core.netpolicy import private_refusal
+    from nexusd.sandbox.proxy import Context, NetworkProxy, Refused
+
+    seen: list[str] = []
+
+    async def main() -> None:
+        proxy = NetworkProxy(decide=None, closed=None,  # type: ignore[arg-type]
+                             resolved=lambda ctx, t, s, a: seen.append(t.host) or private_refusal(t, a, ()))
+
+        async def fake_resolve(host: str) -> list[str]:
+            return {"rebind.example": ["127.0.0.1"]}[host]
+
+        proxy._resolve = fake_resolve  # type: ignore[method-assign]
+        ctx = Context(command="curl", cwd="/", workspace="/", session="s")
+        with pytest.raises(Refused, match="private"):
+            await proxy._connect(make_target("rebind.example", 80), ctx, "http")
+        proxy.dir.rmdir()
+
+    anyio.run(main)
+    assert seen == ["rebind.example"]
