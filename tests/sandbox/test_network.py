@@ -477,3 +477,33 @@ def test_policy_changes_apply_to_the_next_command(daemon_factory, http_port: int
         c.call(p.Reload())
     r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
     assert BODY not in r.stdout
+
+
+def _wheel(directory: Path) -> None:
+    """A minimal pure wheel and a PEP 503 simple index page for it, written by hand."""
+    import hashlib
+    import zipfile
+
+    name = "nexusdemo-1.0-py3-none-any.whl"
+    files = {"nexusdemo/__init__.py": "VALUE = 1\n",
+             "nexusdemo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nexusdemo\nVersion: 1.0\n",
+             "nexusdemo-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                              "Tag: py3-none-any\n"}
+    record = "".join(f"{k},,\n" for k in files) + "nexusdemo-1.0.dist-info/RECORD,,\n"
+    (directory / "simple" / "nexusdemo").mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(directory / "simple" / "nexusdemo" / name, "w") as z:
+        for k, v in {**files, "nexusdemo-1.0.dist-info/RECORD": record}.items():
+            z.writestr(k, v)
+    digest = hashlib.sha256((directory / "simple" / "nexusdemo" / name).read_bytes()).hexdigest()
+    (directory / "simple" / "nexusdemo" / "index.html").write_text(
+        f'<html><body><a href="{name}#sha256={digest}">{name}</a></body></html>\n')
+
+
+def test_pip_download_from_a_local_index(daemon_factory, site: Path, http_port: int, tmp_path: Path) -> None:
+    _wheel(site)
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    r = run(h, sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--index-url", f"http://localhost:{http_port}/simple/", "-d", str(tmp_path / "out"), "nexusdemo",
+            workspace=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "nexusdemo-1.0-py3-none-any.whl").exists()
