@@ -64,7 +64,7 @@ class _Requester:
 class NetworkGate:
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.proxy = NetworkProxy(self.decide, self.closed, resolved=self.resolved)
+        self.proxy = NetworkProxy(self.decide, self.closed, str(server.config.state_dir), resolved=self.resolved)
         self.expected: dict[tuple[str, str], tuple[float, str, str]] = {}
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:

@@ -90,13 +90,31 @@ class Refused(Exception):
     pass
 
 
+def _broker_dir(base_dir: str | None) -> Path:
+    """``<state-dir>/proxy`` (0700): private to the user, hidden from every sandbox with the rest of the state
+    directory, and outside a service's private /tmp; a fresh temporary directory when that path would be
+    too long for a Unix socket (or no state directory is given)."""
+    if base_dir is not None:
+        d = Path(base_dir) / "proxy"
+        if len(str(d / "broker.sock").encode()) <= 100:
+            try:
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(d, 0o700)
+                with contextlib.suppress(FileNotFoundError):
+                    (d / "broker.sock").unlink()  # a previous daemon's (the control socket's lock says it is gone)
+                return d
+            except OSError:
+                pass
+    return Path(tempfile.mkdtemp(prefix="nexusd-proxy-"))
+
+
 class NetworkProxy:
     def __init__(self, decide: Decide, closed: Closed, base_dir: str | None = None,
                  resolved: Resolved | None = None) -> None:
         self.decide_fn = decide
         self.closed_fn = closed
         self.resolved_fn = resolved
-        self.dir = Path(tempfile.mkdtemp(prefix="nexusd-proxy-", dir=base_dir))  # 0700
+        self.dir = _broker_dir(base_dir)
         self.broker = self.dir / "broker.sock"
         self.tokens: dict[str, Context] = {}
         self.total = 0

@@ -220,13 +220,20 @@ def test_nothing_leaves_without_the_proxy(daemon_factory, http_port: int) -> Non
 
 def test_control_socket_and_broker_stay_unreachable(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
-    probe = ("import socket,sys,glob\n"
-             "paths=sys.argv[1:]+glob.glob('/tmp/nexusd-proxy-*/broker.sock')\n"
-             "for path in paths:\n"
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        broker = c.call(p.SandboxPlanQuery(command="true", cwd=str(h.root))).proxy_socket
+    probe = ("import socket,sys\n"
+             "for path in sys.argv[1:]:\n"
              "  try:\n"
              "    s=socket.socket(socket.AF_UNIX); s.connect(path); print('REACHED', path)\n"
              "  except OSError as e: print('refused', path, e.errno)\n")
-    r = run(h, sys.executable, "-I", "-c", probe, str(h.socket))
+    r = run(h, sys.executable, "-I", "-c", probe, str(h.socket), broker)
+    assert "REACHED" not in r.stdout and r.stdout.count("refused") == 2, r.stdout + r.stderr
+    # even without the Unix-socket filter, the broker's directory is hidden with the daemon's state
+    h.write_policy(policy([f"localhost:{http_port}"], extra="allow_all_unix_sockets = true\n"))
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        c.call(p.Reload())
+    r = run(h, sys.executable, "-I", "-c", probe, broker)
     assert "REACHED" not in r.stdout and "refused" in r.stdout, r.stdout + r.stderr
 
 
