@@ -209,7 +209,6 @@ class Server:
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
-                await self._start_network(tg)
                 if self.probe_fn is not None:
                     tg.start_soon(self._refresh_probe)
                 if self.notifier.enabled:
@@ -218,6 +217,7 @@ class Server:
                     from nexusd.daemon.watch import watch_policy
 
                     tg.start_soon(watch_policy, lambda: [f for _, f in self.store.layer_files()], self.reload)
+                tg.start_soon(self._run_network)
                 self.notifier.ready(self._status_text())
                 log.info(
                     "listening",
@@ -236,17 +236,25 @@ class Server:
             self.audit.close()
             log.info("stopped")
 
-    async def _start_network(self, tg: anyio.abc.TaskGroup) -> None:
-        """The egress proxy of filtered sandboxes (nexusd/daemon/network.py); without it they get no network."""
-        try:
-            from nexusd.daemon.network import NetworkGate
+    async def _run_network(self) -> None:
+        """The egress proxy of filtered sandboxes (nexusd/daemon/network.py), started without holding up the
+        daemon's start and retried if it cannot start (out of descriptors): until it runs, filtered
+        sandboxes get no network."""
+        delay = 0.5
+        while not self._stopping:
+            try:
+                from nexusd.daemon.network import NetworkGate  # an import needs a descriptor too
 
-            gate_ = NetworkGate(self)
-            await tg.start(gate_.proxy.serve)
-        except Exception:
-            log.exception("the network proxy did not start: filtered sandboxes get no network")
-            return
-        self.network = gate_
+                gate_ = NetworkGate(self)
+                async with anyio.create_task_group() as tg:
+                    await tg.start(gate_.proxy.serve)
+                    self.network = gate_
+                return
+            except Exception:
+                self.network = None
+                log.exception("the network proxy stopped or did not start: filtered sandboxes get no network")
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         import signal

@@ -145,12 +145,29 @@ class NetworkProxy:
                 self._tg = tg
                 self.ready.set()
                 task_status.started()
-                await listener.serve(self._broker_conn, task_group=tg)
+                while True:  # never dies: out of descriptors (EMFILE) now is a refused connection, not a crash
+                    try:
+                        stream = await listener.accept()
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+                    except Exception as e:
+                        log.warning("proxy broker accept failed; retrying", error=repr(e))
+                        await anyio.sleep(0.1)
+                        continue
+                    tg.start_soon(self._broker_guarded, stream)
         finally:
             with contextlib.suppress(OSError):
                 self.broker.unlink()
             with contextlib.suppress(OSError):
                 self.dir.rmdir()
+
+    async def _broker_guarded(self, stream: anyio.abc.SocketStream) -> None:
+        try:
+            await self._broker_conn(stream)
+        except Exception as e:  # one channel's trouble ends that channel, never the daemon
+            log.warning("proxy channel ended", error=repr(e))
+            with contextlib.suppress(Exception):
+                await stream.aclose()
 
     async def _broker_conn(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
@@ -189,7 +206,11 @@ class NetworkProxy:
                 if kind not in b"HS" or ctx.active >= MAX_PER_CHANNEL or self.total >= MAX_TOTAL:
                     await stream.send(b"-")
                     continue
-                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                except OSError:  # out of descriptors: this connection is refused, the channel lives
+                    await stream.send(b"-")
+                    continue
                 for end in (ours, theirs):  # bigger bursts per wakeup on a download
                     with contextlib.suppress(OSError):
                         end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
