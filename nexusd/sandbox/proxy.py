@@ -70,6 +70,7 @@ class Context:
     created: float = field(default_factory=time.monotonic)
     decided: dict[tuple[str, int], tuple[bool, str]] = field(default_factory=dict)
     inflight: dict[tuple[str, int], anyio.Event] = field(default_factory=dict)
+    pointed: set[tuple[str, ...]] = field(default_factory=set)  # (name, *addresses) found fit to connect to
     active: int = 0
     asks: int = 0
 
@@ -287,10 +288,12 @@ class NetworkProxy:
         found, address by address in the resolver's order. Answers are kept ``DNS_TTL`` seconds (bounded)."""
         with anyio.fail_after(CONNECT_TIMEOUT):
             addresses = [target.host] if target.is_ip else await self._resolve(target.host)
-            if ctx is not None and self.resolved_fn is not None:
+            if ctx is not None and self.resolved_fn is not None and (target.host, *addresses) not in ctx.pointed:
                 why = self.resolved_fn(ctx, target, scheme, addresses)
                 if why is not None:
                     raise Refused(why)
+                if len(ctx.pointed) < MAX_DECISIONS_PER_CHANNEL:
+                    ctx.pointed.add((target.host, *addresses))  # checked once per command and answer
             error: OSError = OSError(f"{target.host} has no address")
             for address in addresses:
                 try:
