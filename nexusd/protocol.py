@@ -419,8 +419,13 @@ class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
     # the workspace's sandbox settings as the gate applies them (for status screens)
     transparent: bool = False  # agents' allowed shell calls here are rewritten to run sandboxed
     auto_allow: bool = False  # auto_allow_bash_if_sandboxed is on here
-    network: str = "isolated"  # isolated | open
+    network: str = "isolated"  # isolated | filtered (through the daemon's proxy) | open
     unix_sockets: str = "closed"  # closed (seccomp filter) | open
+    # filtered: the runner connects to proxy_socket, sends proxy_token and a newline, reads "ok", and passes
+    # that connection in; its descriptor number replaces argv[proxy_fd_arg] ("-1": none, no network)
+    proxy_socket: str | None = None
+    proxy_token: str | None = None
+    proxy_fd_arg: int | None = None
     ref: str | None = None
 
 
@@ -448,10 +453,12 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     message: str | None = None  # a person's message to the model, as sent
     abort: bool = False  # the person also stopped the agent's turn
     latency_ms: float = 0.0
-    event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
     workspace: str | None = None  # the call's workspace, when the agent said
     subagent_id: str | None = None  # the call's subagent (attribution)
     subagent_type: str | None = None
+    event: str = "decision"  # decision | self_approval_refused | sandbox_violation | network_close ...
+    bytes_up: int | None = None  # network_close: what a proxied connection sent and received
+    bytes_down: int | None = None
 
 
 class AuditReply(_Msg, tag="audit_reply"):

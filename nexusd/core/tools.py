@@ -57,6 +57,9 @@ _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "LS": (_K.READ, False),
     "WebFetch": (_K.FETCH, False),
     "WebSearch": (_K.SEARCH, False),
+    # a sandboxed command's connection through nexusd's egress proxy (nexusd/daemon/network.py): WebFetch
+    # domain rules cover it; input url, host, port, scheme, sandboxed_command, workspace
+    "Network": (_K.FETCH, False),
     "Task": (_K.AGENT, False),
     "Agent": (_K.AGENT, False),
     "TodoWrite": (_K.OTHER, False),
@@ -253,7 +256,7 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
             background=bool(inp.get("run_in_background")),
             problems=tuple(problems),
         )
-    if c in ("WebFetch", "WebSearch"):
+    if c in ("WebFetch", "WebSearch", "Network"):
         urls = _strs(inp.get("url")) + _strs(inp.get("urls"))
         if c == "WebFetch" and not urls and isinstance(inp.get("prompt"), str):
             from nexusd.core.classify.urls import find_urls

@@ -172,6 +172,7 @@ class Server:
         self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
+        self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self._stopping = False
@@ -238,6 +239,7 @@ class Server:
                     from nexusd.daemon.watch import watch_policy
 
                     tg.start_soon(watch_policy, lambda: [f for _, f in self.store.layer_files()], self.reload)
+                tg.start_soon(self._run_network)
                 self.notifier.ready(self._status_text())
                 log.info(
                     "listening",
@@ -255,6 +257,26 @@ class Server:
                 conn.kill()
             self.audit.close()
             log.info("stopped")
+
+    async def _run_network(self) -> None:
+        """The egress proxy of filtered sandboxes (nexusd/daemon/network.py), started without holding up the
+        daemon's start and retried if it cannot start (out of descriptors): until it runs, filtered
+        sandboxes get no network."""
+        delay = 0.5
+        while not self._stopping:
+            try:
+                from nexusd.daemon.network import NetworkGate  # an import needs a descriptor too
+
+                gate_ = NetworkGate(self)
+                async with anyio.create_task_group() as tg:
+                    await tg.start(gate_.proxy.serve)
+                    self.network = gate_
+                return
+            except Exception:
+                self.network = None
+                log.exception("the network proxy stopped or did not start: filtered sandboxes get no network")
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         import signal
@@ -632,7 +654,7 @@ class Server:
                 from nexusd.sandbox.plan import wrap_for_agent
 
                 updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy,
-                                         socket=self._own_socket)
+                                         socket=self._own_socket, network=self._network_for(call))
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
@@ -1089,11 +1111,29 @@ class Server:
         probe = self.probe if self.probe is not None else await self._refresh_probe()
         try:
             plan = plan_command(msg.command, msg.cwd, self.store, probe, msg.session, workspace=msg.workspace)
+            if plan.proxy_fd_arg is not None and self.network is not None:
+                # who ran the command (the agent behind the launcher): it may not answer its own sandbox's asks
+                guard = self._agent_pids(conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={},
+                                                          cwd=msg.cwd))
+                path, token = self.network.register(msg.command, msg.cwd, os.path.realpath(msg.workspace or msg.cwd),
+                                                    msg.session, guard, self.store)
+                plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlan(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
         conn.send(p.encode(plan))
+
+    def _network_for(self, call: p.CallInfo) -> Callable[[str, str, str], tuple[str, str] | None]:
+        """For a wrapped call with a filtered network: its proxy context, under the agent's session (so a
+        "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
+        def register(command: str, cwd: str, workspace: str) -> tuple[str, str] | None:
+            if self.network is None:
+                return None  # the proxy is not serving (yet): the command runs with no network
+            guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
+            return self.network.register(command, cwd, workspace, call.session, guard, self.store,
+                                         provider=call.provider)
+        return register
 
     def _on_sandbox_report(self, conn: Connection, msg: p.SandboxReport) -> None:
         """Violations a runner saw: one audit record (event ``sandbox_violation``) and a notice to every UI.

@@ -437,10 +437,27 @@ def parse_notify(t: Any) -> NotifySpec:
                 raise ValueError(f"redact: bad pattern {x!r}: {e}") from None
         kw["redact"] = tuple(pats)
     return NotifySpec(**kw)
+# Claude Code's sandbox.network keys -> ours in [sandbox.network] (its domains come from WebFetch rules)
+CLAUDE_NETWORK_KEYS = {"allowUnixSockets": "allow_unix_sockets", "allowAllUnixSockets": "allow_all_unix_sockets",
+                       "allowLocalBinding": "allow_local_binding", "httpProxyPort": "http_proxy_port",
+                       "socksProxyPort": "socks_proxy_port", "allowedDomains": "allowed_domains",
+                       "deniedDomains": "denied_domains"}
+
+
+def claude_sandbox(doc: Any, path: Path, managed: bool = False) -> dict[str, Any] | None:
+    """A settings.json's ``sandbox.network`` as our ``[sandbox]`` table (validated by the caller); unknown
+    Claude keys are not ours to judge and are left out."""
+    sb = doc.get("sandbox") if isinstance(doc, dict) else None
+    net = sb.get("network") if isinstance(sb, dict) else None
+    if not isinstance(net, dict):
+        return None
+    mapped = {ours: net[theirs] for theirs, ours in CLAUDE_NETWORK_KEYS.items() if theirs in net}
+    return {"network": mapped} if mapped else None
 
 
 def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = False) -> Layer:
-    """The ``permissions`` of a Claude Code settings.json (allow/ask/deny, defaultMode, additionalDirectories)."""
+    """The ``permissions`` of a Claude Code settings.json (allow/ask/deny, defaultMode, additionalDirectories)
+    and its ``sandbox.network`` keys."""
     out = Layer(layer=layer, path=str(path), project=project)
     try:
         doc = json.loads(text)
@@ -464,6 +481,16 @@ def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = 
         if isinstance(d, str) and d:
             p = os.path.expanduser(d) if d.startswith("~") else d
             out.additional_directories.append(os.path.normpath(os.path.join(policy_root(path), p)))
+    sandbox = claude_sandbox(doc, path)
+    if sandbox is not None:
+        try:
+            from nexusd.sandbox.settings import parse_sandbox_layer
+
+            parse_sandbox_layer(sandbox, path)
+        except ValueError as e:
+            out.errors.append(f"{path}: sandbox.network: {e}")
+        else:
+            out.sandbox = sandbox
     if out.errors:
         out.loaded = False
     return out

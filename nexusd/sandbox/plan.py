@@ -12,7 +12,7 @@ import functools
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -25,6 +25,7 @@ from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
+from nexusd.sandbox.network import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
     SandboxSettings,
@@ -267,6 +268,10 @@ def plan_command(
         return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
     if "\x00" in command:
         return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
+    from nexusd.sandbox.network import has_rule_domains
+
+    net_mode = settings.network(has_rule_domains(policy, settings))
+    settings = replace(settings, network_isolation=net_mode != "open")
     inner = [_shell(), "-c", command]
     backend = probe.backend if probe is not None and probe.available else None
     if backend not in ("bwrap", "unshare", "seatbelt"):
@@ -305,15 +310,20 @@ def plan_command(
     if backend == "bwrap":
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
-        argv = build_bwrap_argv(bwrap, layout.spec, inner, full=full)
+        spec, inner, fd_arg = _network_section(net_mode, layout.spec, settings, inner)
+        if fd_arg is not None:
+            state["network"] = "filtered"
+        argv = build_bwrap_argv(bwrap, spec, inner, full=full)
         argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store))
         return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
                            reason="; ".join(n for n in (note, *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
-                           unix_sockets="closed" if "--seccomp" in argv else "open", **state)
+                           unix_sockets="closed" if "--seccomp" in argv else "open",
+                           proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None, **state)
     if backend == "seatbelt":
         from nexusd.sandbox.seatbelt import build_seatbelt_argv
 
+        # no bridge on macOS yet: a filtered network is no network there (the profile denies it)
         argv = build_seatbelt_argv(layout.spec, inner, unix_sockets=settings.allow_all_unix_sockets)
         return SandboxPlan(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
                            reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
@@ -322,10 +332,24 @@ def plan_command(
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
+    net_note = ("filtered networking needs bubblewrap: the unshare fallback runs with no network"
+                if net_mode == "filtered" else "")
     return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
-                       reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+                       reason="; ".join(n for n in (probe.reason if probe else "", net_note, *layout.notes) if n),
                        scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                        unix_sockets="open", **state)
+
+
+def _network_section(mode: str, spec: MountSpec, settings: SandboxSettings,
+                     inner: list[str]) -> tuple[MountSpec, list[str], int | None]:
+    """``filtered``: no network namespace route (``--unshare-net`` stays), the bridge in front of the
+    command and the proxy variables in its environment (nexusd/sandbox/network.py)."""
+    if mode != "filtered":
+        return spec, inner, None
+    from nexusd.sandbox.network import bridge_argv, proxy_env
+
+    spec = replace(spec, network=False, env=(*spec.env, *proxy_env(settings)))
+    return spec, bridge_argv(inner), 1
 
 
 def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:
@@ -412,12 +436,14 @@ def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
 
 def wrap_for_agent(
     call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None,
-    socket: str | None = None,
+    socket: str | None = None, network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
 
     ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again.
-    ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone."""
+    ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone.
+    ``network(command, cwd, workspace)``: for a filtered network, the proxy broker and a one-time token
+    registered for this call (None, or no callback: the command runs with no network)."""
     key = SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
@@ -452,4 +478,7 @@ def wrap_for_agent(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket)}
+    proxy = None
+    if plan.proxy_fd_arg is not None and network is not None:
+        proxy = network(command, cwd, os.path.realpath(ws))
+    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket, proxy=proxy)}

@@ -19,7 +19,7 @@ from typing import IO, TextIO
 
 from nexusd import locations
 from nexusd.protocol import SandboxPlan, SandboxPlanQuery
-from nexusd.sandbox import violations
+from nexusd.sandbox import netexec, violations
 from nexusd.sandbox.scrub import after
 
 EXIT_REFUSED = 126  # like a shell's "found but cannot execute": the command did not run
@@ -70,11 +70,19 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
         return EXIT_REFUSED
     if plan.backend is None:
         print(f"nexus: warning: {plan.reason}", file=err, flush=True)
+    argv, channel = list(plan.argv), None
+    if plan.proxy_fd_arg is not None:
+        channel = proxy_channel(plan, err)
+        argv[plan.proxy_fd_arg] = str(channel) if channel is not None else "-1"
     try:
-        proc = subprocess.Popen(plan.argv, stdout=stdout, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE,
+                                pass_fds=(channel,) if channel is not None else ())
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED
+    finally:
+        if channel is not None:
+            os.close(channel)
     tap = violations.StderrTap()
     pump = threading.Thread(target=_pump, args=(proc, err, tap), daemon=True)
     pump.start()
@@ -112,6 +120,12 @@ def _pump(proc: subprocess.Popen[bytes], err: TextIO, tap: violations.StderrTap)
                 err.flush()
         except (OSError, ValueError):
             pass  # our stderr went away: the command still runs to its end
+
+
+def proxy_channel(plan: SandboxPlan, err: TextIO) -> int | None:
+    """Our connection to the daemon's proxy broker, for the sandbox's bridge (nexusd/sandbox/proxy.py), as a
+    descriptor numbered above 9 (3 carries the seccomp filter). None: the command runs with no network."""
+    return netexec.open_channel(plan.proxy_socket, plan.proxy_token, err)
 
 
 def run(command: str, *, cwd: str | None = None, workspace: str | None = None, socket: str | None = None) -> int:

@@ -17,14 +17,19 @@ from typing import Any
 from nexusd.core.policy.policy import Policy
 
 BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
-             "network_isolation", "allow_all_unix_sockets", "allow_managed_read_paths_only")
+             "network_isolation", "allow_all_unix_sockets", "allow_managed_read_paths_only", "allow_local_binding",
+             "managed_domains_only")
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
 FS_BOOL_KEYS = ("allow_managed_read_paths_only",)  # booleans that live in [sandbox.filesystem]
 PLATFORMS = frozenset({"linux", "wsl2", "wsl1", "macos", "other"})  # nexusd.sandbox.probe.detect_platform
-NETWORK_BOOL_KEYS = ("allow_all_unix_sockets",)  # booleans that live in [sandbox.network]
+NETWORK_BOOL_KEYS = ("allow_all_unix_sockets", "allow_local_binding", "managed_domains_only")  # in [sandbox.network]
+NETWORK_MODES = ("isolated", "filtered", "open")
 TOP_KEYS = frozenset((*(k for k in BOOL_KEYS if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)), "excluded_commands",
                       "filesystem", "network", "enabled_platforms"))
-NETWORK_KEYS = frozenset(("isolated", "allow_all_unix_sockets", "allow_unix_sockets"))
+NETWORK_KEYS = frozenset(("isolated", "allow_all_unix_sockets", "allow_unix_sockets", "mode", "allowed_domains",
+                          "denied_domains", "allowed_ports", "managed_domains_only", "allow_local_binding",
+                          "http_proxy_port", "socks_proxy_port"))
+NETWORK_LIST_KEYS = ("allowed_domains", "denied_domains")
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -41,9 +46,17 @@ class SandboxLayer:
     network_isolation: bool | None = None
     allow_all_unix_sockets: bool | None = None
     allow_managed_read_paths_only: bool | None = None
+    allow_local_binding: bool | None = None
+    managed_domains_only: bool | None = None
     enabled_platforms: tuple[str, ...] | None = None
+    network_mode: str | None = None
+    allowed_ports: tuple[int, ...] | None = None
+    http_proxy_port: int | None = None
+    socks_proxy_port: int | None = None
     excluded_commands: tuple[str, ...] = ()
     allow_unix_sockets: tuple[str, ...] = ()
+    allowed_domains: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()
     deny_write: tuple[str, ...] = ()
     deny_read: tuple[str, ...] = ()
@@ -67,6 +80,15 @@ class SandboxSettings:
     allow_managed_read_paths_only: bool = False
     # seed 001's enabledPlatforms: where transparent sandboxing applies (None: every supported platform)
     enabled_platforms: tuple[str, ...] | None = None
+    # [sandbox.network]: None = not said anywhere (isolated, or filtered when a domain is allowed)
+    network_mode: str | None = None
+    allow_local_binding: bool = False  # listening on the sandbox's own loopback (never reachable from outside)
+    managed_domains_only: bool = False  # only the managed policy's allowed domains (set there)
+    allowed_ports: tuple[int, ...] = (80, 443)  # 80, 443 and the ports the policy adds (allowed_ports)
+    http_proxy_port: int | None = None  # the user's own proxy on the host's loopback instead of ours
+    socks_proxy_port: int | None = None
+    allowed_domains: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
     excluded_commands: tuple[str, ...] = ()
     allow_unix_sockets: tuple[str, ...] = ()
     allow_write: tuple[str, ...] = ()  # absolute paths
@@ -74,6 +96,17 @@ class SandboxSettings:
     deny_read: tuple[str, ...] = ()
     allow_read: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)  # the policy files that contributed
+
+    def network(self, rule_domains: bool = False) -> str:
+        """isolated | filtered | open: ``mode`` if a layer says it; ``network_isolation = false`` is open;
+        otherwise filtered as soon as a domain is allowed (here, or by a WebFetch allow rule:
+        ``rule_domains``) or the user's own proxy port is named, else isolated."""
+        if self.network_mode is not None:
+            return self.network_mode
+        if not self.network_isolation:
+            return "open"
+        named = self.allowed_domains or rule_domains or self.http_proxy_port or self.socks_proxy_port
+        return "filtered" if named else "isolated"
 
     def active_on(self, platform: str) -> bool:
         """Whether agents' shell calls are sandboxed on ``platform`` (enabled, and the platform listed)."""
@@ -153,7 +186,8 @@ def parse_sandbox_layer(
     _check_keys(table, TOP_KEYS, "sandbox")
     values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS
                               if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)}
-    values["allow_all_unix_sockets"] = values["allow_managed_read_paths_only"] = None
+    for key in (*NETWORK_BOOL_KEYS, "allow_managed_read_paths_only"):
+        values[key] = None
     if "enabled_platforms" in table:
         plats = _strings(table, "enabled_platforms", "sandbox")
         unknown = sorted(set(plats) - PLATFORMS)
@@ -171,7 +205,11 @@ def parse_sandbox_layer(
             if values["network_isolation"] is not None and values["network_isolation"] != isolated:
                 raise ValueError("sandbox.network_isolation and sandbox.network.isolated disagree")
             values["network_isolation"] = isolated
-        values["allow_all_unix_sockets"] = _bool(net, "allow_all_unix_sockets", "sandbox.network")
+        for key in NETWORK_BOOL_KEYS:
+            values[key] = _bool(net, key, "sandbox.network")
+        if values["managed_domains_only"] is not None and not managed:
+            raise ValueError("sandbox.network.managed_domains_only is honoured only in the managed policy")
+        values.update(_network_values(net, values["network_isolation"]))
     sockets: tuple[str, ...] = ()
     if net is not None:
         try:
@@ -205,6 +243,46 @@ def parse_sandbox_layer(
                         allow_unix_sockets=sockets, **values, **paths)
 
 
+def _port(net: Mapping[str, Any], key: str) -> int | None:
+    if key not in net:
+        return None
+    v = net[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < 65536:
+        raise ValueError(f"sandbox.network.{key} must be a port number 1-65535")
+    return v
+
+
+def _network_values(net: Mapping[str, Any], isolation: bool | None) -> dict[str, Any]:
+    """mode, domains, ports of one ``[sandbox.network]``; every domain is validated here (the error names it)."""
+    from nexusd.core.netpolicy import parse_pattern
+
+    out: dict[str, Any] = {}
+    mode = net.get("mode")
+    if mode is not None:
+        if mode not in NETWORK_MODES:
+            raise ValueError(f"sandbox.network.mode must be one of {', '.join(NETWORK_MODES)}, not {mode!r}")
+        if isolation is not None and isolation != (mode == "isolated"):
+            raise ValueError(f"sandbox.network.mode = {mode!r} disagrees with network_isolation / isolated")
+        out["network_mode"] = mode
+    for key in NETWORK_LIST_KEYS:
+        entries = _strings(net, key, "sandbox.network")
+        for e in entries:
+            try:
+                parse_pattern(e)
+            except ValueError as err:
+                raise ValueError(f"sandbox.network.{key}: {err}") from None
+        out[key] = entries
+    if "allowed_ports" in net:
+        ports = net["allowed_ports"]
+        if not isinstance(ports, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) and 0 < x < 65536 for x in ports):
+            raise ValueError("sandbox.network.allowed_ports must be a list of port numbers 1-65535")
+        out["allowed_ports"] = tuple(ports)
+    for key in ("http_proxy_port", "socks_proxy_port"):
+        out[key] = _port(net, key)
+    return out
+
+
 def parse_sandbox_table(table: Mapping[str, Any], policy_file: Path) -> SandboxSettings:
     """One file's table as complete settings (defaults for what it leaves out); raises ValueError."""
     return merge_settings([parse_sandbox_layer(table, policy_file)])
@@ -215,8 +293,12 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     protection or room, never remove another layer's deny. A managed layer's booleans are final."""
     values: dict[str, Any] = {}
     final: set[str] = set()
-    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets")}
+    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets",
+                                                   *NETWORK_LIST_KEYS)}
     managed_reads: list[str] = []
+    managed_domains: list[str] = []
+    scalars: dict[str, Any] = {}
+    ports: list[int] | None = None
     platforms: tuple[str, ...] | None = None
     sources: list[str] = []
     for layer in layers:
@@ -235,10 +317,24 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
                 final.add(key)
         for key, acc in lists.items():
             acc.extend(x for x in getattr(layer, key) if x not in acc)
+        if layer.managed:
+            managed_domains.extend(x for x in layer.allowed_domains if x not in managed_domains)
+        for key in ("network_mode", "http_proxy_port", "socks_proxy_port"):
+            v = getattr(layer, key)
+            if v is not None and key not in final:
+                scalars[key] = v
+                if layer.managed:
+                    final.add(key)
+        if layer.allowed_ports is not None:  # a union too: ports a layer names for its domains
+            ports = [*(ports or []), *(x for x in layer.allowed_ports if x not in (ports or []))]
     if values.get("allow_managed_read_paths_only"):
         lists["allow_read"] = managed_reads
-    return SandboxSettings(**values, **{k: tuple(v) for k, v in lists.items()}, enabled_platforms=platforms,
-                           sources=tuple(sources))
+    if values.get("managed_domains_only"):
+        lists["allowed_domains"] = managed_domains
+    if ports is not None:
+        scalars["allowed_ports"] = tuple(dict.fromkeys((80, 443, *ports)))
+    return SandboxSettings(**values, **scalars, **{k: tuple(v) for k, v in lists.items()},
+                           enabled_platforms=platforms, sources=tuple(sources))
 
 
 _MEMO_MAX = 64

@@ -39,10 +39,12 @@ from pathlib import Path
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
 from nexusd.protocol import SandboxPlan
 from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
+from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.seccomp import split_filter
 
 EXIT_REFUSED = 126
 SCRUB_MODULE = "nexusd.sandbox.scrub"
+NETEXEC_MODULE = "nexusd.sandbox.netexec"
 RUN_DIR = "run"
 KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
 STALE_AFTER_S = 7 * 24 * 3600
@@ -150,13 +152,16 @@ def find_planted_expr() -> list[str]:
     return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
-def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | None = None) -> str:
+def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | None = None,
+            broker: str | None = None) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
-    ``$2``: the command."""
+    ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given)."""
     filt, argv = split_filter(plan.argv)
     words = [q(a) for a in argv]
     words[shell_index] = '"$2"'
     run = " ".join(words)
+    if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
+        run = f"{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or '')} \"${{3-}}\" -- {run}"
     if filt is not None:
         run += f" 3<{q(filt)}"
     env = _env_default_signal()
@@ -250,7 +255,7 @@ def _clean(run_dir: Path) -> None:
 
 
 def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float | None = None,
-                  socket: str | None = None) -> str:
+                  socket: str | None = None, proxy: tuple[str, str] | None = None) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
@@ -264,8 +269,9 @@ def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float 
                        sort_keys=True)
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
-    text = _script(plan, str(scrub_file), shell_index, socket)
+    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None)
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
-    return f"/bin/sh {q(str(script))} {since:.3f} {q(command)}"
+    token = f" {q(proxy[1])}" if proxy and FD_PLACEHOLDER in plan.argv else ""  # one-time, for this call only
+    return f"/bin/sh {q(str(script))} {since:.3f} {q(command)}{token}"

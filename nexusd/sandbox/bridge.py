@@ -1,0 +1,252 @@
+"""Inside the sandbox: loopback proxy ports that lead to the daemon's proxy, then the command itself.
+
+``python -I -S /path/to/bridge.py FD HTTP_PORT SOCKS_PORT -- CMD ARGS...``
+
+The sandbox has its own network namespace (no route anywhere) and a seccomp filter that refuses every
+new ``AF_UNIX`` socket, so nothing inside can reach the daemon by a path. The runner, outside, opened
+one channel to the daemon's proxy broker and passes it in as descriptor ``FD``. For every connection a
+program makes to ``127.0.0.1:HTTP_PORT`` / ``SOCKS_PORT`` the bridge writes one byte on the channel
+(``H`` or ``S``) and receives a fresh connected socket by descriptor passing (``recvmsg``/SCM_RIGHTS:
+receiving a descriptor creates no socket, so the filter allows it); it then copies bytes both ways, every
+connection in one non-blocking loop (no thread per connection: measured ~0.3 ms less per request).
+The bridge is convenience, not a boundary: every decision is the daemon's, and what the bridge could do
+with the channel the command could too.
+
+Order: bind the ports, fork the relay, then exec the command, so a connection made at once queues in the
+backlog. The relay holds none of the command's stdio and ends when the command does (the sandbox's pid
+namespace ends with it; the relay also checks its parent every second). Standard library only, no nexusd
+imports, run by path without ``site``: it starts once per sandboxed command.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import contextlib
+import os
+import selectors
+import socket
+import sys
+import time
+
+_BUF = 1024 * 1024
+SPARE_TTL = 10.0  # below the daemon's 15 s for a request head
+
+
+def _listen(port: int) -> list[socket.socket]:
+    out = []
+    for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind((addr, port))
+            s.listen(128)
+            out.append(s)
+        except OSError:
+            continue  # no IPv6 loopback in this namespace: v4 is enough
+    return out
+
+
+class _Flow:
+    """One direction of one connection: bytes read from ``src`` not yet written to ``dst``."""
+
+    __slots__ = ("dst", "eof", "pending", "src")
+
+    def __init__(self, src: socket.socket, dst: socket.socket) -> None:
+        self.src, self.dst = src, dst
+        self.pending = b""
+        self.eof = False
+
+
+class _Loop:
+    """Every connection in one thread, non-blocking: a request through us costs no thread start or
+    switch. A direction reads only while its previous bytes are written (memory stays bounded)."""
+
+    def __init__(self) -> None:
+        self.sel = selectors.DefaultSelector()
+        self.flows: dict[socket.socket, tuple[_Flow, _Flow]] = {}  # sock -> (out of it, into it)
+
+    def add(self, a: socket.socket, b: socket.socket) -> None:
+        for s in (a, b):
+            s.setblocking(False)
+            with contextlib.suppress(OSError):  # bigger bursts per wakeup on a download
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+        ab, ba = _Flow(a, b), _Flow(b, a)
+        self.flows[a], self.flows[b] = (ab, ba), (ba, ab)
+        self._update(a)
+        self._update(b)
+
+    def _update(self, sock: socket.socket) -> None:
+        out, into = self.flows[sock]
+        ev = (selectors.EVENT_READ if not out.eof and not out.pending else 0) | (
+            selectors.EVENT_WRITE if into.pending else 0)
+        try:
+            key = self.sel.get_key(sock)
+        except KeyError:
+            key = None
+        if ev and key is None:
+            self.sel.register(sock, ev, "flow")
+        elif ev and key is not None and key.events != ev:
+            self.sel.modify(sock, ev, "flow")
+        elif not ev and key is not None:
+            self.sel.unregister(sock)
+        if out.eof and not out.pending and into.eof and not into.pending:
+            self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        out, _ = self.flows.get(sock, (None, None))
+        if out is None:
+            return
+        for s in (out.src, out.dst):
+            self.flows.pop(s, None)
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(s)
+            s.close()
+
+    def _write(self, flow: _Flow) -> None:
+        if flow.pending:
+            try:
+                n = flow.dst.send(flow.pending)
+            except BlockingIOError:
+                n = 0
+            flow.pending = flow.pending[n:]
+        if flow.eof and not flow.pending:
+            with contextlib.suppress(OSError):
+                flow.dst.shutdown(socket.SHUT_WR)
+
+    def event(self, sock: socket.socket, mask: int) -> None:
+        if sock not in self.flows:
+            return
+        out, into = self.flows[sock]
+        if mask & selectors.EVENT_WRITE:
+            try:
+                self._write(into)
+            except OSError:  # sock stopped taking bytes: that direction is over, the other one goes on
+                into.pending, into.eof = b"", True
+        if mask & selectors.EVENT_READ and not out.pending and not out.eof:
+            try:
+                data: bytes | None = sock.recv(_BUF)
+            except BlockingIOError:
+                data = None
+            except OSError:
+                data = b""
+            if data is not None:
+                out.pending, out.eof = data, not data
+                try:
+                    self._write(out)
+                except OSError:
+                    out.pending, out.eof = b"", True
+        for s in (sock, out.dst):
+            if s in self.flows:
+                self._update(s)
+
+
+class Relay:
+    """Asks the daemon for connections over the channel. One request is kept outstanding per kind (sent
+    before it is needed), so a program's connection costs no round trip to the daemon; a spare older than
+    ``SPARE_TTL`` is dropped (the daemon closes a connection whose head does not arrive in time)."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.order: collections.deque[bytes] = collections.deque()  # kinds asked, replies come in this order
+        self.spares: dict[bytes, collections.deque[tuple[float, socket.socket | None]]] = {
+            b"H": collections.deque(), b"S": collections.deque()}
+
+    def _ask(self, kind: bytes) -> None:
+        self.channel.sendall(kind)
+        self.order.append(kind)
+
+    def _reply(self) -> None:
+        fds = array.array("i")
+        msg, anc, _flags, _addr = self.channel.recvmsg(1, socket.CMSG_SPACE(fds.itemsize))
+        if not msg:
+            raise OSError("the daemon closed the channel")
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        sock = None
+        if msg == b"+" and len(fds) == 1:
+            sock = socket.socket(fileno=fds[0])
+        else:
+            for fd in fds:
+                os.close(fd)
+        self.spares[self.order.popleft()].append((time.monotonic(), sock))
+
+    def upstream(self, kind: bytes) -> socket.socket | None:
+        """A fresh connection to the daemon's proxy, or None (refused, or the daemon is gone)."""
+        asked = time.monotonic()
+        try:
+            while True:
+                if not self.spares[kind] and kind not in self.order:
+                    self._ask(kind)
+                while not self.spares[kind]:
+                    self._reply()
+                born, sock = self.spares[kind].popleft()
+                if sock is not None and time.monotonic() - born > SPARE_TTL:
+                    sock.close()
+                    continue
+                if sock is None and born < asked:
+                    continue  # a refusal (the limit) given earlier: ask afresh
+                self._ask(kind)  # the next one, ready before it is needed
+                return sock
+        except OSError:
+            return None
+
+    def serve(self, listeners: dict[socket.socket, bytes], parent: int) -> None:
+        loop = _Loop()
+        for s in listeners:
+            loop.sel.register(s, selectors.EVENT_READ, "listen")
+        while os.getppid() == parent:  # the command is gone: so are we
+            for key, mask in loop.sel.select(1.0):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if key.data == "flow":
+                    loop.event(sock, mask)
+                    continue
+                try:
+                    client, _ = sock.accept()
+                except OSError:
+                    continue
+                up = self.upstream(listeners[sock])
+                if up is None:
+                    client.close()
+                else:
+                    loop.add(client, up)
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
+        print("nexus-bridge: usage: FD HTTP_PORT SOCKS_PORT -- CMD ...", file=sys.stderr)
+        return 126
+    fd, http_port, socks_port = (int(x) for x in argv[:3])
+    cmd = argv[4:]
+    listeners: dict[socket.socket, bytes] = {}
+    if fd >= 0:
+        for port, kind in ((http_port, b"H"), (socks_port, b"S")):
+            for s in _listen(port):
+                listeners[s] = kind
+    parent = os.getpid()
+    if listeners and os.fork() == 0:
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            for n in (0, 1, 2):
+                os.dup2(null, n)
+            Relay(socket.socket(fileno=fd)).serve(listeners, parent)
+        finally:
+            os._exit(0)
+    for s in listeners:
+        s.close()
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as e:
+        print(f"nexus-bridge: cannot run {cmd[0]}: {e}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,516 @@
+"""Filtered networking, end to end: a real daemon, real bubblewrap, real curl and git inside, servers on loopback.
+
+``localhost``, ``127.0.0.1`` and ``127.0.0.2`` are three distinct names here: the proxy matches the name
+the client asked for, never an address it resolves to. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nexusd import protocol as p
+from nexusd.client import Client
+from nexusd.client_errors import NexusClientError
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None,
+                                reason="needs bubblewrap and curl (scripts/bootstrap installs them)")
+NEXUSCTL = str(Path(sys.executable).parent / "nexusctl")
+BODY = "hello from the loopback server\n"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def serve(directory: Path, host: str = "127.0.0.1", tls: tuple[Path, Path] | None = None) -> Iterator[int]:
+    handler = lambda *a, **kw: _Quiet(*a, directory=str(directory), **kw)  # noqa: E731
+    srv = http.server.ThreadingHTTPServer((host, 0), handler)
+    if tls is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("site")
+    (d / "index.html").write_text(BODY)
+    (d / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    repo = d / "work"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "README").write_text("a repository served over dumb http\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(repo), "add", "README"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "one"], check=True, env=env)
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(d / "repo.git")], check=True)
+    subprocess.run(["git", "-C", str(d / "repo.git"), "update-server-info"], check=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def http_port(site: Path) -> Iterator[int]:
+    yield from serve(site)
+
+
+@pytest.fixture(scope="module")
+def http_port2(site: Path) -> Iterator[int]:
+    yield from serve(site, "127.0.0.2")
+
+
+@pytest.fixture(scope="module")
+def tls_port(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                    "-days", "2", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    yield from serve(site, tls=(cert, key))
+
+
+def policy(allowed: list[str] = (), denied: list[str] = (), extra: str = "") -> str:  # type: ignore[assignment]
+    return (f"[sandbox.network]\nmode = \"filtered\"\nallowed_domains = {json.dumps(list(allowed))}\n"
+            f"denied_domains = {json.dumps(list(denied))}\n{extra}")
+
+
+def run(h, *argv: str, timeout: float = 60, workspace: Path | None = None) -> subprocess.CompletedProcess[str]:
+    ws = workspace or h.root
+    return subprocess.run([NEXUSCTL, "run", "--", *argv], env=h.env, cwd=str(ws), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def audit(h) -> list[dict]:
+    path = h.state_dir / "audit.jsonl"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        if any(r.get("event") == "network_close" for r in lines) or any(r["tool"] == "Network" for r in lines):
+            return [r for r in lines if r["tool"] == "Network"]
+        time.sleep(0.05)
+    return []
+
+
+class UI:
+    """A person at a UI: answers the daemon's Network prompts with ``answer(item)`` in a thread."""
+
+    def __init__(self, h, answer: Callable[[p.PendingItem], tuple[str, str] | None]) -> None:
+        self.client = Client(socket_path=str(h.socket), role="ui", name="person", timeout=5).connect()
+        self.client.subscribe()
+        self.answer = answer
+        self.seen: list[p.PendingItem] = []
+        self.stop = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop:
+            try:
+                msg = self.client.next_event(timeout=0.2)
+            except Exception:
+                continue
+            if isinstance(msg, p.Prompt) and msg.item.call.tool == "Network":
+                self.seen.append(msg.item)
+                choice = self.answer(msg.item)
+                if choice is not None:
+                    self.client.answer(msg.item.id, choice[0], choice[1])  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(2)
+        self.client.close()
+
+
+# ---------------------------------------------------------------------- allowed
+
+
+def test_allowed_http_https_socks_and_bytes_in_the_audit(daemon_factory, http_port: int, tls_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}", f"localhost:{tls_port}"]))
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert r.returncode == 0 and r.stdout == BODY, r.stderr
+    r = run(h, "curl", "-sSk", "-m", "20", f"https://localhost:{tls_port}/index.html")
+    assert r.returncode == 0 and r.stdout == BODY, r.stderr
+    r = run(h, "curl", "-sS", "-m", "20", "--socks5-hostname", "127.0.0.1:1080",
+            f"http://LocalHost.:{http_port}/index.html")
+    assert r.returncode == 0 and r.stdout == BODY, r.stderr
+    records = audit(h)
+    allows = [x for x in records if x.get("event", "decision") == "decision"]
+    assert allows and all(x["decision"] == "allow" for x in allows)
+    assert allows[0]["summary"].startswith(f"http://localhost:{http_port}")
+    closes = [x for x in records if x.get("event") == "network_close"]
+    assert closes and all(x["bytes_down"] > len(BODY) and x["bytes_up"] > 0 for x in closes)
+
+
+def test_git_clone_over_http(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = run(h, "git", "clone", "-q", f"http://localhost:{http_port}/repo.git", "clone", workspace=ws)
+    assert r.returncode == 0, r.stderr
+    assert (ws / "clone" / "README").read_text().startswith("a repository")
+
+
+def test_large_download_through_connect_is_whole(daemon_factory, site: Path, tls_port: int, tmp_path: Path) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{tls_port}"]))
+    r = run(h, "sh", "-c", f"curl -sSk -m 30 https://localhost:{tls_port}/big.bin | sha256sum", workspace=tmp_path)
+    import hashlib
+
+    assert r.stdout.split()[0] == hashlib.sha256((site / "big.bin").read_bytes()).hexdigest(), r.stderr
+
+
+# ---------------------------------------------------------------------- refused
+
+
+def test_denied_names_get_an_answer_never_a_hang(daemon_factory, http_port: int, http_port2: int,
+                                                 tls_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["127.0.0.2", "*.evil.test"]))
+    r = run(h, "curl", "-sS", "-m", "20", f"http://127.0.0.2:{http_port2}/index.html")
+    assert r.stdout.startswith("nexusd: network access to 127.0.0.2") and "denied domain" in r.stdout
+    r = run(h, "curl", "-sS", "-m", "20", "-o", "/dev/null", "-w", "%{http_code}",
+            f"http://127.0.0.2:{http_port2}/index.html")
+    assert r.stdout == "403"
+    # TLS: the CONNECT is refused with 403; curl says so (exit 56), at once
+    started = time.monotonic()
+    r = run(h, "curl", "-sSk", "-m", "20", f"https://0x7f000002:{tls_port}/")
+    assert r.returncode == 56 and "403" in r.stderr and time.monotonic() - started < 15
+    r = run(h, "curl", "-sS", "-m", "20", "--socks5-hostname", "127.0.0.1:1080", f"http://127.2:{http_port2}/")
+    assert r.returncode == 97 and "(2)" in r.stderr  # SOCKS reply 0x02: not allowed by ruleset
+    records = audit(h)
+    assert [x["decision"] for x in records if x.get("event", "decision") == "decision"] == ["deny"] * 4
+
+
+def test_unknown_domain_with_no_ui_is_denied_at_once(daemon_factory, http_port: int, http_port2: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    r = run(h, "curl", "-sS", "-m", "20", f"http://127.0.0.2:{http_port2}/index.html")
+    assert "no nexusd UI is connected" in r.stdout
+    # an allowed name on a port it was not allowed on is its own decision
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port2 + 1}/")
+    assert "but not port" in r.stdout
+
+
+def test_nothing_leaves_without_the_proxy(daemon_factory, http_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}", f"127.0.0.1:{http_port}"]))
+    r = run(h, "curl", "-sS", "-m", "10", "--noproxy", "*", f"http://127.0.0.1:{http_port}/index.html")
+    assert r.returncode == 7 and BODY not in r.stdout
+    r = run(h, "bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{http_port} && echo CONNECTED")
+    assert r.returncode != 0 and "CONNECTED" not in r.stdout
+    r = run(h, "env", "-i", f"PATH={os.environ['PATH']}", "curl", "-sS", "-m", "10",  # a program that ignores them
+            f"http://127.0.0.1:{http_port}/index.html")
+    assert r.returncode == 7
+
+
+def test_control_socket_and_broker_stay_unreachable(daemon_factory, http_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        broker = c.call(p.SandboxPlanQuery(command="true", cwd=str(h.root))).proxy_socket
+    probe = ("import socket,sys\n"
+             "for path in sys.argv[1:]:\n"
+             "  try:\n"
+             "    s=socket.socket(socket.AF_UNIX); s.connect(path); print('REACHED', path)\n"
+             "  except OSError as e: print('refused', path, e.errno)\n")
+    r = run(h, sys.executable, "-I", "-c", probe, str(h.socket), broker)
+    assert "REACHED" not in r.stdout and r.stdout.count("refused") == 2, r.stdout + r.stderr
+    # even without the Unix-socket filter, the broker's directory is hidden with the daemon's state
+    h.write_policy(policy([f"localhost:{http_port}"], extra="allow_all_unix_sockets = true\n"))
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        c.call(p.Reload())
+    r = run(h, sys.executable, "-I", "-c", probe, broker)
+    assert "REACHED" not in r.stdout and "refused" in r.stdout, r.stdout + r.stderr
+
+
+def test_without_a_daemon_there_is_no_network(http_port: int, tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "policy.toml").write_text(policy([f"localhost:{http_port}"]))
+    env = {**os.environ, "NEXUS_SOCKET": str(tmp_path / "none.sock"), "NEXUS_CONFIG_DIR": str(cfg),
+           "NEXUS_STATE_DIR": str(tmp_path / "st"), "NEXUS_MANAGED_DIR": str(tmp_path / "mg")}
+    r = subprocess.run([NEXUSCTL, "run", "--", "curl", "-sS", "-m", "10", f"http://localhost:{http_port}/"],
+                       env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 7 and "no network" in r.stderr
+
+
+# ---------------------------------------------------------------------- asked
+
+
+def test_asked_then_allowed_once_shows_host_port_and_command(daemon_factory, http_port2: int) -> None:
+    h = daemon_factory(policy=policy(["never.test"]))
+    ui = UI(h, lambda item: ("allow", "once"))
+    try:
+        r = run(h, "curl", "-sS", "-m", "30", f"http://127.0.0.2:{http_port2}/index.html")
+    finally:
+        ui.close()
+    assert r.stdout == BODY, r.stderr
+    item = ui.seen[0]
+    assert item.call.input["host"] == "127.0.0.2" and item.call.input["port"] == http_port2
+    assert "curl" in item.call.input["sandboxed_command"] and "curl" in item.verdict.reason
+    assert item.verdict.suggestions == ["WebFetch(domain:127.0.0.2)"]
+
+
+def test_asked_then_denied(daemon_factory, http_port2: int) -> None:
+    h = daemon_factory(policy=policy(["never.test"]))
+    ui = UI(h, lambda item: ("deny", "once"))
+    try:
+        r = run(h, "curl", "-sS", "-m", "30", f"http://127.0.0.2:{http_port2}/index.html")
+    finally:
+        ui.close()
+    assert "denied by person" in r.stdout and BODY not in r.stdout
+
+
+def test_always_learns_a_rule_for_the_domain(daemon_factory, http_port2: int) -> None:
+    h = daemon_factory(policy=policy(["never.test"], extra=f"allowed_ports = [{http_port2}]\n"))
+    ui = UI(h, lambda item: ("allow", "always"))
+    try:
+        r = run(h, "curl", "-sS", "-m", "30", f"http://127.0.0.2:{http_port2}/index.html")
+    finally:
+        ui.close()
+    assert r.stdout == BODY, r.stderr
+    # no UI now: the learned WebFetch(domain:127.0.0.2) allows it
+    r = run(h, "curl", "-sS", "-m", "30", f"http://127.0.0.2:{http_port2}/index.html")
+    assert r.stdout == BODY, r.stdout + r.stderr
+
+
+def test_nobody_answers_then_timeout_denies(daemon_factory, http_port2: int) -> None:
+    h = daemon_factory(policy=policy(["never.test"]), pending_timeout=1.5)
+    ui = UI(h, lambda item: None)
+    try:
+        r = run(h, "curl", "-sS", "-m", "30", f"http://127.0.0.2:{http_port2}/index.html")
+    finally:
+        ui.close()
+    assert "nobody answered" in r.stdout
+
+
+def test_parallel_connections_to_one_host_are_one_ask(daemon_factory, http_port2: int) -> None:
+    h = daemon_factory(policy=policy(["never.test"]))
+    answered = threading.Event()
+
+    def slow_allow(item: p.PendingItem) -> tuple[str, str]:
+        time.sleep(0.5)
+        answered.set()
+        return ("allow", "once")
+
+    ui = UI(h, slow_allow)
+    url = f"http://127.0.0.2:{http_port2}/index.html"
+    try:
+        r = run(h, "sh", "-c", f"for i in 1 2 3 4 5; do curl -sS -m 30 {url} & done; wait")
+    finally:
+        ui.close()
+    assert r.stdout == BODY * 5 and len(ui.seen) == 1
+
+
+# ---------------------------------------------------------------------- hostile clients
+
+
+HOSTILE = r"""
+import socket, sys, time
+def conn(port=3128):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30); return s
+def answer(s):
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except OSError:
+            break
+        if not chunk: break
+        data += chunk
+    return data
+out = []
+# garbage, a bad request line, a non-proxy request, an unterminated IPv6, a huge head
+huge = b"GET http://a.test/ HTTP/1.1\r\nX: " + b"a" * 200000 + b"\r\n\r\n"
+for payload in (b"\x00\xff garbage\r\n\r\n", b"GET\r\n\r\n", b"GET /local HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"CONNECT [::1:443 HTTP/1.1\r\n\r\n", huge):
+    s = conn(); s.sendall(payload); s.shutdown(socket.SHUT_WR) if len(payload) < 1000 else None
+    out.append(answer(s)[:12].decode("latin-1")); s.close()
+print("ANSWERS", out)
+# slowloris: heads that never finish do not block anyone else
+lazy = [conn() for _ in range(40)]
+for s in lazy: s.sendall(b"GET http://x.test/ HTTP/1.1\r\n")
+# SOCKS garbage
+s = conn(1080); s.sendall(b"\x04\x01garbage"); s.shutdown(socket.SHUT_WR); print("SOCKS4", answer(s)); s.close()
+s = conn(1080); s.sendall(b"\x05\x01\x00\x05\x02\x00\x01" + bytes(6)); print("BIND", answer(s)[2:4]); s.close()
+# many CONNECTs to a denied host, none of which may open anything
+n = int(sys.argv[1]); refused = 0
+for i in range(n):
+    s = conn(); s.sendall(b"CONNECT denied.test:443 HTTP/1.1\r\n\r\n")
+    if answer(s).startswith(b"HTTP/1.1 403"): refused += 1
+    s.close()
+print("REFUSED", refused, "OF", n)
+"""
+
+
+def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["denied.test"]))
+    n = 10_000
+    r = run(h, sys.executable, "-I", "-c", HOSTILE, str(n), timeout=300)
+    assert f"REFUSED {n} OF {n}" in r.stdout, r.stdout + r.stderr
+    answers = r.stdout.split("ANSWERS ", 1)[1].splitlines()[0]
+    assert answers.count("HTTP/1.1 400") == 4 and "HTTP/1.1 431" in answers
+    assert "SOCKS4 b''" in r.stdout and "BIND b'\\x05\\x07'" in r.stdout
+    assert h.proc is not None and h.proc.poll() is None  # the daemon lives
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert r.stdout == BODY
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        assert c.status().pending == 0
+
+
+def test_the_broker_refuses_strangers_and_bad_tokens(daemon_factory, http_port: int) -> None:
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        plan = c.call(p.SandboxPlanQuery(command="true", cwd=str(h.root)))
+    assert plan.network == "filtered" and plan.proxy_socket and plan.proxy_token
+    assert not plan.proxy_socket.startswith(str(h.socket.parent))  # not the control socket's directory
+    assert oct(os.stat(os.path.dirname(plan.proxy_socket)).st_mode & 0o777) == "0o700"
+    for junk in (b"nope\n", b"\xff" * 100, b""):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        s.connect(plan.proxy_socket)
+        s.sendall(junk)
+        s.shutdown(socket.SHUT_WR)
+        assert s.recv(100) in (b"unknown token\n", b"")
+        s.close()
+    s = socket.socket(socket.AF_UNIX)  # the real token works once
+    s.connect(plan.proxy_socket)
+    s.sendall(plan.proxy_token.encode() + b"\n")
+    assert s.recv(3) == b"ok\n"
+    s.close()
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(plan.proxy_socket)
+    s.sendall(plan.proxy_token.encode() + b"\n")
+    assert s.recv(100) == b"unknown token\n"
+    s.close()
+
+
+def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    """The launcher agents' shell calls are rewritten to goes through the same plan and proxy."""
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    r = subprocess.run([sys.executable, "-I", "-m", "nexusd.sandbox.launcher", "--workspace", str(tmp_path),
+                        "--socket", str(h.socket), "-c", f"curl -sS -m 20 http://localhost:{http_port}/index.html"],
+                       env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert r.stdout == BODY, r.stderr
+
+
+def test_an_agents_session_answer_lasts_for_its_session(daemon_factory, http_port2: int, tmp_path: Path) -> None:
+    """An agent's allowed Bash call comes back wrapped; its sandbox's network asks carry the agent session,
+    so a "session" answer covers the next call of that session, and no other session."""
+    url = f"http://127.0.0.2:{http_port2}/index.html"
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
+                              '[sandbox.network]\nmode = "filtered"\n'
+                              f"allowed_ports = [{http_port2}]\n")
+
+    def agent_call(session: str) -> subprocess.CompletedProcess[str]:
+        call = p.CallInfo(provider="claude", session=session, tool="Bash", cwd=str(tmp_path),
+                          input={"command": f"curl -sS -m 30 {url}"}, workspace=str(tmp_path))
+        with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
+            d = c.request(call)
+        assert d.decision == "allow" and d.updated_input is not None
+        return subprocess.run(["/bin/bash", "-c", d.updated_input["command"]], env=h.env, cwd=str(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+
+    ui = UI(h, lambda item: ("allow", "session"))
+    try:
+        r = agent_call("sess-A")
+    finally:
+        ui.close()
+    assert r.stdout == BODY, r.stderr
+    assert ui.seen[0].call.provider == "claude" and ui.seen[0].call.session == "sess-A"
+    assert agent_call("sess-A").stdout == BODY  # no UI now: the session's grant
+    assert "no nexusd UI" in agent_call("sess-B").stdout  # another session asks again (and nobody answers)
+
+
+def test_the_users_own_proxy_port_carries_the_bytes(daemon_factory, tmp_path: Path) -> None:
+    """http_proxy_port hands the sandbox the user's proxy on the host's loopback (here a tiny one that
+    answers every request itself), and nothing else."""
+    lst = socket.create_server(("127.0.0.1", 0))
+    port = lst.getsockname()[1]
+
+    def own_proxy() -> None:
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                line = data.split(b"\r\n", 1)[0]
+                body = b"own proxy saw " + line
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+
+    threading.Thread(target=own_proxy, daemon=True).start()
+    h = daemon_factory(policy=f"[sandbox.network]\nhttp_proxy_port = {port}\n")
+    try:
+        r = run(h, "curl", "-sS", "-m", "20", "http://anything.test/x", workspace=tmp_path)
+    finally:
+        lst.close()
+    assert r.stdout == "own proxy saw GET http://anything.test/x HTTP/1.1", r.stderr
+
+
+def test_policy_changes_apply_to_the_next_command(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    """[sandbox.network] is reloaded like the rest of the policy: a domain denied now is denied to the next
+    command; a broken edit keeps the last good policy (the gate's rule), never an open network."""
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    assert run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html").stdout == BODY
+    h.write_policy(policy([f"localhost:{http_port}"], ["localhost"]))
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c:
+        c.call(p.Reload())
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert "denied domain" in r.stdout
+    h.write_policy('[sandbox.network]\nmode = "filtered"\nallowed_domains = ["exa mple"]\n')
+    with Client(socket_path=str(h.socket), role="admin", name="t") as c, pytest.raises(NexusClientError):
+        c.call(p.Reload())
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")
+    assert BODY not in r.stdout
+
+
+def _wheel(directory: Path) -> None:
+    """A minimal pure wheel and a PEP 503 simple index page for it, written by hand."""
+    import hashlib
+    import zipfile
+
+    name = "nexusdemo-1.0-py3-none-any.whl"
+    files = {"nexusdemo/__init__.py": "VALUE = 1\n",
+             "nexusdemo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nexusdemo\nVersion: 1.0\n",
+             "nexusdemo-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                              "Tag: py3-none-any\n"}
+    record = "".join(f"{k},,\n" for k in files) + "nexusdemo-1.0.dist-info/RECORD,,\n"
+    (directory / "simple" / "nexusdemo").mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(directory / "simple" / "nexusdemo" / name, "w") as z:
+        for k, v in {**files, "nexusdemo-1.0.dist-info/RECORD": record}.items():
+            z.writestr(k, v)
+    digest = hashlib.sha256((directory / "simple" / "nexusdemo" / name).read_bytes()).hexdigest()
+    (directory / "simple" / "nexusdemo" / "index.html").write_text(
+        f'<html><body><a href="{name}#sha256={digest}">{name}</a></body></html>\n')
+
+
+def test_pip_download_from_a_local_index(daemon_factory, site: Path, http_port: int, tmp_path: Path) -> None:
+    _wheel(site)
+    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
+    r = run(h, sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--index-url", f"http://localhost:{http_port}/simple/", "-d", str(tmp_path / "out"), "nexusdemo",
+            workspace=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "nexusdemo-1.0-py3-none-any.whl").exists()
