@@ -1112,7 +1112,7 @@ class Server:
         try:
             plan = plan_command(msg.command, msg.cwd, self.store, probe, msg.session, workspace=msg.workspace)
             if plan.proxy_fd_arg is not None and self.network is not None:
-                # who ran the command (the agent behind the launcher): it may not answer its own sandbox's asks
+                # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
                 guard = self._agent_pids(conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={},
                                                           cwd=msg.cwd))
                 path, token = self.network.register(msg.command, msg.cwd, os.path.realpath(msg.workspace or msg.cwd),

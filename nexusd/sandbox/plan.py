@@ -461,7 +461,7 @@ def wrap_for_agent(
     if not settings.active_on(probe.platform if probe is not None else detect_platform()):
         return None
     if (probe is None or not probe.available) and not settings.fail_if_unavailable:
-        return None  # the policy allows unsandboxed runs; the launcher would only add a warning
+        return None  # the policy allows unsandboxed runs; the wrapper would only add a warning
     disposition = command_disposition(command, settings)
     if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
         return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain

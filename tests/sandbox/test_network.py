@@ -401,12 +401,24 @@ def test_the_broker_refuses_strangers_and_bad_tokens(daemon_factory, http_port: 
 
 
 def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_path: Path) -> None:
-    """The launcher agents' shell calls are rewritten to goes through the same plan and proxy."""
-    h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
-    r = subprocess.run([sys.executable, "-I", "-m", "nexusd.sandbox.launcher", "--workspace", str(tmp_path),
-                        "--socket", str(h.socket), "-c", f"curl -sS -m 20 http://localhost:{http_port}/index.html"],
-                       env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    """An agent's allowed shell call comes back as the fast-path wrapper; for a filtered network the wrapper
+    opens the proxy channel the deciding daemon registered for that call (nexusd/sandbox/netexec.py)."""
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
+                       + policy([f"localhost:{http_port}"]))
+    call = p.CallInfo(provider="claude", session="s-net", tool="Bash", cwd=str(tmp_path), workspace=str(tmp_path),
+                      input={"command": f"curl -sS -m 20 http://localhost:{http_port}/index.html"})
+    with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
+        d = c.request(call)
+    assert d.decision == "allow" and d.updated_input is not None, d
+    text = d.updated_input["command"]
+    assert "nexusd.sandbox.netexec" in Path(text.split()[1].strip("'")).read_text()
+    r = subprocess.run(["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=60)
     assert r.stdout == BODY, r.stderr
+    # the token is one-time: the same wrapped text run again has no network, and says so
+    again = subprocess.run(["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True,
+                           timeout=60)
+    assert again.stdout != BODY and "no network" in again.stderr
 
 
 def test_an_agents_session_answer_lasts_for_its_session(daemon_factory, http_port2: int, tmp_path: Path) -> None:
