@@ -42,6 +42,7 @@ from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
+from nexusd.sandbox.plan import SHELL_TOOLS as _plan_shell_tools
 
 log = structlog.get_logger("nexusd")
 
@@ -76,6 +77,7 @@ SHELL_TOOLS = frozenset(
     {"Bash", "run_shell_command", "shell", "execute_command", "execute_bash", "local_shell", "container.exec"}
 )
 MAX_SESSIONS = 10_000
+WRAPPED = frozenset(_plan_shell_tools)  # the shell tools the sandbox wraps (sandbox/plan.py): planned with the probe
 MAX_AUDIT_QUERY = 5_000
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 
@@ -522,7 +524,7 @@ class Server:
             self.agents.saw(conn.peer.ppid, call.agent_pid)
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
-        if self.probe is None and self.probe_fn is not None and call.tool in SHELL_TOOLS:
+        if self.probe is None and self.probe_fn is not None and (call.tool in SHELL_TOOLS or call.tool in WRAPPED):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self._session(call)
         try:

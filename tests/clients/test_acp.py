@@ -1,7 +1,7 @@
 """``nexus-acp``'s proxy: pass-through, the mapping of ACP tool calls, and fail-closed answers.
 
 The decider is a plain function here (its real counterpart, the daemon, is exercised end to end against
-the real ``gemini --experimental-acp`` in tests/e2e/test_acp.py); the JSON follows ACP's schema for
+the real ``gemini --experimental-acp`` in tests/e2e/test_e2e_acp.py); the JSON follows ACP's schema for
 ``session/request_permission`` (agentclientprotocol.com/protocol/tool-calls).
 """
 

@@ -5,12 +5,13 @@ permissionDecisionReason, modifiedArgs}``; a non-zero exit denies).
 
 These feed the documented payloads (both input shapes, JSON-text arguments, malformed ones) to the real
 ``nexus-hook`` against the real daemon; the real Copilot CLI runs end to end in BYOK offline mode in
-tests/e2e/test_copilot.py.
+tests/e2e/test_e2e_copilot.py.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,10 +136,12 @@ def test_bad_peer_denies(fake_server: dict[str, str]) -> None:
     assert proc.returncode == 2 and out(proc)["permissionDecision"] == "deny"
 
 
-def test_with_the_sandbox_on_copilots_bash_runs_wrapped(daemon_factory: Any) -> None:
-    """Copilot takes ``modifiedArgs``: an allowed bash call comes back as the sandbox-wrapped command."""
+def test_with_the_sandbox_on_copilots_bash_runs_wrapped(daemon_factory: Any, tmp_path: Path) -> None:
+    """Copilot takes ``modifiedArgs``: an allowed bash call comes back as the sandbox-wrapped command (planned
+    by the deciding daemon for a real workspace)."""
     daemon: DaemonHandle = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n[sandbox]\nenabled = true\n')
-    proc = run_hook(["copilot"], pre("bash", {"command": "ls -la", "description": "list"}), daemon.env)
+    proc = run_hook(["copilot"], pre("bash", {"command": "ls -la", "description": "list"}, cwd=str(tmp_path)),
+                    daemon.env)
     answer = out(proc)
     assert answer["permissionDecision"] == "allow", answer
     assert answer["modifiedArgs"]["command"] != "ls -la" and "ls -la" in answer["modifiedArgs"]["command"]

@@ -1,6 +1,6 @@
 """``nexus-hook opencode``: what nexusd's OpenCode plugin sends (``tool.execute.before``'s input, its
 ``output.args`` and the plugin's directory/worktree), mapped into the canonical call; the real OpenCode
-runs the plugin end to end in tests/e2e/test_opencode.py."""
+runs the plugin end to end in tests/e2e/test_e2e_opencode.py."""
 
 from __future__ import annotations
 

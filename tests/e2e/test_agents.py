@@ -741,8 +741,9 @@ async def test_codex_runs_allowed_shell_calls_in_nexusd_sandbox(
     agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
 ) -> None:
     """With ``[sandbox] enabled``, nexusd allows a shell call by rewriting it to run in bubblewrap; Codex
-    takes the rewrite (PreToolUse ``allow`` + ``updatedInput``) and runs the launcher: its session record
-    shows the rewritten command, and the command's effect inside the workspace happens."""
+    takes the rewrite (PreToolUse ``allow`` + ``updatedInput``) and runs the sandbox wrapper the deciding
+    daemon wrote: its session record shows the rewritten command, and the command's effect inside the
+    workspace happens."""
     home, project = world
     daemon = daemon_factory(policy='[permissions]\nallow = ["Bash(touch *)"]\n\n[sandbox]\nenabled = true\n')
     api = scenario("codex", codex_call("touch inside-the-sandbox"))
@@ -750,4 +751,4 @@ async def test_codex_runs_allowed_shell_calls_in_nexusd_sandbox(
     run = await run_cli(argv, env, project, api, daemon)
     assert (project / "inside-the-sandbox").exists(), run.explain()
     rollouts = "".join(p.read_text() for p in (codex_home / "sessions").rglob("*.jsonl"))
-    assert "nexusd.sandbox.launcher" in rollouts, run.explain()
+    assert "/bin/sh " in rollouts and "/sandbox/" in rollouts and ".sh " in rollouts, run.explain()
