@@ -338,6 +338,9 @@ class StatusReply(_Msg, tag="status_reply"):
     audit_error: str | None = None  # why the audit log cannot be written right now
     audit_unrecorded: int = 0  # decisions not recorded since start
     audit_on_failure: str = "continue"  # continue | deny
+    audit_path: str | None = None  # the audit file the daemon writes
+    audit_head: str | None = None  # hash of the last audit line on disk (the chain's head) ...
+    audit_lines: int = 0  # ... and how many chain lines the current audit file holds up to it
     ref: str | None = None
 
 
@@ -406,6 +409,7 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     scope: Scope | None = None
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
+    prev: str = ""  # SHA-256 (hex) of the audit line before this one: the hash chain (nexusctl audit verify)
 
 
 class AuditReply(_Msg, tag="audit_reply"):

@@ -214,7 +214,7 @@ def watch(ctx: click.Context, as_json: bool) -> None:
 def _audit_path(ctx: click.Context) -> Path:
     from nexusd import locations
 
-    return locations.state_dir() / "audit.jsonl"
+    return locations.state_dir() / locations.AUDIT_NAME
 
 
 def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -> None:
@@ -229,7 +229,7 @@ def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -
     )
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records as they are written.")
 @click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True)
@@ -250,8 +250,15 @@ def audit(
     decision: str | None,
     path: Path | None,
 ) -> None:
-    """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon."""
+    """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon.
+
+    `nexusctl audit verify` checks its hash chain instead.
+    """
     from nexusd.daemon.audit import read_tail
+
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {**(ctx.obj or {}), "audit_file": path}
+        return
 
     path = path or _audit_path(ctx)
     match = {"session": session, "tool": tool, "decision": decision}

@@ -43,7 +43,7 @@ __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy
 
 # Need a person in every mode, bypass included, and can never be learned.
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
-SAFETY_DENY = frozenset({Flag.LARGE_WRITE})
+SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.AUDIT_TRAIL})
 UNTRUSTED_FLAG = "untrusted_workspace"
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _READ_OPS = frozenset({"<", "<>"})

@@ -24,7 +24,7 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from nexusd import __version__
+from nexusd import __version__, locations
 from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, resolve
@@ -155,7 +155,7 @@ class Server:
         self._id_counter = itertools.count(1)
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
-        self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
+        self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes)
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
@@ -880,6 +880,9 @@ class Server:
             audit_error=self.audit.failing,
             audit_unrecorded=self.audit.unrecorded,
             audit_on_failure=self.store.policy.audit_on_failure,
+            audit_path=str(self.audit.path),
+            audit_head=self.audit.chain[0],
+            audit_lines=self.audit.chain[1],
             ref=msg.ref,
         )
         conn.send(p.encode(reply))

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from nexusd import locations
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
@@ -83,6 +84,16 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
     return protected
 
 
+def _audit_trail(store: PolicyStore) -> str:
+    """The canonical audit file: a symlinked state directory must not hide it from the path checks."""
+    cached = getattr(store, "_gate_audit", None)
+    if cached is not None and cached[0] == store.state_dir:
+        return cached[1]  # type: ignore[no-any-return]
+    trail = os.path.join(os.path.realpath(store.state_dir), locations.AUDIT_NAME)
+    store._gate_audit = (store.state_dir, trail)  # type: ignore[attr-defined]
+    return trail
+
+
 def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str,
                 fs: RealFileSystem | None = None) -> Context:
     fs = fs or DecisionFileSystem()
@@ -92,7 +103,8 @@ def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: s
     else:
         roots = (workspace,)
     cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
-    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store))
+    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store),
+                   audit_trail=_audit_trail(store))
 
 
 def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
