@@ -101,6 +101,12 @@ def configure_logging(level: str) -> None:
     help="Unread bytes a subscribed UI may hold before it is dropped (its asks stay pending for other UIs).",
 )
 @click.option(
+    "--audit-export",
+    metavar="journald[:SOCKET]|syslog[:SOCKET]",
+    help="Also send every audit record to the system journal (native protocol) or to syslog (RFC 5424), "
+    "where the user cannot rewrite it.",
+)
+@click.option(
     "--watch-policy/--no-watch-policy",
     default=True,
     show_default=True,
@@ -122,6 +128,7 @@ def main(
     max_line_bytes: int,
     decision_memo: int,
     max_ui_output: int,
+    audit_export: str | None,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -131,6 +138,8 @@ def main(
     """
     from nexusd import locations
 
+    if audit_export is not None and audit_export.partition(":")[0] not in ("journald", "syslog"):
+        raise click.BadParameter("journald, journald:SOCKET, syslog or syslog:SOCKET", param_hint="--audit-export")
     configure_logging(log_level)
     import structlog
 
@@ -178,6 +187,7 @@ def main(
             decision_memo=decision_memo,
             watch_policy=watch_policy,
             max_ui_output=max_ui_output,
+            audit_export=audit_export,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

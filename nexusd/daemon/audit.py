@@ -23,6 +23,7 @@ import structlog
 
 from nexusd.daemon import auditchain
 from nexusd.daemon.auditchain import GENESIS, Checkpoint, FileMark, line_hash
+from nexusd.daemon.auditexport import Exporter
 from nexusd.protocol import AuditRecord
 
 DEFAULT_MAX_BYTES = 16 << 20
@@ -80,8 +81,10 @@ def escape(text: str) -> str:
 class AuditLog:
     """Queue records from the loop (cheap); a daemon thread batches them onto disk."""
 
-    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP) -> None:
+    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP,
+                 export: Exporter | None = None) -> None:
         self.path = path
+        self.export = export  # a copy of every line to the system journal or syslog
         self.max_bytes = max_bytes
         self.keep = keep
         self.errors = 0  # failed writes
@@ -130,6 +133,8 @@ class AuditLog:
             self._fd = None
         if stopped and self._thread is not None:
             self._checkpoint()
+        if self.export is not None:
+            self.export.close()
 
     # ------------------------------------------------------------------ the chain
 
@@ -240,20 +245,31 @@ class AuditLog:
             return record  # type: ignore[no-any-return]
         return item  # type: ignore[no-any-return]
 
-    def _chained(self, records: list[AuditRecord]) -> tuple[bytes, str]:
-        """The lines for ``records``, each carrying the hash of the one before; and the new head."""
+    def _chained(self, records: list[AuditRecord]) -> tuple[bytes, str, list[tuple[bytes, str]]]:
+        """The lines for ``records``, each carrying the hash of the one before; the new head; each line with
+        its hash (for the export)."""
         head = self.chain[0]
         out: list[bytes] = []
+        hashed: list[tuple[bytes, str]] = []
         for record in records:
             record.prev = head
             line = self._encoder.encode(record)
             head = line_hash(line)
             out.append(line + b"\n")
-        return b"".join(out), head
+            hashed.append((line, head))
+        return b"".join(out), head, hashed
 
     def _append(self, batch: list[AuditRecord]) -> None:
         records = len(batch)
-        data, head = self._chained(batch)
+        data, head, hashed = self._chained(batch)
+        try:
+            self._write(data, head, records)
+        finally:
+            if self.export is not None:  # the copy goes out even when the file cannot be written
+                for record, (line, digest) in zip(batch, hashed, strict=True):
+                    self.export.send(record, line, digest)
+
+    def _write(self, data: bytes, head: str, records: int) -> None:
         try:
             if self._fd is None:
                 self._open()
@@ -287,7 +303,6 @@ class AuditLog:
         if self.failing is not None:
             log.error("audit log writable again", unrecorded=self.unrecorded, after=self.failing)
             self.failing = None
-
 
     def _resync(self) -> None:
         """After a failure the file may have been replaced (space freed, file recreated): count its lines

@@ -30,6 +30,7 @@ from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
 from nexusd.daemon.audit import AuditLog, read_tail
+from nexusd.daemon.auditexport import exporter
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.guard import AgentRegistry, widens
 from nexusd.daemon.listener import BoundSocket
@@ -85,6 +86,7 @@ class Config:
     max_line_bytes: int = p.MAX_LINE_BYTES
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
+    audit_export: str | None = None  # journald[:SOCKET] | syslog[:SOCKET]: a copy of every audit line
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
     max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
@@ -155,7 +157,8 @@ class Server:
         self._id_counter = itertools.count(1)
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
-        self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes)
+        self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes,
+                              export=exporter(config.audit_export) if config.audit_export else None)
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0

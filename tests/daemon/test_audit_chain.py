@@ -226,3 +226,94 @@ def test_nexusctl_audit_verify_against_a_running_daemon(daemon_factory) -> None:
     assert "chain broken" in json.loads(r.stdout)["problems"][0]
     r = _ctl(h, "audit", "-n", "1", "--json")  # the plain reader still works
     assert r.returncode == 0 and json.loads(r.stdout)["summary"] == "ls again"
+
+
+def _listen(tmp_path: Path, name: str):
+    import socket
+
+    path = tmp_path / name
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(str(path))
+    s.settimeout(10)
+    return s, path
+
+
+def _journal_fields(data: bytes) -> dict[str, bytes]:
+    """Parse journald's native datagram (both forms), as systemd-journald does."""
+    import struct
+
+    out: dict[str, bytes] = {}
+    i = 0
+    while i < len(data):
+        nl = data.index(b"\n", i)
+        head = data[i:nl]
+        if b"=" in head:
+            k, _, v = head.partition(b"=")
+            out[k.decode()] = v
+            i = nl + 1
+        else:
+            (n,) = struct.unpack("<Q", data[nl + 1:nl + 9])
+            out[head.decode()] = data[nl + 9:nl + 9 + n]
+            assert data[nl + 9 + n:nl + 10 + n] == b"\n"
+            i = nl + 10 + n
+    return out
+
+
+def test_journald_export_sends_every_line_with_its_hash(daemon_factory, tmp_path: Path) -> None:
+    sock, path = _listen(tmp_path, "journal.sock")
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\ndeny = ["Bash(rm *)"]\n',
+                       args=("--audit-export", f"journald:{path}"))
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        c.request(CallInfo("claude", "s", "Bash", {"command": "ls 'a\nb'"}, "/tmp"), timeout=10)
+        c.request(CallInfo("claude", "s", "Bash", {"command": "rm -r x"}, "/tmp"), timeout=10)
+    got = [_journal_fields(sock.recv(1 << 16)) for _ in range(2)]
+    sock.close()
+    disk = lines_of(h.state_dir / "audit.jsonl")
+    assert [g["NEXUS_RECORD"] + b"\n" for g in got] == disk  # the very lines on disk
+    assert [g["NEXUS_HASH"].decode() for g in got] == [line_hash(x.rstrip(b"\n")) for x in disk]
+    assert got[1]["NEXUS_PREV"] == got[0]["NEXUS_HASH"]
+    assert [g["NEXUS_DECISION"] for g in got] == [b"allow", b"deny"]
+    assert got[1]["PRIORITY"] == b"4" and got[0]["SYSLOG_IDENTIFIER"] == b"nexusd"
+    assert b"ls 'a\\u000ab'" in got[0]["MESSAGE"]  # escaped: one journal line cannot pose as two
+
+
+def test_a_field_with_a_newline_uses_the_binary_form() -> None:
+    from nexusd.daemon.auditexport import encode_journal
+
+    data = encode_journal({"A": b"x", "B": b"two\nlines"})
+    assert data == b"A=x\nB\n" + (9).to_bytes(8, "little") + b"two\nlines\n"
+    assert _journal_fields(data) == {"A": b"x", "B": b"two\nlines"}
+
+
+def test_syslog_export_is_rfc5424(daemon_factory, tmp_path: Path) -> None:
+    import re
+
+    sock, path = _listen(tmp_path, "log.sock")
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n', args=("--audit-export", f"syslog:{path}"))
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        c.request(CallInfo("claude", "s", "Bash", {"command": "ls"}, "/tmp"), timeout=10)
+    data = sock.recv(1 << 16)
+    sock.close()
+    m = re.match(rb'<86>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \S+ nexusd \d+ decision '
+                 rb'\[nexusd@32473 id="[0-9a-f]+" decision="allow" hash="([0-9a-f]{64})" prev="0{64}"\] '
+                 rb"\xef\xbb\xbf(.*)$", data, re.S)
+    assert m, data
+    assert m.group(2) + b"\n" == lines_of(h.state_dir / "audit.jsonl")[0]
+    assert m.group(1).decode() == line_hash(m.group(2))
+
+
+def test_an_export_nobody_listens_to_does_not_stop_decisions(daemon_factory, tmp_path: Path) -> None:
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n',
+                       args=("--audit-export", f"journald:{tmp_path / 'nobody.sock'}"))
+    with Client(socket_path=str(h.socket), role="agent", name="t") as c:
+        for _ in range(3):
+            assert c.request(CallInfo("claude", "s", "Bash", {"command": "ls"}, "/tmp"), timeout=10).decision \
+                == "allow"
+    assert _ctl(h, "audit", "verify").returncode == 0
+    assert "audit export failing" in h.log.read_text()
+
+
+def test_a_bad_export_spec_is_a_usage_error() -> None:
+    r = subprocess.run([sys.executable, "-m", "nexusd.cli.daemon_main", "--audit-export", "kafka"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--audit-export" in r.stderr
