@@ -31,7 +31,7 @@ Source = Literal[
     "error",  # something failed; always a deny
     "default",  # nothing matched: the final deny of the decision order
 ]
-Scope = Literal["once", "session", "always", "never"]
+Scope = Literal["once", "session", "always", "never", "timed"]  # timed: with Answer.duration
 NoUi = Literal["deny", "ask"]
 ErrorCode = Literal[
     "bad_json",
@@ -164,10 +164,24 @@ class Answer(_Msg, tag="answer"):
     scope: Scope = "once"
     message: str | None = None  # shown to the model
     rules: list[str] | None = None  # for always/never: the (edited) rules to persist
+    duration: float | None = None  # scope timed only: seconds the grant lasts (0 < duration <= 30 days)
     ref: str | None = None
 
 
 class StatusQuery(_Msg, tag="status"):
+    ref: str | None = None
+
+
+class GrantsQuery(_Msg, tag="grants"):
+    """List every grant in force (answered by GrantsReply)."""
+
+    ref: str | None = None
+
+
+class RevokeGrant(_Msg, tag="revoke_grant"):
+    """Take a grant back; it no longer applies from the next call on (answered by Ack)."""
+
+    id: str
     ref: str | None = None
 
 
@@ -249,6 +263,8 @@ ClientMessage = (
     | ProbeQuery
     | SandboxPlanQuery
     | AuditQuery
+    | GrantsQuery
+    | RevokeGrant
 )
 
 
@@ -358,6 +374,27 @@ class RuleInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     warning: str | None = None
 
 
+class GrantInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One grant: a rule a person gave beyond one call (docs/POLICY.md "Grants")."""
+
+    id: str
+    kind: Literal["allow", "deny"]
+    rule: str
+    scope: Literal["session", "timed", "learned"]
+    session: str | None = None  # scope session: the agent session it belongs to
+    given_by: str | None = None  # the answering UI's connection ("name (pid N)"); None: not recorded
+    ui: str | None = None  # the answering client's name
+    given_at: float | None = None  # epoch seconds
+    expires: float | None = None  # scope timed: epoch seconds
+    uses: int = 0  # calls it decided since it was given (or since the daemon started, for learned rules)
+    origin: str | None = None  # scope learned: the rule's file and line
+
+
+class GrantsReply(_Msg, tag="grants_reply"):
+    grants: list[GrantInfo]
+    ref: str | None = None
+
+
 class RulesReply(_Msg, tag="rules_reply"):
     rules: list[RuleInfo]
     trusted: list[str] = []
@@ -445,6 +482,7 @@ ServerMessage = (
     | ProbeReply
     | SandboxPlan
     | AuditReply
+    | GrantsReply
     | PolicyNotice
     | Bye
 )

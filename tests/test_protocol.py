@@ -28,6 +28,9 @@ CLIENT_MESSAGES = [
     p.ProbeQuery(refresh=True),
     p.SandboxPlanQuery(command="ls", cwd="/"),
     p.AuditQuery(limit=5, decision="deny"),
+    p.GrantsQuery(),
+    p.RevokeGrant(id="g-1"),
+    p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
 ]
 SERVER_MESSAGES = [
     p.Welcome(proto=1, version="0", role="ui"),
@@ -44,6 +47,8 @@ SERVER_MESSAGES = [
     p.ProbeReply(probe=p.SandboxProbe(platform="linux", available=False)),
     p.SandboxPlan(allowed=True, argv=["bwrap"]),
     p.AuditReply(records=[]),
+    p.GrantsReply(grants=[p.GrantInfo(id="g-1", kind="allow", rule="Bash(ls)", scope="timed", given_by="tui (pid 1)",
+                                      ui="tui", given_at=1.0, expires=901.0, uses=3)]),
     p.PolicyNotice(ok=False, errors=["e"]),
     p.Bye(reason="stop"),
 ]

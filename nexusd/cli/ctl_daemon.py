@@ -148,18 +148,32 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.option("--session", "scope", flag_value="session", help="Also for the rest of this agent session.")
 @click.option("--always", "scope", flag_value="always", help="Remember as a rule (allow).")
 @click.option("--never", "scope", flag_value="never", help="Remember as a deny rule.")
+@click.option("--for", "duration", metavar="DURATION",
+              help="A timed grant: the rule holds for every session for DURATION (90s, 15m, 1h, 2d, eod).")
 @click.option("--message", "-m", help="A message shown to the model.")
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
 @click.pass_context
 def answer(
-    ctx: click.Context, request_id: str, decision: str, scope: str | None, message: str | None, rules: tuple[str, ...]
+    ctx: click.Context, request_id: str, decision: str, scope: str | None, duration: str | None,
+    message: str | None, rules: tuple[str, ...]
 ) -> None:
-    """Answer a pending request: allow or deny, once (default), for the session, always, or never.
+    """Answer a pending request: allow or deny, once (default), for the session, for a while, always, or never.
 
     REQUEST_ID may be any unique prefix of the id (as `nexusctl pending` shows it), like a git hash.
     Exit 0 allowed, 1 denied, 7 no such pending request (unknown or already decided), 4 refused (an
     answer from inside the requesting agent's own process tree), 2 an ambiguous prefix.
     """
+    seconds: float | None = None
+    if duration is not None:
+        from nexusd.client import parse_duration
+
+        if scope is not None:
+            _fail(EXIT_USAGE, "--for goes alone: not with --session, --always or --never")
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as e:
+            _fail(EXIT_USAGE, str(e))
+        scope = "timed"
     scope = scope or "once"
     if scope == "never" and decision != "deny":
         _fail(EXIT_USAGE, "--never goes with deny")
@@ -174,7 +188,8 @@ def answer(
             if len(matches) > 1:
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
-        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None)
+        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,  # type: ignore[arg-type]
+                       duration=seconds)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
 

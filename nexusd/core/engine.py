@@ -369,6 +369,13 @@ def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
             out.append(parse_rule(t, kind, layer="session", origin=f"session:{session.id}"))  # type: ignore[arg-type]
         except RuleError as e:
             run.step(f"{kind}_rules", "error", f"session rule ignored: {e}")
+    for k, t, gid in session.grant_rules:
+        if k != kind:
+            continue
+        try:
+            out.append(parse_rule(t, kind, layer="grant", origin=f"grant:{gid}"))  # type: ignore[arg-type]
+        except RuleError as e:
+            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {e}")
     return out
 
 

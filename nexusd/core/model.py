@@ -156,4 +156,6 @@ class Session(msgspec.Struct):
     override_mode: str | None = None  # set by a person through nexusd (TUI, nexusctl mode)
     allow_rules: tuple[str, ...] = ()  # scope=session answers
     deny_rules: tuple[str, ...] = ()
+    # timed grants in force at this decision, (kind, rule, grant id): set by the daemon before each decision
+    grant_rules: tuple[tuple[str, str, str], ...] = ()
     classifier_denials: int = 0  # consecutive auto-mode classifier denials

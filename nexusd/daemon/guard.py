@@ -61,6 +61,8 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.ProbeQuery: False,
     p.SandboxPlanQuery: False,
     p.AuditQuery: False,
+    p.GrantsQuery: False,
+    p.RevokeGrant: False,  # taking a grant back only narrows
 }
 
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -38,6 +38,7 @@ from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
+from nexusd.policy.grants import MAX_DURATION, GrantTable, Use
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 
@@ -61,6 +62,8 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.SandboxPlanQuery,
             p.AuditQuery,
             p.Reload,
+            p.GrantsQuery,
+            p.RevokeGrant,
         }
     ),
 }
@@ -157,6 +160,8 @@ class Server:
         self._id_counter = itertools.count(1)
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
+        self.grants = GrantTable(config.state_dir)
+        self._grant_timers: dict[str, asyncio.TimerHandle] = {}
         self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes,
                               export=exporter(config.audit_export) if config.audit_export else None)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -182,6 +187,8 @@ class Server:
             p.ProbeQuery: self._on_probe,
             p.SandboxPlanQuery: self._on_sandbox_plan,
             p.AuditQuery: self._on_audit,
+            p.GrantsQuery: self._on_grants,
+            p.RevokeGrant: self._on_revoke_grant,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -201,6 +208,10 @@ class Server:
         for err in errors:
             log.error("policy error", error=err)
         loop = asyncio.get_running_loop()
+        for err in self.grants.load(time.time()):
+            log.error("grants error", error=err)
+        for g in self.grants.timed():
+            self._arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -420,6 +431,7 @@ class Server:
         s.provider = call.provider
         if call.mode is not None:
             s.agent_mode = call.mode
+        s.grant_rules = self.grants.timed_rules(time.time())  # exactly those valid now
         return s
 
     def _session_by_id(self, sid: str) -> Session:
@@ -469,6 +481,11 @@ class Server:
         """Send an allow or deny now, or turn an ask into a pending request (or a deny when nobody can
         answer); ``policy`` is the one the gate decided with, for sandbox wrapping."""
         call = msg.call
+        if verdict.source == "rule" and verdict.rule and verdict.rule_origin:
+            try:
+                self.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))
+            except Exception:  # a count must never cost the decision
+                log.exception("grant use count failed")
         if verdict.decision == "allow" and self._audit_refuses():
             verdict = msgspec.structs.replace(
                 verdict, decision="deny", reason=f"{verdict.reason}; but {self._audit_refusal()}",
@@ -803,8 +820,17 @@ class Server:
         if msg.scope == "never" and msg.decision != "deny":
             self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
             return
+        if (msg.scope == "timed") != (msg.duration is not None):
+            self._reply_error(conn, "invalid_message", "duration goes with scope timed, and only with it", msg.ref)
+            return
+        if msg.duration is not None and not 0 < msg.duration <= MAX_DURATION:
+            self._reply_error(conn, "invalid_message",
+                              f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref)
+            return
         verdict = entry.verdict
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
+        kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
+        now = time.time()
         if msg.scope != "once":
             if not rules:
                 self._reply_error(
@@ -817,22 +843,117 @@ class Server:
                     session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
                 else:
                     session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
+                self._grant(kind, rules, "session", conn, now, session=entry.call.session)
+            elif msg.scope == "timed":
+                try:  # the same checks as "always": a timed grant is an "always" with an end
+                    self.store.check_grantable(kind, rules, verdict)
+                except ValueError as e:
+                    self._reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
+                    return
+                assert msg.duration is not None
+                if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
+                    self._reply_error(conn, "refused", f"not granted: {self.grants.path} cannot be written; the "
+                                      "request is still pending", msg.ref)
+                    return
             else:
                 try:
-                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=verdict)
+                    self.store.learn(kind, rules, verdict=verdict)
                 except ValueError as e:
                     self._reply_error(
                         conn, "refused", f"not remembered: {e}; the request is still pending", msg.ref
                     )
                     return
+                self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
         if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
             self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             return
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
-        if msg.scope != "once":
+        if msg.scope == "timed":
+            reason += f" (for {msg.duration:g} s)"
+        elif msg.scope != "once":
             reason += f" ({msg.scope})"
         self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
+
+    # ------------------------------------------------------------------ grants
+
+    def _grant(self, kind: Literal["allow", "deny"], rules: list[str], scope: Literal["session", "timed", "learned"],
+               conn: Connection, now: float, *, session: str | None = None, expires: float | None = None) -> bool:
+        """Record who gave what. A failure to record never undoes a grant already in force (session rules,
+        learned.toml); a timed one only exists in the table, so it is not given at all (False)."""
+        try:
+            given = self.grants.add(kind, rules, scope, now=now, session=session, given_by=conn.label,
+                                    ui=conn.name or None, expires=expires)
+        except OSError as e:
+            log.error("grants file cannot be written", error=str(e))
+            return scope != "timed"
+        for g in given:
+            if g.expires is not None:
+                self._arm_grant(g.id, g.expires)
+            log.info("grant given", id=g.id, kind=kind, rule=g.rule, scope=scope, by=conn.label, expires=g.expires)
+        return True
+
+    def _arm_grant(self, gid: str, expires: float) -> None:
+        """One timer per timed grant, at its expiry (the engine already ignores it from that instant)."""
+        old = self._grant_timers.pop(gid, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._grant_timers[gid] = loop.call_later(max(0.0, expires - time.time()), self._grant_expired, gid)
+
+    def _grant_expired(self, gid: str) -> None:
+        self._grant_timers.pop(gid, None)
+        g = self.grants.get(gid)
+        if g is None:
+            return
+        if (g.expires or 0.0) > time.time():  # re-granted with a later expiry meanwhile
+            self._arm_grant(gid, g.expires or 0.0)
+            return
+        try:
+            self.grants.remove(gid)
+        except OSError as e:  # it no longer applies either way (timed_rules checks the clock)
+            log.error("grants file cannot be written", error=str(e))
+        log.info("grant expired", id=gid, rule=g.rule)
+
+    def _on_grants(self, conn: Connection, msg: p.GrantsQuery) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.sessions.items()}
+        learned = [r for r in self.store.rules() if r.layer == "learned"]
+        grants = self.grants.listing(learned, live, time.time())
+        conn.send(p.encode(p.GrantsReply(grants=grants, ref=msg.ref)))
+
+    def _on_revoke_grant(self, conn: Connection, msg: p.RevokeGrant) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.sessions.items()}
+        learned = [r for r in self.store.rules() if r.layer == "learned"]
+        g = next((x for x in self.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
+        if g is None:
+            self._reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
+            return
+        if g.scope == "learned":
+            try:
+                self.store.change_rule("remove", g.kind, g.rule)
+            except ValueError as e:
+                self._reply_error(conn, "refused", str(e), msg.ref)
+                return
+        elif g.scope == "session" and g.session is not None:
+            s = self.sessions.get(g.session)
+            if s is not None:
+                if g.kind == "allow":
+                    s.allow_rules = tuple(r for r in s.allow_rules if r != g.rule)
+                else:
+                    s.deny_rules = tuple(r for r in s.deny_rules if r != g.rule)
+        timer = self._grant_timers.pop(g.id, None)
+        if timer is not None:
+            timer.cancel()
+        try:
+            self.grants.remove(g.id)
+        except OSError as e:
+            # a timed grant that cannot be forgotten on disk would come back at restart: say so, but it is
+            # already out of the table, so it no longer applies now
+            self._reply_error(conn, "internal", f"revoked now, but {self.grants.path} cannot be written: {e}",
+                              msg.ref)
+            return
+        log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"revoked {g.id}: {g.kind} {g.rule} ({g.scope})")))
 
     def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
@@ -895,6 +1016,7 @@ class Server:
         session = self.sessions.get(call.session)
         if session is None:
             session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
+        session.grant_rules = self.grants.timed_rules(time.time())
         try:
             verdict = await gate.decide(call, self.store, session, dry_run=True, sandbox=self.probe)
             if not isinstance(verdict, p.Verdict):

@@ -29,6 +29,8 @@ from nexus_clients.tui.screens import (
     AuditScreen,
     ConfirmScreen,
     DenyMessageScreen,
+    DurationScreen,
+    GrantsScreen,
     HelpScreen,
     ModeScreen,
     RuleEditScreen,
@@ -62,6 +64,7 @@ class QueueScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "allow_once", "allow", show=False),
         Binding("s", "allow_session", "session", show=False),
+        Binding("f", "allow_for", "for a while…", show=False),
         Binding("a", "always", "always…", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
@@ -73,6 +76,7 @@ class QueueScreen(Screen[None]):
         Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
+        Binding("g", "open('grants')", "grants", show=False),  # in docs/TUI.md; not in the footer/help snapshots
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
@@ -106,6 +110,7 @@ class QueueScreen(Screen[None]):
         screens: dict[str, Callable[[], Screen[Any]]] = {
             "audit": AuditScreen,
             "rules": RulesScreen,
+            "grants": GrantsScreen,
             "status": StatusScreen,
             "help": HelpScreen,
         }
@@ -152,6 +157,22 @@ class QueueScreen(Screen[None]):
             self.refresh_all()
         elif entry is not None:
             self.app.send_answer(entry.id, "allow", "session", label="allowed for this session")  # type: ignore[attr-defined]
+
+    def action_allow_for(self) -> None:
+        entry = self._target()
+        if entry is not None and not entry.item.verdict.suggestions:
+            self.state.say("No rule to grant for a while (nexusd offered none): answer once.", "warning")
+            self.refresh_all()
+        elif entry is not None:
+            self.allow_for(entry)
+
+    @work(group="dialog")
+    async def allow_for(self, entry: Entry) -> None:
+        seconds = await self.app.push_screen_wait(DurationScreen(self._what(entry)))
+        if seconds is None:
+            return
+        self.app.send_answer(entry.id, "allow", "timed", duration=seconds,  # type: ignore[attr-defined]
+                             label=f"allowed for {seconds / 60:.0f} min")
 
     def action_deny(self) -> None:
         if entry := self._target():
@@ -381,6 +402,7 @@ class NexusTui(App[None]):
         *,
         message: str | None = None,
         rules: list[str] | None = None,
+        duration: float | None = None,
         label: str,
     ) -> None:
         """Send one answer now, or not at all; report the outcome (including a lost race)."""
@@ -390,7 +412,8 @@ class NexusTui(App[None]):
             s.say(f"Not sent: {entry.outcome() if entry else 'that request is gone'}.", "warning")
             self.refresh_queue()
             return
-        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules)
+        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules,
+                                 duration=duration)
         try:
             await self.link.call(answer)
         except Exception as e:
