@@ -45,6 +45,8 @@ __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
 SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.AUDIT_TRAIL})
 UNTRUSTED_FLAG = "untrusted_workspace"
+# an ask rule with require_human matched: only a person answering this very call may allow it
+HUMAN_FLAG = "require_human"
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _READ_OPS = frozenset({"<", "<>"})
 _PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")
@@ -361,6 +363,15 @@ def _ask(run: _Run, writes: Sequence[str], reason: str, source: str, *, step: st
     return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
 
 
+def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str],
+                ctx: Context) -> Rule | None:
+    """The first require_human ask rule that matches the call, if any."""
+    for rule in policy.of_kind("ask"):
+        if rule.human and _deny_hit(rule, cls, reads, writes, ctx):
+            return rule
+    return None
+
+
 def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
     out: list[Rule] = []
     texts = session.allow_rules if kind == "allow" else session.deny_rules
@@ -438,17 +449,29 @@ def evaluate(
                     forced = a
             if forced is not None:
                 reason = f"hook {forced.hook.command[0]} asks for a person: {forced.reason or forced.error or ''}"
-                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked"))
+                human = _human_rule(policy, cls, reads, writes, ctx)
+                if human is not None:
+                    run.step("ask_rules", "matched", f"{human.text} ({human.origin}) requires a person")
+                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked",
+                                       extra_flags=[HUMAN_FLAG] if human is not None else []))
     else:
         run.step("hooks", "skipped", "no hook applies")
 
-    # (3) ask rules: a prompt regardless of mode (bypass included).
+    # (3) ask rules: a prompt regardless of mode (bypass included). One with require_human wins over the others:
+    # its flag tells the daemon that nothing but a person's answer to this call may allow it.
+    asked: tuple[Rule, str] | None = None
     for rule in policy.of_kind("ask"):
         hit = _deny_hit(rule, cls, reads, writes, ctx)
-        if hit:
-            run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
-            return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}", "rule", step="ask rule",
-                                   rules=[rule]))
+        if hit and (asked is None or (rule.human and not asked[0].human)):
+            asked = (rule, hit)
+            if rule.human:
+                break
+    if asked is not None:
+        rule, hit = asked
+        human = " (require_human: only a person answering this call)" if rule.human else ""
+        run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}{human}")
+        return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}{human}", "rule", step="ask rule",
+                               rules=[rule], extra_flags=[HUMAN_FLAG] if rule.human else []))
     run.step("ask_rules", "passed")
 
     # (4) safety checks: a person in every mode, never learnable.

@@ -26,6 +26,7 @@ import structlog
 
 from nexusd import __version__, locations
 from nexusd import protocol as p
+from nexusd.core.engine import HUMAN_FLAG
 from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
@@ -495,7 +496,14 @@ class Server:
             if self._stopping:
                 verdict = p.Verdict("deny", "daemon stopping", "error")
             elif not self.subscribers:
-                if msg.on_no_ui == "ask":
+                if msg.on_no_ui == "ask" and HUMAN_FLAG in verdict.flags:
+                    verdict = msgspec.structs.replace(
+                        verdict, decision="deny",
+                        reason=f"{verdict.reason}; no nexusd UI is connected, and the agent's own dialog may not "
+                               "decide this (require_human)",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "deny", "require_human: not handed to the agent")],
+                    )
+                elif msg.on_no_ui == "ask":
                     verdict = msgspec.structs.replace(
                         verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself"
                     )
@@ -828,6 +836,10 @@ class Server:
                               f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref)
             return
         verdict = entry.verdict
+        if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
+            self._reply_error(conn, "refused", "a person must approve each such call (require_human): answer allow "
+                              "once, or deny; the request is still pending", msg.ref)
+            return
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from nexusd import locations
-from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
+from nexusd.core.engine import HUMAN_FLAG, ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.policy.classifier import run_classifier
@@ -240,7 +240,8 @@ def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy:
     Only an ask that came from the mode (not from a rule, hook, safety check or trust) qualifies; deny
     and ask rules already ran. Excluded commands that would leave the sandbox keep the ask.
     """
-    if v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable:
+    if (v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable
+            or HUMAN_FLAG in v.flags):
         return v
     if probe is None or not probe.available or not isinstance(call.input.get("command"), str):
         return v
