@@ -191,9 +191,10 @@ class Client:
         message: str | None = None,
         rules: list[str] | None = None,
         duration: float | None = None,
+        updated_input: dict[str, Any] | None = None,
     ) -> p.Ack:
         return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,  # type: ignore[arg-type]
-                                  duration=duration))
+                                  duration=duration, updated_input=updated_input), timeout=max(self.timeout, 30.0))
 
     def grants(self) -> list[p.GrantInfo]:
         return self.call(p.GrantsQuery()).grants  # type: ignore[no-any-return]

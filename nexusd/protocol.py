@@ -165,6 +165,8 @@ class Answer(_Msg, tag="answer"):
     message: str | None = None  # shown to the model
     rules: list[str] | None = None  # for always/never: the (edited) rules to persist
     duration: float | None = None  # scope timed only: seconds the grant lasts (0 < duration <= 30 days)
+    # allow once with a changed input (edit before approving): decided again by the gate, must not widen
+    updated_input: dict[str, Any] | None = None
     ref: str | None = None
 
 

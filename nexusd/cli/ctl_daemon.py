@@ -151,11 +151,13 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.option("--for", "duration", metavar="DURATION",
               help="A timed grant: the rule holds for every session for DURATION (90s, 15m, 1h, 2d, eod).")
 @click.option("--message", "-m", help="A message shown to the model.")
+@click.option("--input", "edited", metavar="JSON",
+              help="Allow once with this changed tool input (JSON object), decided again; it must not widen.")
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
 @click.pass_context
 def answer(
     ctx: click.Context, request_id: str, decision: str, scope: str | None, duration: str | None,
-    message: str | None, rules: tuple[str, ...]
+    message: str | None, edited: str | None, rules: tuple[str, ...]
 ) -> None:
     """Answer a pending request: allow or deny, once (default), for the session, for a while, always, or never.
 
@@ -174,6 +176,14 @@ def answer(
         except ValueError as e:
             _fail(EXIT_USAGE, str(e))
         scope = "timed"
+    updated: dict[str, Any] | None = None
+    if edited is not None:
+        try:
+            updated = json.loads(edited)
+        except ValueError as e:
+            _fail(EXIT_USAGE, f"--input is not JSON: {e}")
+        if not isinstance(updated, dict):
+            _fail(EXIT_USAGE, "--input must be a JSON object (the tool's input)")
     scope = scope or "once"
     if scope == "never" and decision != "deny":
         _fail(EXIT_USAGE, "--never goes with deny")
@@ -189,7 +199,7 @@ def answer(
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
         ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,  # type: ignore[arg-type]
-                       duration=seconds)
+                       duration=seconds, updated_input=updated)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
 

@@ -39,6 +39,7 @@ from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
+from nexusd.policy.edits import EDITABLE_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION, GrantTable, Use
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
@@ -698,25 +699,29 @@ class Server:
         by: Connection | None = None,
         scope: p.Scope | None = None,
         message: str | None = None,
+        edited: tuple[p.CallInfo, p.Verdict] | None = None,
     ) -> p.Decision:
-        """Atomic: no await between the pending check and here, so exactly one resolution wins."""
+        """Atomic: no await between the pending check and here, so exactly one resolution wins.
+        ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only)."""
         if decision == "allow" and self._audit_refuses():
             decision, reason = "deny", f"{reason}; but {self._audit_refusal()}"
         rid = entry.id
         self.pending.claim(entry)
-        call = entry.call
+        call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
         answered_by = by.label if by is not None else None
         d = self._decision(
             call,
             decision,
             reason,
             source,
-            entry.verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
+            verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
             ref=entry.ref,
             pending_id=rid,
             message=message,
             answered_by=answered_by,
         )
+        if edited is not None and d.decision == "allow" and d.updated_input is None:
+            d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
         if notify_requester:
             entry.conn.post(p.encode(d))
         resolved = p.encode(
@@ -795,7 +800,7 @@ class Server:
             return True
         return bool(agents.intersection(chain))
 
-    def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
+    def _on_answer(self, conn: Connection, msg: p.Answer) -> Coroutine[Any, Any, None] | None:
         entry = self.pending.get(msg.id)
         if entry is None:
             if self.pending.decided(msg.id):
@@ -836,6 +841,8 @@ class Server:
                               f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref)
             return
         verdict = entry.verdict
+        if msg.updated_input is not None:
+            return self._edited_answer(conn, msg, entry)
         if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
             self._reply_error(conn, "refused", "a person must approve each such call (require_human): answer allow "
                               "once, or deny; the request is still pending", msg.ref)
@@ -886,6 +893,45 @@ class Server:
             reason += f" ({msg.scope})"
         self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope})")))
+        return None
+
+    async def _edited_answer(self, conn: Connection, msg: p.Answer, entry: PendingEntry) -> None:
+        """Allow once with the person's edit: the edited call is decided again by the gate as if the agent had
+        sent it (hooks included); it must not be denied on its own nor widen what the person saw
+        (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
+        call = entry.call
+        if msg.decision != "allow" or msg.scope != "once" or msg.rules or msg.duration is not None:
+            self._reply_error(conn, "invalid_message", "an edited input goes with allow, scope once, no rules",
+                              msg.ref)
+            return
+        if call.provider not in EDITABLE_PROVIDERS:
+            self._reply_error(conn, "refused", f"{call.provider} cannot take a changed input back (edits work for "
+                              f"{', '.join(sorted(EDITABLE_PROVIDERS))}); answer the call as it is", msg.ref)
+            return
+        if msgspec.json.encode(msg.updated_input) == msgspec.json.encode(call.input):
+            self._reply_error(conn, "invalid_message", "the edited input is the original: answer without it",
+                              msg.ref)
+            return
+        edited_call = msgspec.structs.replace(call, input=msg.updated_input)
+        session = self._session(edited_call)
+        try:
+            edited = await gate.decide(edited_call, self.store, session, sandbox=self.probe)
+        except Exception as e:  # decide never raises; if it did, the edit is not taken
+            log.exception("deciding an edited call failed")
+            self._reply_error(conn, "refused", f"the edited call could not be decided ({type(e).__name__})", msg.ref)
+            return
+        why = widening(entry.verdict, edited)
+        if why is not None:
+            self._reply_error(conn, "refused", f"edit refused, {why}; the request is still pending", msg.ref)
+            return
+        if self.pending.get(msg.id) is not entry:  # answered, timed out or cancelled while the edit was decided
+            self._reply_error(conn, "already_decided", "that request was decided while the edit was checked",
+                              msg.ref)
+            return
+        reason = f"allowed by {conn.label}, edited"
+        self._resolve(entry, "allow", "user", reason, by=conn, scope="once", message=msg.message,
+                      edited=(edited_call, edited))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail="allow (once), edited")))
 
     # ------------------------------------------------------------------ grants
 
