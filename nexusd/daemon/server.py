@@ -39,7 +39,7 @@ from nexusd.daemon.notify import Notifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
-from nexusd.policy.edits import EDITABLE_PROVIDERS, widening
+from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION, GrantTable, Use
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
@@ -907,6 +907,11 @@ class Server:
         if call.provider not in EDITABLE_PROVIDERS:
             self._reply_error(conn, "refused", f"{call.provider} cannot take a changed input back (edits work for "
                               f"{', '.join(sorted(EDITABLE_PROVIDERS))}); answer the call as it is", msg.ref)
+            return
+        dropped = sorted(set(call.input) - set(msg.updated_input)) if call.provider in MERGING_PROVIDERS else []
+        if dropped:
+            self._reply_error(conn, "refused", f"{call.provider} merges an edited input into the original, so "
+                              f"removing {', '.join(dropped)} would not take: keep those keys", msg.ref)
             return
         if msgspec.json.encode(msg.updated_input) == msgspec.json.encode(call.input):
             self._reply_error(conn, "invalid_message", "the edited input is the original: answer without it",

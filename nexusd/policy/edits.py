@@ -26,6 +26,9 @@ from nexusd.protocol import Verdict
 # Claude Code's PreToolUse hook and --permission-prompt-tool (``updatedInput``), Gemini CLI's BeforeTool hook
 # (``hookSpecificOutput.tool_input``). Any other agent would run its original call: the edit is refused there.
 EDITABLE_PROVIDERS = frozenset({"claude", "gemini"})
+# Gemini CLI merges the returned tool_input into the original: a key the edit removed would survive there,
+# so for these an edit must keep every key of the original input (changing values is fine).
+MERGING_PROVIDERS = frozenset({"gemini"})
 
 _RANK = {"read-only": 0, "workspace-write": 1, "danger-full-access": 2}
 

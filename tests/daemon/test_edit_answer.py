@@ -158,3 +158,22 @@ def test_nexusctl_answer_with_an_edited_input(daemon_factory, raw_factory, ws: P
     assert r.returncode == 0, r.stderr
     d = agent.recv()
     assert d.decision == "allow" and d.updated_input == {"command": "rm -rf build/tmp"}
+
+
+def test_gemini_merges_so_an_edit_must_keep_every_key(daemon_factory, raw_factory, ws: Path) -> None:
+    h = daemon_factory(policy='[permissions]\nask = ["run_shell_command"]\n')
+    ui = raw_factory(h.socket, role="ui")
+    ui.ask({"type": "subscribe"})
+    agent = raw_factory(h.socket)
+    c = {"provider": "gemini", "session": "g", "tool": "run_shell_command", "cwd": str(ws),
+         "input": {"command": "rm -rf build", "description": "clean"}}
+    pend = agent.ask({"type": "request", "call": c, "ref": "r"})
+    assert isinstance(pend, p.Pending), pend
+    ui.recv()
+    r = ui.ask({"type": "answer", "id": pend.id, "decision": "allow", "updated_input": {"command": "rm -rf build/tmp"}})
+    assert isinstance(r, p.Error) and r.code == "refused" and "description" in r.message
+    r = ui.ask({"type": "answer", "id": pend.id, "decision": "allow",
+                "updated_input": {"command": "rm -rf build/tmp", "description": "clean tmp"}})
+    assert isinstance(r, p.Resolved), r
+    d = agent.recv()
+    assert d.decision == "allow" and d.updated_input == {"command": "rm -rf build/tmp", "description": "clean tmp"}

@@ -30,12 +30,14 @@ from nexus_clients.tui.screens import (
     ConfirmScreen,
     DenyMessageScreen,
     DurationScreen,
+    EditInputScreen,
     GrantsScreen,
     HelpScreen,
     ModeScreen,
     RuleEditScreen,
     RulesScreen,
     StatusScreen,
+    input_diff,
 )
 from nexus_clients.tui.state import Entry, TuiState
 from nexus_clients.tui.widgets import ConnectionBar, MessageLine, QueueView, RequestDetail
@@ -65,6 +67,7 @@ class QueueScreen(Screen[None]):
         Binding("y", "allow_once", "allow", show=False),
         Binding("s", "allow_session", "session", show=False),
         Binding("f", "allow_for", "for a while…", show=False),
+        Binding("i", "edit_input", "edit…", show=False),
         Binding("a", "always", "always…", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
@@ -173,6 +176,23 @@ class QueueScreen(Screen[None]):
             return
         self.app.send_answer(entry.id, "allow", "timed", duration=seconds,  # type: ignore[attr-defined]
                              label=f"allowed for {seconds / 60:.0f} min")
+
+    def action_edit_input(self) -> None:
+        if entry := self._target():
+            self.edit_input(entry)
+
+    @work(group="dialog")
+    async def edit_input(self, entry: Entry) -> None:
+        original = dict(entry.item.call.input)
+        edited = await self.app.push_screen_wait(EditInputScreen(self._what(entry), original))
+        if edited is None or edited == original:
+            return
+        question = Text("Allow once, edited:\n", style="bold")
+        question.append_text(input_diff(original, edited))
+        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            return
+        self.app.send_answer(entry.id, "allow", "once", updated_input=edited,  # type: ignore[attr-defined]
+                             label="allowed once, edited")
 
     def action_deny(self) -> None:
         if entry := self._target():
@@ -403,6 +423,7 @@ class NexusTui(App[None]):
         message: str | None = None,
         rules: list[str] | None = None,
         duration: float | None = None,
+        updated_input: dict[str, Any] | None = None,
         label: str,
     ) -> None:
         """Send one answer now, or not at all; report the outcome (including a lost race)."""
@@ -413,7 +434,7 @@ class NexusTui(App[None]):
             self.refresh_queue()
             return
         answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules,
-                                 duration=duration)
+                                 duration=duration, updated_input=updated_input)
         try:
             await self.link.call(answer)
         except Exception as e:

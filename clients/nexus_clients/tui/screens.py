@@ -4,6 +4,7 @@ rules, status). Screens talk to nexusd only through the app's ``link``; untruste
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -105,6 +106,61 @@ class DurationScreen(ModalScreen[float | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class EditInputScreen(ModalScreen[dict | None]):
+    """Edit the call before allowing it once: the command of a shell call, else the input as JSON. nexusd decides
+    the edited call again and refuses an edit that widens it; the diff is shown before it is sent."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, what: Text, original: dict) -> None:  # type: ignore[type-arg]
+        super().__init__()
+        self.what = what
+        self.original = original
+        self.shell = isinstance(original.get("command"), str)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text("Edit, then allow once (nexusd checks the edit again)", style="bold"))
+            yield Static(self.what)
+            yield Static("", id="edit-error")
+            text = self.original["command"] if self.shell else json.dumps(self.original, ensure_ascii=False)
+            yield Input(value=text, id="edit-input", max_length=20000,
+                        placeholder="the command" if self.shell else "the tool input, as a JSON object")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        if self.shell:
+            self.dismiss({**self.original, "command": event.value})
+            return
+        try:
+            value = json.loads(event.value)
+        except ValueError as e:
+            self.query_one("#edit-error", Static).update(Text(f"not JSON: {e}", style="red"))
+            return
+        if not isinstance(value, dict):
+            self.query_one("#edit-error", Static).update(Text("the input must be a JSON object", style="red"))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def input_diff(original: dict, edited: dict) -> Text:  # type: ignore[type-arg]
+    """A unified diff of the two inputs (one key per line), with untrusted text escaped."""
+    import difflib
+
+    def lines(d: dict) -> list[str]:  # type: ignore[type-arg]
+        return [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(d.items())]
+
+    out = Text()
+    for line in difflib.unified_diff(lines(original), lines(edited), "agent's call", "edited", lineterm="", n=2):
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        out.append_text(safe_text(line, style=style))
+        out.append("\n")
+    return out
 
 
 class ConfirmScreen(ModalScreen[bool]):

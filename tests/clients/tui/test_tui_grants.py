@@ -68,3 +68,42 @@ async def test_allow_for_a_while_then_revoke_in_the_grants_screen(daemon_factory
     with Client(socket_path=str(d.socket), role="agent", name="t") as c:  # no UI now: it asks, nobody answers
         after = c.request(info, timeout=10)
     assert after.decision == "deny" and after.source != "rule"
+
+
+async def test_edit_before_approving_shows_the_diff_and_sends_the_edit(daemon_factory: Callable[..., Any],
+                                                                        tmp_path: Any) -> None:
+    from nexus_clients.tui.screens import EditInputScreen
+
+    ws = tmp_path / "ws"
+    (ws / "build" / "tmp").mkdir(parents=True)
+    d = daemon_factory(policy='[permissions]\nask = ["Bash"]\n')
+    app = NexusTui(d.socket, bell=False, arrival_guard=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state.connection == "connected", what="connected")
+
+        async def edit_to(cmd: str, new: str) -> Agent:
+            before = set(app.state.entries)
+            agent = Agent(d.socket, call(cmd, cwd=str(ws)))
+            await until(pilot, lambda: set(app.state.entries) - before or agent.done, what="the prompt")
+            (new_id,) = set(app.state.entries) - before
+            app.state.select(new_id)
+            await pilot.pause()
+            await pilot.press("i")
+            await until(pilot, lambda: isinstance(app.screen, EditInputScreen), what="edit dialog")
+            app.screen.query_one("#edit-input", Input).value = new
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the diff")
+            shown = app.screen.question.plain  # type: ignore[attr-defined]
+            assert f'-command: "{cmd}"' in shown and f'+command: "{new}"' in shown
+            await pilot.press("y")
+            return agent
+
+        agent = await edit_to("rm -rf build", "rm -rf build/tmp")
+        decision = await agent.result(pilot)
+        assert decision.decision == "allow" and decision.updated_input == {"command": "rm -rf build/tmp"}
+
+        agent = await edit_to("rm -rf build", "rm -rf ~")  # widens: refused, still pending
+        await until(pilot, lambda: "refused" in app.state.message, what="the refusal shown")
+        assert not agent.done
+        await pilot.press("n")
+        assert (await agent.result(pilot)).decision == "deny"
