@@ -448,6 +448,7 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     scope: Scope | None = None
     latency_ms: float = 0.0
     event: str = "decision"  # decision | self_approval_refused | policy_reload | rule_learned ...
+    trace: list[TraceStep] = []  # provenance: the engine's, the gate's and the daemon's steps (nexusctl explain)
     prev: str = ""  # SHA-256 (hex) of the audit line before this one: the hash chain (nexusctl audit verify)
 
 

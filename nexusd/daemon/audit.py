@@ -343,6 +343,25 @@ def read_tail(
     return found
 
 
+def find_records(path: Path, id_prefix: str, keep: int = DEFAULT_KEEP, limit: int = 2) -> list[AuditRecord]:
+    """Records whose id starts with ``id_prefix``, newest first (at most ``limit``: two tell "ambiguous")."""
+    found: list[AuditRecord] = []
+    needle = id_prefix.encode()
+    for file in [path, *(path.with_name(f"{path.name}.{i}") for i in range(1, keep + 1))]:
+        for line in _lines_backwards(file):
+            if needle not in line:
+                continue
+            try:
+                rec = _decoder.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError, ValueError):
+                continue
+            if rec.id.startswith(id_prefix):
+                found.append(rec)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
 def _lines_backwards(path: Path, block: int = 1 << 16) -> Iterator[bytes]:
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below; generator

@@ -122,6 +122,15 @@ def _allowed_because_sandboxed(verdict: p.Verdict) -> bool:
     return any(t.step == "sandbox" and t.outcome == "allow" for t in verdict.trace)
 
 
+def _daemon_steps(wanted: str, d: p.Decision) -> list[p.TraceStep]:
+    """The daemon's own steps after the verdict: a sandbox wrap that failed, or a changed input sent back."""
+    if wanted == "allow" and d.decision == "deny":
+        return [p.TraceStep("wrap", "deny", d.reason)]
+    if d.decision == "allow" and d.updated_input is not None:
+        return [p.TraceStep("wrap", "updated", "the agent runs a changed input (sandbox wrapping or a person's edit)")]
+    return []
+
+
 def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
     if verdict is not None and verdict.details is not None:
         return verdict.details.kind == "shell"
@@ -495,7 +504,8 @@ class Server:
             )
         if verdict.decision == "ask":
             if self._stopping:
-                verdict = p.Verdict("deny", "daemon stopping", "error")
+                verdict = p.Verdict("deny", "daemon stopping", "error",
+                                    trace=[*verdict.trace, p.TraceStep("stopping", "deny", "daemon stopping")])
             elif not self.subscribers:
                 if msg.on_no_ui == "ask" and HUMAN_FLAG in verdict.flags:
                     verdict = msgspec.structs.replace(
@@ -506,24 +516,22 @@ class Server:
                     )
                 elif msg.on_no_ui == "ask":
                     verdict = msgspec.structs.replace(
-                        verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself"
+                        verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "ask", "handed to the agent's own dialog")],
                     )
                 else:
                     verdict = msgspec.structs.replace(
                         verdict,
                         decision="deny",
                         reason=f"{verdict.reason}; a person must approve this and no nexusd UI is connected",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "deny", "no nexusd UI is connected")],
                     )
             elif conn.pending is not None and len(conn.pending) >= self.config.max_pending_per_connection:
-                verdict = p.Verdict(
-                    "deny",
-                    f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})",
-                    "error",
-                )
+                why = f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})"
+                verdict = p.Verdict("deny", why, "error", trace=[*verdict.trace, p.TraceStep("limit", "deny", why)])
             elif len(self.pending) >= self.config.max_pending:
-                verdict = p.Verdict(
-                    "deny", f"too many pending requests in the daemon (limit {self.config.max_pending})", "error"
-                )
+                why = f"too many pending requests in the daemon (limit {self.config.max_pending})"
+                verdict = p.Verdict("deny", why, "error", trace=[*verdict.trace, p.TraceStep("limit", "deny", why)])
             else:
                 self._ask(conn, msg, verdict, session, started)
                 return
@@ -554,7 +562,8 @@ class Server:
         decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref,
                                   policy=policy)
         conn.send(p.encode(decision))
-        self._record(pending_id or self._record_id(), call, decision, started, peer=conn.peer)
+        self._record(pending_id or self._record_id(), call, decision, started, peer=conn.peer,
+                     trace=[*verdict.trace, *_daemon_steps(verdict.decision, decision)])
 
     def _decision(
         self,
@@ -610,6 +619,7 @@ class Server:
         answer_pid: int | None = None,
         scope: p.Scope | None = None,
         event: str = "decision",
+        trace: list[p.TraceStep] | None = None,
     ) -> None:
         self.stats.count(decision.decision, decision.source)
         self.audit.write(
@@ -633,6 +643,7 @@ class Server:
                 scope=scope,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
                 event=event,
+                trace=trace or [],
             ),
             call.input,
         )
@@ -731,6 +742,12 @@ class Server:
         )
         for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(resolved)
+        how = f"{answered_by} ({scope or 'once'})" if source == "user" else reason
+        trace = [*entry.verdict.trace, p.TraceStep("pending", "ask", "waited for a person"),
+                 p.TraceStep(source if source != "user" else "answer", decision, how)]
+        if edited is not None and decision == "allow":
+            trace += [p.TraceStep("edit", "decided again", f"edited input: {msgspec.json.encode(call.input)[:300]!r}"),
+                      *(msgspec.structs.replace(s, step=f"edit.{s.step}") for s in edited[1].trace)]
         self._record(
             rid,
             call,
@@ -739,6 +756,7 @@ class Server:
             peer=entry.conn.peer,
             answer_pid=by.peer.pid if by is not None else None,
             scope=scope,
+            trace=[*trace, *_daemon_steps(decision, d)],
         )
         self._status_dirty = True
         return d

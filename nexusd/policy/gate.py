@@ -192,11 +192,8 @@ def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool
     cfs: Any = recorder if recorder is not None else fs
     ctx = context_for(call, store, policy, workspace, cfs)
     cls = classify_call(call, ctx, cfs)
-    # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a person
-    # will see, get the full explanation (evaluate is pure: same inputs, same decision).
-    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=dry_run)
-    if not dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
-        ev = evaluate(call, policy, session, cls, ctx, explain=True)
+    # Every decision keeps its full explanation: the audit records it (provenance, nexusctl explain).
+    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=True)
     begun = Begun(call, session, policy, None, cls, ctx, ev, dry_run, sandbox)
     if ev.verdict is not None:
         if not dry_run:
@@ -227,9 +224,7 @@ async def finish(b: Begun) -> Verdict:
         else:
             break
         ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,
-                      explain=b.dry_run)
-        if not b.dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
-            ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, explain=True)
+                      explain=True)
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")
 
 
