@@ -51,6 +51,7 @@ REPLY_TYPES: dict[type, tuple[type, ...]] = {
     p.TrustChange: (p.Ack,),
     p.GrantsQuery: (p.GrantsReply,),
     p.RevokeGrant: (p.Ack,),
+    p.SessionEnd: (p.Ack,),
 }
 
 

@@ -180,6 +180,14 @@ class GrantsQuery(_Msg, tag="grants"):
     ref: str | None = None
 
 
+class SessionEnd(_Msg, tag="session_end"):
+    """An agent session ended: its session allow grants end with it (answered by Ack). Only narrows: the
+    session's deny answers and a person's mode override stay."""
+
+    session: str
+    ref: str | None = None
+
+
 class RevokeGrant(_Msg, tag="revoke_grant"):
     """Take a grant back; it no longer applies from the next call on (answered by Ack)."""
 
@@ -267,6 +275,7 @@ ClientMessage = (
     | AuditQuery
     | GrantsQuery
     | RevokeGrant
+    | SessionEnd
 )
 
 

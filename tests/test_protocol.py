@@ -30,6 +30,7 @@ CLIENT_MESSAGES = [
     p.AuditQuery(limit=5, decision="deny"),
     p.GrantsQuery(),
     p.RevokeGrant(id="g-1"),
+    p.SessionEnd(session="s"),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
 ]
 SERVER_MESSAGES = [

@@ -63,6 +63,7 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.AuditQuery: False,
     p.GrantsQuery: False,
     p.RevokeGrant: False,  # taking a grant back only narrows
+    p.SessionEnd: False,  # ends allow grants only; deny answers and mode overrides stay
 }
 
 

@@ -49,7 +49,8 @@ log = structlog.get_logger("nexusd")
 # Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery}),  # the sandbox launcher
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # the sandbox launcher
+                        p.SessionEnd}),
     "ui": frozenset(
         {
             p.Subscribe,
@@ -66,6 +67,7 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.Reload,
             p.GrantsQuery,
             p.RevokeGrant,
+            p.SessionEnd,
         }
     ),
 }
@@ -200,6 +202,7 @@ class Server:
             p.AuditQuery: self._on_audit,
             p.GrantsQuery: self._on_grants,
             p.RevokeGrant: self._on_revoke_grant,
+            p.SessionEnd: self._on_session_end,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -1035,6 +1038,15 @@ class Server:
             return
         log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"revoked {g.id}: {g.kind} {g.rule} ({g.scope})")))
+
+    def _on_session_end(self, conn: Connection, msg: p.SessionEnd) -> None:
+        """The session's allow grants end now; what narrows it (deny answers, a person's mode) stays."""
+        s = self.sessions.get(msg.session)
+        if s is not None:
+            s.allow_rules = ()
+        for g in self.grants.end_session(msg.session, "allow"):
+            log.info("grant ended with its session", id=g.id, rule=g.rule, session=msg.session)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"session {msg.session} ended")))
 
     def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):

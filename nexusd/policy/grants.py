@@ -136,8 +136,9 @@ class GrantTable:
                 self.save()
         return g
 
-    def end_session(self, session: str) -> list[GrantInfo]:
-        gone = [g for g in self._grants.values() if g.scope == "session" and g.session == session]
+    def end_session(self, session: str, kind: Kind = "allow") -> list[GrantInfo]:
+        """Forget the session's grants of ``kind`` (the daemon ends only allow grants: never widening)."""
+        gone = [g for g in self._grants.values() if g.scope == "session" and g.session == session and g.kind == kind]
         for g in gone:
             del self._grants[g.id]
         return gone

@@ -272,3 +272,32 @@ def test_nexusctl_answer_for_grants_and_revoke(daemon, raw_factory) -> None:
     r = ctl(daemon, "answer", "0" * 32, "allow", "--for", "1h", "--session")
     assert r.returncode == 2
     assert os.path.exists(daemon.state_dir / "grants.json")
+
+
+def test_session_end_ends_its_allow_grants_only(daemon, raw_factory) -> None:
+    assert isinstance(grant(daemon, raw_factory, {"decision": "allow", "scope": "session", "rules": [RULE]}), p.Ack)
+    assert isinstance(grant(daemon, raw_factory, {"decision": "deny", "scope": "session", "rules": ["Bash(make lint)"]},
+                            cmd="make lint"), p.Ack)
+    assert isinstance(grant(daemon, raw_factory, {"decision": "allow", "scope": "session", "rules": [RULE]},
+                            session="other"), p.Ack)
+    ui = raw_factory(daemon.socket, role="ui")
+    assert isinstance(ui.ask({"type": "set_mode", "session": "s1", "mode": "plan"}), p.Ack)
+    assert decide_alone(daemon, raw_factory).decision == "allow"
+    agent = raw_factory(daemon.socket)  # the agent's adapter says its session ended
+    ack = agent.ask({"type": "session_end", "session": "s1", "ref": "e"})
+    assert isinstance(ack, p.Ack) and ack.ref == "e"
+    left = {(g.session, g.kind, g.rule) for g in grants(daemon, raw_factory)}
+    assert left == {("s1", "deny", "Bash(make lint)"), ("other", "allow", RULE)}  # never widening
+    assert decide_alone(daemon, raw_factory).decision == "deny"
+    assert decide_alone(daemon, raw_factory, session="other").decision == "allow"
+    st = ui.ask({"type": "status"})
+    assert isinstance(st, p.StatusReply) and st.sessions["s1"] == "plan"  # a person's override stays
+
+
+@pytest.mark.parametrize("line", [b'{"type":"session_end","ref":"x"}', b'{"type":"session_end","session":1,"ref":"x"}',
+                                  b'{"type":"session_end","session":"s","mode":"bypass","ref":"x"}'])
+def test_malformed_session_end(daemon, raw_factory, line: bytes) -> None:
+    agent = raw_factory(daemon.socket)
+    agent.send_bytes(line + b"\n")
+    r = agent.recv()
+    assert isinstance(r, p.Error) and r.code == "invalid_message" and r.ref == "x"
