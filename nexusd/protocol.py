@@ -244,6 +244,7 @@ class AuditQuery(_Msg, tag="audit"):
     tool: str | None = None
     decision: DecisionKind | None = None
     source: Source | None = None
+    id: str | None = None  # one record by its audit id: with its trace, the wire's "explain"
     ref: str | None = None
 
 

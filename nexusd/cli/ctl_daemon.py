@@ -250,7 +250,7 @@ def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -
     event = "" if rec.event == "decision" else f" [{rec.event}]"
     click.echo(
         f"{_ago(rec.time)}  {rec.decision:5} {rec.source:9} {rec.tool:14} {rec.summary[:60]}{who}{event}"
-        f"  ({rec.latency_ms:.1f} ms)"
+        f"  ({rec.latency_ms:.1f} ms)  {rec.id[:16]}"  # the id (a prefix) for `nexusctl explain`
     )
 
 

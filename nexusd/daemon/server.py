@@ -1207,7 +1207,8 @@ class Server:
 
     async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
-        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source}
+        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source,
+                 "id": msg.id}
         await anyio.to_thread.run_sync(self.audit.flush)
         records = await anyio.to_thread.run_sync(read_tail, self.audit.path, limit, match)
         conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))

@@ -168,3 +168,23 @@ def test_the_gates_sandbox_step_and_the_wrap(daemon_factory, raw_factory, tmp_pa
     assert d.decision == "allow" and d.updated_input is not None, d
     rec = last_record(h, raw_factory)
     assert ("sandbox", "allow") in steps(rec) and steps(rec)[-1] == ("wrap", "updated")
+
+
+def test_explain_over_the_wire(daemon_factory, raw_factory) -> None:
+    h = daemon_factory(policy=POLICY)
+    agent = raw_factory(h.socket)
+    agent.ask(req("git status"))
+    agent.ask(req("git push origin x", ref="r2"))
+    first = last_record(h, raw_factory)
+    ui = raw_factory(h.socket, role="ui")
+    older = ui.ask({"type": "audit", "limit": 2})
+    assert isinstance(older, p.AuditReply) and len(older.records) == 2
+    want = older.records[0]
+    r = ui.ask({"type": "audit", "id": want.id, "ref": "x"})
+    assert isinstance(r, p.AuditReply) and r.ref == "x" and [x.id for x in r.records] == [want.id]
+    assert r.records[0].trace and r.records[0].trace == want.trace and want.id != first.id
+    assert isinstance(ui.ask({"type": "audit", "id": "nope"}), p.AuditReply)
+    for bad in (b'{"type":"audit","id":5,"ref":"x"}', b'{"type":"audit","id":["a"],"ref":"x"}'):
+        ui.send_bytes(bad + b"\n")
+        e = ui.recv()
+        assert isinstance(e, p.Error) and e.code == "invalid_message" and e.ref == "x"
