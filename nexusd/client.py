@@ -50,7 +50,34 @@ REPLY_TYPES: dict[type, tuple[type, ...]] = {
     p.Reload: (p.Ack,),
     p.RuleChange: (p.Ack,),
     p.TrustChange: (p.Ack,),
+    p.GrantsQuery: (p.GrantsReply,),
+    p.RevokeGrant: (p.Ack,),
+    p.SessionEnd: (p.Ack,),
 }
+
+
+_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
+          "d": 86400, "day": 86400}
+
+
+def parse_duration(text: str, now: float | None = None) -> float:
+    """Seconds for a grant: ``90s``, ``15m``, ``15 min``, ``1h``, ``2 days``, or ``eod`` / ``end of day``
+    (until the next local midnight). Raises ValueError."""
+    import re
+    from datetime import datetime, timedelta
+
+    t = text.strip().lower()
+    if t in ("eod", "end of day", "end-of-day", "until end of day", "today"):
+        start = datetime.fromtimestamp(time.time() if now is None else now)
+        midnight = (start + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        return (midnight - start).total_seconds()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]+?)s?", t)
+    if m is None or m.group(2) not in _UNITS:
+        raise ValueError(f"not a duration: {text!r} (e.g. 90s, 15m, 1h, 2d, eod)")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"a duration must be more than 0: {text!r}")
+    return seconds
 
 
 def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
@@ -177,9 +204,18 @@ class Client:
         message: str | None = None,
         rules: list[str] | None = None,
         abort: bool = False,
+        duration: float | None = None,
+        updated_input: dict[str, Any] | None = None,
     ) -> p.Ack:
         return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,  # type: ignore[arg-type]
-                                  abort=abort))
+                                  abort=abort, duration=duration, updated_input=updated_input),
+                         timeout=max(self.timeout, 30.0))
+
+    def grants(self) -> list[p.GrantInfo]:
+        return self.call(p.GrantsQuery()).grants  # type: ignore[no-any-return]
+
+    def revoke(self, grant_id: str) -> p.Ack:
+        return self.call(p.RevokeGrant(id=grant_id))
 
     def subscribe(self) -> p.Snapshot:
         """Start the stream; read further events with ``next_event``."""
@@ -378,9 +414,16 @@ class AsyncClient:
         message: str | None = None,
         rules: list[str] | None = None,
         abort: bool = False,
+        duration: float | None = None,
     ) -> p.Ack:
         return await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message,  # type: ignore[arg-type]
-                                        rules=rules, abort=abort))
+                                        rules=rules, abort=abort, duration=duration))
+
+    async def grants(self) -> list[p.GrantInfo]:
+        return (await self.call(p.GrantsQuery())).grants  # type: ignore[no-any-return]
+
+    async def revoke(self, grant_id: str) -> p.Ack:
+        return await self.call(p.RevokeGrant(id=grant_id))
 
     async def subscribe(self) -> AsyncIterator[p.ServerMessage]:
         """Snapshot first, then Prompt / Resolved / PolicyNotice, ending with Bye (then DaemonUnreachable)."""

@@ -58,4 +58,7 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP, appauthor=False))
 
 
+# The audit trail in the state directory; its rotations (``.1``...) and chain checkpoint (``.chain``) extend
+# this name, and no agent may write any of them (nexusd/core/classify/paths.py ``touches_audit``).
+AUDIT_NAME = "audit.jsonl"
 MANAGED_POLICY = Path(os.environ.get("NEXUS_MANAGED_DIR", "/etc/nexus"))

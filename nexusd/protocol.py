@@ -31,7 +31,7 @@ Source = Literal[
     "error",  # something failed; always a deny
     "default",  # nothing matched: the final deny of the decision order
 ]
-Scope = Literal["once", "session", "always", "never"]
+Scope = Literal["once", "session", "always", "never", "timed"]  # timed: with Answer.duration
 NoUi = Literal["deny", "ask"]
 ErrorCode = Literal[
     "bad_json",
@@ -170,10 +170,34 @@ class Answer(_Msg, tag="answer"):
     message: str | None = None  # shown to the model
     rules: list[str] | None = None  # for always/never: the (edited) rules to persist
     abort: bool = False  # deny, and stop the agent's turn where its contract can (deny only)
+    duration: float | None = None  # scope timed only: seconds the grant lasts (0 < duration <= 30 days)
+    # allow once with a changed input (edit before approving): decided again by the gate, must not widen
+    updated_input: dict[str, Any] | None = None
     ref: str | None = None
 
 
 class StatusQuery(_Msg, tag="status"):
+    ref: str | None = None
+
+
+class GrantsQuery(_Msg, tag="grants"):
+    """List every grant in force (answered by GrantsReply)."""
+
+    ref: str | None = None
+
+
+class SessionEnd(_Msg, tag="session_end"):
+    """An agent session ended: its session allow grants end with it (answered by Ack). Only narrows: the
+    session's deny answers and a person's mode override stay."""
+
+    session: str
+    ref: str | None = None
+
+
+class RevokeGrant(_Msg, tag="revoke_grant"):
+    """Take a grant back; it no longer applies from the next call on (answered by Ack)."""
+
+    id: str
     ref: str | None = None
 
 
@@ -226,6 +250,7 @@ class AuditQuery(_Msg, tag="audit"):
     tool: str | None = None
     decision: DecisionKind | None = None
     source: Source | None = None
+    id: str | None = None  # one record by its audit id: with its trace, the wire's "explain"
     ref: str | None = None
 
 
@@ -274,6 +299,9 @@ ClientMessage = (
     | SandboxReport
     | AuditQuery
     | Ping
+    | GrantsQuery
+    | RevokeGrant
+    | SessionEnd
 )
 
 
@@ -378,6 +406,9 @@ class StatusReply(_Msg, tag="status_reply"):
     audit_error: str | None = None  # why the audit log cannot be written right now
     audit_unrecorded: int = 0  # decisions not recorded since start
     audit_on_failure: str = "continue"  # continue | deny
+    audit_path: str | None = None  # the audit file the daemon writes
+    audit_head: str | None = None  # hash of the last audit line on disk (the chain's head) ...
+    audit_lines: int = 0  # ... and how many chain lines the current audit file holds up to it
     ref: str | None = None
 
 
@@ -393,6 +424,27 @@ class RuleInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     origin: str  # path:line, or "session:<id>"
     removable: bool = False
     warning: str | None = None
+
+
+class GrantInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One grant: a rule a person gave beyond one call (docs/POLICY.md "Grants")."""
+
+    id: str
+    kind: Literal["allow", "deny"]
+    rule: str
+    scope: Literal["session", "timed", "learned"]
+    session: str | None = None  # scope session: the agent session it belongs to
+    given_by: str | None = None  # the answering UI's connection ("name (pid N)"); None: not recorded
+    ui: str | None = None  # the answering client's name
+    given_at: float | None = None  # epoch seconds
+    expires: float | None = None  # scope timed: epoch seconds
+    uses: int = 0  # calls it decided since it was given (or since the daemon started, for learned rules)
+    origin: str | None = None  # scope learned: the rule's file and line
+
+
+class GrantsReply(_Msg, tag="grants_reply"):
+    grants: list[GrantInfo]
+    ref: str | None = None
 
 
 class RulesReply(_Msg, tag="rules_reply"):
@@ -459,6 +511,8 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     event: str = "decision"  # decision | self_approval_refused | sandbox_violation | network_close ...
     bytes_up: int | None = None  # network_close: what a proxied connection sent and received
     bytes_down: int | None = None
+    trace: list[TraceStep] = []  # provenance: the engine's, the gate's and the daemon's steps (nexusctl explain)
+    prev: str = ""  # SHA-256 (hex) of the audit line before this one: the hash chain (nexusctl audit verify)
 
 
 class AuditReply(_Msg, tag="audit_reply"):
@@ -504,6 +558,7 @@ ServerMessage = (
     | ProbeReply
     | SandboxPlan
     | AuditReply
+    | GrantsReply
     | PolicyNotice
     | SandboxNotice
     | Bye

@@ -30,6 +30,10 @@ CLIENT_MESSAGES = [
     p.SandboxReport(command="touch x", cwd="/w", violations=["v"], session="s", exit_code=1),
     p.AuditQuery(limit=5, decision="deny"),
     p.Ping(ref="k"),
+    p.GrantsQuery(),
+    p.RevokeGrant(id="g-1"),
+    p.SessionEnd(session="s"),
+    p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
 ]
 SERVER_MESSAGES = [
     p.Welcome(proto=1, version="0", role="ui", idle_timeout=600.0),
@@ -46,6 +50,8 @@ SERVER_MESSAGES = [
     p.ProbeReply(probe=p.SandboxProbe(platform="linux", available=False)),
     p.SandboxPlan(allowed=True, argv=["bwrap"]),
     p.AuditReply(records=[]),
+    p.GrantsReply(grants=[p.GrantInfo(id="g-1", kind="allow", rule="Bash(ls)", scope="timed", given_by="tui (pid 1)",
+                                      ui="tui", given_at=1.0, expires=901.0, uses=3)]),
     p.PolicyNotice(ok=False, errors=["e"]),
     p.SandboxNotice(command="touch x", cwd="/w", violations=["write refused (read-only): x"], session="s", time=1.0),
     p.Bye(reason="stop"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from nexusd.cli import ctl_bench, ctl_daemon, ctl_install, ctl_policy, ctl_sandbox, ctl_service
+from nexusd.cli import ctl_audit, ctl_bench, ctl_daemon, ctl_grants, ctl_install, ctl_policy, ctl_sandbox, ctl_service
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,10 +18,10 @@ def main(ctx: click.Context, socket_path: str | None) -> None:
 
     Exit codes: 0 ok/allowed, 1 denied, 2 usage, 3 nexusd unreachable, 4 refused by nexusd, 5 a bad reply,
     6 a person would be asked (check), 7 no such pending request (unknown or already decided), 8 the daemon is
-    degraded (status: locked, or its audit log cannot be written).
+    degraded (status: locked, or its audit log cannot be written), 9 the audit chain is broken (audit verify).
     """
     ctx.obj = {"socket": socket_path}
 
 
-for _module in (ctl_daemon, ctl_policy, ctl_sandbox, ctl_service, ctl_install, ctl_bench):
+for _module in (ctl_daemon, ctl_audit, ctl_grants, ctl_policy, ctl_sandbox, ctl_service, ctl_install, ctl_bench):
     _module.register(main)

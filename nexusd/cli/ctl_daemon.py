@@ -166,20 +166,43 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.option("--session", "scope", flag_value="session", help="Also for the rest of this agent session.")
 @click.option("--always", "scope", flag_value="always", help="Remember as a rule (allow).")
 @click.option("--never", "scope", flag_value="never", help="Remember as a deny rule.")
+@click.option("--for", "duration", metavar="DURATION",
+              help="A timed grant: the rule holds for every session for DURATION (90s, 15m, 1h, 2d, eod).")
 @click.option("--message", "-m", help="A message shown to the model.")
+@click.option("--input", "edited", metavar="JSON",
+              help="Allow once with this changed tool input (JSON object), decided again; it must not widen.")
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
 @click.option("--abort", is_flag=True, help="Deny and also stop the agent's turn (Claude Code, Gemini CLI).")
 @click.pass_context
 def answer(
-    ctx: click.Context, request_id: str, decision: str, scope: str | None, message: str | None,
-    rules: tuple[str, ...], abort: bool,
+    ctx: click.Context, request_id: str, decision: str, scope: str | None, duration: str | None,
+    message: str | None, edited: str | None, rules: tuple[str, ...], abort: bool,
 ) -> None:
-    """Answer a pending request: allow or deny, once (default), for the session, always, or never.
+    """Answer a pending request: allow or deny, once (default), for the session, for a while, always, or never.
 
     REQUEST_ID may be any unique prefix of the id (as `nexusctl pending` shows it), like a git hash.
     Exit 0 allowed, 1 denied, 7 no such pending request (unknown or already decided), 4 refused (an
     answer from inside the requesting agent's own process tree), 2 an ambiguous prefix.
     """
+    seconds: float | None = None
+    if duration is not None:
+        from nexusd.client import parse_duration
+
+        if scope is not None:
+            _fail(EXIT_USAGE, "--for goes alone: not with --session, --always or --never")
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as e:
+            _fail(EXIT_USAGE, str(e))
+        scope = "timed"
+    updated: dict[str, Any] | None = None
+    if edited is not None:
+        try:
+            updated = json.loads(edited)
+        except ValueError as e:
+            _fail(EXIT_USAGE, f"--input is not JSON: {e}")
+        if not isinstance(updated, dict):
+            _fail(EXIT_USAGE, "--input must be a JSON object (the tool's input)")
     scope = scope or "once"
     if scope == "never" and decision != "deny":
         _fail(EXIT_USAGE, "--never goes with deny")
@@ -196,7 +219,8 @@ def answer(
             if len(matches) > 1:
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
-        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None, abort=abort)
+        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,  # type: ignore[arg-type]
+                       duration=seconds, updated_input=updated, abort=abort)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
 
@@ -239,7 +263,7 @@ def watch(ctx: click.Context, as_json: bool) -> None:
 def _audit_path(ctx: click.Context) -> Path:
     from nexusd import locations
 
-    return locations.state_dir() / "audit.jsonl"
+    return locations.state_dir() / locations.AUDIT_NAME
 
 
 def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -> None:
@@ -250,11 +274,11 @@ def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -
     event = "" if rec.event == "decision" else f" [{rec.event}]"
     click.echo(
         f"{_ago(rec.time)}  {rec.decision:5} {rec.source:9} {rec.tool:14} {rec.summary[:60]}{who}{event}"
-        f"  ({rec.latency_ms:.1f} ms)"
+        f"  ({rec.latency_ms:.1f} ms)  {rec.id[:16]}"  # the id (a prefix) for `nexusctl explain`
     )
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new records as they are written.")
 @click.option("--json", "as_json", is_flag=True, help="Print records as JSON lines.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True)
@@ -275,8 +299,15 @@ def audit(
     decision: str | None,
     path: Path | None,
 ) -> None:
-    """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon."""
+    """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon.
+
+    `nexusctl audit verify` checks its hash chain instead.
+    """
     from nexusd.daemon.audit import read_tail
+
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {**(ctx.obj or {}), "audit_file": path}
+        return
 
     path = path or _audit_path(ctx)
     match = {"session": session, "tool": tool, "decision": decision}

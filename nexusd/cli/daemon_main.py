@@ -131,6 +131,12 @@ def absolute(path: Path) -> Path:
     "many seconds, with a count, and at most 41 lines per interval in all.",
 )
 @click.option(
+    "--audit-export",
+    metavar="journald[:SOCKET]|syslog[:SOCKET]",
+    help="Also send every audit record to the system journal (native protocol) or to syslog (RFC 5424), "
+    "where the user cannot rewrite it.",
+)
+@click.option(
     "--watch-policy/--no-watch-policy",
     default=True,
     show_default=True,
@@ -155,6 +161,7 @@ def main(
     idle_timeout: float,
     line_timeout: float,
     client_log_interval: float,
+    audit_export: str | None,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -164,6 +171,8 @@ def main(
     """
     from nexusd import locations
 
+    if audit_export is not None and audit_export.partition(":")[0] not in ("journald", "syslog"):
+        raise click.BadParameter("journald, journald:SOCKET, syslog or syslog:SOCKET", param_hint="--audit-export")
     configure_logging(log_level)
     import structlog
 
@@ -216,6 +225,7 @@ def main(
             idle_timeout=idle_timeout,
             line_timeout=line_timeout,
             log_interval=client_log_interval,
+            audit_export=audit_export,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

@@ -44,11 +44,14 @@ __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy
 
 # Need a person in every mode, bypass included, and can never be learned.
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
-# Refused in every mode (the seed's MAX_READ_SIZE / MAX_WRITE_SIZE): a person cannot review such a call.
-SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ})
+# Refused in every mode (the seed's MAX_READ_SIZE / MAX_WRITE_SIZE: a person cannot review such a call; and
+# the audit trail, the one record of what agents did, is never theirs to write).
+SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ, Flag.AUDIT_TRAIL})
 # Surfaced in the reason of an allow (the model and the audit trail see it), not refused.
 _SURFACED = frozenset({Flag.BINARY_READ})
 UNTRUSTED_FLAG = "untrusted_workspace"
+# an ask rule with require_human matched: only a person answering this very call may allow it
+HUMAN_FLAG = "require_human"
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _READ_OPS = frozenset({"<", "<>"})
 _PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")
@@ -391,6 +394,15 @@ def _ask(run: _Run, writes: Sequence[str], reason: str, source: str, *, step: st
     return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
 
 
+def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str],
+                ctx: Context) -> Rule | None:
+    """The first require_human ask rule that matches the call, if any."""
+    for rule in policy.of_kind("ask"):
+        if rule.human and _deny_hit(rule, cls, reads, writes, ctx):
+            return rule
+    return None
+
+
 def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
     out: list[Rule] = []
     texts = session.allow_rules if kind == "allow" else session.deny_rules
@@ -399,6 +411,13 @@ def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
             out.append(parse_rule(t, kind, layer="session", origin=f"session:{session.id}"))  # type: ignore[arg-type]
         except RuleError as e:
             run.step(f"{kind}_rules", "error", f"session rule ignored: {e}")
+    for k, t, gid in session.grant_rules:
+        if k != kind:
+            continue
+        try:
+            out.append(parse_rule(t, kind, layer="grant", origin=f"grant:{gid}"))  # type: ignore[arg-type]
+        except RuleError as e:
+            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {e}")
     return out
 
 
@@ -461,17 +480,29 @@ def evaluate(
                     forced = a
             if forced is not None:
                 reason = f"hook {forced.hook.command[0]} asks for a person: {forced.reason or forced.error or ''}"
-                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked"))
+                human = _human_rule(policy, cls, reads, writes, ctx)
+                if human is not None:
+                    run.step("ask_rules", "matched", f"{human.text} ({human.origin}) requires a person")
+                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked",
+                                       extra_flags=[HUMAN_FLAG] if human is not None else []))
     else:
         run.step("hooks", "skipped", "no hook applies")
 
-    # (3) ask rules: a prompt regardless of mode (bypass included).
+    # (3) ask rules: a prompt regardless of mode (bypass included). One with require_human wins over the others:
+    # its flag tells the daemon that nothing but a person's answer to this call may allow it.
+    asked: tuple[Rule, str] | None = None
     for rule in policy.of_kind("ask"):
         hit = _deny_hit(rule, cls, reads, writes, ctx)
-        if hit:
-            run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
-            return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}", "rule", step="ask rule",
-                                   rules=[rule]))
+        if hit and (asked is None or (rule.human and not asked[0].human)):
+            asked = (rule, hit)
+            if rule.human:
+                break
+    if asked is not None:
+        rule, hit = asked
+        human = " (require_human: only a person answering this call)" if rule.human else ""
+        run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}{human}")
+        return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}{human}", "rule", step="ask rule",
+                               rules=[rule], extra_flags=[HUMAN_FLAG] if rule.human else []))
     run.step("ask_rules", "passed")
 
     # (4) safety checks: a person in every mode, never learnable.

@@ -61,6 +61,8 @@ class Flag(StrEnum):
     HIDDEN_EFFECT = "hidden_effect"
     # manages nexusd itself (nexusctl mode/rules/trust/answer, its config or socket): a person, always
     GATE_CONTROL = "gate_control"
+    # writes the audit trail (its files, or a directory holding them): refused, a person cannot approve it
+    AUDIT_TRAIL = "audit_trail"
 
 
 NOT_AUTO_ALLOWABLE = frozenset(
@@ -74,6 +76,7 @@ NOT_AUTO_ALLOWABLE = frozenset(
         Flag.LARGE_WRITE,
         Flag.SYMLINK_ESCAPE,
         Flag.GATE_CONTROL,
+        Flag.AUDIT_TRAIL,
     }
 )
 # Flags that bar allow-by-rule only: the mode may still allow what reaches its ceiling.
@@ -135,6 +138,7 @@ class Context(msgspec.Struct, frozen=True):
     workspace_roots: tuple[str, ...]  # canonical; the first is the project root
     home: str
     protected_dirs: tuple[str, ...] = ()  # the daemon's own config, state and socket directories
+    audit_trail: str = ""  # the daemon's audit file (canonical): no agent writes it, its siblings or its directory
 
 
 class FileSystem(Protocol):
@@ -155,4 +159,6 @@ class Session(msgspec.Struct):
     override_mode: str | None = None  # set by a person through nexusd (TUI, nexusctl mode)
     allow_rules: tuple[str, ...] = ()  # scope=session answers
     deny_rules: tuple[str, ...] = ()
+    # timed grants in force at this decision, (kind, rule, grant id): set by the daemon before each decision
+    grant_rules: tuple[tuple[str, str, str], ...] = ()
     classifier_denials: int = 0  # consecutive auto-mode classifier denials

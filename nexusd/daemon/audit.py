@@ -2,6 +2,8 @@
 
 A writer thread appends whole lines with O_APPEND and rotates by size (rename, never truncate), so a crash
 loses at most the records still queued, never what is already on disk. Clean shutdown drains and fsyncs.
+Every line carries the hash of the line before it (``prev``; nexusd/daemon/auditchain.py), so an edit, a
+removal or a truncation shows in ``nexusctl audit verify``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from typing import Any
 import msgspec
 import structlog
 
+from nexusd.daemon import auditchain
+from nexusd.daemon.auditchain import GENESIS, Checkpoint, FileMark, line_hash
+from nexusd.daemon.auditexport import Exporter
 from nexusd.protocol import AuditRecord
 
 DEFAULT_MAX_BYTES = 16 << 20
@@ -76,8 +81,10 @@ def escape(text: str) -> str:
 class AuditLog:
     """Queue records from the loop (cheap); a daemon thread batches them onto disk."""
 
-    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP) -> None:
+    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP,
+                 export: Exporter | None = None) -> None:
         self.path = path
+        self.export = export  # a copy of every line to the system journal or syslog
         self.max_bytes = max_bytes
         self.keep = keep
         self.errors = 0  # failed writes
@@ -88,10 +95,16 @@ class AuditLog:
         self._fd: int | None = None
         self._size = 0
         self._encoder = msgspec.json.Encoder()
+        # the chain: the hash of the last line on disk and the current file's place in it. ``chain`` is one
+        # tuple, assigned whole, so another thread (status) reads a consistent (head, lines) pair.
+        self.chain: tuple[str, int] = (GENESIS, 0)
+        self._first_prev = GENESIS
+        self._rotated: list[FileMark] = []
 
     def start(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._open()
+        self._load_chain()
         self._thread = threading.Thread(target=self._run, name="nexusd-audit", daemon=True)
         self._thread.start()
 
@@ -108,14 +121,67 @@ class AuditLog:
         return token.done.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
+        stopped = True
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join(timeout)
+            stopped = not self._thread.is_alive()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
+        if stopped and self._thread is not None:
+            self._checkpoint()
+        if self.export is not None:
+            self.export.close()
+
+    # ------------------------------------------------------------------ the chain
+
+    def _load_chain(self) -> None:
+        """Continue the chain where the files end, unless they no longer match the checkpoint: then from the
+        checkpoint's head, so the cut stays visible as a break at the next line written."""
+        try:
+            cp = auditchain.load_checkpoint(self.path)
+        except ValueError as e:
+            log.error("audit chain checkpoint unreadable; starting a new one", error=str(e))
+            cp = None
+        s = auditchain.scan(self.path)
+        lines = s.lines if s is not None else []
+        intact = True
+        if cp is None:
+            self._rotated = []
+            for i in range(1, self.keep + 1):
+                r = auditchain.scan(auditchain.rotated_path(self.path, i))
+                if r is None:
+                    break
+                self._rotated.append(r.mark(r.lines[0].prev if r.lines else GENESIS))
+            before = self._rotated[0].last if self._rotated else GENESIS
+            head = lines[-1].hash if lines else before
+            self._first_prev = lines[0].prev if lines else before
+        else:
+            self._rotated = list(cp.rotated)
+            want = cp.current
+            intact = want.lines <= len(lines) and (not want.lines or lines[want.lines - 1].hash == want.last)
+            if intact:
+                head = lines[-1].hash if lines else want.last
+                self._first_prev = lines[0].prev if lines else want.first_prev
+            else:
+                log.error("audit trail does not match its chain checkpoint (truncated or rewritten while the "
+                          "daemon was stopped); the next line will show the break", file=str(self.path),
+                          checkpoint_lines=want.lines, file_lines=len(lines))
+                head, self._first_prev = want.last, want.first_prev
+        self.chain = (head, len(lines))
+        if intact:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        head, lines = self.chain
+        mark = FileMark(self._first_prev, head, lines)
+        try:
+            auditchain.save_checkpoint(self.path, Checkpoint(current=mark, rotated=self._rotated[: self.keep]))
+        except OSError as e:
+            log.error("audit chain checkpoint cannot be written", error=str(e))
 
     # ------------------------------------------------------------------ writer thread
 
@@ -138,7 +204,12 @@ class AuditLog:
             if src.exists():
                 os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        head, lines = self.chain
+        self._rotated = [FileMark(self._first_prev, head, lines), *self._rotated][: self.keep]
+        self._first_prev = head
+        self.chain = (head, 0)
         self._open()
+        self._checkpoint()
 
     def _run(self) -> None:
         stop = False
@@ -150,7 +221,7 @@ class AuditLog:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            lines: list[bytes] = []
+            records: list[AuditRecord] = []
             flushes: list[_Flush] = []
             for item in items:
                 if item is _STOP:
@@ -158,26 +229,51 @@ class AuditLog:
                 elif isinstance(item, _Flush):
                     flushes.append(item)
                 else:
-                    lines.append(self._line(item))
-            if lines:
-                self._append(b"".join(lines), len(lines))
+                    records.append(self._record(item))
+            if records:
+                self._append(records)
             for f in flushes:
                 f.done.set()
 
-    def _line(self, item: Any) -> bytes:
+    def _record(self, item: Any) -> AuditRecord:
         if isinstance(item, tuple):
             record, tool_input = item
             try:
                 record.summary = summarize(tool_input)
             except Exception:
                 record.summary = "<summary failed>"  # the decision is still logged
-            item = record
-        return self._encoder.encode(item) + b"\n"
+            return record  # type: ignore[no-any-return]
+        return item  # type: ignore[no-any-return]
 
-    def _append(self, data: bytes, records: int = 1) -> None:
+    def _chained(self, records: list[AuditRecord]) -> tuple[bytes, str, list[tuple[bytes, str]]]:
+        """The lines for ``records``, each carrying the hash of the one before; the new head; each line with
+        its hash (for the export)."""
+        head = self.chain[0]
+        out: list[bytes] = []
+        hashed: list[tuple[bytes, str]] = []
+        for record in records:
+            record.prev = head
+            line = self._encoder.encode(record)
+            head = line_hash(line)
+            out.append(line + b"\n")
+            hashed.append((line, head))
+        return b"".join(out), head, hashed
+
+    def _append(self, batch: list[AuditRecord]) -> None:
+        records = len(batch)
+        data, head, hashed = self._chained(batch)
+        try:
+            self._write(data, head, records)
+        finally:
+            if self.export is not None:  # the copy goes out even when the file cannot be written
+                for record, (line, digest) in zip(batch, hashed, strict=True):
+                    self.export.send(record, line, digest)
+
+    def _write(self, data: bytes, head: str, records: int) -> None:
         try:
             if self._fd is None:
                 self._open()
+                self._resync()
             assert self._fd is not None
             if self.failing is not None:
                 self._size = os.fstat(self._fd).st_size
@@ -190,6 +286,7 @@ class AuditLog:
                 n = os.write(self._fd, view)  # type: ignore[arg-type]
                 view = view[n:]
             self._size += len(data)
+            self.chain = (head, self.chain[1] + records)
         except OSError as e:
             # a full disk must not take the gate down: count, say so once, and let the policy decide
             # ([audit] on_failure) whether decisions go on while they cannot be recorded
@@ -206,6 +303,15 @@ class AuditLog:
         if self.failing is not None:
             log.error("audit log writable again", unrecorded=self.unrecorded, after=self.failing)
             self.failing = None
+
+    def _resync(self) -> None:
+        """After a failure the file may have been replaced (space freed, file recreated): count its lines
+        again; the chain goes on from the last line written, so lost records show as a break."""
+        s = auditchain.scan(self.path)
+        lines = s.lines if s is not None else []
+        if not lines:
+            self._first_prev = self.chain[0]
+        self.chain = (self.chain[0], len(lines))
 
 
 _decoder = msgspec.json.Decoder(AuditRecord)
@@ -234,6 +340,25 @@ def read_tail(
                 if len(found) >= limit:
                     break
     found.reverse()
+    return found
+
+
+def find_records(path: Path, id_prefix: str, keep: int = DEFAULT_KEEP, limit: int = 2) -> list[AuditRecord]:
+    """Records whose id starts with ``id_prefix``, newest first (at most ``limit``: two tell "ambiguous")."""
+    found: list[AuditRecord] = []
+    needle = id_prefix.encode()
+    for file in [path, *(path.with_name(f"{path.name}.{i}") for i in range(1, keep + 1))]:
+        for line in _lines_backwards(file):
+            if needle not in line:
+                continue
+            try:
+                rec = _decoder.decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError, ValueError):
+                continue
+            if rec.id.startswith(id_prefix):
+                found.append(rec)
+                if len(found) >= limit:
+                    return found
     return found
 
 

@@ -63,6 +63,9 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.SandboxReport: False,  # adds an audit record; decides nothing
     p.AuditQuery: False,
     p.Ping: False,  # keeps the connection open, nothing more
+    p.GrantsQuery: False,
+    p.RevokeGrant: False,  # taking a grant back only narrows
+    p.SessionEnd: False,  # ends allow grants only; deny answers and mode overrides stay
 }
 
 

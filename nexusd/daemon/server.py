@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -24,13 +24,15 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from nexusd import __version__
+from nexusd import __version__, locations
 from nexusd import protocol as p
+from nexusd.core.engine import HUMAN_FLAG
 from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, resolve
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import tool_info
 from nexusd.daemon.audit import AuditLog, read_tail
+from nexusd.daemon.auditexport import exporter
 from nexusd.daemon.connection import ClientErrorLog, Connection
 from nexusd.daemon.guard import AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
@@ -40,6 +42,8 @@ from nexusd.daemon.notify_person import PersonNotifier
 from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials, resolve_agent
 from nexusd.daemon.pending import PendingEntry, PendingTable, pack
 from nexusd.policy import gate
+from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
+from nexusd.policy.grants import MAX_DURATION, GrantTable, Use
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 from nexusd.sandbox.plan import SHELL_TOOLS as _plan_shell_tools
@@ -51,7 +55,7 @@ log = structlog.get_logger("nexusd")
 MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
     "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # nexusctl run
-                        p.SandboxReport, p.Ping}),  # and the sandbox's scrub reporting what it refused
+                        p.SandboxReport, p.Ping, p.SessionEnd}),  # and the sandbox's scrub reporting what it refused
     "ui": frozenset(
         {
             p.Subscribe,
@@ -68,6 +72,9 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.AuditQuery,
             p.Reload,
             p.Ping,
+            p.GrantsQuery,
+            p.RevokeGrant,
+            p.SessionEnd,
         }
     ),
 }
@@ -94,6 +101,7 @@ class Config:
     max_line_bytes: int = p.MAX_LINE_BYTES
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
+    audit_export: str | None = None  # journald[:SOCKET] | syslog[:SOCKET]: a copy of every audit line
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
     max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
@@ -126,6 +134,15 @@ class Stats:
 def _allowed_because_sandboxed(verdict: p.Verdict) -> bool:
     """The gate's sandbox auto-allow step turned an ask into this allow (the step is kept in every trace)."""
     return any(t.step == "sandbox" and t.outcome == "allow" for t in verdict.trace)
+
+
+def _daemon_steps(wanted: str, d: p.Decision) -> list[p.TraceStep]:
+    """The daemon's own steps after the verdict: a sandbox wrap that failed, or a changed input sent back."""
+    if wanted == "allow" and d.decision == "deny":
+        return [p.TraceStep("wrap", "deny", d.reason)]
+    if d.decision == "allow" and d.updated_input is not None:
+        return [p.TraceStep("wrap", "updated", "the agent runs a changed input (sandbox wrapping or a person's edit)")]
+    return []
 
 
 def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
@@ -171,7 +188,10 @@ class Server:
         self._id_counter = itertools.count(1)
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
-        self.audit = AuditLog(config.state_dir / "audit.jsonl", max_bytes=config.audit_max_bytes)
+        self.grants = GrantTable(config.state_dir)
+        self._grant_timers: dict[str, asyncio.TimerHandle] = {}
+        self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes,
+                              export=exporter(config.audit_export) if config.audit_export else None)
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
         self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
@@ -200,6 +220,9 @@ class Server:
             p.SandboxReport: self._on_sandbox_report,
             p.AuditQuery: self._on_audit,
             p.Ping: self._on_ping,
+            p.GrantsQuery: self._on_grants,
+            p.RevokeGrant: self._on_revoke_grant,
+            p.SessionEnd: self._on_session_end,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -221,6 +244,10 @@ class Server:
         for err in errors:
             log.error("policy error", error=err)
         loop = asyncio.get_running_loop()
+        for err in self.grants.load(time.time()):
+            log.error("grants error", error=err)
+        for g in self.grants.timed():
+            self._arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -502,6 +529,7 @@ class Server:
         s.provider = call.provider
         if call.mode is not None:
             s.agent_mode = call.mode
+        s.grant_rules = self.grants.timed_rules(time.time())  # exactly those valid now
         return s
 
     def _session_by_id(self, sid: str) -> Session:
@@ -566,6 +594,11 @@ class Server:
         """Send an allow or deny now, or turn an ask into a pending request (or a deny when nobody can
         answer); ``policy`` is the one the gate decided with, for sandbox wrapping."""
         call = msg.call
+        if verdict.source == "rule" and verdict.rule and verdict.rule_origin:
+            try:
+                self.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))
+            except Exception:  # a count must never cost the decision
+                log.exception("grant use count failed")
         if verdict.decision == "allow" and self._audit_refuses():
             verdict = msgspec.structs.replace(
                 verdict, decision="deny", reason=f"{verdict.reason}; but {self._audit_refusal()}",
@@ -582,28 +615,34 @@ class Server:
                                                   trace=[*verdict.trace, p.TraceStep("limits", "ask", why)])
         if verdict.decision == "ask":
             if self._stopping:
-                verdict = p.Verdict("deny", "daemon stopping", "error")
+                verdict = p.Verdict("deny", "daemon stopping", "error",
+                                    trace=[*verdict.trace, p.TraceStep("stopping", "deny", "daemon stopping")])
             elif not self.subscribers and not self.alerts.waits:  # [notify] configured: wait for a person
-                if msg.on_no_ui == "ask" and self.store.policy.notify.no_ui == "agent":
+                if msg.on_no_ui == "ask" and HUMAN_FLAG in verdict.flags:
                     verdict = msgspec.structs.replace(
-                        verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself"
+                        verdict, decision="deny",
+                        reason=f"{verdict.reason}; no nexusd UI is connected, and the agent's own dialog may not "
+                               "decide this (require_human)",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "deny", "require_human: not handed to the agent")],
+                    )
+                elif msg.on_no_ui == "ask" and self.store.policy.notify.no_ui == "agent":
+                    verdict = msgspec.structs.replace(
+                        verdict, reason=f"{verdict.reason}; no nexusd UI is connected, so the agent asks itself",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "ask", "handed to the agent's own dialog")],
                     )
                 else:
                     verdict = msgspec.structs.replace(
                         verdict,
                         decision="deny",
                         reason=f"{verdict.reason}; a person must approve this and no nexusd UI is connected",
+                        trace=[*verdict.trace, p.TraceStep("no_ui", "deny", "no nexusd UI is connected")],
                     )
             elif conn.pending is not None and len(conn.pending) >= self.config.max_pending_per_connection:
-                verdict = p.Verdict(
-                    "deny",
-                    f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})",
-                    "error",
-                )
+                why = f"too many pending requests on this connection (limit {self.config.max_pending_per_connection})"
+                verdict = p.Verdict("deny", why, "error", trace=[*verdict.trace, p.TraceStep("limit", "deny", why)])
             elif len(self.pending) >= self.config.max_pending:
-                verdict = p.Verdict(
-                    "deny", f"too many pending requests in the daemon (limit {self.config.max_pending})", "error"
-                )
+                why = f"too many pending requests in the daemon (limit {self.config.max_pending})"
+                verdict = p.Verdict("deny", why, "error", trace=[*verdict.trace, p.TraceStep("limit", "deny", why)])
             else:
                 self._ask(conn, msg, verdict, session, started)
                 return
@@ -634,7 +673,8 @@ class Server:
         decision = self._decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref,
                                   policy=policy)
         conn.send(p.encode(decision))
-        self._record(pending_id or self._record_id(), call, decision, started, peer=conn.peer)
+        self._record(pending_id or self._record_id(), call, decision, started, peer=conn.peer,
+                     trace=[*verdict.trace, *_daemon_steps(verdict.decision, decision)])
 
     def _decision(
         self,
@@ -691,6 +731,7 @@ class Server:
         answer_pid: int | None = None,
         scope: p.Scope | None = None,
         event: str = "decision",
+        trace: list[p.TraceStep] | None = None,
     ) -> None:
         self.stats.count(decision.decision, decision.source)
         self.audit.write(
@@ -720,6 +761,7 @@ class Server:
                 workspace=call.workspace,
                 subagent_id=call.subagent_id,
                 subagent_type=call.subagent_type,
+                trace=trace or [],
             ),
             call.input,
         )
@@ -790,13 +832,15 @@ class Server:
         message: str | None = None,
         abort: bool = False,
         label: str | None = None,
+        edited: tuple[p.CallInfo, p.Verdict] | None = None,
     ) -> p.Decision:
-        """Atomic: no await between the pending check and here, so exactly one resolution wins."""
+        """Atomic: no await between the pending check and here, so exactly one resolution wins.
+        ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only)."""
         if decision == "allow" and self._audit_refuses():
             decision, reason = "deny", f"{reason}; but {self._audit_refusal()}"
         rid = entry.id
         self.pending.claim(entry)
-        call = entry.call
+        call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
         answered_by = by.label if by is not None else label
         self.alerts.resolved(rid)
         d = self._decision(
@@ -804,7 +848,7 @@ class Server:
             decision,
             reason,
             source,
-            entry.verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
+            verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
             ref=entry.ref,
             pending_id=rid,
             message=message,
@@ -812,6 +856,8 @@ class Server:
         )
         if abort:
             d = msgspec.structs.replace(d, abort=True)
+        if edited is not None and d.decision == "allow" and d.updated_input is None:
+            d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
         if notify_requester:
             entry.conn.post(p.encode(d))
         resolved = p.encode(
@@ -821,6 +867,12 @@ class Server:
         )
         for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(resolved)
+        how = f"{answered_by} ({scope or 'once'})" if source == "user" else reason
+        trace = [*entry.verdict.trace, p.TraceStep("pending", "ask", "waited for a person"),
+                 p.TraceStep(source if source != "user" else "answer", decision, how)]
+        if edited is not None and decision == "allow":
+            trace += [p.TraceStep("edit", "decided again", f"edited input: {msgspec.json.encode(call.input)[:300]!r}"),
+                      *(msgspec.structs.replace(s, step=f"edit.{s.step}") for s in edited[1].trace)]
         self._record(
             rid,
             call,
@@ -829,6 +881,7 @@ class Server:
             peer=entry.conn.peer,
             answer_pid=by.peer.pid if by is not None else None,
             scope=scope,
+            trace=[*trace, *_daemon_steps(decision, d)],
         )
         self._status_dirty = True
         return d
@@ -896,7 +949,7 @@ class Server:
             return True
         return bool(agents.intersection(chain))
 
-    def _on_answer(self, conn: Connection, msg: p.Answer) -> None:
+    def _on_answer(self, conn: Connection, msg: p.Answer) -> Coroutine[Any, Any, None] | None:
         entry = self.pending.get(msg.id)
         if entry is None:
             if self.pending.decided(msg.id):
@@ -932,8 +985,23 @@ class Server:
         if msg.abort and msg.decision != "deny":
             self._reply_error(conn, "invalid_message", "abort goes with decision deny", msg.ref)
             return
+        if (msg.scope == "timed") != (msg.duration is not None):
+            self._reply_error(conn, "invalid_message", "duration goes with scope timed, and only with it", msg.ref)
+            return
+        if msg.duration is not None and not 0 < msg.duration <= MAX_DURATION:
+            self._reply_error(conn, "invalid_message",
+                              f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref)
+            return
         verdict = entry.verdict
+        if msg.updated_input is not None:
+            return self._edited_answer(conn, msg, entry)
+        if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
+            self._reply_error(conn, "refused", "a person must approve each such call (require_human): answer allow "
+                              "once, or deny; the request is still pending", msg.ref)
+            return
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
+        kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
+        now = time.time()
         if msg.scope != "once":
             if not rules:
                 self._reply_error(
@@ -946,25 +1014,173 @@ class Server:
                     session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
                 else:
                     session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
+                self._grant(kind, rules, "session", conn, now, session=entry.call.session)
+            elif msg.scope == "timed":
+                try:  # the same checks as "always": a timed grant is an "always" with an end
+                    self.store.check_grantable(kind, rules, verdict)
+                except ValueError as e:
+                    self._reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
+                    return
+                assert msg.duration is not None
+                if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
+                    self._reply_error(conn, "refused", f"not granted: {self.grants.path} cannot be written; the "
+                                      "request is still pending", msg.ref)
+                    return
             else:
                 try:
-                    self.store.learn("allow" if msg.decision == "allow" else "deny", rules, verdict=verdict)
+                    self.store.learn(kind, rules, verdict=verdict)
                 except (ValueError, OSError) as e:
                     self._reply_error(
                         conn, "refused", f"not remembered: {_why_refused(e)}; the request is still pending", msg.ref
                     )
                     return
+                self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
         if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
             self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             return
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
-        if msg.scope != "once":
+        if msg.scope == "timed":
+            reason += f" (for {msg.duration:g} s)"
+        elif msg.scope != "once":
             reason += f" ({msg.scope})"
         if msg.abort:
             reason += ", who also stopped the agent"
         self._resolve(entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message,
                       abort=msg.abort)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}")))
+        return None
+
+    async def _edited_answer(self, conn: Connection, msg: p.Answer, entry: PendingEntry) -> None:
+        """Allow once with the person's edit: the edited call is decided again by the gate as if the agent had
+        sent it (hooks included); it must not be denied on its own nor widen what the person saw
+        (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
+        call = entry.call
+        if msg.decision != "allow" or msg.scope != "once" or msg.rules or msg.duration is not None:
+            self._reply_error(conn, "invalid_message", "an edited input goes with allow, scope once, no rules",
+                              msg.ref)
+            return
+        if call.provider not in EDITABLE_PROVIDERS:
+            self._reply_error(conn, "refused", f"{call.provider} cannot take a changed input back (edits work for "
+                              f"{', '.join(sorted(EDITABLE_PROVIDERS))}); answer the call as it is", msg.ref)
+            return
+        dropped = sorted(set(call.input) - set(msg.updated_input)) if call.provider in MERGING_PROVIDERS else []
+        if dropped:
+            self._reply_error(conn, "refused", f"{call.provider} merges an edited input into the original, so "
+                              f"removing {', '.join(dropped)} would not take: keep those keys", msg.ref)
+            return
+        if msgspec.json.encode(msg.updated_input) == msgspec.json.encode(call.input):
+            self._reply_error(conn, "invalid_message", "the edited input is the original: answer without it",
+                              msg.ref)
+            return
+        edited_call = msgspec.structs.replace(call, input=msg.updated_input)
+        session = self._session(edited_call)
+        try:
+            edited = await gate.decide(edited_call, self.store, session, sandbox=self.probe)
+        except Exception as e:  # decide never raises; if it did, the edit is not taken
+            log.exception("deciding an edited call failed")
+            self._reply_error(conn, "refused", f"the edited call could not be decided ({type(e).__name__})", msg.ref)
+            return
+        why = widening(entry.verdict, edited)
+        if why is not None:
+            self._reply_error(conn, "refused", f"edit refused, {why}; the request is still pending", msg.ref)
+            return
+        if self.pending.get(msg.id) is not entry:  # answered, timed out or cancelled while the edit was decided
+            self._reply_error(conn, "already_decided", "that request was decided while the edit was checked",
+                              msg.ref)
+            return
+        reason = f"allowed by {conn.label}, edited"
+        self._resolve(entry, "allow", "user", reason, by=conn, scope="once", message=msg.message,
+                      edited=(edited_call, edited))
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail="allow (once), edited")))
+
+    # ------------------------------------------------------------------ grants
+
+    def _grant(self, kind: Literal["allow", "deny"], rules: list[str], scope: Literal["session", "timed", "learned"],
+               conn: Connection, now: float, *, session: str | None = None, expires: float | None = None) -> bool:
+        """Record who gave what. A failure to record never undoes a grant already in force (session rules,
+        learned.toml); a timed one only exists in the table, so it is not given at all (False)."""
+        try:
+            given = self.grants.add(kind, rules, scope, now=now, session=session, given_by=conn.label,
+                                    ui=conn.name or None, expires=expires)
+        except OSError as e:
+            log.error("grants file cannot be written", error=str(e))
+            return scope != "timed"
+        for g in given:
+            if g.expires is not None:
+                self._arm_grant(g.id, g.expires)
+            log.info("grant given", id=g.id, kind=kind, rule=g.rule, scope=scope, by=conn.label, expires=g.expires)
+        return True
+
+    def _arm_grant(self, gid: str, expires: float) -> None:
+        """One timer per timed grant, at its expiry (the engine already ignores it from that instant)."""
+        old = self._grant_timers.pop(gid, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._grant_timers[gid] = loop.call_later(max(0.0, expires - time.time()), self._grant_expired, gid)
+
+    def _grant_expired(self, gid: str) -> None:
+        self._grant_timers.pop(gid, None)
+        g = self.grants.get(gid)
+        if g is None:
+            return
+        if (g.expires or 0.0) > time.time():  # re-granted with a later expiry meanwhile
+            self._arm_grant(gid, g.expires or 0.0)
+            return
+        try:
+            self.grants.remove(gid)
+        except OSError as e:  # it no longer applies either way (timed_rules checks the clock)
+            log.error("grants file cannot be written", error=str(e))
+        log.info("grant expired", id=gid, rule=g.rule)
+
+    def _on_grants(self, conn: Connection, msg: p.GrantsQuery) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.sessions.items()}
+        learned = [r for r in self.store.rules() if r.layer == "learned"]
+        grants = self.grants.listing(learned, live, time.time())
+        conn.send(p.encode(p.GrantsReply(grants=grants, ref=msg.ref)))
+
+    def _on_revoke_grant(self, conn: Connection, msg: p.RevokeGrant) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.sessions.items()}
+        learned = [r for r in self.store.rules() if r.layer == "learned"]
+        g = next((x for x in self.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
+        if g is None:
+            self._reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
+            return
+        if g.scope == "learned":
+            try:
+                self.store.change_rule("remove", g.kind, g.rule)
+            except ValueError as e:
+                self._reply_error(conn, "refused", str(e), msg.ref)
+                return
+        elif g.scope == "session" and g.session is not None:
+            s = self.sessions.get(g.session)
+            if s is not None:
+                if g.kind == "allow":
+                    s.allow_rules = tuple(r for r in s.allow_rules if r != g.rule)
+                else:
+                    s.deny_rules = tuple(r for r in s.deny_rules if r != g.rule)
+        timer = self._grant_timers.pop(g.id, None)
+        if timer is not None:
+            timer.cancel()
+        try:
+            self.grants.remove(g.id)
+        except OSError as e:
+            # a timed grant that cannot be forgotten on disk would come back at restart: say so, but it is
+            # already out of the table, so it no longer applies now
+            self._reply_error(conn, "internal", f"revoked now, but {self.grants.path} cannot be written: {e}",
+                              msg.ref)
+            return
+        log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"revoked {g.id}: {g.kind} {g.rule} ({g.scope})")))
+
+    def _on_session_end(self, conn: Connection, msg: p.SessionEnd) -> None:
+        """The session's allow grants end now; what narrows it (deny answers, a person's mode) stays."""
+        s = self.sessions.get(msg.session)
+        if s is not None:
+            s.allow_rules = ()
+        for g in self.grants.end_session(msg.session, "allow"):
+            log.info("grant ended with its session", id=g.id, rule=g.rule, session=msg.session)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"session {msg.session} ended")))
 
     def _on_set_mode(self, conn: Connection, msg: p.SetMode) -> None:
         if msg.mode is not None and (not msg.mode or len(msg.mode) > 64):
@@ -1015,6 +1231,9 @@ class Server:
             audit_error=self.audit.failing,
             audit_unrecorded=self.audit.unrecorded,
             audit_on_failure=self.store.policy.audit_on_failure,
+            audit_path=str(self.audit.path),
+            audit_head=self.audit.chain[0],
+            audit_lines=self.audit.chain[1],
             ref=msg.ref,
         )
         conn.send(p.encode(reply))
@@ -1024,6 +1243,7 @@ class Server:
         session = self.sessions.get(call.session)
         if session is None:
             session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
+        session.grant_rules = self.grants.timed_rules(time.time())
         try:
             verdict = await gate.decide(call, self.store, session, dry_run=True, sandbox=self.probe)
             if not isinstance(verdict, p.Verdict):
@@ -1160,7 +1380,8 @@ class Server:
 
     async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
-        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source}
+        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source,
+                 "id": msg.id}
         await anyio.to_thread.run_sync(self.audit.flush)
         records = await anyio.to_thread.run_sync(read_tail, self.audit.path, limit, match)
         conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))

@@ -15,7 +15,8 @@ from typing import Any
 import anyio.to_thread
 import msgspec
 
-from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
+from nexusd import locations
+from nexusd.core.engine import HUMAN_FLAG, ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.policy.classifier import run_classifier
@@ -85,6 +86,16 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
     return protected
 
 
+def _audit_trail(store: PolicyStore) -> str:
+    """The canonical audit file: a symlinked state directory must not hide it from the path checks."""
+    cached = getattr(store, "_gate_audit", None)
+    if cached is not None and cached[0] == store.state_dir:
+        return cached[1]  # type: ignore[no-any-return]
+    trail = os.path.join(os.path.realpath(store.state_dir), locations.AUDIT_NAME)
+    store._gate_audit = (store.state_dir, trail)  # type: ignore[attr-defined]
+    return trail
+
+
 def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str,
                 fs: RealFileSystem | None = None) -> Context:
     fs = fs or DecisionFileSystem()
@@ -94,7 +105,8 @@ def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: s
     else:
         roots = (workspace,)
     cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
-    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store))
+    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store),
+                   audit_trail=_audit_trail(store))
 
 
 def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
@@ -199,11 +211,8 @@ def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool
     cfs: Any = recorder if recorder is not None else fs
     ctx = context_for(call, store, policy, workspace, cfs)
     cls = classify_call(call, ctx, cfs)
-    # A plain allow/deny goes to the agent without trace or details; a check, and an ask that a person
-    # will see, get the full explanation (evaluate is pure: same inputs, same decision).
-    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=dry_run)
-    if not dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
-        ev = evaluate(call, policy, session, cls, ctx, explain=True)
+    # Every decision keeps its full explanation: the audit records it (provenance, nexusctl explain).
+    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=True)
     begun = Begun(call, session, policy, None, cls, ctx, ev, dry_run, sandbox)
     if ev.verdict is not None:
         if not dry_run:
@@ -234,9 +243,7 @@ async def finish(b: Begun) -> Verdict:
         else:
             break
         ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,
-                      explain=b.dry_run)
-        if not b.dry_run and ev.verdict is not None and ev.verdict.decision == "ask":
-            ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, explain=True)
+                      explain=True)
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")
 
 
@@ -247,7 +254,8 @@ def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy:
     Only an ask that came from the mode (not from a rule, hook, safety check or trust) qualifies; deny
     and ask rules already ran. Excluded commands that would leave the sandbox keep the ask.
     """
-    if v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable:
+    if (v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable
+            or HUMAN_FLAG in v.flags):
         return v
     if probe is None or not probe.available or not isinstance(call.input.get("command"), str):
         return v

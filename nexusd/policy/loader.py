@@ -8,6 +8,7 @@ Strict: unknown keys, wrong types, bad rule syntax and bad globs are errors nami
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -34,7 +35,7 @@ PROVIDER_KEYS = frozenset({"allowed_modes", "auto_approval", "prompt_timeout", "
 HOOK_KEYS = frozenset({"command", "tools", "timeout", "on_error"})
 CLASSIFIER_KEYS = frozenset({"command", "timeout", "on_error", "max_denials"})
 CLAUDE_KEYS = frozenset({"import_settings", "managed_settings"})
-RULE_TABLE_KEYS = frozenset({"rule", "match", "not_match"})
+RULE_TABLE_KEYS = frozenset({"rule", "match", "not_match", "require_human"})
 CLAUDE_MANAGED = "/etc/claude-code/managed-settings.json"
 
 
@@ -151,10 +152,15 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
         for item in items:
             match: list[str] = []
             not_match: list[str] = []
+            human = False
             if isinstance(item, dict):
                 bad = _unknown(item, RULE_TABLE_KEYS, "")
                 text = item.get("rule")
                 match, not_match = item.get("match", []), item.get("not_match", [])
+                human = item.get("require_human", False)
+                if not isinstance(human, bool) or (human and kind != "ask"):
+                    layer.errors.append(f"{at}: require_human = true goes on ask rules only (a boolean)")
+                    continue
                 if bad or not isinstance(text, str) or not all(
                     isinstance(x, list) and all(isinstance(y, str) for y in x) for x in (match, not_match)
                 ):
@@ -173,6 +179,8 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
             except RuleError as e:
                 layer.errors.append(f"{line}: {e}")
                 continue
+            if human:
+                rule = dataclasses.replace(rule, human=True)
             if kind == "allow":
                 why = blanket_reason(text)
                 if why:

@@ -345,6 +345,19 @@ class PolicyStore:
             raise ValueError(f"unknown action {action!r}")
         self._reload_learned()
 
+    def check_grantable(self, kind: Literal["allow", "deny"], rules: list[str], verdict: Verdict | None) -> None:
+        """What ``learn`` checks, for a grant that is not written to learned.toml (a timed one): a call that
+        can never be allowed always, a blanket rule, a rule reaching a call that needs a person. Raises
+        ValueError."""
+        if verdict is not None and kind == "allow":
+            bad = _NEVER_LEARN & set(verdict.flags)
+            if bad:
+                raise ValueError(f"this call can never be allowed beyond once ({', '.join(sorted(bad))})")
+        for r in rules:
+            if _TRUST_RULE.match(r.strip()):
+                raise ValueError("trust is given always or not at all, never for a while")
+            self._check_learnable(kind, r.strip())
+
     def learn(self, kind: Literal["allow", "deny"], rules: list[str], *, verdict: Verdict | None = None) -> None:
         """Persist answers with scope always (allow) / never (deny). All rules are checked before any is
         written, so a refusal changes nothing. ``Trust(/path)`` pseudo-rules set folder trust."""

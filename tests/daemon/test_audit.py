@@ -29,11 +29,13 @@ def test_rotation_renames_and_keeps_every_line_whole(tmp_path):
             assert log.flush()
     log.close()
     files = sorted(tmp_path.iterdir())
-    assert [f.name for f in files] == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.3"]
+    names = ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.3", "audit.jsonl.chain"]
+    assert [f.name for f in files] == names
     for f in files:
         assert f.stat().st_mode & 0o777 == 0o600
+    for f in files[:4]:
         data = f.read_bytes()
-        assert data.endswith(b"\n") and len(data) <= 4096 + 400
+        assert data.endswith(b"\n") and len(data) <= 4096 + 500
     newest = read_tail(tmp_path / "audit.jsonl", 5)
     assert [r.time for r in newest] == [35.0, 36.0, 37.0, 38.0, 39.0]
     spanning = read_tail(tmp_path / "audit.jsonl", 20)  # crosses into .1

@@ -246,11 +246,12 @@ async def test_symlink_swapped_between_two_decisions_is_seen(world, tmp_path):
     assert "symlink_escape" in second.flags or "outside_workspace" in second.flags
 
 
-async def test_plain_verdicts_are_lean_and_asks_and_checks_are_complete(world):
+async def test_every_verdict_carries_its_trace_for_provenance(world):
+    """Every decision keeps the steps that produced it: the audit records them (nexusctl explain)."""
     store = mkstore(world, POLICY)
     deny = await decide(bash(world, "curl http://x"), store, Session(id="s"))
     assert (deny.decision, deny.source, deny.rule) == ("deny", "rule", "Bash(curl *)")
-    assert deny.trace == [] and deny.details is None
+    assert [s.step for s in deny.trace][-1] == "deny_rules" and "policy.toml:" in deny.trace[-1].detail
     allow = await decide(bash(world, "ls src"), store, Session(id="s"))
     assert allow.decision == "allow" and allow.details is not None and allow.details.kind == "shell"
     ask = await decide(bash(world, "git push origin main"), store, Session(id="s"))

@@ -29,11 +29,15 @@ from nexus_clients.tui.screens import (
     AuditScreen,
     ConfirmScreen,
     DenyMessageScreen,
+    DurationScreen,
+    EditInputScreen,
+    GrantsScreen,
     HelpScreen,
     ModeScreen,
     RuleEditScreen,
     RulesScreen,
     StatusScreen,
+    input_diff,
 )
 from nexus_clients.tui.state import Entry, TuiState
 from nexus_clients.tui.widgets import ConnectionBar, MessageLine, QueueView, RequestDetail
@@ -62,6 +66,8 @@ class QueueScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "allow_once", "allow", show=False),
         Binding("s", "allow_session", "session", show=False),
+        Binding("f", "allow_for", "for a while…", show=False),
+        Binding("i", "edit_input", "edit…", show=False),
         Binding("a", "always", "always…", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
@@ -74,6 +80,7 @@ class QueueScreen(Screen[None]):
         Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
+        Binding("g", "open('grants')", "grants", show=False),  # in docs/TUI.md; not in the footer/help snapshots
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
@@ -107,6 +114,7 @@ class QueueScreen(Screen[None]):
         screens: dict[str, Callable[[], Screen[Any]]] = {
             "audit": AuditScreen,
             "rules": RulesScreen,
+            "grants": GrantsScreen,
             "status": StatusScreen,
             "help": HelpScreen,
         }
@@ -153,6 +161,39 @@ class QueueScreen(Screen[None]):
             self.refresh_all()
         elif entry is not None:
             self.app.send_answer(entry.id, "allow", "session", label="allowed for this session")  # type: ignore[attr-defined]
+
+    def action_allow_for(self) -> None:
+        entry = self._target()
+        if entry is not None and not entry.item.verdict.suggestions:
+            self.state.say("No rule to grant for a while (nexusd offered none): answer once.", "warning")
+            self.refresh_all()
+        elif entry is not None:
+            self.allow_for(entry)
+
+    @work(group="dialog")
+    async def allow_for(self, entry: Entry) -> None:
+        seconds = await self.app.push_screen_wait(DurationScreen(self._what(entry)))
+        if seconds is None:
+            return
+        self.app.send_answer(entry.id, "allow", "timed", duration=seconds,  # type: ignore[attr-defined]
+                             label=f"allowed for {seconds / 60:.0f} min")
+
+    def action_edit_input(self) -> None:
+        if entry := self._target():
+            self.edit_input(entry)
+
+    @work(group="dialog")
+    async def edit_input(self, entry: Entry) -> None:
+        original = dict(entry.item.call.input)
+        edited = await self.app.push_screen_wait(EditInputScreen(self._what(entry), original))
+        if edited is None or edited == original:
+            return
+        question = Text("Allow once, edited:\n", style="bold")
+        question.append_text(input_diff(original, edited))
+        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            return
+        self.app.send_answer(entry.id, "allow", "once", updated_input=edited,  # type: ignore[attr-defined]
+                             label="allowed once, edited")
 
     def action_deny(self) -> None:
         if entry := self._target():
@@ -392,6 +433,8 @@ class NexusTui(App[None]):
         *,
         message: str | None = None,
         rules: list[str] | None = None,
+        duration: float | None = None,
+        updated_input: dict[str, Any] | None = None,
         label: str,
         abort: bool = False,
     ) -> None:
@@ -403,7 +446,7 @@ class NexusTui(App[None]):
             self.refresh_queue()
             return
         answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules,
-                                 abort=abort)
+                                 abort=abort, duration=duration, updated_input=updated_input)
         try:
             await self.link.call(answer)
         except Exception as e:

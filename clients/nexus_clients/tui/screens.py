@@ -4,6 +4,7 @@ rules, status). Screens talk to nexusd only through the app's ``link``; untruste
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -75,6 +76,91 @@ class DenyMessageScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class DurationScreen(ModalScreen[float | None]):
+    """Allow for a while: the suggested rules hold for every session until the duration ends."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, what: Text) -> None:
+        super().__init__()
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text("Allow for a while (a timed grant, revocable in the grants screen)", style="bold"))
+            yield Static(self.what)
+            yield Static("", id="duration-error")
+            yield Input(value="15m", placeholder="90s, 15m, 1h, 2d, eod (Enter grants, Esc cancels)",
+                        id="duration", max_length=40)
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        from nexusd.client import parse_duration
+
+        try:
+            self.dismiss(parse_duration(event.value))
+        except ValueError as e:
+            self.query_one("#duration-error", Static).update(Text(str(e), style="red"))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class EditInputScreen(ModalScreen[dict | None]):
+    """Edit the call before allowing it once: the command of a shell call, else the input as JSON. nexusd decides
+    the edited call again and refuses an edit that widens it; the diff is shown before it is sent."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, what: Text, original: dict) -> None:  # type: ignore[type-arg]
+        super().__init__()
+        self.what = what
+        self.original = original
+        self.shell = isinstance(original.get("command"), str)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text("Edit, then allow once (nexusd checks the edit again)", style="bold"))
+            yield Static(self.what)
+            yield Static("", id="edit-error")
+            text = self.original["command"] if self.shell else json.dumps(self.original, ensure_ascii=False)
+            yield Input(value=text, id="edit-input", max_length=20000,
+                        placeholder="the command" if self.shell else "the tool input, as a JSON object")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        if self.shell:
+            self.dismiss({**self.original, "command": event.value})
+            return
+        try:
+            value = json.loads(event.value)
+        except ValueError as e:
+            self.query_one("#edit-error", Static).update(Text(f"not JSON: {e}", style="red"))
+            return
+        if not isinstance(value, dict):
+            self.query_one("#edit-error", Static).update(Text("the input must be a JSON object", style="red"))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def input_diff(original: dict, edited: dict) -> Text:  # type: ignore[type-arg]
+    """A unified diff of the two inputs (one key per line), with untrusted text escaped."""
+    import difflib
+
+    def lines(d: dict) -> list[str]:  # type: ignore[type-arg]
+        return [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(d.items())]
+
+    out = Text()
+    for line in difflib.unified_diff(lines(original), lines(edited), "agent's call", "edited", lineterm="", n=2):
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        out.append_text(safe_text(line, style=style))
+        out.append("\n")
+    return out
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -420,6 +506,92 @@ class RulesScreen(Screen[None]):
             await app.link_call(protocol.RuleChange(action="remove", kind=rule.kind, rule=rule.rule))
         except Exception as e:
             msg.update(Text(f"not removed: {_err_text(e)}", style="red"))
+            return
+        self.action_refresh()
+
+
+class GrantsScreen(Screen[None]):
+    """Every grant in force (timed, session, learned): who gave it, when, until when, how often used; x revokes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("ctrl+r", "refresh", "refresh"),
+        Binding("x,delete", "revoke", "revoke"),
+    ]
+
+    def __init__(self, reply: protocol.GrantsReply | None = None) -> None:
+        """``reply`` shows that instead of asking the daemon (snapshot tests)."""
+        super().__init__()
+        self.grants: list[protocol.GrantInfo] = []
+        self.initial = reply
+
+    def compose(self) -> ComposeResult:
+        yield Label(Text("Grants in force (x revokes the selected one; it stops applying from the next call)",
+                         style="bold"))
+        yield Static(id="grants-message")
+        yield DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("id", "kind", "rule", "scope", "until", "given by", "when", "uses")
+        if self.initial is None:
+            self.action_refresh()
+        else:
+            self.show(self.initial)
+
+    @work(exclusive=True, group="grants")
+    async def action_refresh(self) -> None:
+        msg = self.query_one("#grants-message", Static)
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            reply = await app.link_call(protocol.GrantsQuery())
+        except Exception as e:
+            msg.update(Text(f"cannot load grants: {_err_text(e)}", style="red"))
+            return
+        if not isinstance(reply, protocol.GrantsReply):
+            msg.update(Text("unexpected reply", style="red"))
+            return
+        self.show(reply)
+
+    @staticmethod
+    def _until(g: protocol.GrantInfo) -> str:
+        if g.scope == "timed" and g.expires is not None:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(g.expires))
+        if g.scope == "session":
+            return f"session {g.session}"
+        return "revoked"
+
+    def show(self, reply: protocol.GrantsReply) -> None:
+        msg = self.query_one("#grants-message", Static)
+        self.grants = sorted(reply.grants, key=lambda g: (g.scope, g.expires or 0.0, g.rule))
+        table = self.query_one(DataTable)
+        table.clear()
+        for g in self.grants:
+            when = time.strftime("%H:%M:%S", time.localtime(g.given_at)) if g.given_at else "?"
+            table.add_row(
+                safe_text(g.id), Text(g.kind, style="green" if g.kind == "allow" else "red"), safe_text(g.rule),
+                safe_text(g.scope), safe_text(self._until(g)), safe_text(g.given_by or "(not recorded)"),
+                safe_text(when), str(g.uses),
+            )
+        msg.update(Text(f"{len(self.grants)} grants", style="dim"))
+
+    @work(exclusive=True, group="grants-revoke")
+    async def action_revoke(self) -> None:
+        table = self.query_one(DataTable)
+        msg = self.query_one("#grants-message", Static)
+        if not self.grants or table.cursor_row < 0 or table.cursor_row >= len(self.grants):
+            return
+        g = self.grants[table.cursor_row]
+        question = Text(f"Revoke the {g.scope} {g.kind} grant ")
+        question.append_text(safe_text(g.rule, style="bold"))
+        question.append("?")
+        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            return
+        app: NexusTui = self.app  # type: ignore[assignment]
+        try:
+            await app.link_call(protocol.RevokeGrant(id=g.id))
+        except Exception as e:
+            msg.update(Text(f"not revoked: {_err_text(e)}", style="red"))
             return
         self.action_refresh()
 

@@ -102,6 +102,8 @@ class _Acc:
             if info.protected:
                 self.flag(Flag.PROTECTED_PATH, f"writes to a protected path: {info.path}")
                 self.need(DFA)
+            if paths.touches_audit(info.path, self.ctx):
+                self.flag(Flag.AUDIT_TRAIL, f"writes nexusd's audit trail: {info.path}")
         return info
 
 

@@ -207,6 +207,16 @@ def _protected_prefixes(home: str, protected_dirs: tuple[str, ...]) -> tuple[fro
     return frozenset(roots), tuple(r.rstrip("/") + "/" for r in roots)
 
 
+def touches_audit(path: str, ctx: Context) -> bool:
+    """Whether writing ``path`` changes the audit trail: the file, its rotations and chain checkpoint (the same
+    name with a suffix), or the state directory holding them (removed or renamed, the trail goes with it).
+    Directories further up (``rm -rf ~``) stay what they are already: protected or catastrophic, a person's."""
+    trail = ctx.audit_trail
+    if not trail or not path:
+        return False
+    return path == trail or path.startswith(trail + ".") or path.rstrip("/") == posixpath.dirname(trail)
+
+
 def has_glob(raw: str) -> bool:
     return bool(_GLOB.search(raw))
 

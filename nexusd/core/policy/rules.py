@@ -113,6 +113,9 @@ class Rule:
     mcp_tool: str | None = None  # None or "*": every tool of the server
     match: tuple[str, ...] = ()
     not_match: tuple[str, ...] = ()
+    # ask rules only (``require_human = true``): only a person answering that very call may allow it; no mode,
+    # hook, classifier, grant, learned rule, sandbox auto-allow or agent's own dialog (docs/POLICY.md)
+    human: bool = False
 
     # ------------------------------------------------------------------ matching
 
