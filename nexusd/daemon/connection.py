@@ -301,6 +301,8 @@ class Connection(asyncio.Protocol):
             return
         if line and self.line_since and now - self.line_since > line:
             self._time_out("line", f"a line was begun and not finished within {line:g} s")
+        elif line and self.line_since:
+            return  # a line is arriving: the line limit, not the idle one, decides (it was a race under load)
         elif self.role is None:
             return  # the hello timer covers the handshake
         elif self.pending or self.busy or self.lines:
