@@ -80,7 +80,7 @@ class QueueScreen(Screen[None]):
         Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
-        Binding("g", "open('grants')", "grants", show=False),  # in docs/TUI.md; not in the footer/help snapshots
+        Binding("g", "open('grants')", "grants", show=False),  # in the help screen and docs/TUI.md
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),

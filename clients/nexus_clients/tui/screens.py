@@ -305,6 +305,8 @@ class ModeScreen(ModalScreen[tuple[bool, str | None]]):
 HELP = [
     ("y", "allow once"),
     ("s", "allow for this session"),
+    ("f", "allow for a while (15 min, 1 h, end of day ...)"),
+    ("i", "edit the call, then allow it once (never wider)"),
     ("a", "always: edit, then persist an allow rule (dangerous requests ask again)"),
     ("n", "deny"),
     ("N", "deny with a message to the model"),
@@ -315,6 +317,7 @@ HELP = [
     ("tab / shift+tab", "jump to the next / previous waiting request"),
     ("d", "recent decisions (audit trail)"),
     ("r", "rules by layer; learned rules can be removed"),
+    ("g", "grants: what people allowed beyond one call; x revokes"),
     ("t", "status: daemon, connections, policy errors, sandbox"),
     ("?", "this help"),
     ("q", "quit (pending requests stay pending for other UIs)"),
