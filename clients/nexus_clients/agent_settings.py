@@ -125,7 +125,9 @@ def claude_install(settings: dict[str, Any], command: str, *, on_failure_block: 
     hook: dict[str, Any] = {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S}
     if on_failure_block:
         hook["onFailure"] = "block"
-    return add_hook(add_hook(settings, "PreToolUse", "*", hook), "PermissionRequest", "*", dict(hook))
+    out = add_hook(add_hook(settings, "PreToolUse", "*", hook), "PermissionRequest", "*", dict(hook))
+    # SessionEnd gates nothing: it ends the session's "allow for this session" grants in nexusd
+    return add_hook(out, "SessionEnd", "*", {"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S})
 
 
 ON_FAILURE_SINCE = (2, 1, 295)  # the first Claude Code that reads a hook's "onFailure"
@@ -150,7 +152,7 @@ def claude_version(executable: str = "claude", timeout: float = 10.0) -> tuple[i
 
 
 def claude_uninstall(settings: dict[str, Any]) -> dict[str, Any]:
-    return remove_hooks(remove_hooks(settings, "PreToolUse"), "PermissionRequest")
+    return remove_hooks(remove_hooks(remove_hooks(settings, "PreToolUse"), "PermissionRequest"), "SessionEnd")
 
 
 def gemini_install(settings: dict[str, Any], command: str) -> dict[str, Any]:

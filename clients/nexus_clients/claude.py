@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 PRE_TOOL_USE = "PreToolUse"
 PERMISSION_REQUEST = "PermissionRequest"
 EVENTS = (PRE_TOOL_USE, PERMISSION_REQUEST)
+SESSION_END = "SessionEnd"  # not a gate: the session's allow grants end with it (nexus-hook tells the daemon)
 PROVIDER = "claude"
 
 

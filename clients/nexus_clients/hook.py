@@ -199,6 +199,8 @@ def run_claude(opts: Options, started: float) -> int:
         from nexus_clients import claude
 
         payload = _decode(_read_stdin())
+        if isinstance(payload, dict) and payload.get("hook_event_name") == claude.SESSION_END:
+            return _session_end(payload, opts, started)
         event = claude.event_of(payload)
         call = claude.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
         if opts.on_no_ui == "auto":
@@ -221,6 +223,27 @@ def run_claude(opts: Options, started: float) -> int:
             return 0
         except BaseException:
             return _block(reason)
+
+
+def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
+    """Claude Code's SessionEnd: the daemon ends the session's allow grants. Nothing is gated here (the
+    session is over), so a failure only says so on stderr; exit 0 either way."""
+    from nexus_clients.wire_lean import AgentConnection
+    from nexusd.locations import socket_path
+
+    session = payload.get("session_id")
+    _disarm_watchdog()
+    if not isinstance(session, str) or not session:
+        print("nexus-hook: SessionEnd without a session_id", file=sys.stderr)
+        return 0
+    try:
+        with AgentConnection(str(socket_path(opts.socket)), timeout=CONNECT_TIMEOUT) as conn:
+            conn.connect("nexus-hook claude")
+            conn.session_end(session, timeout=CONNECT_TIMEOUT)
+    except Exception as exc:
+        print(f"nexus-hook: could not end the session's grants in nexusd: {describe(exc, opts.timeout)}",
+              file=sys.stderr)
+    return 0
 
 
 def run_gemini(opts: Options, started: float) -> int:

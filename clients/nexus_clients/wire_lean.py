@@ -39,6 +39,7 @@ _CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcr
 
 HELLO_REF = "h1"
 REQUEST_REF = "r1"
+SESSION_END_REF = "e1"
 
 
 class LeanDecision:
@@ -271,6 +272,16 @@ class AgentConnection:
             if kind == "decision":
                 return check_decision(msg)
             raise BadReply(f"expected decision, got {kind!r}")
+
+    def session_end(self, session: str, timeout: float) -> None:
+        """Tell the daemon the agent session ended (its session allow grants end; it only narrows)."""
+        self._send({"type": "session_end", "session": session, "ref": SESSION_END_REF})
+        msg = self._next(time.monotonic() + timeout)
+        kind = msg.get("type")
+        if kind == "error":
+            raise _check_error(msg)
+        if kind != "ack" or msg.get("ref") != SESSION_END_REF:
+            raise BadReply(f"expected ack, got {kind!r}")
 
     def _send(self, msg: dict[str, Any]) -> None:
         if self._line is None:

@@ -30,6 +30,10 @@ def test_claude_install_keeps_everything_else_and_goes_first() -> None:
     assert out["hooks"]["PostToolUse"] == THEIRS["hooks"]["PostToolUse"]
     assert out["permissions"] == THEIRS["permissions"] and out["model"] == "opus"
     assert THEIRS["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "my-linter", "input not mutated"
+    # the asks Claude Code would show itself, and the end of a session (its session grants end with it)
+    for event in ("PermissionRequest", "SessionEnd"):
+        assert out["hooks"][event][0]["hooks"][0]["command"] == "/v/bin/nexus-hook claude --timeout 55", event
+    assert "onFailure" not in out["hooks"]["SessionEnd"][0]["hooks"][0]  # it gates nothing
 
 
 def test_reinstall_replaces_and_uninstall_reverses() -> None:

@@ -430,3 +430,36 @@ def test_claude_no_ui_policy_deny_everywhere(daemon_factory: Any) -> None:
 def test_gemini_no_ui_auto_denies(daemon: DaemonHandle) -> None:
     proc = run_hook(["gemini"], gemini_input(), daemon.env | {"NEXUS_HOOK_ON_NO_UI": "auto"})
     assert proc.returncode == 0 and json.loads(proc.stdout)["decision"] == "deny"
+
+
+@pytest.mark.anyio
+async def test_claude_session_end_ends_the_sessions_grants(daemon: DaemonHandle) -> None:
+    """Claude Code's SessionEnd hook: "allow for this session" ends with the session (issue: grants)."""
+    from nexusd.client import AsyncClient
+
+    env = {**daemon.env, "NEXUS_HOOK_ON_NO_UI": "deny"}
+    async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="test-ui") as ui:
+        events = ui.subscribe().__aiter__()
+        assert isinstance(await events.__anext__(), protocol.Snapshot)
+        proc = popen_hook(["claude"], claude_input(), env)
+        with anyio.fail_after(20):
+            async for event in events:
+                if isinstance(event, protocol.Prompt):
+                    assert event.item.verdict.suggestions, event.item.verdict
+                    await ui.call(protocol.Answer(id=event.item.id, decision="allow", scope="session"))
+                    break
+        out, err = await anyio.to_thread.run_sync(proc.communicate)
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow", err
+
+    def decided() -> str:
+        proc = run_hook(["claude"], claude_input(), env)
+        return json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"]
+
+    assert decided() == "allow"  # the session's grant, no person (no UI is connected now)
+    end = run_hook(["claude"], {"session_id": "sess-hook", "transcript_path": "/tmp/x.jsonl", "cwd": "/tmp",
+                                "hook_event_name": "SessionEnd", "reason": "exit"}, env)
+    assert end.returncode == 0 and end.stdout == b"", end.stderr
+    assert decided() == "deny"  # asked again, and nobody is there
+    # a SessionEnd with nothing to end, or the daemon gone, is no error for Claude Code: exit 0, no output
+    gone = run_hook(["claude"], {"hook_event_name": "SessionEnd", "session_id": "x"}, no_daemon_env())
+    assert gone.returncode == 0 and gone.stdout == b"" and b"could not end" in gone.stderr
