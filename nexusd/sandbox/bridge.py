@@ -1,6 +1,6 @@
 """Inside the sandbox: loopback proxy ports that lead to the daemon's proxy, then the command itself.
 
-``python -I -S /path/to/bridge.py FD HTTP_PORT SOCKS_PORT -- CMD ARGS...``
+``python -I -S -c "$(cat bridge.py)" FD HTTP_PORT SOCKS_PORT -- CMD ARGS...`` (nexusd passes its source)
 
 The sandbox has its own network namespace (no route anywhere) and a seccomp filter that refuses every
 new ``AF_UNIX`` socket, so nothing inside can reach the daemon by a path. The runner, outside, opened

@@ -8,8 +8,10 @@ sandbox never names, and under the seccomp filter could not even create, a Unix 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 from nexusd.core.netpolicy import NetPolicy, patterns, rules_from
 from nexusd.sandbox.netexec import FD_PLACEHOLDER  # the channel's descriptor number goes here (plan.proxy_fd_arg)
@@ -72,10 +74,18 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
     return tuple(env)
 
 
-def bridge_argv(inner: list[str]) -> list[str]:
-    """``python -I -S .../bridge.py FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). By path and
-    without ``site``: standard library only, and it starts once per sandboxed command (``-S`` halves it)."""
+@functools.cache
+def _bridge_source() -> str:
     from nexusd.sandbox import bridge
 
-    return [sys.executable, "-I", "-S", bridge.__file__, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--",
+    return Path(bridge.__file__).read_text(encoding="utf-8")
+
+
+def bridge_argv(inner: list[str]) -> list[str]:
+    """``python -I -S -c BRIDGE FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). The base interpreter,
+    the bridge's source as ``-c`` and no ``site``: standard library only, nothing read from the checkout or
+    a virtualenv (either may lie under /tmp, which the sandbox replaces), and it starts once per sandboxed
+    command (``-S`` halves it)."""
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    return [python, "-I", "-S", "-c", _bridge_source(), FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--",
             *inner]

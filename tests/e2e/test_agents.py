@@ -424,7 +424,9 @@ def codex_home() -> Iterator[Path]:
     import shutil
     import tempfile
 
-    root = REPO_CACHE / "codex-homes"
+    # the checkout itself may sit under /tmp (a CI clone): /var/tmp is not Codex's "temporary dir"
+    base = REPO_CACHE if not str(REPO_CACHE.resolve()).startswith("/tmp/") else Path("/var/tmp")
+    root = base / "nexusd-codex-homes"
     root.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="h", dir=root))
     yield home
