@@ -28,6 +28,8 @@ from nexusd.client_errors import NexusClientError
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None,
                                 reason="needs bubblewrap and curl (scripts/bootstrap installs them)")
 NEXUSCTL = str(Path(sys.executable).parent / "nexusctl")
+# inside the sandbox: the base interpreter (a venv in a checkout under /tmp is hidden by the sandbox's /tmp)
+PY = getattr(sys, "_base_executable", None) or sys.executable
 BODY = "hello from the loopback server\n"
 
 
@@ -227,13 +229,13 @@ def test_control_socket_and_broker_stay_unreachable(daemon_factory, http_port: i
              "  try:\n"
              "    s=socket.socket(socket.AF_UNIX); s.connect(path); print('REACHED', path)\n"
              "  except OSError as e: print('refused', path, e.errno)\n")
-    r = run(h, sys.executable, "-I", "-c", probe, str(h.socket), broker)
+    r = run(h, PY, "-I", "-c", probe, str(h.socket), broker)
     assert "REACHED" not in r.stdout and r.stdout.count("refused") == 2, r.stdout + r.stderr
     # even without the Unix-socket filter, the broker's directory is hidden with the daemon's state
     h.write_policy(policy([f"localhost:{http_port}"], extra="allow_all_unix_sockets = true\n"))
     with Client(socket_path=str(h.socket), role="admin", name="t") as c:
         c.call(p.Reload())
-    r = run(h, sys.executable, "-I", "-c", probe, broker)
+    r = run(h, PY, "-I", "-c", probe, broker)
     assert "REACHED" not in r.stdout and "refused" in r.stdout, r.stdout + r.stderr
 
 
@@ -360,7 +362,7 @@ print("REFUSED", refused, "OF", n)
 def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["denied.test"]))
     n = 10_000
-    r = run(h, sys.executable, "-I", "-c", HOSTILE, str(n), timeout=300)
+    r = run(h, PY, "-I", "-c", HOSTILE, str(n), timeout=300)
     assert f"REFUSED {n} OF {n}" in r.stdout, r.stdout + r.stderr
     answers = r.stdout.split("ANSWERS ", 1)[1].splitlines()[0]
     assert answers.count("HTTP/1.1 400") == 4 and "HTTP/1.1 431" in answers
@@ -521,7 +523,7 @@ def _wheel(directory: Path) -> None:
 def test_pip_download_from_a_local_index(daemon_factory, site: Path, http_port: int, tmp_path: Path) -> None:
     _wheel(site)
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
-    r = run(h, sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+    r = run(h, PY, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
             "--index-url", f"http://localhost:{http_port}/simple/", "-d", str(tmp_path / "out"), "nexusdemo",
             workspace=tmp_path, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
