@@ -192,6 +192,9 @@ class Desktop:
         self.server: str | None = None  # the notification server's unique bus name
         self.actions = False
         self.shown: dict[int, list[str]] = {}  # notification id -> request ids
+        self.early: dict[int, str] = {}  # actions on ids not shown yet (a click before Notify's reply)
+        self.queue: Any = None
+        self._filter: Any = None
         self._cm: Any = None
 
     async def _connect(self) -> bool:
@@ -209,6 +212,9 @@ class Desktop:
             reply = await router.send_and_get_reply(new_method_call(addr, "GetCapabilities"))
             self.actions = "actions" in (reply.body[0] if reply.body else [])
             self.match = MatchRule(type="signal", interface=NOTIFICATIONS, path=NOTIFICATIONS_PATH)
+            # listening before the first Notify: a click that comes at once must not be lost
+            self._filter = router.filter(self.match, bufsize=64)
+            self.queue = self._filter.__enter__()
             await bus.AddMatch(self.match)
         except BaseException:
             await cm.__aexit__(None, None, None)
@@ -217,6 +223,10 @@ class Desktop:
         return True
 
     async def close(self) -> None:
+        if self._filter is not None:
+            with contextlib.suppress(Exception):
+                self._filter.__exit__(None, None, None)
+            self._filter = None
         if self._cm is not None:
             cm, self._cm, self.router = self._cm, None, None
             with contextlib.suppress(Exception):
@@ -238,7 +248,11 @@ class Desktop:
         msg = new_method_call(self.addr, "Notify", "susssasa{sv}i",
                               (APP_NAME, 0, "dialog-question", title, body, actions, hints, 0))
         reply = await self.router.send_and_get_reply(msg)
-        self.shown[int(reply.body[0])] = [a.id for a in asks]
+        nid = int(reply.body[0])
+        self.shown[nid] = [a.id for a in asks]
+        early = self.early.pop(nid, None)
+        if early is not None:  # clicked before the reply to Notify reached us
+            self._act(nid, early)
 
     async def withdraw(self, rid: str) -> None:
         """Close a notification once none of its requests is waiting (they were answered elsewhere)."""
@@ -258,21 +272,27 @@ class Desktop:
         """Deny / open on the server's signals; a signal from any other sender is ignored."""
         from jeepney import HeaderFields
 
-        with self.router.filter(self.match, bufsize=64) as queue:
-            while True:
-                msg = await queue.get()
-                if msg.header.fields.get(HeaderFields.sender) != self.server:
-                    continue  # not the notification server: anyone can emit a signal with this name
-                member = msg.header.fields.get(HeaderFields.member)
-                if member == "ActionInvoked":
-                    nid, key = msg.body
-                    ids = self.shown.get(int(nid), [])
-                    if key == "deny" and len(ids) == 1:
-                        self.on_deny(ids[0])
-                    elif key == "default":
-                        self.open_inbox()
-                elif member == "NotificationClosed":
-                    self.shown.pop(int(msg.body[0]), None)
+        queue = self.queue
+        while True:
+            msg = await queue.get()
+            if msg.header.fields.get(HeaderFields.sender) != self.server:
+                continue  # not the notification server: anyone can emit a signal with this name
+            member = msg.header.fields.get(HeaderFields.member)
+            if member == "ActionInvoked":
+                nid, key = int(msg.body[0]), msg.body[1]
+                if nid in self.shown:
+                    self._act(nid, key)
+                elif len(self.early) < 64:
+                    self.early[nid] = key  # ours, perhaps, before Notify's reply: show() applies it
+            elif member == "NotificationClosed":
+                self.shown.pop(int(msg.body[0]), None)
+
+    def _act(self, nid: int, key: str) -> None:
+        ids = self.shown.get(nid, [])
+        if key == "deny" and len(ids) == 1:
+            self.on_deny(ids[0])
+        elif key == "default":
+            self.open_inbox()
 
     def open_inbox(self) -> None:
         url, opener = self.web_url(), shutil.which("xdg-open")
