@@ -380,6 +380,31 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:
         msg = protocol.RuleChange(action="remove", kind=body["kind"], rule=body["rule"])
         return await relay(lambda: query(msg), lambda r: {"ok": True, "detail": render.line(r.detail, 200)})
 
+    async def grants(request: Request) -> Response:
+        return await relay(
+            lambda: query(protocol.GrantsQuery()),
+            lambda r: {
+                "grants": [
+                    {"id": render.line(g.id, 100), "kind": g.kind, "rule": render.line(g.rule, 1000),
+                     "scope": g.scope, "session": render.line(g.session or "", 200),
+                     "given_by": render.line(g.given_by or "", 200), "given_at": g.given_at, "expires": g.expires,
+                     "uses": g.uses, "origin": render.line(g.origin or "", 400)}
+                    for g in r.grants
+                ],
+            },
+        )
+
+    async def grant_revoke(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            if not isinstance(body, dict) or set(body) != {"id"} or not isinstance(body["id"], str) \
+                    or not body["id"] or len(body["id"]) > 100:
+                raise ValueError("expected {id}")
+        except ValueError as e:
+            return JSONResponse({"error": f"bad request: {e}"}, status_code=400)
+        msg = protocol.RevokeGrant(id=body["id"])
+        return await relay(lambda: query(msg), lambda r: {"ok": True, "detail": render.line(r.detail, 200)})
+
     async def status(request: Request) -> Response:
         def shape(r: protocol.StatusReply) -> dict[str, Any]:
             return {
@@ -419,6 +444,8 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:
         Route("/api/status", needs_session(status), methods=["GET"]),
         Route("/api/answer", needs_csrf(answer), methods=["POST"]),
         Route("/api/rules/remove", needs_csrf(rule_remove), methods=["POST"]),
+        Route("/api/grants", needs_session(grants), methods=["GET"]),
+        Route("/api/grants/revoke", needs_csrf(grant_revoke), methods=["POST"]),
     ]
     return SecurityHeaders(Starlette(routes=routes), access)
 

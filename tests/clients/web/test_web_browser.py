@@ -214,3 +214,26 @@ def test_allow_for_session_and_always_with_the_rule_editor(web: WebHandle, brows
     with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
         learned = [r.rule for r in c.call(protocol.RulesQuery()).rules if r.kind == "allow"]
     assert rules[0] in learned
+
+
+def test_grants_are_listed_and_revoked_from_the_page(web: WebHandle, browser_factory: Any) -> None:
+    """The grants issue's "one place to see and revoke": a session grant given from the page shows in its
+    Grants tab and is revoked there; the next identical call is asked again."""
+    page = signed_in(browser_factory, web, "grants")
+    hook = HookRun(web.daemon.env, "mkdir -p build/three", session="sess-grants")
+    page.wait_for_selector(".queue-item")
+    page.wait_for_selector("button[data-act=allow_session]:not([disabled])")
+    page.keyboard.press("s")
+    assert hook.decision()["permissionDecision"] == "allow"
+    page.click("button.tab[data-tab=grants]")
+    page.wait_for_selector("#grants tbody tr")
+    text = page.locator("#grants tbody").inner_text()
+    assert "sess-grants" in text and "session" in text and "nexus-web" in text
+    with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
+        before = [g for g in c.grants() if g.session == "sess-grants"]
+    assert len(before) == 1
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#grants tbody tr button")
+    page.wait_for_selector("#message:has-text('Revoked')")  # (the page's CSP forbids wait_for_function's eval)
+    with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
+        assert not [g for g in c.grants() if g.session == "sess-grants"]

@@ -326,6 +326,25 @@ async function loadRules() {
   } catch (e) { say("Rules: " + e.message, "error"); }
 }
 
+async function loadGrants() {
+  try {
+    const d = await getJSON("/api/grants");
+    $("grants").tBodies[0].replaceChildren(...d.grants.map((g) => {
+      const button = el("button", "revoke");
+      button.type = "button";
+      button.addEventListener("click", async () => {
+        if (!confirm("Revoke grant " + g.id + ": " + g.kind + " " + g.rule + "?")) return;
+        const [status, data] = await post("/api/grants/revoke", { id: g.id });
+        say(status === 200 ? "Revoked " + g.id + "." : "Not revoked: " + (data.error || status), status === 200 ? "info" : "error");
+        loadGrants();
+      });
+      const scope = g.scope + (g.session ? " " + g.session : "") + (g.origin ? " (" + g.origin + ")" : "");
+      const expires = g.expires ? new Date(g.expires * 1000).toLocaleString() : "-";
+      return row([g.id, g.kind, g.rule, scope, g.given_by || "-", expires, String(g.uses), button]);
+    }));
+  } catch (e) { say("Grants: " + e.message, "error"); }
+}
+
 function facts(id, pairs) {
   const dl = $(id);
   dl.replaceChildren();
@@ -352,6 +371,7 @@ function showTab(name) {
   for (const p of document.querySelectorAll(".tabpane")) p.hidden = p.id !== "tab-" + name;
   if (name === "history") loadHistory();
   if (name === "rules") loadRules();
+  if (name === "grants") loadGrants();
   if (name === "status") loadStatus();
 }
 
