@@ -30,6 +30,9 @@ import sys
 import time
 
 _BUF = 1024 * 1024
+# one scratch buffer for every read (one thread): no 1 MiB allocation per chunk, and a chunk the other side
+# takes whole (the common case on a download) is never copied; only a partial write keeps its rest
+_SCRATCH = memoryview(bytearray(_BUF))
 SPARE_TTL = 10.0  # below the daemon's 15 s for a request head
 
 
@@ -127,17 +130,19 @@ class _Loop:
                 into.pending, into.eof = b"", True
         if mask & selectors.EVENT_READ and not out.pending and not out.eof:
             try:
-                data: bytes | None = sock.recv(_BUF)
+                n: int | None = sock.recv_into(_SCRATCH)
             except BlockingIOError:
-                data = None
+                n = None
             except OSError:
-                data = b""
-            if data is not None:
-                out.pending, out.eof = data, not data
+                n = 0
+            if n is not None:
+                out.pending, out.eof = _SCRATCH[:n], not n
                 try:
                     self._write(out)
                 except OSError:
                     out.pending, out.eof = b"", True
+                if out.pending:
+                    out.pending = bytes(out.pending)  # the scratch buffer is the next read's
         for s in (sock, out.dst):
             if s in self.flows:
                 self._update(s)
