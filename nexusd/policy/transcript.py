@@ -53,9 +53,13 @@ def transcript_roots(home: str, env: dict[str, str] | None = None) -> list[str]:
     return [os.path.realpath(r) for r in roots]
 
 
+def _under(real: str, roots: Sequence[str]) -> bool:
+    return real.endswith(".jsonl") and any(real.startswith(r.rstrip("/") + "/") for r in roots)
+
+
 def _open_checked(path: str, roots: Sequence[str]) -> int:
     real = os.path.realpath(path)
-    if not real.endswith(".jsonl") or not any(real.startswith(r.rstrip("/") + "/") for r in roots):
+    if not _under(real, roots):
         raise TranscriptError(f"{path} is not a transcript of Claude Code (expected a .jsonl under "
                               f"{' or '.join(roots)})")
     try:
@@ -63,9 +67,15 @@ def _open_checked(path: str, roots: Sequence[str]) -> int:
     except OSError as e:
         raise TranscriptError(f"cannot open the transcript {path}: {e.strerror}") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+    try:
+        # what was opened, not what the name resolved to a moment before: a parent swapped for a link in
+        # between (the agent can write there) must not turn the read into one of ~/.ssh
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        opened = real  # no /proc (macOS): the O_NOFOLLOW open and the checks below stand alone
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or not _under(opened, roots):
         os.close(fd)
-        raise TranscriptError(f"the transcript {path} is not a regular file of this user")
+        raise TranscriptError(f"the transcript {path} is not a regular file of this user under the transcripts")
     return fd
 
 
