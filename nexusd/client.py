@@ -212,7 +212,7 @@ class Client:
                          timeout=max(self.timeout, 30.0))
 
     def grants(self) -> list[p.GrantInfo]:
-        return self.call(p.GrantsQuery()).grants  # type: ignore[no-any-return]
+        return self.call(p.GrantsQuery()).grants
 
     def revoke(self, grant_id: str) -> p.Ack:
         return self.call(p.RevokeGrant(id=grant_id))
@@ -420,7 +420,7 @@ class AsyncClient:
                                         rules=rules, abort=abort, duration=duration))
 
     async def grants(self) -> list[p.GrantInfo]:
-        return (await self.call(p.GrantsQuery())).grants  # type: ignore[no-any-return]
+        return (await self.call(p.GrantsQuery())).grants
 
     async def revoke(self, grant_id: str) -> p.Ack:
         return await self.call(p.RevokeGrant(id=grant_id))

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import msgspec
 
@@ -379,7 +379,7 @@ def describe(exc: BaseException) -> str:
     return f"nexus-acp failed ({name})"
 
 
-def daemon_decider(socket_path: str | None, timeout: float, on_no_ui: str, name: str) -> Decide:
+def daemon_decider(socket_path: str | None, timeout: float, on_no_ui: Literal["deny", "ask"], name: str) -> Decide:
     def decide(call: CallInfo) -> Decision:
         from nexusd.client import Client
 
@@ -446,7 +446,7 @@ def main(argv: list[str] | None = None) -> None:
         timeout = float(opts.get("timeout", DEFAULT_TIMEOUT))
     except ValueError:
         raise SystemExit("nexus-acp: --timeout must be a number of seconds") from None
-    on_no_ui = opts.get("on-no-ui", "deny")
+    on_no_ui: Literal["deny", "ask"] = "ask" if opts.get("on-no-ui") == "ask" else "deny"  # parse_args checked it
     try:
         agent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     except OSError as exc:
@@ -470,12 +470,12 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, lambda s, f: agent.send_signal(s))
-    stdin, agent_out = sys.stdin.buffer, agent.stdout
+    stdin, agent_in, agent_out = sys.stdin.buffer, agent.stdin, agent.stdout
 
     def client_side() -> None:
         _pump(lambda: stdin.readline(MAX_LINE), proxy.from_client)
         with contextlib.suppress(OSError):
-            agent.stdin.close()  # the client is gone: the agent sees EOF and ends
+            agent_in.close()  # the client is gone: the agent sees EOF and ends
 
     threading.Thread(target=client_side, daemon=True).start()
     _pump(lambda: agent_out.readline(MAX_LINE), proxy.from_agent)

@@ -92,7 +92,7 @@ def _hooks(doc: TOMLDocument, *, create: bool) -> Table | None:
         if not create:
             return None
         doc["hooks"] = tomlkit.table(is_super_table=True)
-        return doc["hooks"]  # type: ignore[return-value]
+        return doc["hooks"]
     if not isinstance(hooks, Table | dict):
         raise CodexSettingsError("'hooks' is not a table")
     return hooks  # type: ignore[return-value]
@@ -120,7 +120,7 @@ def _state(hooks: Table, *, create: bool) -> Table | None:
         if not create:
             return None
         hooks["state"] = tomlkit.table(is_super_table=True)
-        return hooks["state"]  # type: ignore[return-value]
+        return hooks["state"]
     if not isinstance(state, Table | dict):
         raise CodexSettingsError("'hooks.state' is not a table")
     return state  # type: ignore[return-value]
@@ -224,9 +224,9 @@ def install(doc: TOMLDocument, path: Path, command: str, timeout: int) -> TOMLDo
     state = _state(hooks, create=True)
     assert state is not None
     for event, gi, group, handler in entries:
-        entry = tomlkit.table()
-        entry["trusted_hash"] = handler_hash(event, group, handler)
-        state[state_key(path, event, gi, 0)] = entry
+        trusted = tomlkit.table()
+        trusted["trusted_hash"] = handler_hash(event, group, handler)
+        state[state_key(path, event, gi, 0)] = trusted
     return doc
 
 

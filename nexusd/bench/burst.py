@@ -33,7 +33,7 @@ async def _ui(conn: Conn, counts: Counter[str], subscribed: asyncio.Event) -> No
             elif isinstance(msg, protocol.Snapshot):
                 subscribed.set()
             else:
-                counts[msg.__struct_config__.tag or "?"] += 1  # type: ignore[attr-defined]
+                counts[str(msg.__struct_config__.tag or "?")] += 1
     except (WireError, ConnectionError, OSError):
         return
 

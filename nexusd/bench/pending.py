@@ -174,7 +174,7 @@ def _analyse(
     missing = total - len(finals)
     lat = stats.summarize(late_ms)
     over = report.mb(peak - idle) if (peak is not None and idle is not None) else None
-    t = report.TARGETS
+    targets = report.TARGETS
     return {
         "requests": total,
         "pending_seen": pendings,
@@ -201,13 +201,13 @@ def _analyse(
                 "metric": f"{total:,} pending on {len(arrivals):,} connections: peak RSS over idle",
                 "value": over,
                 "target": "≤ 50 MB",
-                "result": report.check(over, t["pending_over_idle_mb"]),
+                "result": report.check(over, targets["pending_over_idle_mb"]),
             },
             {
                 "metric": f"denied after deadline, max lateness ({len(arrivals):,} connections)",
                 "value": lat["max"],
                 "target": "≤ 250 ms",
-                "result": report.check(lat["max"], t["pending_late_ms"]) if not missing else "MISS",
+                "result": report.check(lat["max"], targets["pending_late_ms"]) if not missing else "MISS",
             },
         ],
     }

@@ -117,7 +117,8 @@ def run_bench(
             os.sched_setaffinity(0, split[1])
         if socket is None:
             d = stack.enter_context(procs.daemon(procs.BENCH_POLICY, daemon_args, uvloop=uvloop))
-            path, pid, workspace = d.socket, d.pid, str(d.root / "workspace")
+            path, workspace = d.socket, str(d.root / "workspace")
+            pid: int | None = d.pid
             out["daemon"] = {"start_to_ready_ms": d.ready_s * 1000.0}
         else:
             path = socket

@@ -18,9 +18,9 @@ def run(runs: int = 10, settle: float = 0.5, *, uvloop: bool = False, args: Sequ
         try:
             ready_ms.append(d.ready_s * 1000.0)
             time.sleep(settle)
-            rss = procs.rss_bytes(d.pid)
-            if rss is not None:
-                rss_mb.append(rss / (1024 * 1024))
+            rss_b = procs.rss_bytes(d.pid)
+            if rss_b is not None:
+                rss_mb.append(rss_b / (1024 * 1024))
         finally:
             d.cleanup()
     ready = stats.summarize(ready_ms)

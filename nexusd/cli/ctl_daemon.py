@@ -219,7 +219,7 @@ def answer(
             if len(matches) > 1:
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
-        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,  # type: ignore[arg-type]
+        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,
                        duration=seconds, updated_input=updated, abort=abort)
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)

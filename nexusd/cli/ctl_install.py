@@ -58,7 +58,7 @@ _scope_options = [
 ]
 
 
-def _with_scope(fn):  # type: ignore[no-untyped-def]
+def _with_scope(fn):
     for opt in reversed(_scope_options):
         fn = opt(fn)
     return fn

@@ -85,8 +85,8 @@ def validate(file: Path | None, workspace: str) -> None:
             click.echo(f"{s.layer:15} {s.path}  {'ok' if s.loaded else s.state()}")
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
-    for e in errors:
-        click.echo(f"error: {e}", err=True)
+    for text in errors:
+        click.echo(f"error: {text}", err=True)
     if errors:
         sys.exit(1)
     click.echo(f"ok: {n} rule(s)")

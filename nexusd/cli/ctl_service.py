@@ -13,7 +13,7 @@ MANAGER_OPTIONS = [
 ]
 
 
-def _manager_options(fn):  # type: ignore[no-untyped-def]
+def _manager_options(fn):
     for opt in reversed(MANAGER_OPTIONS):
         fn = opt(fn)
     return fn

@@ -499,9 +499,9 @@ def evaluate(
                 break
     if asked is not None:
         rule, hit = asked
-        human = " (require_human: only a person answering this call)" if rule.human else ""
-        run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}{human}")
-        return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}{human}", "rule", step="ask rule",
+        only = " (require_human: only a person answering this call)" if rule.human else ""
+        run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}{only}")
+        return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}{only}", "rule", step="ask rule",
                                rules=[rule], extra_flags=[HUMAN_FLAG] if rule.human else []))
     run.step("ask_rules", "passed")
 
@@ -545,7 +545,7 @@ def evaluate(
         run.step("allow_rules", "skipped", "not auto-allowable: " + ", ".join(bad))
         run.step("mode_check", "skipped", "not auto-allowable")
     else:
-        used = []
+        used: list[Rule] = []
         if cls.rule_allowable:
             allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
             allows += _session_rules(session, "allow", run)

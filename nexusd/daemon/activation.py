@@ -149,7 +149,7 @@ def _check(sock: socket.socket, fd: int, manager: str) -> None:
 
 def listener_path(sock: socket.socket) -> str | None:
     """The filesystem path a Unix socket is bound to, or None for unnamed and abstract sockets."""
-    name = sock.getsockname()
+    name: str | bytes = sock.getsockname()
     if isinstance(name, bytes):  # Linux returns abstract names as bytes starting with NUL
         return None
     if not name or name.startswith("\0"):

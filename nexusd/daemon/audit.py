@@ -283,7 +283,7 @@ class AuditLog:
                 self._rotate()
             view = memoryview(data)
             while view:
-                n = os.write(self._fd, view)  # type: ignore[arg-type]
+                n = os.write(self._fd, view)
                 view = view[n:]
             self._size += len(data)
             self.chain = (head, self.chain[1] + records)

@@ -11,12 +11,13 @@ import asyncio
 import itertools
 import os
 import secrets
+import signal
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -47,6 +48,9 @@ from nexusd.policy.grants import MAX_DURATION, GrantTable, Use
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 from nexusd.sandbox.plan import SHELL_TOOLS as _plan_shell_tools
+
+if TYPE_CHECKING:
+    from nexusd.daemon.network import NetworkGate
 
 log = structlog.get_logger("nexusd")
 
@@ -194,7 +198,7 @@ class Server:
                               export=exporter(config.audit_export) if config.audit_export else None)
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
-        self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
+        self.network: NetworkGate | None = None  # once serving
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self._stopping = False
@@ -307,7 +311,7 @@ class Server:
             await anyio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
-    async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def _signal_loop(self, signals: set[signal.Signals], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         import signal
 
         with anyio.open_signal_receiver(*signals) as received:
@@ -427,7 +431,7 @@ class Server:
             return True
         kind = type(msg)
         if conn.role is None:
-            if kind is not p.Hello:
+            if not isinstance(msg, p.Hello):
                 self._reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
                 return False
             return self._on_hello(conn, msg)
@@ -695,6 +699,8 @@ class Server:
             try:
                 from nexusd.sandbox.plan import wrap_for_agent
 
+                if verdict is None:
+                    raise ValueError("an allow without a verdict cannot be planned")
                 updated = wrap_for_agent(call, verdict, self.store, self.probe, policy=policy,
                                          socket=self._own_socket, network=self._network_for(call))
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
@@ -956,7 +962,7 @@ class Server:
                 self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
                 self._reply_error(conn, "not_found", "no pending request with that id", msg.ref)
-            return
+            return None
         if self._self_approval(conn, entry) or self._from_agent(conn):  # its own agent's tree, or any agent's
             self.client_fault(conn, "self-approval refused", request=msg.id)
             self._record(
@@ -978,27 +984,27 @@ class Server:
                 "another); a person answers from a terminal or UI outside the agents",
                 msg.ref,
             )
-            return
+            return None
         if msg.scope == "never" and msg.decision != "deny":
             self._reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
-            return
+            return None
         if msg.abort and msg.decision != "deny":
             self._reply_error(conn, "invalid_message", "abort goes with decision deny", msg.ref)
-            return
+            return None
         if (msg.scope == "timed") != (msg.duration is not None):
             self._reply_error(conn, "invalid_message", "duration goes with scope timed, and only with it", msg.ref)
-            return
+            return None
         if msg.duration is not None and not 0 < msg.duration <= MAX_DURATION:
             self._reply_error(conn, "invalid_message",
                               f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref)
-            return
+            return None
         verdict = entry.verdict
         if msg.updated_input is not None:
             return self._edited_answer(conn, msg, entry)
         if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
             self._reply_error(conn, "refused", "a person must approve each such call (require_human): answer allow "
                               "once, or deny; the request is still pending", msg.ref)
-            return
+            return None
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()
@@ -1007,7 +1013,7 @@ class Server:
                 self._reply_error(
                     conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
                 )
-                return
+                return None
             if msg.scope == "session":
                 session = self._session_by_id(entry.call.session)
                 if msg.decision == "allow":
@@ -1020,12 +1026,12 @@ class Server:
                     self.store.check_grantable(kind, rules, verdict)
                 except ValueError as e:
                     self._reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
-                    return
+                    return None
                 assert msg.duration is not None
                 if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
                     self._reply_error(conn, "refused", f"not granted: {self.grants.path} cannot be written; the "
                                       "request is still pending", msg.ref)
-                    return
+                    return None
             else:
                 try:
                     self.store.learn(kind, rules, verdict=verdict)
@@ -1033,11 +1039,11 @@ class Server:
                     self._reply_error(
                         conn, "refused", f"not remembered: {_why_refused(e)}; the request is still pending", msg.ref
                     )
-                    return
+                    return None
                 self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
         if self.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
             self._reply_error(conn, "already_decided", "that request was already decided", msg.ref)
-            return
+            return None
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
         if msg.scope == "timed":
             reason += f" (for {msg.duration:g} s)"
@@ -1055,7 +1061,8 @@ class Server:
         sent it (hooks included); it must not be denied on its own nor widen what the person saw
         (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
         call = entry.call
-        if msg.decision != "allow" or msg.scope != "once" or msg.rules or msg.duration is not None:
+        if msg.updated_input is None or msg.decision != "allow" or msg.scope != "once" or msg.rules or (
+                msg.duration is not None):
             self._reply_error(conn, "invalid_message", "an edited input goes with allow, scope once, no rules",
                               msg.ref)
             return

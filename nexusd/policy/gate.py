@@ -90,7 +90,7 @@ def _audit_trail(store: PolicyStore) -> str:
     """The canonical audit file: a symlinked state directory must not hide it from the path checks."""
     cached = getattr(store, "_gate_audit", None)
     if cached is not None and cached[0] == store.state_dir:
-        return cached[1]  # type: ignore[no-any-return]
+        return cached[1]
     trail = os.path.join(os.path.realpath(store.state_dir), locations.AUDIT_NAME)
     store._gate_audit = (store.state_dir, trail)  # type: ignore[attr-defined]
     return trail

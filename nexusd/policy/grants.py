@@ -188,6 +188,6 @@ class GrantTable:
             if known is not None and known.scope == "learned":
                 out.append(msgspec.structs.replace(known, origin=r.origin))
             else:
-                out.append(GrantInfo(id=learned_id(r.kind, r.rule), kind=r.kind, rule=r.rule,  # type: ignore[arg-type]
+                out.append(GrantInfo(id=learned_id(r.kind, r.rule), kind=r.kind, rule=r.rule,
                                      scope="learned", origin=r.origin))
         return out

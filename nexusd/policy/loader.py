@@ -174,7 +174,7 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
                 continue
             line = lines.at(lines.value(text, kline)) if lines else layer.path
             try:
-                rule = parse_rule(text, kind, layer=layer.layer, origin=line, policy_root=root,  # type: ignore[arg-type]
+                rule = parse_rule(text, kind, layer=layer.layer, origin=line, policy_root=root,
                                   project=layer.project, match=match, not_match=not_match, home=home)
             except RuleError as e:
                 layer.errors.append(f"{line}: {e}")
@@ -407,7 +407,7 @@ def parse_notify(t: Any) -> NotifySpec:
 
     if not isinstance(t, dict):
         raise ValueError("must be a table")
-    known = set(NotifySpec.__slots__)  # type: ignore[attr-defined]
+    known = set(NotifySpec.__slots__)
     if bad := sorted(set(t) - known):
         raise ValueError(f"unknown key(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
     kw: dict[str, Any] = {}

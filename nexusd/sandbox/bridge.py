@@ -59,7 +59,7 @@ class _Flow:
 
     def __init__(self, src: socket.socket, dst: socket.socket) -> None:
         self.src, self.dst = src, dst
-        self.pending = b""
+        self.pending: bytes | memoryview = b""
         self.eof = False
 
 

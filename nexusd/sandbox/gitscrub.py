@@ -21,7 +21,8 @@ BARE_REPO_FILES = ("HEAD", "objects", "refs", "hooks", "config")
 
 def bare_repo_paths(cwd: str) -> tuple[list[str], list[str]]:
     """(existing, missing) among the bare-repository files directly in ``cwd``."""
-    existing, missing = [], []
+    existing: list[str] = []
+    missing: list[str] = []
     for name in BARE_REPO_FILES:
         p = os.path.join(cwd, name)
         (existing if os.path.lexists(p) else missing).append(p)

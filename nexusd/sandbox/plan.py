@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.policy.policy import Policy
@@ -25,7 +25,7 @@ from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
-from nexusd.sandbox.network import FD_PLACEHOLDER
+from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 from nexusd.sandbox.settings import (
     SandboxSettings,
@@ -304,7 +304,7 @@ def plan_command(
         sandbox_tmp=sandbox_tmp,
     )
     platform = probe.platform if probe is not None else detect_platform()
-    state = {"transparent": settings.active_on(platform),
+    state: dict[str, Any] = {"transparent": settings.active_on(platform),
              "auto_allow": settings.active_on(platform) and settings.auto_allow_bash_if_sandboxed,
              "network": "open" if layout.spec.network else "isolated"}
     if backend == "bwrap":

@@ -10,6 +10,7 @@ with another policy. (Agents' calls do not come through here: see ``nexusd.sandb
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -107,7 +108,7 @@ def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO |
 
 def _pump(proc: subprocess.Popen[bytes], err: TextIO, tap: violations.StderrTap) -> None:
     """The command's error output to ours, unchanged, and into the tap."""
-    assert proc.stderr is not None
+    assert isinstance(proc.stderr, io.BufferedReader)  # read1: what is there now, not a full 64 KiB
     raw = getattr(err, "buffer", None) if err is sys.stderr else None
     while chunk := proc.stderr.read1(65536):
         tap.feed(chunk)

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
               file=sys.stderr, flush=True)
         return 1
-    found = after(*lists, err=sys.stderr)
+    found = after(lists[0], lists[1], lists[2], err=sys.stderr)
     socket = data.get("socket")
     if found and len(args) == 2 and (socket is None or isinstance(socket, str)):  # COMMAND: report the plantings
         violations.report(found, command=args[1], cwd=os.getcwd(), socket=socket)

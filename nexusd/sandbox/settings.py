@@ -232,7 +232,7 @@ def parse_sandbox_layer(
         raise ValueError("sandbox.filesystem must be a table")
     _check_keys(fs, (*FS_KEYS, *FS_BOOL_KEYS), "sandbox.filesystem")
     values["allow_managed_read_paths_only"] = _bool(fs, "allow_managed_read_paths_only", "sandbox.filesystem")
-    paths: dict[str, tuple[str, ...]] = {}
+    paths: dict[str, Any] = {}  # tuples of paths, by field name
     for key in FS_KEYS:
         raw = _strings(fs, key, "sandbox.filesystem")
         try:
@@ -333,7 +333,8 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
         lists["allowed_domains"] = managed_domains
     if ports is not None:
         scalars["allowed_ports"] = tuple(dict.fromkeys((80, 443, *ports)))
-    return SandboxSettings(**values, **scalars, **{k: tuple(v) for k, v in lists.items()},
+    frozen: dict[str, Any] = {k: tuple(v) for k, v in lists.items()}
+    return SandboxSettings(**values, **scalars, **frozen,
                            enabled_platforms=platforms, sources=tuple(sources))
 
 

@@ -129,7 +129,7 @@ def plan_install(manager: str, nexusd: str, environ: Mapping[str, str] | None = 
     if manager == "systemd":
         ctl = ("systemctl", "--user")
         steps: list[Step] = [WriteFile(p, c) for p, c in systemd.files(nexusd, env).items()]
-        cmds = [
+        cmds: list[Step] = [
             Command((*ctl, "daemon-reload")),
             Command((*ctl, "enable", "--now", systemd.SOCKET_NAME)),
             # A reinstall (new nexusd path or unit) takes effect now if the daemon is running; no-op if not.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from rich.style import Style
 from rich.text import Text
 
 ESCAPE_STYLE = "bold reverse red"
@@ -78,7 +79,7 @@ def escape_plain(text: str, *, limit: int | None = MAX_LINE) -> str:
 def safe_text(
     text: str,
     *,
-    style: str = "",
+    style: str | Style = "",
     multiline: bool = False,
     max_line: int = MAX_LINE,
     max_lines: int = MAX_LINES,

@@ -75,7 +75,7 @@ class DaemonLink:
                     async for event in client.subscribe():
                         if not up:  # "connected" means subscribed: prompts from here on reach us
                             up = True
-                            self.on_event(LinkUp(client.welcome.version))
+                            self.on_event(LinkUp(client.welcome.version if client.welcome else "?"))
                         self.on_event(event)
                         if isinstance(event, protocol.Bye):
                             reason = f"nexusd stopped: {event.reason}"

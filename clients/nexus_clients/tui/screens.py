@@ -114,7 +114,7 @@ class EditInputScreen(ModalScreen[dict | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, what: Text, original: dict) -> None:  # type: ignore[type-arg]
+    def __init__(self, what: Text, original: dict) -> None:
         super().__init__()
         self.what = what
         self.original = original
@@ -148,11 +148,11 @@ class EditInputScreen(ModalScreen[dict | None]):
         self.dismiss(None)
 
 
-def input_diff(original: dict, edited: dict) -> Text:  # type: ignore[type-arg]
+def input_diff(original: dict, edited: dict) -> Text:
     """A unified diff of the two inputs (one key per line), with untrusted text escaped."""
     import difflib
 
-    def lines(d: dict) -> list[str]:  # type: ignore[type-arg]
+    def lines(d: dict) -> list[str]:
         return [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(d.items())]
 
     out = Text()

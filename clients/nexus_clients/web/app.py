@@ -92,9 +92,9 @@ class Hub:
                 self.views[entry.id] = render.item_view(entry)
                 self.broadcast("prompt", {"item": self.views[entry.id], "now": time.time()})
         elif isinstance(event, protocol.Resolved):
-            entry = s.apply_resolved(event)
-            if entry is not None:
-                self.broadcast("resolved", render.resolved_view(entry) | {"now": time.time()})
+            done = s.apply_resolved(event)
+            if done is not None:
+                self.broadcast("resolved", render.resolved_view(done) | {"now": time.time()})
             s.prune()
             for gone in set(self.views) - set(s.entries):
                 del self.views[gone]

@@ -328,7 +328,7 @@ def effect(cmd: ParsedCommand) -> Effect:
                 eff = opaque(argv)
                 eff.hidden = f"{name} {bad.split('=', 1)[0]} changes what it runs or where its settings come from"
                 return eff
-        conf = _config_write(name, argv)
+        conf = _config_write(name or "", argv)
         if conf:
             eff = opaque(argv)
             eff.extra_writes.append(conf)
@@ -1070,8 +1070,8 @@ def _git(argv: tuple[str, ...]) -> Effect:
         return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
                       git_config_check=repo_dir)
     if sub in _GIT_RUNS:
-        words = _GIT_RUNS[sub]
-        if not words or any(a in words or a.split("=", 1)[0] in words for a in args):
+        runs = _GIT_RUNS[sub]
+        if not runs or any(a in runs or a.split("=", 1)[0] in runs for a in args):
             return Effect(DFA, hidden=f"git {sub} runs programs", git_config_check=repo_dir)
     ro = sub in GIT_RO
     plain = [a for a in args if not a.startswith("-")]

@@ -71,7 +71,7 @@ class PathPattern:
     raw: str
     base: str | None  # absolute directory; None = cwd; "~" = the home directory
     pattern: str  # gitignore pattern relative to base ("" = the base and everything below it)
-    spec: pathspec.PathSpec | None
+    spec: pathspec.PathSpec[pathspec.Pattern] | None
 
     def matches(self, path: str, cwd: str, home: str) -> bool:
         base = cwd if self.base is None else home if self.base == "~" else self.base
@@ -281,7 +281,7 @@ def compile_path(spec: str, policy_root: str | None) -> PathPattern:
             raise RuleError(f"{raw!r}: negated globs are not allowed in rules")
     if "\\" in pat:
         raise RuleError(f"{raw!r}: backslashes are not allowed in path rules")
-    spec_obj: pathspec.PathSpec | None = None
+    spec_obj: pathspec.PathSpec[pathspec.Pattern] | None = None
     if pat:
         if pat.count("[") != pat.count("]"):
             raise RuleError(f"{raw!r}: unbalanced '[' in glob")
