@@ -1,9 +1,9 @@
-"""The core stays sans-I/O: no module of ``nexusd.core`` imports the OS, clocks, sockets, randomness or the
-daemon shell, and importing all of it loads none of them (the real file system is injected)."""
+"""The core stays sans-I/O: importing all of ``nexusd.core`` loads no shell, socket or event loop (the real
+file system is injected). What each core module may import is the ``core-pure`` contract in pyproject.toml,
+checked by tests/test_layers.py."""
 
 from __future__ import annotations
 
-import ast
 import pkgutil
 import subprocess
 import sys
@@ -12,34 +12,11 @@ from pathlib import Path
 import nexusd.core
 
 CORE = Path(nexusd.core.__file__).parent
-FORBIDDEN = {"os", "time", "socket", "random", "secrets", "subprocess", "threading", "asyncio", "anyio", "datetime",
-             "glob", "shutil", "io", "pathlib", "signal", "select", "selectors"}
-
-
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
-
-def test_no_core_module_imports_io_clocks_or_the_shell():
-    bad = []
-    for path in sorted(CORE.rglob("*.py")):
-        for name in _imports(path):
-            top = name.split(".")[0]
-            shell = name.startswith("nexusd.") and not name.startswith(("nexusd.core", "nexusd.protocol"))
-            if top in FORBIDDEN or shell:
-                bad.append(f"{path.relative_to(CORE)}: {name}")
-    assert bad == []
 
 
 def test_importing_the_whole_core_loads_no_shell():
     mods = [m.name for m in pkgutil.walk_packages([str(CORE)], "nexusd.core.")]
-    assert "nexusd.core.engine" in mods and "nexusd.core.classify.bash" in mods
+    assert {"nexusd.core.engine", "nexusd.core.classify.bash", "nexusd.core.policy.rules"} <= set(mods)
     code = (
         "import sys\n"
         f"for m in {mods!r}: __import__(m)\n"
