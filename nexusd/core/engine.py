@@ -424,7 +424,7 @@ def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
 # ---------------------------------------------------------------------- evaluate
 
 
-def evaluate(
+def evaluate(  # noqa: C901 - the decision's ordered steps
     call: CallInfo,
     policy: Policy,
     session: Session,

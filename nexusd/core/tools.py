@@ -220,7 +220,7 @@ def patch_paths(patch: str) -> list[str]:
     return paths
 
 
-def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:
+def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C901 - one branch per tool's input shape
     """Pull the command, paths, URLs and content size out of one tool's input."""
     inp = tool_input if isinstance(tool_input, dict) else {}
     c = info.canonical

@@ -148,7 +148,7 @@ def file_change(entry: Entry, reader: Callable[[str], Any] = read_current) -> Ch
     return change_for(call.tool, call.input, call.cwd, reader)
 
 
-def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]:
+def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]:  # noqa: C901 - one block per kind of detail
     """The selected request in full, as a list of lines/blocks (a ``Group`` in the widget).
 
     ``change`` is ``file_change(entry)``, computed by the caller (it reads the file system).
