@@ -14,7 +14,6 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -31,7 +30,6 @@ __all__ = [
     "DaemonUnreachable",
     "NexusClientError",
     "ReplyTimeout",
-    "default_socket",
     "resolve_socket",
 ]
 
@@ -540,6 +538,3 @@ class AsyncClient:
 MAX_QUEUED_EVENTS = 100_000  # pushes an AsyncClient holds for a slow subscriber before it disconnects
 
 
-def default_socket() -> Path:
-    """The socket every client uses unless told otherwise."""
-    return Path(resolve_socket(None))

@@ -41,7 +41,6 @@ ErrorCode = Literal[
     "wrong_role",
     "not_found",
     "already_decided",
-    "too_many_pending",
     "protocol_version",
     "self_approval",
     "forbidden",

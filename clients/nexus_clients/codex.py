@@ -154,11 +154,6 @@ def codex_process(pid: int | None, hops: int = 4) -> tuple[int, str] | None:
     return None
 
 
-def codex_process_cwd(pid: int | None) -> str | None:
-    found = codex_process(pid)
-    return found[1] if found else None
-
-
 def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
     from nexusd.protocol import CallInfo
 

@@ -88,9 +88,3 @@ class RunawayLimiter:
                 w.counts[old] = n
             else:
                 del w.counts[old]
-
-    def usage(self, session: str, now: float) -> int:
-        """Automatic allows of ``session`` in the last minute (for status)."""
-        if session not in self._sessions:
-            return 0
-        return len(self._window(session, now).stamps)

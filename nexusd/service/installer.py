@@ -21,7 +21,6 @@ from nexusd.atomicfile import write_atomic
 from nexusd.service import launchd, systemd
 
 Out = Callable[[str], None]
-MANAGERS = ("systemd", "launchd")
 COMMAND_TIMEOUT = 60.0
 
 

@@ -417,8 +417,8 @@ def test_workspace_falls_back_to_the_codex_process_cwd(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
         assert child is not None
-        assert codex.codex_process_cwd(child) == str(ws)
-        assert codex.codex_process_cwd(os.getpid()) is None  # no codex above the test runner
+        assert codex.codex_process(child) == (proc.pid, str(ws))
+        assert codex.codex_process(os.getpid()) is None  # no codex above the test runner
         c = call(payload(cwd="/"), agent_pid=child)
         assert c.workspace == str(ws) and c.cwd == "/"
         assert c.agent_pid == proc.pid, "the queue names Codex, not the hook's short-lived shell"

@@ -1476,12 +1476,6 @@ def _shift_dyn(dyn: frozenset[int], shift: int) -> frozenset[int]:
     return frozenset(i + shift for i in dyn)
 
 
-def _lit(text: str) -> _Word:
-    w = _Word()
-    w.segs.append((text, True))
-    return w
-
-
 _NOT_WORDS = frozenset(
     {"variable_assignment", "file_redirect", "heredoc_redirect", "herestring_redirect", "comment", ""}
 )
@@ -1642,7 +1636,7 @@ _ENV_OPTS = {
 Peeled = tuple[str, list[str], tuple[tuple[str, str], ...], str]
 
 
-def _skip_opts(args: list[str], with_value: set[str], stop_at_first_plain: bool = True) -> list[str] | None:
+def _skip_opts(args: list[str], with_value: set[str]) -> list[str] | None:
     """Drop leading options (and the values of those that take one); None when nothing is left."""
     i = 0
     while i < len(args):
