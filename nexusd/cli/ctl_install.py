@@ -7,7 +7,9 @@ this module is the command-line shell around it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from nexus_clients import agent_settings as settings
@@ -58,7 +60,7 @@ _scope_options = [
 ]
 
 
-def _with_scope(fn):
+def _with_scope(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(_scope_options):
         fn = opt(fn)
     return fn

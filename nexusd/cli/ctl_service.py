@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -13,7 +15,7 @@ MANAGER_OPTIONS = [
 ]
 
 
-def _manager_options(fn):
+def _manager_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(MANAGER_OPTIONS):
         fn = opt(fn)
     return fn
