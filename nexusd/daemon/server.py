@@ -239,8 +239,6 @@ class Server:
 
     async def serve(self, bound: BoundSocket) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
-        import signal
-
         self.audit.start()
         # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
         self._own_socket = str(bound.path.absolute()) if bound.path is not None else None
@@ -312,8 +310,6 @@ class Server:
             delay = min(delay * 2, 30.0)
 
     async def _signal_loop(self, signals: set[signal.Signals], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        import signal
-
         with anyio.open_signal_receiver(*signals) as received:
             task_status.started()
             async for signum in received:
