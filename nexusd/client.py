@@ -37,12 +37,12 @@ __all__ = [
 
 # Which reply type each query expects; anything else (besides Error) is a BadReply.
 REPLY_TYPES: dict[type, tuple[type, ...]] = {
-    p.StatusQuery: (p.StatusReply,),
+    p.Status: (p.StatusReply,),
     p.Check: (p.CheckResult,),
-    p.RulesQuery: (p.RulesReply,),
-    p.ProbeQuery: (p.ProbeReply,),
-    p.SandboxPlanQuery: (p.SandboxPlan,),
-    p.AuditQuery: (p.AuditReply,),
+    p.Rules: (p.RulesReply,),
+    p.Probe: (p.ProbeReply,),
+    p.SandboxPlan: (p.SandboxPlanReply,),
+    p.Audit: (p.AuditReply,),
     p.Subscribe: (p.Snapshot,),
     p.Answer: (p.Ack,),
     p.Cancel: (p.Ack,),
@@ -50,7 +50,7 @@ REPLY_TYPES: dict[type, tuple[type, ...]] = {
     p.Reload: (p.Ack,),
     p.RuleChange: (p.Ack,),
     p.TrustChange: (p.Ack,),
-    p.GrantsQuery: (p.GrantsReply,),
+    p.Grants: (p.GrantsReply,),
     p.RevokeGrant: (p.Ack,),
     p.SessionEnd: (p.Ack,),
 }
@@ -191,7 +191,7 @@ class Client:
             raise BadReply(f"expected decision, got {type(msg).__name__}")
 
     def status(self) -> p.StatusReply:
-        return self.call(p.StatusQuery())
+        return self.call(p.Status())
 
     def check(self, call: p.CallInfo) -> p.Verdict:
         return self.call(p.Check(call=call)).verdict
@@ -212,7 +212,7 @@ class Client:
                          timeout=max(self.timeout, 30.0))
 
     def grants(self) -> list[p.GrantInfo]:
-        return self.call(p.GrantsQuery()).grants  # type: ignore[no-any-return]
+        return self.call(p.Grants()).grants  # type: ignore[no-any-return]
 
     def revoke(self, grant_id: str) -> p.Ack:
         return self.call(p.RevokeGrant(id=grant_id))
@@ -401,7 +401,7 @@ class AsyncClient:
             recv.close()
 
     async def status(self) -> p.StatusReply:
-        return await self.call(p.StatusQuery())
+        return await self.call(p.Status())
 
     async def check(self, call: p.CallInfo) -> p.Verdict:
         return (await self.call(p.Check(call=call))).verdict
@@ -420,7 +420,7 @@ class AsyncClient:
                                         rules=rules, abort=abort, duration=duration))
 
     async def grants(self) -> list[p.GrantInfo]:
-        return (await self.call(p.GrantsQuery())).grants  # type: ignore[no-any-return]
+        return (await self.call(p.Grants())).grants  # type: ignore[no-any-return]
 
     async def revoke(self, grant_id: str) -> p.Ack:
         return await self.call(p.RevokeGrant(id=grant_id))

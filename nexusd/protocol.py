@@ -176,11 +176,11 @@ class Answer(_Msg, tag="answer"):
     ref: str | None = None
 
 
-class StatusQuery(_Msg, tag="status"):
+class Status(_Msg, tag="status"):
     ref: str | None = None
 
 
-class GrantsQuery(_Msg, tag="grants"):
+class Grants(_Msg, tag="grants"):
     """List every grant in force (answered by GrantsReply)."""
 
     ref: str | None = None
@@ -218,7 +218,7 @@ class Reload(_Msg, tag="reload"):
     ref: str | None = None
 
 
-class RulesQuery(_Msg, tag="rules"):
+class Rules(_Msg, tag="rules"):
     ref: str | None = None
 
 
@@ -237,12 +237,12 @@ class TrustChange(_Msg, tag="trust_change"):
     ref: str | None = None
 
 
-class ProbeQuery(_Msg, tag="probe"):
+class Probe(_Msg, tag="probe"):
     refresh: bool = False
     ref: str | None = None
 
 
-class AuditQuery(_Msg, tag="audit"):
+class Audit(_Msg, tag="audit"):
     """Recent audit records, newest last; filters are exact matches."""
 
     limit: int = 200
@@ -260,7 +260,7 @@ class Ping(_Msg, tag="ping"):
     ref: str | None = None
 
 
-class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
+class SandboxPlan(_Msg, tag="sandbox_plan"):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
     command: str
@@ -287,19 +287,19 @@ ClientMessage = (
     | Cancel
     | Subscribe
     | Answer
-    | StatusQuery
+    | Status
     | Check
     | SetMode
     | Reload
-    | RulesQuery
+    | Rules
     | RuleChange
     | TrustChange
-    | ProbeQuery
-    | SandboxPlanQuery
+    | Probe
+    | SandboxPlan
     | SandboxReport
-    | AuditQuery
+    | Audit
     | Ping
-    | GrantsQuery
+    | Grants
     | RevokeGrant
     | SessionEnd
 )
@@ -458,7 +458,7 @@ class ProbeReply(_Msg, tag="probe_reply"):
     ref: str | None = None
 
 
-class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
+class SandboxPlanReply(_Msg, tag="sandbox_plan_reply"):
     allowed: bool
     argv: list[str] = []  # exec this to run the command sandboxed
     reason: str = ""
@@ -556,7 +556,7 @@ ServerMessage = (
     | CheckResult
     | RulesReply
     | ProbeReply
-    | SandboxPlan
+    | SandboxPlanReply
     | AuditReply
     | GrantsReply
     | PolicyNotice

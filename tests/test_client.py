@@ -107,7 +107,7 @@ def test_wrong_reply_type_is_bad_reply():
     path, _t = fake_server(b'{"type":"welcome","proto":1,"version":"x","role":"agent","ref":"c1"}\n')
     c = Client(socket_path=path, timeout=2).connect()
     with pytest.raises((BadReply, DaemonUnreachable, ReplyTimeout)):
-        c.call(p.StatusQuery(), timeout=0.5)
+        c.call(p.Status(), timeout=0.5)
 
 
 @pytest.mark.anyio

@@ -18,19 +18,19 @@ CLIENT_MESSAGES = [
     p.Cancel(id="a" * 32),
     p.Subscribe(),
     p.Answer(id="a" * 32, decision="allow", scope="session", message="m", rules=["Bash(ls)"]),
-    p.StatusQuery(),
+    p.Status(),
     p.Check(call=CALL),
     p.SetMode(session="s", mode=None),
     p.Reload(),
-    p.RulesQuery(),
+    p.Rules(),
     p.RuleChange(action="add", kind="deny", rule="Bash(rm *)"),
     p.TrustChange(action="remove", path="/w"),
-    p.ProbeQuery(refresh=True),
-    p.SandboxPlanQuery(command="ls", cwd="/"),
+    p.Probe(refresh=True),
+    p.SandboxPlan(command="ls", cwd="/"),
     p.SandboxReport(command="touch x", cwd="/w", violations=["v"], session="s", exit_code=1),
-    p.AuditQuery(limit=5, decision="deny"),
+    p.Audit(limit=5, decision="deny"),
     p.Ping(ref="k"),
-    p.GrantsQuery(),
+    p.Grants(),
     p.RevokeGrant(id="g-1"),
     p.SessionEnd(session="s"),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
@@ -48,7 +48,7 @@ SERVER_MESSAGES = [
     p.CheckResult(verdict=VERDICT),
     p.RulesReply(rules=[p.RuleInfo("allow", "Read", "user", "x:1")]),
     p.ProbeReply(probe=p.SandboxProbe(platform="linux", available=False)),
-    p.SandboxPlan(allowed=True, argv=["bwrap"]),
+    p.SandboxPlanReply(allowed=True, argv=["bwrap"]),
     p.AuditReply(records=[]),
     p.GrantsReply(grants=[p.GrantInfo(id="g-1", kind="allow", rule="Bash(ls)", scope="timed", given_by="tui (pid 1)",
                                       ui="tui", given_at=1.0, expires=901.0, uses=3)]),
@@ -74,7 +74,7 @@ def test_every_server_message_round_trips():
 
 
 def test_defaults_are_omitted_and_unknown_fields_refused():
-    assert p.encode(p.StatusQuery()) == b'{"type":"status"}\n'
+    assert p.encode(p.Status()) == b'{"type":"status"}\n'
     try:
         p.decode_client(b'{"type":"status","extra":1}')
     except msgspec.ValidationError:

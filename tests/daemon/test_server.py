@@ -607,7 +607,7 @@ def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
     pr = admin.ask({"type": "probe"})
     assert isinstance(pr, p.ProbeReply) and pr.probe.platform
     plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": "/tmp", "ref": "pl"})
-    assert isinstance(plan, p.SandboxPlan) and plan.ref == "pl"
+    assert isinstance(plan, p.SandboxPlanReply) and plan.ref == "pl"
     if not plan.allowed:
         assert plan.reason
     au = admin.ask({"type": "audit", "limit": 5})
