@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,6 +59,39 @@ SERVER_MESSAGES = [
     p.Bye(reason="stop"),
     p.Pong(ref="k"),
 ]
+
+
+# The wire's tags as deployed hooks and UIs speak them: a class rename must not change one silently.
+WIRE_TAGS = {
+    "answer", "audit", "cancel", "check", "grants", "hello", "ping", "probe", "reload", "request", "revoke_grant",
+    "rule_change", "rules", "sandbox_plan", "sandbox_report", "session_end", "set_mode", "status", "subscribe",
+    "trust_change",
+    "ack", "audit_reply", "bye", "check_result", "decision", "error", "grants_reply", "pending", "policy_notice",
+    "pong", "probe_reply", "prompt", "resolved", "rules_reply", "sandbox_notice", "sandbox_plan_reply", "snapshot",
+    "status_reply", "welcome",
+}
+
+
+def _snake(name: str) -> str:
+    out = ""
+    for i, ch in enumerate(name):
+        out += ("_" if i and ch.isupper() else "") + ch.lower()
+    return out
+
+
+def test_every_wire_tag_is_the_snake_case_of_its_class_name():
+    """Names said once: the tag is derived from the class name by one rule, for every message type."""
+    classes = [*typing.get_args(p.ClientMessage), *typing.get_args(p.ServerMessage)]
+    for cls in classes:
+        assert cls.__struct_config__.tag == _snake(cls.__name__) == p.wire_tag(cls.__name__), cls
+        assert msgspec.json.decode(p.encode(_minimal(cls)))["type"] == _snake(cls.__name__)
+    assert {cls.__struct_config__.tag for cls in classes} == WIRE_TAGS
+    assert len(classes) == len(WIRE_TAGS)  # no tag is shared
+
+
+def _minimal(cls: type) -> msgspec.Struct:
+    """One instance of ``cls`` from the fixtures above."""
+    return next(m for m in (*CLIENT_MESSAGES, *SERVER_MESSAGES) if type(m) is cls)
 
 
 def test_every_client_message_round_trips_as_one_line():
