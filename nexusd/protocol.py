@@ -1,8 +1,9 @@
 """Wire types shared by the daemon and every client.
 
-One UTF-8 JSON object per line, a tagged union on the ``type`` field. This module imports only
-msgspec and the standard library because hooks are spawned once per tool call and import it on
-their hot path. ``docs/PROTOCOL.md`` documents every message; keep the two in step.
+One UTF-8 JSON object per line, a tagged union on the ``type`` field. This module imports only msgspec,
+the standard library and the stdlib-only ``nexusd.conversation`` (which states the version) because
+clients spawned once per call import it on their hot path. ``docs/PROTOCOL.md`` documents every message;
+keep the two in step.
 
 Every client message may carry ``ref``, a client-chosen correlation string that the daemon echoes on
 the reply (and on errors caused by that message), so one connection can multiplex calls.
@@ -15,7 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+from nexusd.conversation import PROTOCOL_VERSION as PROTOCOL_VERSION  # stated once, where the hook reads it
+
 MAX_LINE_BYTES = 1 << 20  # default framing limit; the daemon may be configured lower, never higher
 
 Role = Literal["agent", "ui", "admin"]
