@@ -339,6 +339,8 @@ class Conversation:
     def _handle(self, msg: Any) -> Event | None:
         tag = self.codec.tag_of(msg)
         ref = self.codec.get(msg, "ref")
+        if self.state is State.START:
+            raise BadReply(f"a {tag!r} before the hello")
         if self.state is State.GREETING:
             return self._greeting(tag, ref, msg)
         if ref is None:
