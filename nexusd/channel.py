@@ -96,6 +96,10 @@ class BlockingChannel:
         """The conversation's next event, reading (and keeping the connection alive) as needed."""
         while True:
             event = self.conv.next_event()
+            owed = self.conv.data_to_send()
+            if owed:
+                with contextlib.suppress(NexusClientError):  # a cancel for a call given up: best effort
+                    self.send(owed)
             if event is not NEED_DATA:
                 return event
             self.conv.receive_data(self._read(deadline))

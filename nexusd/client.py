@@ -453,6 +453,10 @@ class AsyncClient:
                         return
                     if isinstance(event, Pushed) and isinstance(event.message, p.Bye):
                         reason = f"nexusd is stopping: {event.message.reason}"
+                owed = self._conv.data_to_send()
+                if owed:
+                    with contextlib.suppress(NexusClientError):  # a cancel for a call given up: best effort
+                        await self._send(owed)
                 try:
                     chunk = await self._stream.receive(1 << 16)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):

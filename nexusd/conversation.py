@@ -202,7 +202,8 @@ class Conversation:
         self._eof = False
         self._hello_ref: str | None = None
         self._calls: dict[str, _Call] = {}
-        self._abandoned: set[str] = set()  # calls given up: their late replies are dropped
+        self._abandoned: dict[str, str] = {}  # calls given up (ref -> tag): their late replies are dropped
+        self._outbox = bytearray()  # lines the conversation owes the daemon on its own (``data_to_send``)
         self._subscribed = False
         self._failure: NexusClientError | None = None
 
@@ -240,12 +241,17 @@ class Conversation:
         call = self._calls.pop(ref, None)
         if call is None:
             return b""
-        self._abandoned.add(ref)
+        self._abandoned[ref] = call.tag
         if call.pending_id is None or self.state is not State.READY:
-            return b""
-        cancel_ref = self._new_ref()
-        self._abandoned.add(cancel_ref)  # its ack (or not_found, if decided meanwhile) matters to nobody
-        return self._encode(self.codec.build("cancel", {"id": call.pending_id, "ref": cancel_ref}))
+            return b""  # a request's pending that still comes is cancelled then (``data_to_send``)
+        return self._cancel(call.pending_id)
+
+    def data_to_send(self) -> bytes:
+        """Lines the conversation decided to send by itself (the cancel of a request given up before its
+        pending came); drivers send them after reading events. Empty most of the time."""
+        data = bytes(self._outbox)
+        self._outbox.clear()
+        return data
 
     # ---------------------------------------------------------------- bytes in, events out
 
@@ -308,6 +314,11 @@ class Conversation:
             self._subscribed = True
         return ref, data
 
+    def _cancel(self, pending_id: str) -> bytes:
+        cancel_ref = self._new_ref()
+        self._abandoned[cancel_ref] = "cancel"  # its ack (or not_found, if decided meanwhile) matters to nobody
+        return self._encode(self.codec.build("cancel", {"id": pending_id, "ref": cancel_ref}))
+
     def _encode(self, msg: Any) -> bytes:
         try:
             return self.codec.encode(msg)
@@ -346,8 +357,12 @@ class Conversation:
         if ref is None:
             return self._unsolicited(tag, msg)
         if ref in self._abandoned:  # a late reply to a call given up: nobody waits for it
-            if tag != "pending":
-                self._abandoned.discard(ref)
+            if tag == "pending" and self._abandoned[ref] == "request":
+                pending_id = self.codec.get(msg, "id")
+                if isinstance(pending_id, str):  # a person would be asked for nobody: take it back
+                    self._outbox += self._cancel(pending_id)
+                return None
+            del self._abandoned[ref]
             return None
         call = self._calls.get(ref)
         if call is None:

@@ -294,6 +294,22 @@ def test_giving_up_before_pending_sends_nothing() -> None:
     assert conv.give_up(ref) == b""
     conv.receive_data(_line(p.Error(code="internal", message="late"), ref))
     assert conv.next_event() is NEED_DATA
+    assert conv.data_to_send() == b""
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_pending_that_comes_after_giving_up_is_cancelled(codec: str) -> None:
+    """Nobody waits for the decision any more: the person must not be asked for nobody."""
+    conv = _ready(codec)
+    ref, _ = conv.send_request(_call_line(codec), "deny")
+    assert conv.give_up(ref) == b""
+    conv.receive_data(_line(p.Pending(id="cd", deadline=1.0), ref))
+    assert conv.next_event() is NEED_DATA
+    cancel = p.decode_client(conv.data_to_send())
+    assert isinstance(cancel, p.Cancel) and cancel.id == "cd"
+    assert conv.data_to_send() == b""
+    conv.receive_data(_line(p.Ack(), cancel.ref) + _line(p.Decision("deny", "cancelled", "cancelled"), ref))
+    assert conv.next_event() is NEED_DATA and conv.state is State.READY
 
 
 def test_a_refused_subscription_does_not_let_pushes_in() -> None:
