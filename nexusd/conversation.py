@@ -276,7 +276,13 @@ class Conversation:
             if not line.strip():
                 continue  # blank lines are allowed on the wire
             try:
-                event = self._handle(self.codec.decode(line))
+                try:
+                    msg = self.codec.decode(line)
+                except NexusClientError:
+                    raise
+                except Exception as e:  # a codec's own slip is still a reply nobody may act on
+                    raise BadReply(f"undecodable reply from nexusd: {type(e).__name__}") from None
+                event = self._handle(msg)
             except NexusClientError as e:
                 self._fail(e)
                 raise
@@ -350,6 +356,8 @@ class Conversation:
     def _handle(self, msg: Any) -> Event | None:
         tag = self.codec.tag_of(msg)
         ref = self.codec.get(msg, "ref")
+        if ref is not None and not isinstance(ref, str):
+            raise BadReply("a ref that is not a string")
         if self.state is State.START:
             raise BadReply(f"a {tag!r} before the hello")
         if self.state is State.GREETING:

@@ -242,6 +242,8 @@ def test_an_open_request_takes_only_pending_decision_or_error(msg: msgspec.Struc
     b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":"c2","extra":1}',
     b'{"type":"decision","decision":"ALLOW","reason":"r","source":"rule","ref":"c2"}',
     b'\xff\xfe', b'{"type":"pending","id":5,"deadline":1,"ref":"c2"}',
+    b'{"type":"welcome","proto":1,"version":"x","role":["agent"],"ref":"c1"}', b'{"type":["decision"],"ref":"c2"}',
+    b'{"type":"ack","ref":["c2"]}', b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":{}}',
 ])
 def test_malformed_lines_fail_closed(codec: str, garbage: bytes) -> None:
     conv = _ready(codec)
@@ -327,3 +329,15 @@ def test_unencodable_calls_raise_value_error_and_change_nothing() -> None:
     with pytest.raises(ValueError):
         conv.send_request(msgspec.to_builtins(CALL), "allow")
     assert conv.open_calls == 0 and conv.state is State.READY
+
+
+def test_a_codec_that_slips_still_fails_closed() -> None:
+    """Whatever a codec raises while decoding is a reply nobody may act on: BadReply, and FAILED."""
+
+    class Slipping(LeanCodec):
+        def decode(self, line: bytes) -> dict[str, Any]:
+            raise TypeError("unhashable type: 'list'")
+
+    conv = Conversation(Slipping(), "agent", "t")
+    conv.hello()
+    _fails(conv, b'{"type":"welcome"}\n')

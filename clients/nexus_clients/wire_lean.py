@@ -177,7 +177,7 @@ def _check_welcome(msg: dict[str, Any]) -> None:
     if type(msg.get("proto")) is not int:
         raise BadReply("'proto' must be an integer")
     _req_str(msg, "version")
-    if msg.get("role") not in ROLES:
+    if _req_str(msg, "role") not in ROLES:
         raise BadReply("unknown role")
     if msg.get("sandbox") is not None and type(msg["sandbox"]) is not dict:
         raise BadReply("'sandbox' must be an object")
