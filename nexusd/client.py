@@ -1,26 +1,30 @@
 """Client library for the nexusd socket: a blocking ``Client`` and an anyio ``AsyncClient``.
 
-Hooks import this once per tool call, so the module itself imports only the standard library, msgspec
-and the protocol; anyio is imported inside ``AsyncClient``. Every failure is an exception callers turn
-into deny: ``DaemonUnreachable`` (cannot connect, connection lost, no reply in time), ``BadReply``
-(undecodable or unexpected reply), ``ClientError`` (the daemon answered with a protocol ``Error``).
+Both are thin drivers of ``nexusd.conversation.Conversation`` (the one client conversation, which the
+hook's lean wire drives too) with ``StructCodec``, its msgspec spelling. Short-lived clients import this
+once per call, so the module itself imports only the standard library, msgspec and the protocol; anyio is
+imported inside ``AsyncClient``. Every failure is an exception callers turn into deny:
+``DaemonUnreachable`` (cannot connect, connection lost, no reply in time), ``BadReply`` (undecodable or
+unexpected reply), ``ClientError`` (the daemon answered with a protocol ``Error``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import time
+import typing
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
 
 from nexusd import protocol as p
+from nexusd.channel import BlockingChannel
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
-from nexusd.linesocket import MAX_REPLY_BYTES, LineSocket, why
+from nexusd.conversation import NEED_DATA, Conversation, Pushed, Refused, Replied, Waiting, Welcomed
+from nexusd.linesocket import why
 
 __all__ = [
     "AsyncClient",
@@ -30,29 +34,9 @@ __all__ = [
     "DaemonUnreachable",
     "NexusClientError",
     "ReplyTimeout",
+    "StructCodec",
     "resolve_socket",
 ]
-
-# Which reply type each query expects; anything else (besides Error) is a BadReply.
-REPLY_TYPES: dict[type, tuple[type, ...]] = {
-    p.StatusQuery: (p.StatusReply,),
-    p.Check: (p.CheckResult,),
-    p.RulesQuery: (p.RulesReply,),
-    p.ProbeQuery: (p.ProbeReply,),
-    p.SandboxPlanQuery: (p.SandboxPlan,),
-    p.AuditQuery: (p.AuditReply,),
-    p.Subscribe: (p.Snapshot,),
-    p.Answer: (p.Ack,),
-    p.Cancel: (p.Ack,),
-    p.SetMode: (p.Ack,),
-    p.Reload: (p.Ack,),
-    p.RuleChange: (p.Ack,),
-    p.TrustChange: (p.Ack,),
-    p.GrantsQuery: (p.GrantsReply,),
-    p.RevokeGrant: (p.Ack,),
-    p.SessionEnd: (p.Ack,),
-}
-
 
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
           "d": 86400, "day": 86400}
@@ -84,13 +68,33 @@ def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
     return str(default_socket(str(socket_path) if socket_path else None))
 
 
-def _check_reply(msg: Any, query: msgspec.Struct) -> Any:
-    if isinstance(msg, p.Error):
-        raise ClientError(msg.code, msg.message)
-    expected = REPLY_TYPES.get(type(query))
-    if expected is not None and not isinstance(msg, expected):
-        raise BadReply(f"expected {expected[0].__name__} for {type(query).__name__}, got {type(msg).__name__}")
-    return msg
+class StructCodec:
+    """``nexusd.conversation``'s codec in msgspec Structs (``nexusd.protocol``)."""
+
+    def build(self, tag: str, fields: dict[str, Any]) -> p.ClientMessage:
+        msg: p.ClientMessage = CLIENT_CLASSES[tag](**fields)
+        return msg
+
+    def tag_of(self, msg: msgspec.Struct) -> str:
+        return str(msg.__struct_config__.tag)
+
+    def get(self, msg: msgspec.Struct, field: str) -> Any:
+        return getattr(msg, field, None)
+
+    def with_ref(self, msg: msgspec.Struct, ref: str) -> msgspec.Struct:
+        return msgspec.structs.replace(msg, ref=ref)
+
+    def encode(self, msg: msgspec.Struct) -> bytes:
+        return p.encode(msg)
+
+    def decode(self, line: bytes) -> p.ServerMessage:
+        try:
+            return p.decode_server(line)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as e:
+            raise BadReply(f"undecodable reply from nexusd: {e}") from e
+
+
+CLIENT_CLASSES: dict[str, Any] = {str(c.__struct_config__.tag): c for c in typing.get_args(p.ClientMessage)}
 
 
 class Client:
@@ -115,38 +119,20 @@ class Client:
         self.name = name
         self.timeout = timeout
         self.welcome: p.Welcome | None = None
-        self._line: LineSocket | None = None
-        self._refs = itertools.count(1)
-        self.events: deque[p.ServerMessage] = deque()  # pushes (Prompt, Resolved, ...) read while waiting
-        self._ping_every = 0.0  # a third of the daemon's idle limit (from Welcome); 0: never
-        self._last_sent = 0.0
+        self._chan: BlockingChannel | None = None
 
     # ---------------------------------------------------------------- connection
 
     def connect(self) -> Client:
-        self._line = LineSocket.connect(self.socket_path, self.timeout)
-        try:
-            ref = self._ref()
-            self._send(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name, ref=ref))
-            msg = self._read_until(
-                lambda m: getattr(m, "ref", None) == ref or isinstance(m, p.Error), time.monotonic() + self.timeout
-            )
-            if isinstance(msg, p.Error):
-                raise ClientError(msg.code, msg.message)
-            if not isinstance(msg, p.Welcome):
-                raise BadReply(f"expected welcome, got {type(msg).__name__}")
-            self.welcome = msg
-            if msg.idle_timeout:
-                self._ping_every = msg.idle_timeout / 3
-        except BaseException:
-            self.close()
-            raise
+        conv = Conversation(StructCodec(), self.role, self.name, ref_prefix="c")
+        self._chan = BlockingChannel.connect(conv, self.socket_path, self.timeout)
+        self.welcome = conv.welcome
         return self
 
     def close(self) -> None:
-        if self._line is not None:
-            self._line.close()
-            self._line = None
+        if self._chan is not None:
+            self._chan.close()
+            self._chan = None
 
     def __enter__(self) -> Client:
         return self.connect()
@@ -154,50 +140,40 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def events(self) -> deque[Any]:
+        """Pushes (Prompt, Resolved, ...) read while waiting for a reply."""
+        return self._connected().events
+
     # ---------------------------------------------------------------- API
 
     def call(self, msg: msgspec.Struct, timeout: float | None = None) -> Any:
-        """Send any query and return its reply (matched by ``ref``); a protocol Error raises ClientError."""
-        ref = getattr(msg, "ref", None) or self._ref()
-        msg = msgspec.structs.replace(msg, ref=ref)
-        self._send(msg)
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        reply = self._read_until(lambda m: getattr(m, "ref", None) == ref, deadline)
-        return _check_reply(reply, msg)
+        """Send any query and return its one reply (matched by ``ref``); a protocol Error raises ClientError."""
+        chan = self._connected()
+        ref, data = chan.conv.send_call(msg)
+        return chan.call(ref, data, time.monotonic() + (self.timeout if timeout is None else timeout))
 
-    def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
-        """Submit a tool call and wait (through Pending) for its Decision; give up at ``timeout``."""
-        ref = self._ref()
-        self._send(p.Request(call=call, on_no_ui=on_no_ui, ref=ref))
-        deadline = time.monotonic() + timeout
-        pending_id: str | None = None
-        while True:
-            try:
-                msg = self._read_until(lambda m: getattr(m, "ref", None) == ref, deadline)
-            except ReplyTimeout:
-                if pending_id is not None:
-                    with contextlib.suppress(NexusClientError):
-                        self._send(p.Cancel(id=pending_id))
-                raise
-            if isinstance(msg, p.Pending):
-                pending_id = msg.id
-                continue
-            if isinstance(msg, p.Decision):
-                return msg
-            if isinstance(msg, p.Error):
-                raise ClientError(msg.code, msg.message)
-            raise BadReply(f"expected decision, got {type(msg).__name__}")
+    def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0,
+                on_pending: Callable[[p.Pending], None] | None = None) -> p.Decision:
+        """Submit a tool call and wait (through Pending, shown to ``on_pending``) for its Decision; give up
+        (and cancel) at ``timeout``."""
+        chan = self._connected()
+        ref, data = chan.conv.send_request(call, on_no_ui)
+        decision: p.Decision = chan.call(ref, data, time.monotonic() + timeout, on_pending)
+        return decision
 
     def status(self) -> p.StatusReply:
-        return self.call(p.StatusQuery())
+        reply: p.StatusReply = self.call(p.Status())
+        return reply
 
     def check(self, call: p.CallInfo) -> p.Verdict:
-        return self.call(p.Check(call=call)).verdict
+        reply: p.CheckResult = self.call(p.Check(call=call))
+        return reply.verdict
 
     def answer(
         self,
         pending_id: str,
-        decision: str,
+        decision: typing.Literal["allow", "deny"],
         scope: p.Scope = "once",
         message: str | None = None,
         rules: list[str] | None = None,
@@ -205,78 +181,41 @@ class Client:
         duration: float | None = None,
         updated_input: dict[str, Any] | None = None,
     ) -> p.Ack:
-        return self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,  # type: ignore[arg-type]
-                                  abort=abort, duration=duration, updated_input=updated_input),
-                         timeout=max(self.timeout, 30.0))
+        ack: p.Ack = self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,
+                                        abort=abort, duration=duration, updated_input=updated_input),
+                               timeout=max(self.timeout, 30.0))
+        return ack
 
     def grants(self) -> list[p.GrantInfo]:
-        return self.call(p.GrantsQuery()).grants
+        reply: p.GrantsReply = self.call(p.Grants())
+        return reply.grants
 
     def revoke(self, grant_id: str) -> p.Ack:
-        return self.call(p.RevokeGrant(id=grant_id))
+        ack: p.Ack = self.call(p.RevokeGrant(id=grant_id))
+        return ack
 
     def subscribe(self) -> p.Snapshot:
         """Start the stream; read further events with ``next_event``."""
-        return self.call(p.Subscribe())
+        snapshot: p.Snapshot = self.call(p.Subscribe())
+        return snapshot
 
     def next_event(self, timeout: float | None = None) -> p.ServerMessage:
         """The next pushed message (Prompt, Resolved, PolicyNotice, Bye); ReplyTimeout when none arrives."""
-        if self.events:
-            return self.events.popleft()
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        return self._read_until(lambda m: True, deadline, stash=False)
+        chan = self._connected()
+        event: p.ServerMessage = chan.next_push(time.monotonic() + (self.timeout if timeout is None else timeout))
+        return event
 
-    # ---------------------------------------------------------------- wire
-
-    def _ref(self) -> str:
-        return f"c{next(self._refs)}"
-
-    def _send(self, msg: msgspec.Struct) -> None:
-        if self._line is None:
+    def _connected(self) -> BlockingChannel:
+        if self._chan is None:
             raise DaemonUnreachable("not connected")
-        self._line.send(p.encode(msg))
-        self._last_sent = time.monotonic()
-
-    def _read_until(self, want: Any, deadline: float, stash: bool = True) -> Any:
-        while True:
-            line = self._read_line(deadline)
-            try:
-                msg = p.decode_server(line)
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as e:
-                raise BadReply(f"undecodable reply from nexusd: {e}") from e
-            if isinstance(msg, p.Pong) and msg.ref is None:
-                continue  # the answer to a keep-alive
-            if want(msg):
-                return msg
-            if isinstance(msg, p.Bye):
-                self.close()
-                raise DaemonUnreachable(f"nexusd is stopping: {msg.reason}")
-            if isinstance(msg, p.Error) and msg.ref is None:
-                # An unsolicited error is the daemon closing on us (framing, forbidden, protocol version).
-                raise ClientError(msg.code, msg.message)
-            if stash:
-                self.events.append(msg)
-
-    def _read_line(self, deadline: float) -> bytes:
-        while True:
-            if self._line is None:
-                raise DaemonUnreachable("not connected")
-            if not self._ping_every:
-                return self._line.read_line(deadline)
-            ping_at = self._last_sent + self._ping_every
-            try:
-                return self._line.read_line(min(deadline, ping_at))
-            except ReplyTimeout:
-                if time.monotonic() >= deadline:
-                    raise
-            self._send(p.Ping())  # a long wait (a UI in next_event): keep the connection
-
+        return self._chan
 
 
 class AsyncClient:
     """anyio client for UIs and bridges: concurrent calls on one connection, plus a subscription stream.
 
-    ``async with AsyncClient(role="ui") as c: async for event in c.subscribe(): ...``
+    ``async with AsyncClient(role="ui") as c: async for event in c.subscribe(): ...``. The conversation's
+    events are routed by a reader task: replies to the call waiting for them, pushes to the subscription.
     """
 
     def __init__(
@@ -291,8 +230,8 @@ class AsyncClient:
         self.name = name
         self.timeout = timeout
         self.welcome: p.Welcome | None = None
-        self._refs = itertools.count(1)
-        self._waiters: dict[str, Any] = {}  # ref -> MemoryObjectSendStream
+        self._conv = Conversation(StructCodec(), role, name, ref_prefix="a")
+        self._waiters: dict[str, Any] = {}  # ref -> MemoryObjectSendStream of events
         self._events_send: Any = None
         self._events_recv: Any = None
         self._subscribe_ref: str | None = None
@@ -314,18 +253,17 @@ class AsyncClient:
             raise DaemonUnreachable(f"cannot connect to nexusd at {self.socket_path}: {why(e)}") from e
         self._send_lock = anyio.Lock()
         self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](MAX_QUEUED_EVENTS)
+        try:
+            await self._greet()
+        except BaseException:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._stream.aclose()
+            raise
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reader)
-        try:
-            self.welcome = await self.call(p.Hello(proto=p.PROTOCOL_VERSION, role=self.role, name=self.name))
-            if not isinstance(self.welcome, p.Welcome):
-                raise BadReply(f"expected welcome, got {type(self.welcome).__name__}")
-            if self.welcome.idle_timeout:
-                self._tg.start_soon(self._keepalive, self.welcome.idle_timeout / 3)
-        except BaseException:
-            await self.aclose()
-            raise
+        if self._conv.idle_timeout:
+            self._tg.start_soon(self._keepalive, self._conv.idle_timeout / 3)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -346,100 +284,95 @@ class AsyncClient:
     # ---------------------------------------------------------------- API
 
     async def call(self, msg: msgspec.Struct, timeout: float | None = None) -> Any:
-        """Send a message and return its reply (matched by ``ref``); Error raises ClientError."""
-        import anyio
-
-        ref = getattr(msg, "ref", None) or f"a{next(self._refs)}"
-        msg = msgspec.structs.replace(msg, ref=ref)
-        send, recv = anyio.create_memory_object_stream[Any](4)
-        self._waiters[ref] = send
-        try:
-            await self._send(msg)
-            try:
-                with anyio.fail_after(self.timeout if timeout is None else timeout):
-                    reply = await self._next(recv)
-            except TimeoutError as e:
-                raise ReplyTimeout(f"no reply to {type(msg).__name__} in time") from e
-        finally:
-            self._waiters.pop(ref, None)
-            send.close()
-            recv.close()
-        return _check_reply(reply, msg)
+        """Send a message and return its one reply (matched by ``ref``); Error raises ClientError."""
+        return await self._roundtrip(*self._conv_call(lambda: self._conv.send_call(msg)),
+                                     self.timeout if timeout is None else timeout)
 
     async def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
-        """Submit a tool call and wait (through Pending) for the Decision."""
-        import anyio
-
-        ref = f"a{next(self._refs)}"
-        send, recv = anyio.create_memory_object_stream[Any](4)
-        self._waiters[ref] = send
-        pending_id: str | None = None
-        try:
-            await self._send(p.Request(call=call, on_no_ui=on_no_ui, ref=ref))
-            try:
-                with anyio.fail_after(timeout):
-                    while True:
-                        msg = await self._next(recv)
-                        if isinstance(msg, p.Pending):
-                            pending_id = msg.id
-                            continue
-                        if isinstance(msg, p.Decision):
-                            return msg
-                        if isinstance(msg, p.Error):
-                            raise ClientError(msg.code, msg.message)
-                        raise BadReply(f"expected decision, got {type(msg).__name__}")
-            except TimeoutError as e:
-                if pending_id is not None:
-                    with contextlib.suppress(NexusClientError):
-                        await self._send(p.Cancel(id=pending_id))
-                raise ReplyTimeout("no decision in time") from e
-        finally:
-            self._waiters.pop(ref, None)
-            send.close()
-            recv.close()
+        """Submit a tool call and wait (through Pending) for the Decision; give up (and cancel) at ``timeout``."""
+        decision: p.Decision = await self._roundtrip(
+            *self._conv_call(lambda: self._conv.send_request(call, on_no_ui)), timeout)
+        return decision
 
     async def status(self) -> p.StatusReply:
-        return await self.call(p.StatusQuery())
+        reply: p.StatusReply = await self.call(p.Status())
+        return reply
 
     async def check(self, call: p.CallInfo) -> p.Verdict:
-        return (await self.call(p.Check(call=call))).verdict
+        reply: p.CheckResult = await self.call(p.Check(call=call))
+        return reply.verdict
 
     async def answer(
         self,
         pending_id: str,
-        decision: str,
+        decision: typing.Literal["allow", "deny"],
         scope: p.Scope = "once",
         message: str | None = None,
         rules: list[str] | None = None,
         abort: bool = False,
         duration: float | None = None,
     ) -> p.Ack:
-        return await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message,  # type: ignore[arg-type]
-                                        rules=rules, abort=abort, duration=duration))
+        ack: p.Ack = await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message,
+                                              rules=rules, abort=abort, duration=duration))
+        return ack
 
     async def grants(self) -> list[p.GrantInfo]:
-        return (await self.call(p.GrantsQuery())).grants
+        reply: p.GrantsReply = await self.call(p.Grants())
+        return reply.grants
 
     async def revoke(self, grant_id: str) -> p.Ack:
-        return await self.call(p.RevokeGrant(id=grant_id))
+        ack: p.Ack = await self.call(p.RevokeGrant(id=grant_id))
+        return ack
 
     async def subscribe(self) -> AsyncIterator[p.ServerMessage]:
         """Snapshot first, then Prompt / Resolved / PolicyNotice, ending with Bye (then DaemonUnreachable)."""
-        ref = f"a{next(self._refs)}"
+        ref, data = self._conv_call(lambda: self._conv.send_call(p.Subscribe()))
         self._subscribe_ref = ref
-        await self._send(p.Subscribe(ref=ref))
+        await self._send(data)
         while True:
             try:
-                msg = await self._events_recv.receive()
+                event = await self._events_recv.receive()
             except Exception as e:
                 raise DaemonUnreachable(self._closed_reason or "connection to nexusd lost") from e
-            if isinstance(msg, p.Error) and msg.ref == ref:
-                raise ClientError(msg.code, msg.message)
+            if isinstance(event, Refused):
+                raise event.error
+            msg = event.message
             yield msg
             if isinstance(msg, p.Bye):
                 return
 
     # ---------------------------------------------------------------- wire
+
+    def _conv_call(self, start: Callable[[], tuple[str, bytes]]) -> tuple[str, bytes]:
+        if self._closed_reason is not None:
+            raise DaemonUnreachable(self._closed_reason)
+        return start()
+
+    async def _roundtrip(self, ref: str, data: bytes, timeout: float) -> Any:
+        """Send one call's line and wait for its final reply (skipping a Pending); give up at ``timeout``."""
+        import anyio
+
+        send, recv = anyio.create_memory_object_stream[Any](4)
+        self._waiters[ref] = send
+        try:
+            try:
+                with anyio.fail_after(timeout):
+                    await self._send(data)
+                    while True:
+                        event = await self._next(recv)
+                        if isinstance(event, Replied):
+                            return event.message
+                        if isinstance(event, Refused):
+                            raise event.error
+            except TimeoutError as e:
+                with contextlib.suppress(NexusClientError, ValueError):
+                    await self._send(self._conv.give_up(ref))
+                raise ReplyTimeout("no reply from nexusd in time") from e
+        finally:
+            self._conv.give_up(ref)  # a no-op once answered
+            self._waiters.pop(ref, None)
+            send.close()
+            recv.close()
 
     async def _next(self, recv: Any) -> Any:
         try:
@@ -451,15 +384,37 @@ class AsyncClient:
                 raise
             raise DaemonUnreachable(self._closed_reason or "connection to nexusd lost") from e
 
-    async def _send(self, msg: msgspec.Struct) -> None:
+    async def _greet(self) -> None:
+        """Hello, then read until the welcome (before the reader task runs)."""
         import anyio
 
+        await self._send(self._conv.hello())
+        try:
+            with anyio.fail_after(self.timeout):
+                while True:
+                    event = self._conv.next_event()
+                    if isinstance(event, Welcomed):
+                        self.welcome = event.message
+                        return
+                    if event is NEED_DATA:
+                        try:
+                            self._conv.receive_data(await self._stream.receive(1 << 16))
+                        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                            self._conv.receive_data(b"")
+        except TimeoutError as e:
+            raise ReplyTimeout("no welcome from nexusd in time") from e
+
+    async def _send(self, data: bytes) -> None:
+        import anyio
+
+        if not data:
+            return
         if self._closed_reason is not None:
             raise DaemonUnreachable(self._closed_reason)
         try:
             async with self._send_lock:
                 with anyio.fail_after(self.timeout):
-                    await self._stream.send(p.encode(msg))
+                    await self._stream.send(data)
                 self._last_sent = anyio.current_time()
         except TimeoutError as e:
             raise ReplyTimeout("could not send to nexusd in time") from e
@@ -476,65 +431,63 @@ class AsyncClient:
                 await anyio.sleep(wait)
                 continue
             try:
-                await self._send(p.Ping())
+                await self._send(self._conv.keepalive())
             except NexusClientError:
                 return
 
     async def _reader(self) -> None:
         import anyio
 
-        buf = b""
         reason = "nexusd closed the connection"
         try:
             while True:
-                try:
-                    chunk = await self._stream.receive(1 << 16)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    break
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
+                while True:  # what is buffered first (the greeting's read may have taken more than the welcome)
+                    event = self._conv.next_event()  # raises at the end of the stream, or on a protocol error
+                    if event is NEED_DATA:
                         break
-                    line, buf = buf[:nl], buf[nl + 1 :]
-                    try:
-                        msg = p.decode_server(line)
-                    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError):
-                        reason = "undecodable message from nexusd"
-                        return
-                    if not self._dispatch(msg):
+                    if not self._dispatch(event):
                         reason = (f"this client fell {MAX_QUEUED_EVENTS} pushed messages behind; reconnect for a "
                                   "fresh snapshot")
                         return
-                    if isinstance(msg, p.Bye):
-                        reason = f"nexusd is stopping: {msg.reason}"
-                if len(buf) > MAX_REPLY_BYTES:
-                    reason = "reply line too long"
-                    return
+                    if isinstance(event, Pushed) and isinstance(event.message, p.Bye):
+                        reason = f"nexusd is stopping: {event.message.reason}"
+                owed = self._conv.data_to_send()
+                if owed:
+                    with contextlib.suppress(NexusClientError):  # a cancel for a call given up: best effort
+                        await self._send(owed)
+                try:
+                    chunk = await self._stream.receive(1 << 16)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    chunk = b""
+                self._conv.receive_data(chunk)
+        except DaemonUnreachable:
+            pass  # the end of the stream: the reason stands (closed, or the bye's)
+        except NexusClientError as e:  # a protocol error (fail closed: every waiter gets DaemonUnreachable)
+            reason = f"nexusd broke the protocol: {e}"
         finally:
             self._closed_reason = reason
             for send in list(self._waiters.values()):
                 send.close()
             self._events_send.close()
 
-    def _dispatch(self, msg: Any) -> bool:
-        """Route one message; False when the subscriber fell too far behind (the connection must end)."""
-        ref = getattr(msg, "ref", None)
+    def _dispatch(self, event: Any) -> bool:
+        """Route one event; False when the subscriber fell too far behind (the connection must end)."""
+        ref = getattr(event, "ref", None)
+        if isinstance(event, Waiting):
+            return True  # a request's pending: its decision follows
         if ref is not None and ref != self._subscribe_ref:
             waiter = self._waiters.get(ref)
             if waiter is not None:
                 with contextlib.suppress(Exception):
-                    waiter.send_nowait(msg)
+                    waiter.send_nowait(event)
             return True
         # Never drop a push silently: a lost prompt is a request nobody sees, a lost resolved a stale one.
         # A subscriber that fell this far behind ends the connection; a new one starts from a snapshot.
         try:
-            self._events_send.send_nowait(msg)
+            self._events_send.send_nowait(event)
         except Exception:  # WouldBlock (full); closed when nobody subscribes: nothing to lose
             return self._subscribe_ref is None
         return True
 
 
 MAX_QUEUED_EVENTS = 100_000  # pushes an AsyncClient holds for a slow subscriber before it disconnects
-
-

@@ -103,6 +103,33 @@ class LineSocket:
             self.close()
             raise BadReply("too much unread from nexusd while sending")
 
+    def read_some(self, deadline: float) -> bytes:
+        """Whatever the daemon sent (what a send read first), ``b""`` at the end of the stream; ReplyTimeout at
+        ``deadline`` (time.monotonic()). For a caller that frames lines itself (``nexusd.conversation``)."""
+        if self.sock is None:
+            raise DaemonUnreachable("not connected")
+        if self._pos < len(self._buf):
+            data = bytes(self._buf[self._pos :])
+            self._buf.clear()
+            self._pos = 0
+            return data
+        if self._eof:
+            return b""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ReplyTimeout("no reply from nexusd in time")
+        self.sock.settimeout(remaining)
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except TimeoutError as e:
+            raise ReplyTimeout("no reply from nexusd in time") from e
+        except OSError as e:
+            self.close()
+            raise DaemonUnreachable(f"connection to nexusd lost: {why(e)}") from e
+        if not chunk:
+            self._eof = True
+        return chunk
+
     def read_line(self, deadline: float) -> bytes:
         """The next line without its newline; ReplyTimeout at ``deadline`` (time.monotonic())."""
         if self.sock is None:

@@ -1,8 +1,9 @@
 """Wire types shared by the daemon and every client.
 
-One UTF-8 JSON object per line, a tagged union on the ``type`` field. This module imports only
-msgspec and the standard library because hooks are spawned once per tool call and import it on
-their hot path. ``docs/PROTOCOL.md`` documents every message; keep the two in step.
+One UTF-8 JSON object per line, a tagged union on the ``type`` field. This module imports only msgspec,
+the standard library and the stdlib-only ``nexusd.conversation`` (which states the version) because
+clients spawned once per call import it on their hot path. ``docs/PROTOCOL.md`` documents every message;
+keep the two in step.
 
 Every client message may carry ``ref``, a client-chosen correlation string that the daemon echoes on
 the reply (and on errors caused by that message), so one connection can multiplex calls.
@@ -10,11 +11,13 @@ the reply (and on errors caused by that message), so one connection can multiple
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+from nexusd.conversation import PROTOCOL_VERSION as PROTOCOL_VERSION  # stated once, where the hook reads it
+
 MAX_LINE_BYTES = 1 << 20  # default framing limit; the daemon may be configured lower, never higher
 
 Role = Literal["agent", "ui", "admin"]
@@ -51,8 +54,15 @@ ErrorCode = Literal[
 ]
 
 
-class _Msg(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True):
-    """Base of every message: strict (unknown fields are errors) and compact on the wire."""
+def wire_tag(class_name: str) -> str:
+    """The one naming rule: a message's ``type`` on the wire is its class name in snake_case
+    (``SandboxPlanReply`` -> ``sandbox_plan_reply``), so a name is said once."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+
+
+class _Msg(msgspec.Struct, tag_field="type", tag=wire_tag, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every message: strict (unknown fields are errors), compact on the wire, tagged by
+    ``wire_tag`` of its class name (inherited by every subclass)."""
 
 
 # --------------------------------------------------------------------------- shared data
@@ -136,14 +146,14 @@ class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 # --------------------------------------------------------------------------- client -> daemon
 
 
-class Hello(_Msg, tag="hello"):
+class Hello(_Msg):
     proto: int
     role: Role
     name: str
     ref: str | None = None
 
 
-class Request(_Msg, tag="request"):
+class Request(_Msg):
     """An agent asks whether a tool call may run. Answered by Decision (after Pending, if a person is asked)."""
 
     call: CallInfo
@@ -151,18 +161,18 @@ class Request(_Msg, tag="request"):
     ref: str | None = None
 
 
-class Cancel(_Msg, tag="cancel"):
+class Cancel(_Msg):
     id: str  # the pending id from Pending
     ref: str | None = None
 
 
-class Subscribe(_Msg, tag="subscribe"):
+class Subscribe(_Msg):
     """A UI asks for a Snapshot of everything pending, then a stream of Prompt and Resolved."""
 
     ref: str | None = None
 
 
-class Answer(_Msg, tag="answer"):
+class Answer(_Msg):
     id: str
     decision: Literal["allow", "deny"]
     scope: Scope = "once"
@@ -175,17 +185,17 @@ class Answer(_Msg, tag="answer"):
     ref: str | None = None
 
 
-class StatusQuery(_Msg, tag="status"):
+class Status(_Msg):
     ref: str | None = None
 
 
-class GrantsQuery(_Msg, tag="grants"):
+class Grants(_Msg):
     """List every grant in force (answered by GrantsReply)."""
 
     ref: str | None = None
 
 
-class SessionEnd(_Msg, tag="session_end"):
+class SessionEnd(_Msg):
     """An agent session ended: its session allow grants end with it (answered by Ack). Only narrows: the
     session's deny answers and a person's mode override stay."""
 
@@ -193,35 +203,35 @@ class SessionEnd(_Msg, tag="session_end"):
     ref: str | None = None
 
 
-class RevokeGrant(_Msg, tag="revoke_grant"):
+class RevokeGrant(_Msg):
     """Take a grant back; it no longer applies from the next call on (answered by Ack)."""
 
     id: str
     ref: str | None = None
 
 
-class Check(_Msg, tag="check"):
+class Check(_Msg):
     """Evaluate a call without side effects; answered by CheckResult."""
 
     call: CallInfo
     ref: str | None = None
 
 
-class SetMode(_Msg, tag="set_mode"):
+class SetMode(_Msg):
     session: str
     mode: str | None  # None clears the person's override
     ref: str | None = None
 
 
-class Reload(_Msg, tag="reload"):
+class Reload(_Msg):
     ref: str | None = None
 
 
-class RulesQuery(_Msg, tag="rules"):
+class Rules(_Msg):
     ref: str | None = None
 
 
-class RuleChange(_Msg, tag="rule_change"):
+class RuleChange(_Msg):
     """Add or remove a learned rule (admin and ui roles)."""
 
     action: Literal["add", "remove"]
@@ -230,18 +240,18 @@ class RuleChange(_Msg, tag="rule_change"):
     ref: str | None = None
 
 
-class TrustChange(_Msg, tag="trust_change"):
+class TrustChange(_Msg):
     action: Literal["add", "remove"]
     path: str
     ref: str | None = None
 
 
-class ProbeQuery(_Msg, tag="probe"):
+class Probe(_Msg):
     refresh: bool = False
     ref: str | None = None
 
 
-class AuditQuery(_Msg, tag="audit"):
+class Audit(_Msg):
     """Recent audit records, newest last; filters are exact matches."""
 
     limit: int = 200
@@ -253,13 +263,13 @@ class AuditQuery(_Msg, tag="audit"):
     ref: str | None = None
 
 
-class Ping(_Msg, tag="ping"):
+class Ping(_Msg):
     """Keeps an otherwise silent connection (a UI waiting for prompts) from being closed as idle; answered by Pong."""
 
     ref: str | None = None
 
 
-class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
+class SandboxPlan(_Msg):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
     command: str
@@ -269,7 +279,7 @@ class SandboxPlanQuery(_Msg, tag="sandbox_plan"):
     ref: str | None = None
 
 
-class SandboxReport(_Msg, tag="sandbox_report"):
+class SandboxReport(_Msg):
     """What the sandbox refused while a command ran (from the runner): recorded and shown to every UI."""
 
     command: str
@@ -286,19 +296,19 @@ ClientMessage = (
     | Cancel
     | Subscribe
     | Answer
-    | StatusQuery
+    | Status
     | Check
     | SetMode
     | Reload
-    | RulesQuery
+    | Rules
     | RuleChange
     | TrustChange
-    | ProbeQuery
-    | SandboxPlanQuery
+    | Probe
+    | SandboxPlan
     | SandboxReport
-    | AuditQuery
+    | Audit
     | Ping
-    | GrantsQuery
+    | Grants
     | RevokeGrant
     | SessionEnd
 )
@@ -307,7 +317,7 @@ ClientMessage = (
 # --------------------------------------------------------------------------- daemon -> client
 
 
-class Welcome(_Msg, tag="welcome"):
+class Welcome(_Msg):
     proto: int
     version: str
     role: Role
@@ -316,7 +326,7 @@ class Welcome(_Msg, tag="welcome"):
     ref: str | None = None
 
 
-class Pending(_Msg, tag="pending"):
+class Pending(_Msg):
     """A person is being asked; the Decision follows, at the latest at ``deadline``."""
 
     id: str
@@ -324,7 +334,7 @@ class Pending(_Msg, tag="pending"):
     ref: str | None = None
 
 
-class Decision(_Msg, tag="decision"):
+class Decision(_Msg):
     """The answer to a Request. Anything but ``allow`` means the call must not run as submitted."""
 
     decision: DecisionKind
@@ -340,16 +350,16 @@ class Decision(_Msg, tag="decision"):
     ref: str | None = None
 
 
-class Snapshot(_Msg, tag="snapshot"):
+class Snapshot(_Msg):
     items: list[PendingItem]
     ref: str | None = None
 
 
-class Prompt(_Msg, tag="prompt"):
+class Prompt(_Msg):
     item: PendingItem
 
 
-class Resolved(_Msg, tag="resolved"):
+class Resolved(_Msg):
     id: str
     decision: DecisionKind
     source: Source
@@ -358,16 +368,16 @@ class Resolved(_Msg, tag="resolved"):
     scope: Scope | None = None
 
 
-class Ack(_Msg, tag="ack"):
+class Ack(_Msg):
     ref: str | None = None
     detail: str = ""
 
 
-class Pong(_Msg, tag="pong"):
+class Pong(_Msg):
     ref: str | None = None
 
 
-class Error(_Msg, tag="error"):
+class Error(_Msg):
     code: ErrorCode
     message: str
     ref: str | None = None
@@ -389,7 +399,7 @@ class PolicySource(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
         return f"NOT loaded: {self.error}"
 
 
-class StatusReply(_Msg, tag="status_reply"):
+class StatusReply(_Msg):
     version: str
     pid: int
     uptime: float
@@ -411,7 +421,7 @@ class StatusReply(_Msg, tag="status_reply"):
     ref: str | None = None
 
 
-class CheckResult(_Msg, tag="check_result"):
+class CheckResult(_Msg):
     verdict: Verdict
     ref: str | None = None
 
@@ -441,23 +451,23 @@ class GrantInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     origin: str | None = None  # scope learned: the rule's file and line
 
 
-class GrantsReply(_Msg, tag="grants_reply"):
+class GrantsReply(_Msg):
     grants: list[GrantInfo]
     ref: str | None = None
 
 
-class RulesReply(_Msg, tag="rules_reply"):
+class RulesReply(_Msg):
     rules: list[RuleInfo]
     trusted: list[str] = []
     ref: str | None = None
 
 
-class ProbeReply(_Msg, tag="probe_reply"):
+class ProbeReply(_Msg):
     probe: SandboxProbe
     ref: str | None = None
 
 
-class SandboxPlan(_Msg, tag="sandbox_plan_reply"):
+class SandboxPlanReply(_Msg):
     allowed: bool
     argv: list[str] = []  # exec this to run the command sandboxed
     reason: str = ""
@@ -514,25 +524,25 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     prev: str = ""  # SHA-256 (hex) of the audit line before this one: the hash chain (nexusctl audit verify)
 
 
-class AuditReply(_Msg, tag="audit_reply"):
+class AuditReply(_Msg):
     records: list[AuditRecord]
     ref: str | None = None
 
 
-class PolicyNotice(_Msg, tag="policy_notice"):
+class PolicyNotice(_Msg):
     """Pushed to UIs when a reload fails or succeeds, so people see broken policy at once."""
 
     ok: bool
     errors: list[str] = []
 
 
-class Bye(_Msg, tag="bye"):
+class Bye(_Msg):
     """The daemon is stopping; every pending request has been denied."""
 
     reason: str
 
 
-class SandboxNotice(_Msg, tag="sandbox_notice"):
+class SandboxNotice(_Msg):
     """Pushed to UIs: a sandboxed command was refused something (see SandboxReport)."""
 
     command: str
@@ -555,7 +565,7 @@ ServerMessage = (
     | CheckResult
     | RulesReply
     | ProbeReply
-    | SandboxPlan
+    | SandboxPlanReply
     | AuditReply
     | GrantsReply
     | PolicyNotice

@@ -103,11 +103,71 @@ def test_garbage_from_the_daemon_is_bad_reply(reply):
         Client(socket_path=path, timeout=2).connect()
 
 
-def test_wrong_reply_type_is_bad_reply():
-    path, _t = fake_server(b'{"type":"welcome","proto":1,"version":"x","role":"agent","ref":"c1"}\n')
-    c = Client(socket_path=path, timeout=2).connect()
-    with pytest.raises((BadReply, DaemonUnreachable, ReplyTimeout)):
-        c.call(p.StatusQuery(), timeout=0.5)
+def scripted_server(replies: list[bytes]) -> str:
+    """A misbehaving 'daemon' that answers each line it reads with the next reply, ``{ref}`` replaced by that
+    line's ref (the real daemon never misbehaves: the only way to test the client's refusals)."""
+    import json
+
+    path = str(short_tmpdir() / "fake.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn, conn.makefile("rb") as lines:
+            for reply in replies:
+                line = lines.readline()
+                if not line:
+                    break
+                conn.sendall(reply.replace(b"{ref}", str(json.loads(line).get("ref")).encode()) + b"\n")
+            lines.read()
+        srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return path
+
+
+WELCOME_AGENT = b'{"type":"welcome","proto":1,"version":"x","role":"agent","ref":"{ref}"}'
+WELCOME_UI = b'{"type":"welcome","proto":1,"version":"x","role":"ui","ref":"{ref}"}'
+
+
+@pytest.mark.parametrize("reply", [
+    b'{"type":"check_result","verdict":{"decision":"allow","reason":"x","source":"rule"},"ref":"{ref}"}',
+    b'{"type":"status_reply","version":"0","pid":1,"uptime":0,"connections":{},"pending":0,"counters":{},'
+    b'"policy":[],"policy_errors":[],"ref":"other"}',
+    b'{"type":"prompt","item":{}}',
+])
+def test_wrong_reply_type_is_bad_reply(reply):
+    c = Client(socket_path=scripted_server([WELCOME_AGENT, reply]), timeout=2).connect()
+    with pytest.raises(BadReply):
+        c.call(p.Status(), timeout=2)
+    with pytest.raises(BadReply):  # the conversation stays failed
+        c.call(p.Status(), timeout=2)
+
+
+def test_a_decision_for_another_request_is_never_taken():
+    allow = b'{"type":"decision","decision":"allow","reason":"x","source":"rule","ref":"c9"}'
+    c = Client(socket_path=scripted_server([WELCOME_AGENT, allow]), timeout=2).connect()
+    with pytest.raises(BadReply):
+        c.request(BASH, timeout=2)
+
+
+@pytest.mark.anyio
+async def test_async_protocol_violation_fails_every_waiter_closed():
+    allow = b'{"type":"decision","decision":"allow","reason":"x","source":"rule","ref":"{ref}"}'
+    async with AsyncClient(socket_path=scripted_server([WELCOME_UI, allow]), role="ui", timeout=2) as c:
+        with pytest.raises(DaemonUnreachable, match="broke the protocol"):
+            await c.status()
+        with pytest.raises(DaemonUnreachable):
+            await c.status()
+
+
+@pytest.mark.anyio
+async def test_async_welcome_for_another_role_is_refused():
+    with pytest.raises(BadReply):
+        async with AsyncClient(socket_path=scripted_server([WELCOME_AGENT]), role="ui", timeout=2):
+            pass
 
 
 @pytest.mark.anyio

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,19 +20,19 @@ CLIENT_MESSAGES = [
     p.Cancel(id="a" * 32),
     p.Subscribe(),
     p.Answer(id="a" * 32, decision="allow", scope="session", message="m", rules=["Bash(ls)"]),
-    p.StatusQuery(),
+    p.Status(),
     p.Check(call=CALL),
     p.SetMode(session="s", mode=None),
     p.Reload(),
-    p.RulesQuery(),
+    p.Rules(),
     p.RuleChange(action="add", kind="deny", rule="Bash(rm *)"),
     p.TrustChange(action="remove", path="/w"),
-    p.ProbeQuery(refresh=True),
-    p.SandboxPlanQuery(command="ls", cwd="/"),
+    p.Probe(refresh=True),
+    p.SandboxPlan(command="ls", cwd="/"),
     p.SandboxReport(command="touch x", cwd="/w", violations=["v"], session="s", exit_code=1),
-    p.AuditQuery(limit=5, decision="deny"),
+    p.Audit(limit=5, decision="deny"),
     p.Ping(ref="k"),
-    p.GrantsQuery(),
+    p.Grants(),
     p.RevokeGrant(id="g-1"),
     p.SessionEnd(session="s"),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
@@ -48,7 +50,7 @@ SERVER_MESSAGES = [
     p.CheckResult(verdict=VERDICT),
     p.RulesReply(rules=[p.RuleInfo("allow", "Read", "user", "x:1")]),
     p.ProbeReply(probe=p.SandboxProbe(platform="linux", available=False)),
-    p.SandboxPlan(allowed=True, argv=["bwrap"]),
+    p.SandboxPlanReply(allowed=True, argv=["bwrap"]),
     p.AuditReply(records=[]),
     p.GrantsReply(grants=[p.GrantInfo(id="g-1", kind="allow", rule="Bash(ls)", scope="timed", given_by="tui (pid 1)",
                                       ui="tui", given_at=1.0, expires=901.0, uses=3)]),
@@ -57,6 +59,39 @@ SERVER_MESSAGES = [
     p.Bye(reason="stop"),
     p.Pong(ref="k"),
 ]
+
+
+# The wire's tags as deployed hooks and UIs speak them: a class rename must not change one silently.
+WIRE_TAGS = {
+    "answer", "audit", "cancel", "check", "grants", "hello", "ping", "probe", "reload", "request", "revoke_grant",
+    "rule_change", "rules", "sandbox_plan", "sandbox_report", "session_end", "set_mode", "status", "subscribe",
+    "trust_change",
+    "ack", "audit_reply", "bye", "check_result", "decision", "error", "grants_reply", "pending", "policy_notice",
+    "pong", "probe_reply", "prompt", "resolved", "rules_reply", "sandbox_notice", "sandbox_plan_reply", "snapshot",
+    "status_reply", "welcome",
+}
+
+
+def _snake(name: str) -> str:
+    out = ""
+    for i, ch in enumerate(name):
+        out += ("_" if i and ch.isupper() else "") + ch.lower()
+    return out
+
+
+def test_every_wire_tag_is_the_snake_case_of_its_class_name():
+    """Names said once: the tag is derived from the class name by one rule, for every message type."""
+    classes = [*typing.get_args(p.ClientMessage), *typing.get_args(p.ServerMessage)]
+    for cls in classes:
+        assert cls.__struct_config__.tag == _snake(cls.__name__) == p.wire_tag(cls.__name__), cls
+        assert msgspec.json.decode(p.encode(_minimal(cls)))["type"] == _snake(cls.__name__)
+    assert {cls.__struct_config__.tag for cls in classes} == WIRE_TAGS
+    assert len(classes) == len(WIRE_TAGS)  # no tag is shared
+
+
+def _minimal(cls: type) -> msgspec.Struct:
+    """One instance of ``cls`` from the fixtures above."""
+    return next(m for m in (*CLIENT_MESSAGES, *SERVER_MESSAGES) if type(m) is cls)
 
 
 def test_every_client_message_round_trips_as_one_line():
@@ -74,7 +109,7 @@ def test_every_server_message_round_trips():
 
 
 def test_defaults_are_omitted_and_unknown_fields_refused():
-    assert p.encode(p.StatusQuery()) == b'{"type":"status"}\n'
+    assert p.encode(p.Status()) == b'{"type":"status"}\n'
     try:
         p.decode_client(b'{"type":"status","extra":1}')
     except msgspec.ValidationError:

@@ -19,8 +19,7 @@ always answer deny itself when anything goes wrong:
 - Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
 
 The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,cursor,copilot,opencode,
-wire_lean} + nexusd.locations
-+ nexusd.client_errors + nexusd.linesocket,
+wire_lean} + nexusd.{locations,client_errors,linesocket,conversation,channel},
 and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
 """
 
@@ -111,27 +110,25 @@ def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Optio
 
 
 def describe(exc: BaseException, timeout: float) -> str:
-    """A reason fit for the model and the user: what failed, never a traceback or a secret."""
-    name = type(exc).__name__
+    """A reason fit for the model and the user: what failed, never a traceback or a secret.
+
+    By type: an error class is only looked up if its module was imported (a failure may come before), so
+    describing never imports anything; client errors say themselves (``nexusd.client_errors.describe``)."""
     if isinstance(exc, HookDeadline):
         return f"no decision from nexusd within {timeout:g} s"
     if isinstance(exc, UsageError):
         return f"nexus-hook is misconfigured: {exc}"
-    if name == "HookInputError":
+    claude = sys.modules.get("nexus_clients.claude")
+    if claude is not None and isinstance(exc, claude.HookInputError):
         return f"unreadable hook input: {exc}"
-    if name == "ReplyTimeout":
-        return f"no decision from nexusd within {timeout:g} s"
-    if name == "DaemonUnreachable":
-        return "the nexusd daemon is not reachable (is nexusd running?)"
-    if name == "BadReply":
-        return "nexusd sent a reply nexus-hook could not understand"
-    if name == "ClientError":
-        return f"nexusd refused the request: {getattr(exc, 'message', exc)}"
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return f"unreadable hook input: {exc}"
+    errors = sys.modules.get("nexusd.client_errors")
+    if errors is not None:
+        return str(errors.describe(exc, "nexus-hook", timeout))
     if isinstance(exc, TimeoutError):
         return f"no decision from nexusd within {timeout:g} s"
-    if name in ("DecodeError", "ValidationError", "UnicodeDecodeError", "JSONDecodeError"):
-        return f"unreadable hook input: {exc}"
-    return f"nexus-hook failed ({name})"
+    return f"nexus-hook failed ({type(exc).__name__})"
 
 
 def _arm_watchdog(seconds: float) -> None:

@@ -198,18 +198,9 @@ class Bridge:
 
 
 def describe(exc: BaseException) -> str:
-    name = type(exc).__name__
-    if name == "ReplyTimeout":
-        return "no decision from nexusd in time"
-    if name == "DaemonUnreachable":
-        return "the nexusd daemon is not reachable (is nexusd running?)"
-    if name == "BadReply":
-        return "nexusd sent a reply nexus-mcp could not understand"
-    if name == "ClientError":
-        return f"nexusd refused the request: {getattr(exc, 'message', exc)}"
-    if isinstance(exc, TimeoutError):
-        return "no decision from nexusd in time"
-    return f"nexus-mcp failed ({name})"
+    from nexusd.client_errors import describe
+
+    return describe(exc, "nexus-mcp")
 
 
 USAGE = """usage: nexus-mcp [--socket PATH] [--timeout SECONDS] [--session ID]

@@ -1,27 +1,29 @@
 """The agent side of the wire in the standard library only, for ``nexus-hook``.
 
 Importing msgspec (via ``nexusd.protocol`` / ``nexusd.client``) costs 15-17 ms, most of the hook's
-whole-process budget, and the hook only ever sends two messages and reads three kinds of reply. So this
-module speaks those JSON lines with ``json`` and ``socket`` and validates the reply as strictly as the
-protocol's msgspec decoder would: exact types, known literals, no unknown fields. Anything else raises
-``BadReply`` and the hook denies; nothing here can turn a malformed reply into an allow.
+whole-process budget, and the hook only ever sends a few messages and reads a few kinds of reply. So this
+module is ``nexusd.conversation``'s codec in ``json``: it validates every reply as strictly as the
+protocol's msgspec decoder would (exact types, known literals, no unknown fields), and the conversation
+(what may be said when) is the one every client shares. Anything else raises ``BadReply`` and the hook
+denies; nothing here can turn a malformed reply into an allow.
 
-The literal sets and the version are copies of ``nexusd/protocol.py``; ``tests/clients/test_wire_lean.py``
-asserts they are equal and checks this reader against the protocol's own decoder on every Decision shape.
+The literal sets are copies of ``nexusd/protocol.py``; ``tests/clients/test_wire_lean.py`` asserts they
+are equal and checks this reader against the protocol's own decoder on every Decision shape.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
 from typing import Any
 
+from nexusd.channel import BlockingChannel
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
-from nexusd.linesocket import LineSocket
+from nexusd.conversation import PROTOCOL_VERSION, Conversation
 
-PROTOCOL_VERSION = 1
+__all__ = ["PROTOCOL_VERSION", "AgentConnection", "BadReply", "ClientError", "DaemonUnreachable", "LeanCodec",
+           "LeanDecision", "NexusClientError", "ReplyTimeout", "call_fields", "check_decision", "parse_line"]
 
 DECISION_KINDS = frozenset({"allow", "deny", "ask"})
 SOURCES = frozenset(
@@ -37,9 +39,6 @@ _DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_S
 _CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcript_path", "subagent_id",
                   "subagent_type")
 
-HELLO_REF = "h1"
-REQUEST_REF = "r1"
-SESSION_END_REF = "e1"
 
 
 class LeanDecision:
@@ -103,16 +102,6 @@ def call_fields(
         if value is not None:
             out[key] = value
     return out
-
-
-def hello(name: str) -> dict[str, Any]:
-    return {"type": "hello", "proto": PROTOCOL_VERSION, "role": "agent", "name": name, "ref": HELLO_REF}
-
-
-def request(call: dict[str, Any], on_no_ui: str) -> dict[str, Any]:
-    if on_no_ui not in NO_UI:
-        raise ValueError(f"on_no_ui must be one of {sorted(NO_UI)}")
-    return {"type": "request", "call": call, "on_no_ui": on_no_ui, "ref": REQUEST_REF}
 
 
 # --------------------------------------------------------------------------- decoding
@@ -180,49 +169,102 @@ def check_decision(msg: dict[str, Any]) -> LeanDecision:
     return LeanDecision(msg)
 
 
-def _check_error(msg: dict[str, Any]) -> ClientError:
-    code = msg.get("code")
-    text = msg.get("message")
-    return ClientError(code if type(code) is str else "?", text if type(text) is str else "malformed error")
-
-
 def _check_welcome(msg: dict[str, Any]) -> None:
+    """Field types only: the version, the role and the ref are the conversation's to check."""
     extra = set(msg) - {"type", "proto", "version", "role", "sandbox", "idle_timeout", "ref"}
     if extra:
         raise BadReply(f"unknown welcome fields {sorted(extra)}")
-    if type(msg.get("proto")) is not int or msg["proto"] != PROTOCOL_VERSION:
-        raise BadReply("welcome speaks another protocol version")
+    if type(msg.get("proto")) is not int:
+        raise BadReply("'proto' must be an integer")
     _req_str(msg, "version")
-    if msg.get("role") != "agent":
-        raise BadReply("welcome grants another role")
+    if _req_str(msg, "role") not in ROLES:
+        raise BadReply("unknown role")
     if msg.get("sandbox") is not None and type(msg["sandbox"]) is not dict:
         raise BadReply("'sandbox' must be an object")
     if msg.get("idle_timeout") is not None and type(msg["idle_timeout"]) not in (int, float):
         raise BadReply("'idle_timeout' must be a number")
-    if msg.get("ref") not in (None, HELLO_REF):  # the daemon echoes it; a welcome decides nothing either way
-        raise BadReply("welcome for another hello")
+    _opt_str(msg, "ref")
 
 
-def _check_pending(msg: dict[str, Any]) -> str:
+def _check_pending(msg: dict[str, Any]) -> None:
     extra = set(msg) - {"type", "id", "deadline", "ref"}
     if extra:
         raise BadReply(f"unknown pending fields {sorted(extra)}")
-    pending_id = _req_str(msg, "id")
+    _req_str(msg, "id")
     if type(msg.get("deadline")) not in (int, float):
         raise BadReply("'deadline' must be a number")
-    return pending_id
+    _opt_str(msg, "ref")
+
+
+def _check_simple(msg: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+    """A message of string fields only (error, ack, bye, pong)."""
+    extra = set(msg) - {"type", *required, *optional}
+    if extra:
+        raise BadReply(f"unknown {msg['type']} fields {sorted(extra)}")
+    for key in required:
+        _req_str(msg, key)
+    for key in optional:
+        _opt_str(msg, key)
+
+
+def _check_error(msg: dict[str, Any]) -> None:
+    _check_simple(msg, ("code", "message"), ("ref",))
+
+
+# What an agent connection may be sent, each read as strictly as protocol.decode_server would.
+_CHECKS: dict[str, Any] = {
+    "welcome": _check_welcome,
+    "pending": _check_pending,
+    "decision": check_decision,
+    "error": _check_error,
+    "ack": lambda m: _check_simple(m, (), ("ref", "detail")),
+    "bye": lambda m: _check_simple(m, ("reason",), ()),
+    "pong": lambda m: _check_simple(m, (), ("ref",)),
+}
 
 
 # --------------------------------------------------------------------------- the conversation
 
 
+class LeanCodec:
+    """``nexusd.conversation``'s codec in json dicts, for the hook (no msgspec)."""
+
+    def build(self, tag: str, fields: dict[str, Any]) -> dict[str, Any]:
+        if tag == "request" and fields.get("on_no_ui") not in NO_UI:
+            raise ValueError(f"on_no_ui must be one of {sorted(NO_UI)}")
+        return {"type": tag, **fields}
+
+    def tag_of(self, msg: dict[str, Any]) -> str:
+        return str(msg["type"])
+
+    def get(self, msg: dict[str, Any], field: str) -> Any:
+        return msg.get(field)
+
+    def with_ref(self, msg: dict[str, Any], ref: str) -> dict[str, Any]:
+        return {**msg, "ref": ref}
+
+    def encode(self, msg: dict[str, Any]) -> bytes:
+        return encode(msg)
+
+    def decode(self, line: bytes) -> dict[str, Any]:
+        msg = parse_line(line)
+        kind = msg.get("type")
+        check = _CHECKS.get(kind) if type(kind) is str else None
+        if check is None:
+            raise BadReply(f"unexpected {kind!r} message")
+        check(msg)
+        return msg
+
+
 class AgentConnection:
-    """One request over one connection: hello, welcome, request, [pending], decision."""
+    """One agent connection: hello, welcome, then a request ([pending], decision) or a session end.
+
+    A thin blocking driver of ``nexusd.conversation.Conversation``; every rule of the exchange is there."""
 
     def __init__(self, socket_path: str, timeout: float) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
-        self._line: LineSocket | None = None
+        self._chan: BlockingChannel | None = None
 
     def __enter__(self) -> AgentConnection:
         return self
@@ -231,71 +273,27 @@ class AgentConnection:
         self.close()
 
     def close(self) -> None:
-        if self._line is not None:
-            self._line.close()
-            self._line = None
+        if self._chan is not None:
+            self._chan.close()
+            self._chan = None
 
     def connect(self, name: str) -> None:
-        self._line = LineSocket.connect(self.socket_path, self.timeout)
-        self._send(hello(name))
-        msg = self._next(time.monotonic() + self.timeout)
-        kind = msg.get("type")
-        if kind == "error":
-            raise _check_error(msg)
-        if kind != "welcome":
-            raise BadReply(f"expected welcome, got {kind!r}")
-        _check_welcome(msg)
+        conv = Conversation(LeanCodec(), "agent", name, ref_prefix="h")
+        self._chan = BlockingChannel.connect(conv, self.socket_path, self.timeout)
 
     def request(self, call: dict[str, Any], on_no_ui: str, timeout: float) -> LeanDecision:
         """Send the request and wait (through Pending) for its Decision; ReplyTimeout at ``timeout``."""
-        self._send(request(call, on_no_ui))
-        deadline = time.monotonic() + timeout
-        pending_id: str | None = None
-        while True:
-            try:
-                msg = self._next(deadline)
-            except ReplyTimeout:
-                if pending_id is not None:
-                    with contextlib.suppress(NexusClientError):
-                        self._send({"type": "cancel", "id": pending_id})
-                raise
-            kind = msg.get("type")
-            if kind == "error":
-                raise _check_error(msg)
-            if kind == "bye":
-                raise DaemonUnreachable("nexusd is stopping")
-            if msg.get("ref") != REQUEST_REF:
-                raise BadReply(f"unexpected {kind!r} message")
-            if kind == "pending":
-                pending_id = _check_pending(msg)
-                continue
-            if kind == "decision":
-                return check_decision(msg)
-            raise BadReply(f"expected decision, got {kind!r}")
+        chan = self._connected()
+        ref, data = chan.conv.send_request(call, on_no_ui)
+        return LeanDecision(chan.call(ref, data, time.monotonic() + timeout))
 
     def session_end(self, session: str, timeout: float) -> None:
         """Tell the daemon the agent session ended (its session allow grants end; it only narrows)."""
-        self._send({"type": "session_end", "session": session, "ref": SESSION_END_REF})
-        msg = self._next(time.monotonic() + timeout)
-        kind = msg.get("type")
-        if kind == "error":
-            raise _check_error(msg)
-        if kind != "ack" or msg.get("ref") != SESSION_END_REF:
-            raise BadReply(f"expected ack, got {kind!r}")
+        chan = self._connected()
+        ref, data = chan.conv.send_call({"type": "session_end", "session": session})
+        chan.call(ref, data, time.monotonic() + timeout)
 
-    def _send(self, msg: dict[str, Any]) -> None:
-        if self._line is None:
+    def _connected(self) -> BlockingChannel:
+        if self._chan is None:
             raise DaemonUnreachable("not connected")
-        try:
-            data = encode(msg)
-        except (ValueError, TypeError, RecursionError) as e:
-            raise ValueError(f"cannot encode the request: {e}") from None
-        self._line.send(data)
-
-    def _next(self, deadline: float) -> dict[str, Any]:
-        return parse_line(self._read_line(deadline))
-
-    def _read_line(self, deadline: float) -> bytes:
-        if self._line is None:
-            raise DaemonUnreachable("not connected")
-        return self._line.read_line(deadline)
+        return self._chan

@@ -82,7 +82,7 @@ async def _measure(sock: Any, pid: int, agents: int, asks: int, timeout: float) 
     try:
         from nexusd.bench.wire import query
 
-        status = await query(sock, protocol.StatusQuery())
+        status = await query(sock, protocol.Status())
     except (WireError, OSError):
         pass
     ui_task.cancel()

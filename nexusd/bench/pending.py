@@ -118,7 +118,7 @@ async def _measure(sock: Any, pid: int, total: int, connections: int, timeout: f
 async def _status(sock: Any) -> protocol.ServerMessage:
     conn = await Conn.open(sock, role="admin", name="nexus-bench")
     try:
-        conn.send(protocol.encode(protocol.StatusQuery()))
+        conn.send(protocol.encode(protocol.Status()))
         while True:
             msg = decode(await conn.recv_line())
             if isinstance(msg, protocol.StatusReply | protocol.Error):

@@ -22,7 +22,7 @@ from nexusd.bench.load import run_load
 
 async def _daemon_pid(path: Path) -> int | None:
     try:
-        reply = await wire.query(path, protocol.StatusQuery())
+        reply = await wire.query(path, protocol.Status())
     except (wire.WireError, OSError, ValueError):
         return None
     return reply.pid if isinstance(reply, protocol.StatusReply) else None

@@ -132,7 +132,7 @@ def rules_list(ctx: click.Context, as_json: bool) -> None:
 
     from nexusd import protocol as p
 
-    reply = _call(ctx, p.RulesQuery())
+    reply = _call(ctx, p.Rules())
     if as_json:
         click.echo(json.dumps(msgspec.to_builtins(reply.rules), indent=2))
         return
@@ -173,7 +173,7 @@ def rules_remove(ctx: click.Context, words: tuple[str, ...]) -> None:
         kind, rule = words
     elif len(words) == 1:
         rule = words[0]
-        learned = [r.kind for r in _call(ctx, p.RulesQuery()).rules if r.layer == "learned" and r.rule == rule]
+        learned = [r.kind for r in _call(ctx, p.Rules()).rules if r.layer == "learned" and r.rule == rule]
         if not learned:
             raise click.ClickException(f"{rule!r} is not a learned rule (see `nexusctl rules list`)")
         if len(set(learned)) > 1:
@@ -220,7 +220,7 @@ def trust_list(ctx: click.Context) -> None:
     """Trusted workspaces."""
     from nexusd import protocol as p
 
-    reply = _call(ctx, p.RulesQuery())
+    reply = _call(ctx, p.Rules())
     for t in reply.trusted:
         click.echo(t)
     if not reply.trusted:

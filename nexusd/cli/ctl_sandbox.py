@@ -8,7 +8,7 @@ import sys
 import click
 import msgspec
 
-from nexusd.protocol import ProbeQuery, ProbeReply, SandboxProbe
+from nexusd.protocol import Probe, ProbeReply, SandboxProbe
 
 
 def format_probe(probe: SandboxProbe, where: str) -> str:
@@ -46,7 +46,7 @@ def probe_cmd(ctx: click.Context, refresh: bool, here: bool, as_json: bool) -> N
 
         try:
             with Client(socket_path=(ctx.obj or {}).get("socket"), role="ui", name="nexusctl") as c:
-                reply = c.call(ProbeQuery(refresh=refresh))
+                reply = c.call(Probe(refresh=refresh))
         except NexusClientError as e:
             raise click.ClickException(f"{e} (use --here to probe without the daemon)") from None
         if not isinstance(reply, ProbeReply):
@@ -71,15 +71,15 @@ def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None
     import os
 
     from nexusd.client import Client, NexusClientError
-    from nexusd.protocol import SandboxPlan, SandboxPlanQuery
+    from nexusd.protocol import SandboxPlan, SandboxPlanReply
 
     ws = os.path.abspath(workspace or os.getcwd())
     try:
         with Client(socket_path=(ctx.obj or {}).get("socket"), role="ui", name="nexusctl") as c:
-            plan = c.call(SandboxPlanQuery(command="true", cwd=ws, workspace=ws))
+            plan = c.call(SandboxPlan(command="true", cwd=ws, workspace=ws))
     except NexusClientError as e:
         raise click.ClickException(str(e)) from None
-    if not isinstance(plan, SandboxPlan):
+    if not isinstance(plan, SandboxPlanReply):
         raise click.ClickException(f"unexpected reply {type(plan).__name__}")
     if as_json:
         click.echo(msgspec.json.encode(plan).decode())

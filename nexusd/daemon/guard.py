@@ -51,19 +51,19 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.Cancel: False,  # only the connection's own requests, and a cancel is a deny
     p.Subscribe: False,  # reading the queue decides nothing
     p.Answer: True,  # an allow is the obvious case; a deny of another agent's call is refused too
-    p.StatusQuery: False,
+    p.Status: False,
     p.Check: False,  # a dry run
     p.SetMode: True,  # any mode change from an agent, clearing a person's override included
     p.Reload: False,  # re-reads files the classifier and the sandbox already keep agents from writing
-    p.RulesQuery: False,
+    p.Rules: False,
     p.RuleChange: _rule_change_widens,
     p.TrustChange: lambda m: m.action == "add",
-    p.ProbeQuery: False,
-    p.SandboxPlanQuery: False,
+    p.Probe: False,
+    p.SandboxPlan: False,
     p.SandboxReport: False,  # adds an audit record; decides nothing
-    p.AuditQuery: False,
+    p.Audit: False,
     p.Ping: False,  # keeps the connection open, nothing more
-    p.GrantsQuery: False,
+    p.Grants: False,
     p.RevokeGrant: False,  # taking a grant back only narrows
     p.SessionEnd: False,  # ends allow grants only; deny answers and mode overrides stay
 }

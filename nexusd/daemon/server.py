@@ -58,25 +58,25 @@ log = structlog.get_logger("nexusd")
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.StatusQuery, p.SandboxPlanQuery,  # nexusctl run
+    "agent": frozenset({p.Request, p.Cancel, p.Check, p.Status, p.SandboxPlan,  # nexusctl run
                         p.SandboxReport, p.Ping, p.SessionEnd}),  # and the sandbox's scrub reporting what it refused
     "ui": frozenset(
         {
             p.Subscribe,
             p.Answer,
             p.SetMode,
-            p.StatusQuery,
+            p.Status,
             p.Check,
-            p.RulesQuery,
+            p.Rules,
             p.RuleChange,
             p.TrustChange,
-            p.ProbeQuery,
-            p.SandboxPlanQuery,
+            p.Probe,
+            p.SandboxPlan,
             p.SandboxReport,
-            p.AuditQuery,
+            p.Audit,
             p.Reload,
             p.Ping,
-            p.GrantsQuery,
+            p.Grants,
             p.RevokeGrant,
             p.SessionEnd,
         }
@@ -212,19 +212,19 @@ class Server:
             p.Cancel: self._on_cancel,
             p.Subscribe: self._on_subscribe,
             p.Answer: self._on_answer,
-            p.StatusQuery: self._on_status,
+            p.Status: self._on_status,
             p.Check: self._on_check,
             p.SetMode: self._on_set_mode,
             p.Reload: self._on_reload,
-            p.RulesQuery: self._on_rules,
+            p.Rules: self._on_rules,
             p.RuleChange: self._on_rule_change,
             p.TrustChange: self._on_trust_change,
-            p.ProbeQuery: self._on_probe,
-            p.SandboxPlanQuery: self._on_sandbox_plan,
+            p.Probe: self._on_probe,
+            p.SandboxPlan: self._on_sandbox_plan,
             p.SandboxReport: self._on_sandbox_report,
-            p.AuditQuery: self._on_audit,
+            p.Audit: self._on_audit,
             p.Ping: self._on_ping,
-            p.GrantsQuery: self._on_grants,
+            p.Grants: self._on_grants,
             p.RevokeGrant: self._on_revoke_grant,
             p.SessionEnd: self._on_session_end,
         }
@@ -1136,7 +1136,7 @@ class Server:
             log.error("grants file cannot be written", error=str(e))
         log.info("grant expired", id=gid, rule=g.rule)
 
-    def _on_grants(self, conn: Connection, msg: p.GrantsQuery) -> None:
+    def _on_grants(self, conn: Connection, msg: p.Grants) -> None:
         live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.sessions.items()}
         learned = [r for r in self.store.rules() if r.layer == "learned"]
         grants = self.grants.listing(learned, live, time.time())
@@ -1212,7 +1212,7 @@ class Server:
                     counters[key] = n
         return counters
 
-    def _on_status(self, conn: Connection, msg: p.StatusQuery) -> None:
+    def _on_status(self, conn: Connection, msg: p.Status) -> None:
         roles: dict[str, int] = {}
         for c in self.conns:
             key = c.role or "handshake"
@@ -1285,7 +1285,7 @@ class Server:
         else:
             conn.send(p.encode(p.Ack(ref=msg.ref, detail="policy reloaded")))
 
-    def _on_rules(self, conn: Connection, msg: p.RulesQuery) -> None:
+    def _on_rules(self, conn: Connection, msg: p.Rules) -> None:
         rules = list(self.store.rules())
         for sid, s in self.sessions.items():
             rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
@@ -1322,7 +1322,7 @@ class Server:
                 self.probe = p.SandboxProbe(platform="other", available=False, reason=f"probe failed: {e}")
         return self.probe
 
-    async def _on_probe(self, conn: Connection, msg: p.ProbeQuery) -> None:
+    async def _on_probe(self, conn: Connection, msg: p.Probe) -> None:
         probe = self.probe
         if msg.refresh or probe is None:
             probe = await self._refresh_probe()
@@ -1330,7 +1330,7 @@ class Server:
             probe = p.SandboxProbe(platform="other", available=False, reason="no probe configured")
         conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
 
-    async def _on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlanQuery) -> None:
+    async def _on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlan) -> None:
         from nexusd.sandbox.plan import plan_command
 
         probe = self.probe if self.probe is not None else await self._refresh_probe()
@@ -1346,7 +1346,7 @@ class Server:
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
-            plan = p.SandboxPlan(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
+            plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
         conn.send(p.encode(plan))
 
     def _network_for(self, call: p.CallInfo) -> Callable[[str, str, str], tuple[str, str] | None]:
@@ -1381,7 +1381,7 @@ class Server:
             ui.post(notice)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{len(violations)} recorded")))
 
-    async def _on_audit(self, conn: Connection, msg: p.AuditQuery) -> None:
+    async def _on_audit(self, conn: Connection, msg: p.Audit) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
         match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source,
                  "id": msg.id}

@@ -19,11 +19,11 @@ from nexusd import locations
 from nexusd.core.engine import HUMAN_FLAG, ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session, ToolKind
 from nexusd.core.policy.policy import Policy
-from nexusd.policy.classifier import run_classifier
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 from nexusd.policy.filesystem import lexists as _lexists
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
+from nexusd.policy.reviewer import run_reviewer
 from nexusd.policy.store import PolicyStore
 from nexusd.policy.transcript import TranscriptError, read_context
 from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
@@ -145,7 +145,7 @@ async def _review(policy: Policy, call: CallInfo, cls: Classification, session: 
         doc = msgspec.json.decode(payload)
         doc["conversation"] = conversation
         payload = msgspec.json.encode(doc)
-    return await run_classifier(policy.classifier, payload)
+    return await run_reviewer(policy.classifier, payload)
 
 
 def record_classifier(session: Session, ev: Evaluation) -> None:

@@ -21,7 +21,7 @@ from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.policy.policy import Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.policy.store import PolicyStore
-from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
+from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
@@ -253,21 +253,21 @@ def plan_command(
     session: str | None = None,
     *,
     workspace: str | None = None,
-) -> SandboxPlan:
+) -> SandboxPlanReply:
     """Never raises for bad input: a refusal says why."""
     if not os.path.isabs(cwd) or not os.path.isdir(cwd):
-        return SandboxPlan(allowed=False, reason=f"cwd {cwd!r} is not an existing absolute directory")
+        return SandboxPlanReply(allowed=False, reason=f"cwd {cwd!r} is not an existing absolute directory")
     ws = workspace or cwd
     if not os.path.isabs(ws) or not os.path.isdir(ws):
-        return SandboxPlan(allowed=False, reason=f"workspace {ws!r} is not an existing absolute directory")
+        return SandboxPlanReply(allowed=False, reason=f"workspace {ws!r} is not an existing absolute directory")
     # The workspace's policy (global + its trusted project layers), as the gate uses for the same call.
     policy = store.policy_for(_real(ws))
     try:
         settings = sandbox_settings(policy)
     except ValueError as e:
-        return SandboxPlan(allowed=False, reason=f"sandbox settings are invalid: {e}")
+        return SandboxPlanReply(allowed=False, reason=f"sandbox settings are invalid: {e}")
     if "\x00" in command:
-        return SandboxPlan(allowed=False, reason="the command contains a NUL byte")
+        return SandboxPlanReply(allowed=False, reason="the command contains a NUL byte")
     from nexusd.sandbox.network import has_rule_domains
 
     net_mode = settings.network(has_rule_domains(policy, settings))
@@ -277,12 +277,12 @@ def plan_command(
     if backend not in ("bwrap", "unshare", "seatbelt"):
         why = probe.reason if probe is not None else "the sandbox was not probed"
         if settings.fail_if_unavailable:
-            return SandboxPlan(
+            return SandboxPlanReply(
                 allowed=False,
                 reason=f"no sandbox is available ({why}); refusing to run unsandboxed "
                 "(set [sandbox] fail_if_unavailable = false to allow it)",
             )
-        return SandboxPlan(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
+        return SandboxPlanReply(allowed=True, argv=inner, backend=None, reason=f"running UNSANDBOXED: {why}")
     sandbox_home, sandbox_tmp = sandbox_dirs(_state_dir(store), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
@@ -315,7 +315,7 @@ def plan_command(
             state["network"] = "filtered"
         argv = build_bwrap_argv(bwrap, spec, inner, full=full)
         argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store))
-        return SandboxPlan(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
+        return SandboxPlanReply(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
                            reason="; ".join(n for n in (note, *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                            unix_sockets="closed" if "--seccomp" in argv else "open",
@@ -325,7 +325,7 @@ def plan_command(
 
         # no bridge on macOS yet: a filtered network is no network there (the profile denies it)
         argv = build_seatbelt_argv(layout.spec, inner, unix_sockets=settings.allow_all_unix_sockets)
-        return SandboxPlan(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
+        return SandboxPlanReply(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
                            reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
                            scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                            unix_sockets="open" if settings.allow_all_unix_sockets else "closed", **state)
@@ -334,7 +334,7 @@ def plan_command(
     argv = build_unshare_argv(layout.spec, inner)
     net_note = ("filtered networking needs bubblewrap: the unshare fallback runs with no network"
                 if net_mode == "filtered" else "")
-    return SandboxPlan(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
+    return SandboxPlanReply(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
                        reason="; ".join(n for n in (probe.reason if probe else "", net_note, *layout.notes) if n),
                        scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
                        unix_sockets="open", **state)

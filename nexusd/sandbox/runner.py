@@ -19,14 +19,14 @@ import threading
 from typing import IO, TextIO
 
 from nexusd import locations
-from nexusd.protocol import SandboxPlan, SandboxPlanQuery
+from nexusd.protocol import SandboxPlan, SandboxPlanReply
 from nexusd.sandbox import netexec, violations
 from nexusd.sandbox.scrub import after
 
 EXIT_REFUSED = 126  # like a shell's "found but cannot execute": the command did not run
 
 
-def local_plan(command: str, cwd: str, workspace: str | None) -> SandboxPlan:
+def local_plan(command: str, cwd: str, workspace: str | None) -> SandboxPlanReply:
     from nexusd.policy.store import PolicyStore
     from nexusd.sandbox.plan import plan_command
     from nexusd.sandbox.probe import probe
@@ -36,30 +36,30 @@ def local_plan(command: str, cwd: str, workspace: str | None) -> SandboxPlan:
                         managed_dir=locations.MANAGED_POLICY.absolute(), protected_dirs=(sock_dir,))
     errors = store.load()
     if errors:
-        return SandboxPlan(allowed=False, reason="the policy does not load: " + "; ".join(errors))
+        return SandboxPlanReply(allowed=False, reason="the policy does not load: " + "; ".join(errors))
     return plan_command(command, cwd, store, probe(), workspace=workspace)
 
 
-def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None) -> SandboxPlan:
+def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None) -> SandboxPlanReply:
     from nexusd.client import Client, DaemonUnreachable, NexusClientError
 
-    query = SandboxPlanQuery(command=command, cwd=cwd, workspace=workspace)
+    query = SandboxPlan(command=command, cwd=cwd, workspace=workspace)
     try:
         with Client(socket_path=socket, role="agent", name="nexus-sandbox", timeout=10.0) as c:
             reply = c.call(query)
     except DaemonUnreachable as e:
         if socket is not None and os.path.abspath(socket) != os.path.abspath(locations.socket_path()):
-            return SandboxPlan(allowed=False, reason=f"the daemon on {socket} cannot be reached ({e}); "
+            return SandboxPlanReply(allowed=False, reason=f"the daemon on {socket} cannot be reached ({e}); "
                                "not planning with another policy")
         return local_plan(command, cwd, workspace)
     except NexusClientError as e:
-        return SandboxPlan(allowed=False, reason=f"the daemon did not give a plan: {e}")
-    if not isinstance(reply, SandboxPlan):
-        return SandboxPlan(allowed=False, reason=f"the daemon answered {type(reply).__name__}, not a plan")
+        return SandboxPlanReply(allowed=False, reason=f"the daemon did not give a plan: {e}")
+    if not isinstance(reply, SandboxPlanReply):
+        return SandboxPlanReply(allowed=False, reason=f"the daemon answered {type(reply).__name__}, not a plan")
     return reply
 
 
-def execute(plan: SandboxPlan, *, stdout: IO[bytes] | None = None, err: TextIO | None = None,
+def execute(plan: SandboxPlanReply, *, stdout: IO[bytes] | None = None, err: TextIO | None = None,
             command: str | None = None, cwd: str | None = None, socket: str | None = None) -> int:
     """Run the plan with our stdio (``stdout``/``err``: other streams, for tests); the command's exit code
     is ours. Signals we get go to the sandbox (bwrap's --die-with-parent takes it down if we die instead).
@@ -123,7 +123,7 @@ def _pump(proc: subprocess.Popen[bytes], err: TextIO, tap: violations.StderrTap)
             pass  # our stderr went away: the command still runs to its end
 
 
-def proxy_channel(plan: SandboxPlan, err: TextIO) -> int | None:
+def proxy_channel(plan: SandboxPlanReply, err: TextIO) -> int | None:
     """Our connection to the daemon's proxy broker, for the sandbox's bridge (nexusd/sandbox/proxy.py), as a
     descriptor numbered above 9 (3 carries the seccomp filter). None: the command runs with no network."""
     return netexec.open_channel(plan.proxy_socket, plan.proxy_token, err)

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
-from nexusd.protocol import SandboxPlan
+from nexusd.protocol import SandboxPlanReply
 from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.seccomp import split_filter
@@ -152,7 +152,7 @@ def find_planted_expr() -> list[str]:
     return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
-def _script(plan: SandboxPlan, scrub_file: str, shell_index: int, socket: str | None = None,
+def _script(plan: SandboxPlanReply, scrub_file: str, shell_index: int, socket: str | None = None,
             broker: str | None = None) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given)."""
@@ -254,7 +254,7 @@ def _clean(run_dir: Path) -> None:
             pass
 
 
-def agent_command(plan: SandboxPlan, command: str, run_dir: Path, *, now: float | None = None,
+def agent_command(plan: SandboxPlanReply, command: str, run_dir: Path, *, now: float | None = None,
                   socket: str | None = None, proxy: tuple[str, str] | None = None) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
     if not plan.allowed or not plan.argv:

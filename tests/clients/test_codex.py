@@ -311,7 +311,7 @@ async def test_attribution_is_kept_in_the_audit_trail(daemon: DaemonHandle, tmp_
     r = run_hook(p, daemon.env)
     assert r.returncode == 0, r.stderr
     async with AsyncClient(socket_path=str(daemon.socket), role="admin", name="audit-reader") as admin:
-        reply = await admin.call(protocol.AuditQuery(session=sid))
+        reply = await admin.call(protocol.Audit(session=sid))
     assert isinstance(reply, protocol.AuditReply)
     (rec,) = [x for x in reply.records if x.event == "decision"]
     assert (rec.provider, rec.session, rec.tool, rec.decision) == ("codex", sid, "Bash", "allow")

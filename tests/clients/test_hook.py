@@ -341,6 +341,8 @@ def test_hook_import_path_is_lean() -> None:
         "nexusd.locations",
         "nexusd.client_errors",
         "nexusd.linesocket",
+        "nexusd.conversation",
+        "nexusd.channel",
         "nexus_clients",
         "nexus_clients.hook",
         "nexus_clients.claude",

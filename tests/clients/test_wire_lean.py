@@ -17,6 +17,7 @@ from nexus_clients import claude, gemini, wire_lean
 from nexus_clients.wire_lean import BadReply, LeanDecision
 
 from nexusd import linesocket, protocol
+from nexusd.conversation import NEED_DATA, Conversation
 
 CLAUDE_PRE = {
     "session_id": "s-1",
@@ -58,20 +59,31 @@ def test_decision_fields_match_the_protocol() -> None:
 # --------------------------------------------------------------------------- outgoing
 
 
+def _welcomed() -> Conversation:
+    conv = Conversation(wire_lean.LeanCodec(), "agent", "nexus-hook claude", ref_prefix="h")
+    hello = protocol.decode_client(conv.hello())
+    assert hello == protocol.Hello(proto=protocol.PROTOCOL_VERSION, role="agent", name="nexus-hook claude", ref="h1")
+    conv.receive_data(protocol.encode(protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent",
+                                                       ref="h1")))
+    assert conv.next_event() is not NEED_DATA
+    return conv
+
+
 @pytest.mark.parametrize("on_no_ui", ["deny", "ask"])
 def test_outgoing_messages_decode_with_the_protocol(on_no_ui: str) -> None:
-    hello = protocol.decode_client(wire_lean.encode(wire_lean.hello("nexus-hook claude")))
-    assert hello == protocol.Hello(proto=protocol.PROTOCOL_VERSION, role="agent", name="nexus-hook claude", ref="h1")
+    conv = _welcomed()
     for mapper, payload in ((claude, CLAUDE_PRE), (gemini, GEMINI)):
         kwargs: dict[str, Any] = {"env": {"CLAUDE_PROJECT_DIR": "/work/proj"}, "agent_pid": 7, "fallback_cwd": "/x"}
         fields = mapper.call_fields_from_hook(payload, **kwargs)
-        line = wire_lean.encode(wire_lean.request(fields, on_no_ui))
+        ref, line = conv.send_request(fields, on_no_ui)
         decoded = protocol.decode_client(line)
         assert isinstance(decoded, protocol.Request)
         # Same request as the msgspec path builds; the call is the same JSON msgspec would send.
-        expected = protocol.Request(call=mapper.call_from_hook(payload, **kwargs), on_no_ui=on_no_ui, ref="r1")
+        expected = protocol.Request(call=mapper.call_from_hook(payload, **kwargs), on_no_ui=on_no_ui, ref=ref)
         assert decoded == expected
         assert json.loads(protocol.encode(decoded.call)) == fields
+    ref, line = conv.send_call({"type": "session_end", "session": "s"})
+    assert protocol.decode_client(line) == protocol.SessionEnd(session="s", ref=ref)
 
 
 def test_optional_call_fields_are_omitted_like_msgspec() -> None:
@@ -81,7 +93,7 @@ def test_optional_call_fields_are_omitted_like_msgspec() -> None:
 
 def test_request_refuses_unknown_on_no_ui() -> None:
     with pytest.raises(ValueError):
-        wire_lean.request({}, "allow")
+        _welcomed().send_request({}, "allow")
 
 
 def test_encode_refuses_non_json_numbers() -> None:
@@ -199,35 +211,54 @@ def test_lean_reader_rejects_what_the_protocol_rejects(line: bytes) -> None:
 # --------------------------------------------------------------------------- the conversation
 
 
+WELCOME = protocol.encode(protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent",
+                                           ref="h1")).strip()
+
+
 def _conversation(replies: list[bytes]) -> LeanDecision:
-    """Drive ``AgentConnection.request`` against scripted reply lines (a socketpair stands in for nexusd,
-    whose real replies test_hook covers end to end)."""
+    """Drive ``AgentConnection`` against scripted reply lines after a welcome (a Unix socket stands in for
+    nexusd, whose real replies test_hook covers end to end). The request's ref is ``h2``."""
     import socket
+    import threading
 
-    from nexusd.linesocket import LineSocket
+    from tests.conftest import short_tmpdir
 
-    ours, theirs = socket.socketpair()
+    path = str(short_tmpdir() / "fake.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    received: list[bytes] = []
+
+    def serve() -> None:
+        peer, _ = server.accept()
+        with peer, peer.makefile("rb") as lines:
+            received.append(lines.readline())
+            peer.sendall(WELCOME + b"\n")
+            received.append(lines.readline())
+            peer.sendall(b"".join(r + b"\n" for r in replies))
+            peer.shutdown(socket.SHUT_WR)
+            lines.read()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
     try:
-        theirs.sendall(b"".join(r + b"\n" for r in replies))
-        theirs.shutdown(socket.SHUT_WR)
-        conn = wire_lean.AgentConnection("unused", timeout=2.0)
-        conn._line = LineSocket(ours)
-        decision = conn.request(
-            wire_lean.call_fields(provider="p", session="s", tool="t", input={}, cwd="/"), "deny", 2
-        )
-        sent = theirs.recv(1 << 16)
-        assert isinstance(protocol.decode_client(sent), protocol.Request)
-        return decision
+        with wire_lean.AgentConnection(path, timeout=2.0) as conn:
+            conn.connect("t")
+            return conn.request(wire_lean.call_fields(provider="p", session="s", tool="t", input={}, cwd="/"),
+                                "deny", 2)
     finally:
-        ours.close()
-        theirs.close()
+        thread.join(5)
+        server.close()
+        assert isinstance(protocol.decode_client(received[0]), protocol.Hello)
+        assert protocol.decode_client(received[1]) == protocol.Request(
+            call=protocol.CallInfo(provider="p", session="s", tool="t", input={}, cwd="/"), ref="h2")
 
 
-DENY = protocol.encode(protocol.Decision("deny", "no", "rule", ref="r1")).strip()
+DENY = protocol.encode(protocol.Decision("deny", "no", "rule", ref="h2")).strip()
 
 
 def test_pending_then_decision() -> None:
-    pending = protocol.encode(protocol.Pending(id="ab", deadline=1.5, ref="r1")).strip()
+    pending = protocol.encode(protocol.Pending(id="ab", deadline=1.5, ref="h2")).strip()
     assert _conversation([pending, DENY]).decision == "deny"
 
 
@@ -236,11 +267,11 @@ def test_pending_then_decision() -> None:
     [
         ([protocol.encode(protocol.Decision("allow", "x", "rule", ref="r9")).strip()], BadReply),
         ([protocol.encode(protocol.Decision("allow", "x", "rule")).strip()], BadReply),
-        ([b'{"type":"pending","id":"a","deadline":"soon","ref":"r1"}', DENY], BadReply),
-        ([b'{"type":"pending","id":"a","deadline":1,"ref":"r1","x":1}', DENY], BadReply),
-        ([protocol.encode(protocol.Ack(ref="r1")).strip()], BadReply),
+        ([b'{"type":"pending","id":"a","deadline":"soon","ref":"h2"}', DENY], BadReply),
+        ([b'{"type":"pending","id":"a","deadline":1,"ref":"h2","x":1}', DENY], BadReply),
+        ([protocol.encode(protocol.Ack(ref="h2")).strip()], BadReply),
         ([protocol.encode(protocol.PolicyNotice(ok=True)).strip()], BadReply),
-        ([protocol.encode(protocol.Error(code="internal", message="boom", ref="r1")).strip()], wire_lean.ClientError),
+        ([protocol.encode(protocol.Error(code="internal", message="boom", ref="h2")).strip()], wire_lean.ClientError),
         ([protocol.encode(protocol.Bye(reason="stop")).strip()], wire_lean.DaemonUnreachable),
         ([], wire_lean.DaemonUnreachable),
     ],

@@ -274,12 +274,12 @@ def test_a_rule_write_on_a_full_disk_is_refused_not_internal(full_state_dir: tup
             with pytest.raises(ClientError) as e:
                 c.call(msg)
             assert e.value.code == "refused" and "No space left" in str(e.value), e.value
-        assert "Bash(curl evil.io)" not in {r.rule for r in c.call(p.RulesQuery()).rules}
+        assert "Bash(curl evil.io)" not in {r.rule for r in c.call(p.Rules()).rules}
         assert "could not be saved" in "".join(x for x in h.log.read_text().splitlines() if "not saved" in x) or \
             "policy change not saved" in h.log.read_text()
         os.unlink(filler)  # space again: the same write goes through
         assert c.call(p.RuleChange(action="add", kind="deny", rule="Bash(curl evil.io)")).detail
-        assert "Bash(curl evil.io)" in {r.rule for r in c.call(p.RulesQuery()).rules}
+        assert "Bash(curl evil.io)" in {r.rule for r in c.call(p.Rules()).rules}
 
 
 def test_an_always_answer_on_a_full_disk_is_refused_and_stays_pending(

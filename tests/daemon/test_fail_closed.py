@@ -233,5 +233,5 @@ def test_killed_right_after_learning_a_rule_restarts_consistent(daemon_factory) 
     code, st = status(h)
     assert code == 0 and not st["policy_errors"]
     with Client(socket_path=str(h.socket), role="admin", name="t") as c:
-        rules = {r.rule for r in c.call(p.RulesQuery()).rules}
+        rules = {r.rule for r in c.call(p.Rules()).rules}
     assert {f"Bash(curl evil-{i}.io)" for i in range(acked)} <= rules

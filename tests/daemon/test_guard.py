@@ -102,7 +102,7 @@ def test_an_agents_own_scripts_cannot_widen_the_gate(daemon_factory) -> None:
     with Client(socket_path=str(d.socket), role="admin", name="person") as c:
         st = c.status()
         assert st.sessions.get("sess-g", "default") == "default"  # still not bypass
-        rules = c.call(p.RulesQuery())
+        rules = c.call(p.Rules())
         texts = {(r.kind, r.rule) for r in rules.rules}
         assert ("allow", "Bash(npm run lint)") not in texts and ("deny", "Bash(curl evil.io)") in texts
         assert ("ask", "Bash(git push origin main)") in texts

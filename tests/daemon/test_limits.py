@@ -13,7 +13,7 @@ from nexusd.client import Client
 from nexusd.core.policy.policy import Limits
 from nexusd.daemon.limits import RunawayLimiter
 from nexusd.policy.loader import merge, parse_policy
-from nexusd.protocol import AuditQuery, CallInfo
+from nexusd.protocol import Audit, CallInfo
 from tests.conftest import DaemonHandle
 
 
@@ -101,6 +101,6 @@ def test_the_daemon_asks_past_the_limit_and_says_why(daemon_factory: Callable[..
         other = CallInfo("claude", "s-other", "Bash", {"command": "ls"}, ws)
         assert c.request(other, timeout=10).decision == "allow"  # per session
     with Client(socket_path=str(h.socket), role="admin", name="t") as admin:
-        reply = admin.call(AuditQuery(session="s-lim"))
+        reply = admin.call(Audit(session="s-lim"))
     assert [r.decision for r in reply.records[-4:]] == ["allow", "allow", "allow", "deny"], reply.records
     assert "runaway limit" in reply.records[-1].reason

@@ -214,7 +214,7 @@ def test_desktop_notification_and_its_deny_action(daemon_factory: Any) -> None:
             t.join(30)
             assert results and results[0].decision == "deny" and results[0].answered_by == "desktop notification"
             with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
-                rec = [r for r in c.call(protocol.AuditQuery(source="user")).records if r.session == "sess-n"]
+                rec = [r for r in c.call(protocol.Audit(source="user")).records if r.session == "sess-n"]
             assert rec and rec[-1].answered_by == "desktop notification" and rec[-1].decision == "deny"
         finally:
             server.stop()

@@ -439,11 +439,9 @@ def test_self_approval_from_the_agents_process_tree_is_refused(daemon, raw_facto
         from nexusd import protocol as p
         import json
         with Client(role="agent", name="hook") as c:
-            c._send(p.Request(call=p.CallInfo(provider="claude", session="s", tool="Bash",
-                    input={"command": "rm -rf build"}, cwd="/tmp"), ref="q"))
-            m = c._read_until(lambda m: True, __import__("time").monotonic() + 10)
-            print(m.id, flush=True)
-            m = c._read_until(lambda m: True, __import__("time").monotonic() + 20)
+            m = c.request(p.CallInfo(provider="claude", session="s", tool="Bash",
+                          input={"command": "rm -rf build"}, cwd="/tmp"), timeout=20,
+                          on_pending=lambda pending: print(pending.id, flush=True))
             print(m.decision, m.source, flush=True)
         """
     )
@@ -607,7 +605,7 @@ def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
     pr = admin.ask({"type": "probe"})
     assert isinstance(pr, p.ProbeReply) and pr.probe.platform
     plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": "/tmp", "ref": "pl"})
-    assert isinstance(plan, p.SandboxPlan) and plan.ref == "pl"
+    assert isinstance(plan, p.SandboxPlanReply) and plan.ref == "pl"
     if not plan.allowed:
         assert plan.reason
     au = admin.ask({"type": "audit", "limit": 5})
@@ -737,11 +735,9 @@ def test_self_approval_sees_through_the_shell_that_ran_the_hook(daemon, raw_fact
         from nexusd import protocol as p
         parent = open(f"/proc/{os.getppid()}/comm").read().strip()
         with Client(role="agent", name="hook") as c:
-            c._send(p.Request(call=p.CallInfo(provider="claude", session="s", tool="Bash",
-                    input={"command": "rm -rf build"}, cwd="/tmp", agent_pid=os.getppid()), ref="q"))
-            m = c._read_until(lambda m: True, time.monotonic() + 10)
-            print(m.id, parent, flush=True)
-            m = c._read_until(lambda m: True, time.monotonic() + 20)
+            m = c.request(p.CallInfo(provider="claude", session="s", tool="Bash",
+                          input={"command": "rm -rf build"}, cwd="/tmp", agent_pid=os.getppid()), timeout=20,
+                          on_pending=lambda pending: print(pending.id, parent, flush=True))
             print(m.decision, m.source, flush=True)
         """
     )

@@ -320,7 +320,7 @@ async def test_claude_no_ui_hand_back_is_never_an_allow(
     from nexusd.client import Client
 
     with Client(socket_path=str(daemon.socket), role="admin", name="e2e") as c:
-        records = [r for r in c.call(protocol.AuditQuery()).records if r.tool == "Bash"]
+        records = [r for r in c.call(protocol.Audit()).records if r.tool == "Bash"]
     assert records and records[-1].decision == ("ask" if on_no_ui == "ask" else "deny"), records
     assert "no nexusd UI is connected" in records[-1].reason, records[-1]
     print("no-UI decision:", records[-1].decision, records[-1].reason)

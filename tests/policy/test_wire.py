@@ -40,7 +40,7 @@ def test_broken_reload_keeps_the_last_good_policy(daemon_factory, tmp_path):
             c.call(p.Reload())
         except ClientError as e:
             assert "policy.toml:2" in str(e)
-        st = c.call(p.StatusQuery())
+        st = c.call(p.Status())
         assert any("policy.toml:2" in e for e in st.policy_errors)
         v = c.call(p.Check(call=_call("curl x", str(tmp_path)))).verdict
     assert v.decision == "deny" and v.rule == "Bash(curl *)", v  # the last good rule is still in force

@@ -23,7 +23,7 @@ import msgspec
 import pytest
 
 from nexusd.policy.store import PolicyStore
-from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
+from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.plan import plan_command, wrap_for_agent
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
@@ -43,7 +43,7 @@ class Result:
     rc: int
     out: str
     err: str
-    plan: SandboxPlan
+    plan: SandboxPlanReply
 
 
 @dataclass
@@ -76,7 +76,7 @@ class World:
                                    sandbox_deny_write=self.deny_write, rules=self.extra_rules)  # type: ignore[assignment]
         return s
 
-    def plan(self, command: str, cwd: Path | None = None, backend: str | None = None) -> SandboxPlan:
+    def plan(self, command: str, cwd: Path | None = None, backend: str | None = None) -> SandboxPlanReply:
         pr = self.probe if backend is None else msgspec.structs.replace(self.probe, backend=backend)
         return plan_command(command, str(cwd or self.ws), self.store(), pr, workspace=str(self.ws))
 
@@ -109,7 +109,7 @@ def agent_text(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd
 
 def run_wrapped(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path, *,
                 prefix: tuple[str, ...] = (), run_cwd: Path | str = "/", enable: bool = False,
-                plan: SandboxPlan | None = None) -> Result:
+                plan: SandboxPlanReply | None = None) -> Result:
     """Run what the agent would run, with bash, from ``run_cwd`` (not the workspace)."""
     text = agent_text(store, probe, command, cwd, ws, enable=enable)
     argv = [*prefix, "/bin/bash", "-c", text if text is not None else command]
@@ -117,7 +117,7 @@ def run_wrapped(store: PolicyStore, probe: SandboxProbe | None, command: str, cw
         rc = subprocess.run(argv, stdout=out, stderr=err, cwd=run_cwd if text is not None else cwd).returncode
         out.seek(0)
         err.seek(0)
-        return Result(rc, out.read().decode(errors="replace"), err.read(), plan or SandboxPlan(allowed=False))
+        return Result(rc, out.read().decode(errors="replace"), err.read(), plan or SandboxPlanReply(allowed=False))
 
 
 @pytest.fixture(params=["runner", "wrapper"])

@@ -210,11 +210,11 @@ def test_the_wrapper_refuses_once_the_deciding_daemon_is_gone(daemon: Daemon) ->
 
 
 def _violations(daemon: Daemon) -> list[str]:
-    from nexusd.protocol import AuditQuery
+    from nexusd.protocol import Audit
 
     for _ in range(50):
         with Client(socket_path=str(daemon.socket), role="admin", name="t") as c:
-            reply = c.call(AuditQuery(limit=50))
+            reply = c.call(Audit(limit=50))
         found = [r.reason for r in reply.records if r.event == "sandbox_violation"]
         if found:
             return found
@@ -249,8 +249,8 @@ def test_an_ordinary_command_reports_nothing(daemon: Daemon) -> None:
     from nexusd.sandbox.runner import run
 
     assert run("echo ok", cwd=str(daemon.ws), workspace=str(daemon.ws), socket=str(daemon.socket)) == 0
-    from nexusd.protocol import AuditQuery
+    from nexusd.protocol import Audit
 
     with Client(socket_path=str(daemon.socket), role="admin", name="t") as c:
-        reply = c.call(AuditQuery(limit=50))
+        reply = c.call(Audit(limit=50))
     assert not [r for r in reply.records if r.event == "sandbox_violation"]

@@ -223,7 +223,7 @@ def test_nothing_leaves_without_the_proxy(daemon_factory, http_port: int) -> Non
 def test_control_socket_and_broker_stay_unreachable(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
-        broker = c.call(p.SandboxPlanQuery(command="true", cwd=str(h.root))).proxy_socket
+        broker = c.call(p.SandboxPlan(command="true", cwd=str(h.root))).proxy_socket
     probe = ("import socket,sys\n"
              "for path in sys.argv[1:]:\n"
              "  try:\n"
@@ -377,7 +377,7 @@ def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) 
 def test_the_broker_refuses_strangers_and_bad_tokens(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
-        plan = c.call(p.SandboxPlanQuery(command="true", cwd=str(h.root)))
+        plan = c.call(p.SandboxPlan(command="true", cwd=str(h.root)))
     assert plan.network == "filtered" and plan.proxy_socket and plan.proxy_token
     assert not plan.proxy_socket.startswith(str(h.socket.parent))  # not the control socket's directory
     assert oct(os.stat(os.path.dirname(plan.proxy_socket)).st_mode & 0o777) == "0o700"

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from nexusd.protocol import SandboxPlan
+from nexusd.protocol import SandboxPlanReply
 from nexusd.sandbox.bwrap import MountSpec
 from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.seatbelt import SANDBOX_EXEC, build_profile, sbpl_string
@@ -87,7 +87,7 @@ def test_the_model_itself() -> None:
 # --------------------------------------------------------------------------- profiles of the real plans
 
 
-def _profile(world: World, command: str = "true", cwd: Path | None = None) -> tuple[str, SandboxPlan]:
+def _profile(world: World, command: str = "true", cwd: Path | None = None) -> tuple[str, SandboxPlanReply]:
     probe = msgspec.structs.replace(world.probe, platform="macos", backend="seatbelt")
     plan = plan_command(command, str(cwd or world.ws), world.store(), probe, workspace=str(world.ws))
     assert plan.allowed and plan.backend == "seatbelt", plan.reason

@@ -161,12 +161,13 @@ def test_a_hostile_environment_does_not_steer_the_wrapper(ws_root, real_probe):
 
 def test_ctime_is_trusted_only_on_file_systems_with_the_kernels_clock(ws_root) -> None:
     """A network file system's server may stamp ctimes from its own clock: there, always the Python scrub."""
-    from nexusd.protocol import SandboxPlan
+    from nexusd.protocol import SandboxPlanReply
     from nexusd.sandbox.wrapper import _script, local_clock
 
     _, ws, _ = ws_root
     assert local_clock([str(ws)]) and not local_clock(["/proc/self"]) and not local_clock([str(ws), "/sys"])
-    plan = SandboxPlan(allowed=True, argv=["/usr/bin/bwrap", "--", "/bin/bash", "-c", "x"], scrub_below=["/proc/1"])
+    plan = SandboxPlanReply(allowed=True, argv=["/usr/bin/bwrap", "--", "/bin/bash", "-c", "x"],
+                            scrub_below=["/proc/1"])
     assert "\nplanted=1\n" in _script(plan, "/s.json", 4) and "find" not in _script(plan, "/s.json", 4)
-    local = SandboxPlan(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
+    local = SandboxPlanReply(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
     assert "-newerct" in _script(local, "/s.json", 4)

@@ -291,7 +291,7 @@ class QueueScreen(Screen[None]):
         app: NexusTui = self.app  # type: ignore[assignment]
         current = None
         with contextlib.suppress(Exception):
-            status = await app.link_call(protocol.StatusQuery())
+            status = await app.link_call(protocol.Status())
             current = status.sessions.get(session) if isinstance(status, protocol.StatusReply) else None
         ok, mode = await self.app.push_screen_wait(ModeScreen(session, current))
         if not ok:

@@ -379,7 +379,7 @@ class AuditScreen(Screen[None]):
         else:
             self.show(protocol.AuditReply(records=self.initial))
 
-    def query_message(self) -> protocol.AuditQuery | str:
+    def query_message(self) -> protocol.Audit | str:
         values = {k: self.query_one(f"#f-{k}", Input).value.strip() or None for k in ("session", "tool")}
         decision = self.query_one("#f-decision", Input).value.strip() or None
         source = self.query_one("#f-source", Input).value.strip() or None
@@ -388,7 +388,7 @@ class AuditScreen(Screen[None]):
         sources = protocol.Source.__args__  # type: ignore[attr-defined]
         if source and source not in sources:
             return f"source must be one of {', '.join(sources)}"
-        return protocol.AuditQuery(limit=200, decision=decision, source=source, **values)  # type: ignore[arg-type]
+        return protocol.Audit(limit=200, decision=decision, source=source, **values)  # type: ignore[arg-type]
 
     @on(Input.Submitted)
     def submitted(self) -> None:
@@ -464,7 +464,7 @@ class RulesScreen(Screen[None]):
         msg = self.query_one("#rules-message", Static)
         app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.RulesQuery())
+            reply = await app.link_call(protocol.Rules())
         except Exception as e:
             msg.update(Text(f"cannot load rules: {_err_text(e)}", style="red"))
             return
@@ -547,7 +547,7 @@ class GrantsScreen(Screen[None]):
         msg = self.query_one("#grants-message", Static)
         app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.GrantsQuery())
+            reply = await app.link_call(protocol.Grants())
         except Exception as e:
             msg.update(Text(f"cannot load grants: {_err_text(e)}", style="red"))
             return
@@ -626,7 +626,7 @@ class StatusScreen(Screen[None]):
         else:
             self.show(self.initial)
 
-    def show(self, reply: protocol.StatusReply, plan: protocol.SandboxPlan | None = None) -> None:
+    def show(self, reply: protocol.StatusReply, plan: protocol.SandboxPlanReply | None = None) -> None:
         lines = status_lines(reply)
         if plan is not None:
             lines += workspace_sandbox_lines(self.workspace, plan)
@@ -638,23 +638,23 @@ class StatusScreen(Screen[None]):
         body = self.query_one("#status-body", Static)
         app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.StatusQuery())
+            reply = await app.link_call(protocol.Status())
         except Exception as e:
             body.update(Text(f"cannot load status: {_err_text(e)}", style="red"))
             return
         if not isinstance(reply, protocol.StatusReply):
             return
-        plan: protocol.SandboxPlan | None = None
+        plan: protocol.SandboxPlanReply | None = None
         try:
-            answer = await app.link_call(protocol.SandboxPlanQuery(command="true", cwd=self.workspace,
+            answer = await app.link_call(protocol.SandboxPlan(command="true", cwd=self.workspace,
                                                                    workspace=self.workspace))
-            plan = answer if isinstance(answer, protocol.SandboxPlan) else None
+            plan = answer if isinstance(answer, protocol.SandboxPlanReply) else None
         except Exception:
             plan = None  # the daemon's status is still worth showing
         self.show(reply, plan)
 
 
-def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlan) -> list[Text]:
+def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlanReply) -> list[Text]:
     """Whether agents' shell calls in ``workspace`` run sandboxed and are auto-allowed, and what they reach."""
     out = [Text("\nsandbox for ", style="bold underline") + safe_text(workspace, style="bold underline")]
     on = plan.transparent and plan.allowed

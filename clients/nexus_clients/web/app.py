@@ -340,7 +340,7 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
         q = request.query_params
         try:
             limit = max(1, min(5000, int(q.get("limit") or 200)))
-            msg = protocol.AuditQuery(
+            msg = protocol.Audit(
                 limit=limit,
                 session=q.get("session") or None,
                 tool=q.get("tool") or None,
@@ -354,7 +354,7 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
 
     async def rules(request: Request) -> Response:
         return await relay(
-            lambda: query(protocol.RulesQuery()),
+            lambda: query(protocol.Rules()),
             lambda r: {
                 "rules": [
                     {"kind": x.kind, "rule": render.line(x.rule, 1000), "raw": x.rule, "layer": x.layer,
@@ -382,7 +382,7 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
 
     async def grants(request: Request) -> Response:
         return await relay(
-            lambda: query(protocol.GrantsQuery()),
+            lambda: query(protocol.Grants()),
             lambda r: {
                 "grants": [
                     {"id": render.line(g.id, 100), "kind": g.kind, "rule": render.line(g.rule, 1000),
@@ -421,7 +421,7 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
                     "checks": {k: render.line(v, 400) for k, v in r.sandbox.checks.items()}},
             }
 
-        return await relay(lambda: query(protocol.StatusQuery()), shape)
+        return await relay(lambda: query(protocol.Status()), shape)
 
     async def relay(call: Callable[[], Awaitable[Any]], shape: Callable[[Any], dict[str, Any]]) -> Response:
         try:

@@ -285,7 +285,7 @@ async def test_mode_change_reaches_the_daemon(daemon_factory: Callable[..., Any]
         await pilot.press(*"plan", "enter")
         await until(pilot, lambda: "Mode for session" in app.state.message, what="mode set")
         with Client(d.socket, role="admin") as c:
-            status = c.call(protocol.StatusQuery())
+            status = c.call(protocol.Status())
         assert status.sessions.get("sess-mode") == "plan", status.sessions
         await pilot.press("n")
         await agent.result(pilot)

@@ -41,7 +41,7 @@ class HookRun:
 
 def audit(web: WebHandle, **filters: Any) -> list[protocol.AuditRecord]:
     with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
-        return c.call(protocol.AuditQuery(**filters)).records
+        return c.call(protocol.Audit(**filters)).records
 
 
 def signed_in(open_page: Callable[[str], Any], web: WebHandle, name: str) -> Any:
@@ -124,7 +124,7 @@ def test_deny_with_message_and_never_rule_editor(web: WebHandle, browser_factory
     learned.locator("button").click()  # remove, through the protocol's rule_change
     page.wait_for_selector("#message:has-text('Removed')")
     with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
-        assert rule not in [r.rule for r in c.call(protocol.RulesQuery()).rules]
+        assert rule not in [r.rule for r in c.call(protocol.Rules()).rules]
 
 
 def test_second_browser_loses_cleanly(web: WebHandle, browser_factory: Any) -> None:
@@ -212,7 +212,7 @@ def test_allow_for_session_and_always_with_the_rule_editor(web: WebHandle, brows
     scopes = [r.scope for r in audit(web, source="user") if r.session == "sess-always"]
     assert scopes == ["session", "always"]
     with Client(socket_path=str(web.daemon.socket), role="admin", name="test") as c:
-        learned = [r.rule for r in c.call(protocol.RulesQuery()).rules if r.kind == "allow"]
+        learned = [r.rule for r in c.call(protocol.Rules()).rules if r.kind == "allow"]
     assert rules[0] in learned
 
 

@@ -313,7 +313,7 @@ def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: 
             person.answer(items[0].id, "deny", message="a person decided")
         assert "DECISION deny" in proc.stdout.readline()
         with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
-            events = [r.event for r in c.call(protocol.AuditQuery()).records if r.session == "sess-agent"]
+            events = [r.event for r in c.call(protocol.Audit()).records if r.session == "sess-agent"]
         assert "self_approval_refused" in events
     finally:
         with contextlib.suppress(ProcessLookupError):

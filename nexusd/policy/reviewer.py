@@ -1,4 +1,5 @@
-"""Auto mode's external classifier command: the request as JSON on stdin, a verdict on stdout.
+"""Auto mode's reviewer: the policy's external ``classifier`` command, run on the request (JSON on stdin)
+for a verdict on stdout. Not to be confused with ``nexusd.core.classify``, the static analysis of a call.
 
 Answer ``{"decision": "allow" | "block", "reason": "..."}`` (Claude's ``{"shouldBlock": bool}`` is
 accepted too). Anything else is an error, which the engine turns into the policy's ``on_error``:
@@ -15,7 +16,8 @@ from nexusd.core.policy.policy import ClassifierSpec
 from nexusd.policy.hooks import run_command
 
 
-def parse_classifier(code: int | None, out: bytes, error: str) -> ClassifierAnswer:
+def parse_review(code: int | None, out: bytes, error: str) -> ClassifierAnswer:
+    """The command's exit code and output as an answer; anything unexpected is an error (never an allow)."""
     if error:
         return ClassifierAnswer("error", error)
     if code != 0:
@@ -37,6 +39,7 @@ def parse_classifier(code: int | None, out: bytes, error: str) -> ClassifierAnsw
     return ClassifierAnswer("error", "answered without a valid decision (allow or block)")
 
 
-async def run_classifier(spec: ClassifierSpec, payload: bytes) -> ClassifierAnswer:
+async def run_reviewer(spec: ClassifierSpec, payload: bytes) -> ClassifierAnswer:
+    """Run the reviewer command on ``payload`` within its timeout."""
     code, out, _err, error = await run_command(spec.command, payload, spec.timeout)
-    return parse_classifier(code, out, error)
+    return parse_review(code, out, error)
