@@ -32,8 +32,7 @@ import enum
 from typing import Any, Final, Protocol
 
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError
-
-PROTOCOL_VERSION: Final = 1  # nexusd.protocol re-exports it: stated here, where the hook can read it cheaply
+from nexusd.protocol_version import PROTOCOL_VERSION
 
 # The one reply each client message allows (besides an ``error`` for its ref); a request may get a
 # ``pending`` before its ``decision``. tests/test_conversation.py checks this against the protocol's types.

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from nexusd.conversation import PROTOCOL_VERSION as PROTOCOL_VERSION  # stated once, where the hook reads it
+from nexusd.protocol_version import PROTOCOL_VERSION as PROTOCOL_VERSION  # stated once, below protocol and conversation
 
 MAX_LINE_BYTES = 1 << 20  # default framing limit; the daemon may be configured lower, never higher
 

@@ -342,6 +342,7 @@ def test_hook_import_path_is_lean() -> None:
         "nexusd.client_errors",
         "nexusd.linesocket",
         "nexusd.conversation",
+        "nexusd.protocol_version",
         "nexusd.channel",
         "nexus_clients",
         "nexus_clients.hook",
