@@ -30,6 +30,8 @@ _READ_OPS = frozenset({"<", "<&", "<>"})
 _GIT_CONFIG_LIMIT = 64 * 1024
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
+_UNKNOWABLE = frozenset({Flag.UNPARSEABLE, Flag.DYNAMIC})  # what a command does is known only at run time
+_UNKNOWABLE_CALL = _UNKNOWABLE | {Flag.UNKNOWN_TOOL}
 
 
 class _Acc:
@@ -290,11 +292,10 @@ def _fetch(info: ToolInfo, raw_urls: tuple[str, ...], acc: _Acc) -> Classificati
 
 def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     sa = bash.parse(command)
-    for f in sa.flags:
-        acc.flags.add(f)
+    acc.flags |= sa.flags
     for n in sa.notes:
         acc.note(n)
-    if sa.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC}:
+    if not sa.flags.isdisjoint(_UNKNOWABLE):
         acc.need(DFA)
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
@@ -681,7 +682,7 @@ def _finish(
     url: str | None = None,
     domain: str | None = None,
 ) -> Classification:
-    if acc.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.UNKNOWN_TOOL}:
+    if not acc.flags.isdisjoint(_UNKNOWABLE_CALL):
         acc.need(DFA)
     return Classification(
         kind=info.kind,
