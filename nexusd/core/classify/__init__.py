@@ -6,8 +6,10 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
+from collections.abc import Set
 from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
@@ -48,7 +50,8 @@ class _Acc:
         self.links: dict[str, str] = {}
 
     def need(self, req: Requirement) -> None:
-        self.requirement = max(self.requirement, req)
+        if req > self.requirement:
+            self.requirement = req
 
     def flag(self, flag: Flag, note: str) -> None:
         self.flags.add(flag)
@@ -184,6 +187,8 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
         acc.flag(Flag.UNPARSEABLE, "input nests too deeply")
         return
     if isinstance(value, str):
+        if value.isascii() and value.isprintable():
+            return  # the common case: no NUL, control, bidi or zero-width character can be in it
         if "\x00" in value:
             acc.flag(Flag.UNPARSEABLE, "NUL byte in input")
         hidden = text.hidden_chars(value)
@@ -198,8 +203,12 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
             _scan_text(v, acc, depth + 1)
 
 
+# the catalog lookup is pure and its answer frozen: one per (tool, provider) spelling, bounded
+_tool_info = functools.lru_cache(maxsize=512)(tool_info)
+
+
 def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
-    info = tool_info(call.tool, call.provider)
+    info = _tool_info(call.tool, call.provider)
     acc = _Acc(ctx, fs)
     _scan_text(call.tool, acc)
     _scan_text(call.input, acc)
@@ -307,10 +316,10 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc)
-        if eff.known and commands.program_name(cmd.argv[0]) == "ln" and commands._has_flag(
-                cmd.argv, "s", ("--symbolic",)):
+        if eff.known and cmd.argv[0].endswith("ln") and commands.program_name(cmd.argv[0]) == "ln" and \
+                commands._has_flag(cmd.argv, "s", ("--symbolic",)):
             _remember_links(cmd, eff, cwds, acc)
-        if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
+        if cmd.argv and cmd.argv[0].endswith(_APPLY_PATCH) and cmd.argv[0].rsplit("/", 1)[-1] in _APPLY_PATCH:
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
@@ -323,6 +332,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 
 
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
+_APPLY_PATCH = ("apply_patch", "applypatch")
 
 
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
@@ -427,8 +437,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
         _git_check(eff.git_config_check, cwds, acc)
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
-    both = {i for i in set(eff.reads) & set(eff.writes)
-            if not paths.has_glob(cmd.argv[i])} if eff.writes and eff.reads else _NONE
+    if not (eff.writes and eff.reads):
+        both: Set[object] = _NONE
+    else:
+        common = set(eff.reads) if eff.reads == eff.writes else set(eff.reads) & set(eff.writes)
+        both = {i for i in common if not paths.has_glob(cmd.argv[i])} if cmd.glob_args or paths.has_glob(
+            "\x00".join(cmd.argv)) else common
     len_before = len(acc.writes)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         if not indices:

@@ -236,8 +236,11 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: b
     )
     plain = _plain_split(command) if fast and _PLAIN_CHARS.fullmatch(command) else None
     if plain is not None:
-        for words, text, stdin in plain:
-            walker._simple(words, [], text, 0, stdin)
+        for tokens, text, stdin in plain:
+            if "'" in text:  # a quoted * ? [ ~ or { is no glob, tilde or brace: the word checks need the quoting
+                walker._simple(_plain_words(tokens), [], text, 0, stdin)
+            else:  # nothing to expand: the words are the argv (what _simple would find, without its work)
+                walker._emit(tokens, _NO_INDICES, (), (), text, 0, False, _NO_INDICES, stdin)
     else:
         root = _PARSER.parse(src).root_node
         if root.has_error:
@@ -280,11 +283,11 @@ _NOT_PLAIN_NAMES = frozenset(
 
 _NO_INDICES: frozenset[int] = frozenset()
 
-PlainCommand = tuple[list["_Word"], str, "tuple[str, str] | None"]
+PlainCommand = tuple[list[str], str, "tuple[str, str] | None"]  # tokens as written, source text, piped stdin
 
 
 def _plain_split(command: str) -> list[PlainCommand] | None:
-    """The simple commands of a plain command as (words, text, piped stdin); None: tree-sitter must parse it."""
+    """The simple commands of a plain command as (tokens, text, piped stdin); None: tree-sitter must parse it."""
     stages: list[tuple[list[str], str, str]] = []  # words, source text, the operator after it
     if "'" not in command:
         parts = _PLAIN_OPS.split(command)  # text, operator, text, ...
@@ -329,10 +332,20 @@ def _plain_command(tokens: list[str], text: str, producer: list[str] | None) -> 
     first = tokens[0]
     if _PLAIN_NAME.fullmatch(first) is None or first in _NOT_PLAIN_NAMES:
         return None  # an assignment, a quoted, reserved or odd command name: tree-sitter's
+    if "==" in text:
+        return None  # tree-sitter reads a bare == as a test operator
+    stdin: tuple[str, str] | None = None
+    if producer is not None:
+        stdin = _plain_piped(producer)
+        if stdin is None:
+            return None
+    return tokens, text, stdin
+
+
+def _plain_words(tokens: list[str]) -> list[_Word]:
+    """Plain tokens as the walker's words: unquoted runs and '...' strings (quoted) in order."""
     words: list[_Word] = []
     for tok in tokens:
-        if "==" in tok:
-            return None  # tree-sitter reads a bare == as a test operator
         w = _Word()
         if "'" not in tok:
             w.segs.append((tok, False))
@@ -341,12 +354,7 @@ def _plain_command(tokens: list[str], text: str, producer: list[str] | None) -> 
                 quoted = seg.group(1)
                 w.segs.append((quoted, True) if quoted is not None else (seg.group(2), False))
         words.append(w)
-    stdin: tuple[str, str] | None = None
-    if producer is not None:
-        stdin = _plain_piped(producer)
-        if stdin is None:
-            return None
-    return words, text, stdin
+    return words
 
 
 def _plain_piped(words: list[str]) -> tuple[str, str] | None:

@@ -97,6 +97,8 @@ _HIDDEN_ENV: dict[str, frozenset[str]] = {n: _opts(p.hidden_env) for n, p in TAB
 _GENERIC_KINDS = frozenset({"pure", "reader", "searcher", "writer", "modewriter", "copier"})
 _KIND = {n: p.kind for n, p in TABLE.items()}
 _KIND["egrep"] = _KIND["fgrep"] = "searcher"
+# the option roles of programs the generic kinds cover (the named parsers read their own options)
+_GENERIC_ROLES = {n: r for n, r in _ROLES.items() if _KIND.get(n) in _GENERIC_KINDS}
 
 # Only these directories hold the program a bare name stands for: /tmp/x/rg or ./cat is another program.
 SYSTEM_BIN_DIRS = frozenset(
@@ -339,8 +341,9 @@ def effect(cmd: ParsedCommand) -> Effect:
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
-    if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
-        _apply_roles(_ROLES[name], argv, eff, strict=_KIND[name] != "pure")
+    roles = _GENERIC_ROLES.get(name)
+    if roles is not None and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
+        _apply_roles(roles, argv, eff, strict=_KIND[name] != "pure")
     bad_env = _HIDDEN_ENV.get(name)
     if bad_env:
         for k, _v in cmd.env:
@@ -376,7 +379,7 @@ def opaque(argv: tuple[str, ...]) -> Effect:
         if a == "--" and not opts_done:
             opts_done = True
             continue
-        if a in ("-", "") or _URL.match(a):
+        if a in ("-", "") or ("://" in a and _URL.match(a)):
             continue
         if opts_done:
             idx.append(i)
@@ -1584,6 +1587,11 @@ def _ps(argv: tuple[str, ...]) -> Effect:
     return Effect(RO)
 
 
+_GATE_STEM = "nexus"  # in every gate program's name: a command without it names none of them
+if not all(_GATE_STEM in n for n in GATE_PROGRAMS):
+    raise ImportError(f"every gate program name must contain {_GATE_STEM!r} (commands._gate_program)")
+
+
 def _gate_program(argv: tuple[str, ...]) -> str:
     """The gate program this runs, by any path, as a python module, or as a word of a runner we do not know."""
     base = argv[0].rsplit("/", 1)[-1]
@@ -1594,7 +1602,8 @@ def _gate_program(argv: tuple[str, ...]) -> str:
         mod = argv[i + 1] if i + 1 < len(argv) else ""
         if mod.split(".", 1)[0] in GATE_MODULES:
             return "nexusctl" if mod.endswith((".ctl", ".cli")) else "nexusd"
-    if base not in _KIND and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
+    if base not in _KIND and _GATE_STEM in "\x00".join(argv) and any(
+            a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
         return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
     return ""
 
