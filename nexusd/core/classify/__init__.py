@@ -48,6 +48,7 @@ class _Acc:
         self.writes: list[str] = []
         # symlinks created earlier in this command: link path -> its target ("" when the target is unknown)
         self.links: dict[str, str] = {}
+        self.recursive: list[str] = []  # directories read with everything below them (grep -r, rg, find)
 
     def need(self, req: Requirement) -> None:
         if req > self.requirement:
@@ -457,6 +458,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
                 if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+                if not write and eff.recursive_reads and i in eff.recursive_reads:
+                    _recursive_read(info, acc)
     extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes)
                   if not paths.has_glob(r)} if eff.extra_reads and eff.extra_writes else _NONE
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
@@ -467,6 +470,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic="$" in raw)
                 if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+                if not write and raw in eff.extra_recursive_reads:
+                    _recursive_read(info, acc)
     if len(acc.writes) > len_before:
         _into_home(cmd, len_before, acc)
     if not (eff.recursive_targets or eff.extra_recursive):
@@ -478,6 +483,24 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
         _catastrophic_target(raw, cwds, acc, name)
+
+
+def _recursive_read(info: paths.PathInfo | None, acc: _Acc) -> None:
+    """A directory read with everything below it: deny rules for any file below apply (the engine matches
+    them against ``Classification.recursive_reads``), and the credential locations below it (``grep -r key ~``,
+    ``rg token`` in a workspace that is the home directory) are read too: outside the workspace, always."""
+    if info is None or info.unresolved or not info.path:
+        return
+    d = info.path
+    if d not in acc.recursive:
+        acc.recursive.append(d)
+    home = acc.ctx.home.rstrip("/")
+    if not (paths.within(home, d) or paths.within(d, home)):
+        return  # no credential location can lie below it
+    for rel in paths.CREDENTIAL_PATHS:
+        cred = f"{home}/{rel}"
+        if cred != d and paths.within(cred, d) and cred not in acc.reads and acc.fs.lexists(cred):
+            acc.path(cred, "/", write=False, expand=False)
 
 
 _NONE: frozenset[object] = frozenset()
@@ -710,6 +733,7 @@ def _finish(
         domain=domain,
         flags=frozenset(acc.flags),
         notes=tuple(acc.notes),
+        recursive_reads=tuple(acc.recursive),
     )
 
 

@@ -48,6 +48,10 @@ class Effect(msgspec.Struct):
     hidden: str = ""  # why it runs code or writes files its words do not name (Flag.HIDDEN_EFFECT)
     gate_control: bool = False  # manages nexusd itself (nexusctl mode/rules/trust ..., its UIs)
     extra_recursive: list[str] = []  # raw paths deleted recursively that are not whole argv words
+    # directories read with everything below them (grep -r, rg, find): argv indices, and raw paths that are
+    # not argv words ("." for grep -r with no operand); deny rules for any file below them apply
+    recursive_reads: list[int] = []
+    extra_recursive_reads: list[str] = []
 
 
 
@@ -589,6 +593,7 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
 def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
     with_value, pattern_opts = SEARCHERS[name]
     reads: list[int] = []
+    operands: list[int] = []  # the files and directories searched (not -f pattern files)
     pattern_given = False
     i = 1
     opts_done = False
@@ -613,8 +618,37 @@ def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
                 pattern_given = True
             else:
                 reads.append(i)
+                operands.append(i)
         i += 1
-    return Effect(RO, reads=reads)
+    if not ((name in _ALWAYS_RECURSIVE and "--files" not in argv) or (name in _GREPS and _recursive_grep(argv))):
+        return Effect(RO, reads=reads)  # (rg --files only lists names, as ls does)
+    if not operands:  # searches the working directory
+        return Effect(RO, reads=reads, extra_reads=["."], extra_recursive_reads=["."])
+    return Effect(RO, reads=reads, recursive_reads=operands)
+
+
+# searchers that descend into every directory they are given (or the working directory without one)
+_ALWAYS_RECURSIVE = frozenset({"rg", "ag"})
+_GREPS = frozenset({"grep", "egrep", "fgrep"})
+
+
+def _recursive_grep(argv: tuple[str, ...]) -> bool:
+    """grep -r / -R / --recursive / -d recurse: every file below each directory operand is read."""
+    for k, a in enumerate(argv[1:], 1):
+        if a == "--":
+            return False
+        if a.startswith("--"):
+            if a in ("--recursive", "--dereference-recursive") or a.replace(" ", "") == "--directories=recurse" or (
+                    a == "--directories" and argv[k + 1 : k + 2] == ("recurse",)):
+                return True
+        elif a.startswith("-") and len(a) > 1:
+            flags = a[1:].split("d", 1)[0] if "d" in a[1:] else a[1:]
+            if "r" in flags or "R" in flags:
+                return True
+            if "d" in a[1:] and (a[1:].split("d", 1)[1] == "recurse" or (
+                    a.endswith("d") and argv[k + 1 : k + 2] == ("recurse",))):
+                return True
+    return False
 
 
 def _copier(name: str, argv: tuple[str, ...]) -> Effect:
