@@ -310,13 +310,13 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
     own: list[tuple[int, int]] = []  # the slice of acc.writes each command added (an interpreter's code words too)
-    for cmd in sa.commands:
+    for k, cmd in enumerate(sa.commands):
         before = len(acc.writes)
         eff = commands.effect(cmd)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
-        _command_effect(cmd, eff, cwds, acc)
+        _command_effect(cmd, eff, cwds, acc, _fed_from(sa, k, command) if cmd.stdin_args else None)
         if eff.known and cmd.argv[0].endswith("ln") and commands.program_name(cmd.argv[0]) == "ln" and \
                 commands._has_flag(cmd.argv, "s", ("--symbolic",)):
             _remember_links(cmd, eff, cwds, acc)
@@ -364,6 +364,25 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
                 return
 
 
+def _fed_from(sa: bash.ShellAnalysis, k: int, command: str) -> list[str] | None:
+    """The start points of the find that hands command ``k`` its file names (``find src | xargs cat``,
+    ``find src -exec cat {} +``); None when it is fed by anything else (the caller assumes the cwd)."""
+    cmd = sa.commands[k]
+    producer: bash.ParsedCommand | None = None
+    if cmd.wrappers[:1] == ("find",):
+        # -exec: the find itself is recorded after the commands it runs, with the same source text
+        producer = next((c for c in sa.commands[k + 1 :] if c.text == cmd.text and c.argv and not c.wrappers), None)
+    elif cmd.wrappers[:1] == ("xargs",) and k > 0:
+        prev = sa.commands[k - 1]
+        # only a find piped straight into this xargs (its text, a pipe, then this command's text)
+        piped = re.escape(prev.text) + r"[ \t]*\|[ \t]*" + re.escape(cmd.text)
+        if prev.text and cmd.text and re.search(piped, command):
+            producer = prev
+    if producer is None or not producer.argv or commands.program_name(producer.argv[0]) != "find":
+        return None
+    return [producer.argv[i] for i in commands.find_starts(producer.argv)] or ["."]
+
+
 def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
     """``ln -s TARGET... DEST``: with one target and a destination, DEST becomes a link to TARGET (or, for an
     existing directory DEST, DEST/basename(TARGET)); anything else makes paths below every DEST unknown."""
@@ -407,7 +426,8 @@ def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:
     return list(cwds) if cwds else [None]
 
 
-def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
+def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc,
+                    fed_from: list[str] | None = None) -> None:
     acc.need(eff.requirement)
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
@@ -424,6 +444,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
         acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
+        # `find . | xargs cat`, `find . -exec cat {} +`: what it is handed may be any file below the find's
+        # start points, or (fed by anything else) below the directory it runs in: Read deny rules for any
+        # of them apply (the names are unknown here)
+        for raw in fed_from or ["."]:
+            for c in _each_cwd(raw, cwds):
+                _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
         if (
             (cmd.argv[0] == "rm" and "-r" in "".join(a for a in cmd.argv[1:] if a.startswith("-") and
                                                    not a.startswith("--")).replace("R", "r"))

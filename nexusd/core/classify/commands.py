@@ -938,7 +938,13 @@ _FIND_WITH_VALUE = frozenset(
 )
 
 
-def _find(argv: tuple[str, ...]) -> Effect:
+def find_starts(argv: tuple[str, ...]) -> list[int]:
+    """argv indices of find's start points (none: it starts at ``.``)."""
+    return _find_head(argv)[0]
+
+
+def _find_head(argv: tuple[str, ...]) -> tuple[list[int], int]:
+    """find's start points, and the index of the first word after them (its expression)."""
     starts: list[int] = []
     i = 1
     while (i < len(argv) and argv[i] in ("-H", "-L", "-P")) or (i < len(argv) and argv[i].startswith("-D")):
@@ -946,6 +952,11 @@ def _find(argv: tuple[str, ...]) -> Effect:
     while i < len(argv) and not argv[i].startswith(("-", "(", "!", ")")) and argv[i] != ",":
         starts.append(i)
         i += 1
+    return starts, i
+
+
+def _find(argv: tuple[str, ...]) -> Effect:
+    starts, i = _find_head(argv)
     writes: list[int] = []
     extra_reads: list[str] = []
     req = RO

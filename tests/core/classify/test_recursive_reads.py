@@ -105,3 +105,40 @@ def test_recursive_reads_are_recorded(ws):
 ])
 def test_may_match_below(spec, directory, expect):
     assert compile_path(spec, "/w").may_match_below(directory, "/w", "/home/u") is expect
+
+
+# ---- names handed on at run time: find | xargs READER, find -exec READER, anything | xargs READER
+@pytest.mark.parametrize("command", [
+    "find . -type f | xargs cat", "find . -type f -print0 | xargs -0 cat", "find -type f | xargs grep KEY",
+    "find . -type f -exec cat {} +", "find . -type f -exec cat {} \\;", "find -L . -type f -execdir head {} \\;",
+    "git ls-files | xargs cat", "ls -R | xargs cat", "cat list.txt | xargs grep KEY", "xargs cat < list.txt",
+    "find . -type f | xargs -I{} cat {}", "find . | xargs -n1 mystery-reader",
+])
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions"])
+def test_files_handed_on_at_run_time_meet_the_deny_rules_below(ws, command, mode):
+    allow_all = ["Bash(find *)", "Bash(xargs *)", "Bash(cat *)", "Bash(git ls-files *)", "Bash(ls *)"]
+    home = ws.parent / "home"
+    ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(home))
+    c = CallInfo("claude", "s1", "Bash", {"command": command}, str(ws))
+    cls = classify(c, ctx, DecisionFileSystem())
+    pol = policy(deny=["Read(./secrets/**)"], allow=[*ALLOWS, *allow_all], root=str(ws))
+    assert evaluate(c, pol, session(mode), cls, ctx).verdict.decision == "deny", (command, mode)
+
+
+@pytest.mark.parametrize("command", [
+    "find src -name '*.py' | xargs wc -l", "find src -type f -exec wc -l {} +", "find src conf | xargs cat",
+    "ls | xargs -n1 echo", "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;",
+])
+def test_files_handed_on_from_elsewhere_are_not_denied(ws, command):
+    ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(ws.parent / "home"))
+    c = CallInfo("claude", "s1", "Bash", {"command": command}, str(ws))
+    cls = classify(c, ctx, DecisionFileSystem())
+    pol = policy(deny=["Read(./secrets/**)"], allow=["Bash(find *)", "Bash(xargs *)", "Bash(cat *)", "Bash(wc *)"],
+                 root=str(ws))
+    assert evaluate(c, pol, session("default"), cls, ctx).verdict.decision != "deny", command
+
+
+def test_xargs_fed_by_something_else_is_never_allowed_by_a_mode(ws):
+    for command in ("git ls-files | xargs cat", "cat list.txt | xargs grep KEY", "find . | xargs mystery-reader"):
+        for mode in ("default", "acceptEdits", "auto"):
+            assert decide(ws, command, [], mode=mode) != "allow", (command, mode)
