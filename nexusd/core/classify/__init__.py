@@ -500,6 +500,11 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                     _recursive_read(info, acc)
     if len(acc.writes) > len_before:
         _into_home(cmd, len_before, acc)
+    if eff.unnamed_writes:
+        where = ", ".join(acc.writes[len_before:]) or "the working directory"
+        acc.flag(Flag.PROTECTED_PATH, f"{cmd.argv[0]} writes files its words do not name below {where} "
+                                      "(.git/hooks, agent settings and shell rc files included)")
+        acc.need(DFA)
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""

@@ -52,6 +52,9 @@ class Effect(msgspec.Struct):
     # not argv words ("." for grep -r with no operand); deny rules for any file below them apply
     recursive_reads: list[int] = []
     extra_recursive_reads: list[str] = []
+    # writes files its words do not name (an archive's or a patch's members) below where it writes: any name,
+    # protected ones included (.git/hooks, agent settings), so it is a protected write
+    unnamed_writes: bool = False
 
 
 
@@ -1116,7 +1119,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
     if sub in ("apply", "am") and not (sub == "apply" and any(
             a in ("--check", "--stat", "--numstat", "--summary") for a in args) and "--apply" not in args):
         return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
-                      git_config_check=repo_dir)
+                      git_config_check=repo_dir, unnamed_writes=True)
     if sub in _GIT_RUNS:
         words = _GIT_RUNS[sub]
         if not words or any(a in words or a.split("=", 1)[0] in words for a in args):
@@ -1407,7 +1410,7 @@ def _tar(argv: tuple[str, ...]) -> Effect:
     if mode == "extract":
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
-        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
+        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, unnamed_writes=True,
                       hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
     if mode == "list":
         return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
@@ -1441,7 +1444,7 @@ def _unzip(argv: tuple[str, ...]) -> Effect:
         return Effect(RO, reads=pos[:1])
     writes = [i for k, _v, i in opts if k == "-d" and i >= 0]
     ex_w = [v for k, v, i in opts if k == "-d" and i < 0] or ([] if writes else ["."])
-    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w,
+    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w, unnamed_writes=True,
                   hidden="unzip writes the files the archive names (any path, .git/hooks included)")
 
 
@@ -1572,7 +1575,7 @@ def _patch(argv: tuple[str, ...]) -> Effect:
     ex_r = [v for k, v, i in opts if k in ("-i", "--input") and i < 0]
     writes = [i for k, _v, i in opts if k in ("-o", "--output", "-r", "--reject-file") and i >= 0] + pos[:1]
     reads += pos[1:2]
-    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r,
+    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, unnamed_writes=True,
                   hidden="patch writes the files its diff names (protected ones included)")
 
 
