@@ -447,7 +447,7 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # `find . | xargs cat`, `find . -exec cat {} +`: what it is handed may be any file below the find's
         # start points, or (fed by anything else) below the directory it runs in: Read deny rules for any
         # of them apply (the names are unknown here)
-        for raw in fed_from or ["."]:
+        for raw in (fed_from or ["."]) if commands.reads_operands(cmd.argv[0]) else ():
             for c in _each_cwd(raw, cwds):
                 _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
         if (

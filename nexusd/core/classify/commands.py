@@ -361,6 +361,13 @@ def effect(cmd: ParsedCommand) -> Effect:
     return eff
 
 
+def reads_operands(word: str) -> bool:
+    """Whether the program may read the files named as its operands (every program but a plain writer
+    such as rm, touch or chmod, whose operands are only written or changed)."""
+    name = program_name(word)
+    return name is None or _KIND.get(name) not in ("writer", "modewriter")
+
+
 def _other_known(name: str) -> bool:
     """Programs the parsers below know without a table entry (popd, mkfs.*, date ...)."""
     return name in _OTHER_KNOWN or name.startswith("mkfs")

@@ -142,3 +142,11 @@ def test_xargs_fed_by_something_else_is_never_allowed_by_a_mode(ws):
     for command in ("git ls-files | xargs cat", "cat list.txt | xargs grep KEY", "find . | xargs mystery-reader"):
         for mode in ("default", "acceptEdits", "auto"):
             assert decide(ws, command, [], mode=mode) != "allow", (command, mode)
+
+
+@pytest.mark.parametrize("command", ["ls | xargs rm", "find . -name '*.o' | xargs rm -f", "find . -exec chmod 644 {} +",
+                                     "find . -type d | xargs touch"])
+def test_writers_handed_names_are_not_reads(ws, command):
+    ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(ws.parent / "home"))
+    cls = classify(CallInfo("claude", "s", "Bash", {"command": command}, str(ws)), ctx, DecisionFileSystem())
+    assert cls.recursive_reads == (), command
