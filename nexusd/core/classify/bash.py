@@ -12,6 +12,10 @@ Words are evaluated the way bash does (tests/core/classify/test_bash_differentia
 forms. What we cannot evaluate is marked dynamic: parameter expansions, arithmetic that reads a variable
 whose text is not a known integer (``x='a[$(id)]'; (( x ))`` runs id), globs after glob options change.
 
+Plain commands (words and ``'...'`` strings joined by ``;`` ``&&`` ``||`` ``|``: most of what agents run) are
+split without tree-sitter into the same words (``_plain_split``; tests/core/classify/test_bash_plain.py
+holds both paths to one answer), which keeps classification within its time budget.
+
 ``parse`` is pure and cached with a module-level ``functools.lru_cache`` keyed on the command string
 (the one deliberate piece of module state, together with the reusable tree-sitter parser: the daemon
 classifies on one thread).
