@@ -1417,7 +1417,9 @@ def _tar(argv: tuple[str, ...]) -> Effect:
     if mode == "extract":
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
-        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, unnamed_writes=True,
+        to_stdout = any(key in ("-O", "--to-stdout") for key, _v, _i in opts)  # members printed, no file made
+        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
+                      unnamed_writes=not to_stdout,
                       hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
     if mode == "list":
         return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)

@@ -51,6 +51,7 @@ def test_extracting_or_patching_is_a_protected_write(ws, command, mode):
 
 
 @pytest.mark.parametrize("command", ["tar tf a.tar", "tar -tzf a.tgz", "unzip -l a.zip", "unzip -p a.zip x",
+                                     "tar -xOf a.tar", "tar -x --to-stdout -f a.tar",
                                      "git apply --check p.diff", "git apply --stat p.diff", "tar cf out.tar src"])
 def test_listing_checking_or_creating_is_not(ws, command):
     cls, _c, _ctx = run(ws, command)
