@@ -1729,7 +1729,7 @@ _PARSERS = {
     "hostnamectl": _settings,
     "timedatectl": _settings,
     "nvidia-smi": _settings,
-    "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
+    "tar": _tar, "bsdtar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
     "nexusd": _nexus_ui, "nexus-hook": _nexus_ui, "nexus-mcp": _nexus_ui, "nexus-acp": _nexus_ui,
     "docker": _docker, "pwsh": _pwsh, "powershell": _pwsh, "pwsh.exe": _pwsh, "powershell.exe": _pwsh,
