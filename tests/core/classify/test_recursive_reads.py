@@ -150,3 +150,10 @@ def test_writers_handed_names_are_not_reads(ws, command):
     ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(ws.parent / "home"))
     cls = classify(CallInfo("claude", "s", "Bash", {"command": command}, str(ws)), ctx, DecisionFileSystem())
     assert cls.recursive_reads == (), command
+
+
+@pytest.mark.parametrize("command", ["cat secrets/*", "head -n1 secrets/*", "grep KEY secrets/*.pem", "tail secrets/k*",
+                                     "cat ./secrets/?ey.pem", "wc -c secrets/[k]*", "cat */key.pem"])
+@pytest.mark.parametrize("deny", ["Read(./secrets/**)", "Read(./secrets/key.pem)", "Read(**/*.pem)"])
+def test_a_glob_over_a_folder_reads_the_files_it_matches(ws, command, deny):
+    assert decide(ws, command, [deny]) == "deny", (command, deny)
