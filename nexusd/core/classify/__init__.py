@@ -369,10 +369,11 @@ def _fed_from(sa: bash.ShellAnalysis, k: int, command: str) -> list[str] | None:
     ``find src -exec cat {} +``); None when it is fed by anything else (the caller assumes the cwd)."""
     cmd = sa.commands[k]
     producer: bash.ParsedCommand | None = None
-    if cmd.wrappers[:1] == ("find",):
+    if "find" in cmd.wrappers:
         # -exec: the find itself is recorded after the commands it runs, with the same source text
-        producer = next((c for c in sa.commands[k + 1 :] if c.text == cmd.text and c.argv and not c.wrappers), None)
-    elif cmd.wrappers[:1] == ("xargs",) and k > 0:
+        producer = next((c for c in sa.commands[k + 1 :] if c.text == cmd.text and c.argv
+                         and commands.program_name(c.argv[0]) == "find"), None)
+    elif "xargs" in cmd.wrappers and k > 0:
         prev = sa.commands[k - 1]
         # only a find piped straight into this xargs (its text, a pipe, then this command's text)
         piped = re.escape(prev.text) + r"[ \t]*\|[ \t]*" + re.escape(cmd.text)

@@ -112,7 +112,8 @@ def test_may_match_below(spec, directory, expect):
     "find . -type f | xargs cat", "find . -type f -print0 | xargs -0 cat", "find -type f | xargs grep KEY",
     "find . -type f -exec cat {} +", "find . -type f -exec cat {} \\;", "find -L . -type f -execdir head {} \\;",
     "git ls-files | xargs cat", "ls -R | xargs cat", "cat list.txt | xargs grep KEY", "xargs cat < list.txt",
-    "find . -type f | xargs -I{} cat {}", "find . | xargs -n1 mystery-reader",
+    "find . -type f | xargs -I{} cat {}", "find . | xargs -n1 mystery-reader", "find . -type f | sudo xargs cat",
+    "sudo find . -type f -exec cat {} +", "find secrets | timeout 5 xargs cat", "nice find . -exec head {} \\;",
 ])
 @pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions"])
 def test_files_handed_on_at_run_time_meet_the_deny_rules_below(ws, command, mode):
@@ -127,7 +128,8 @@ def test_files_handed_on_at_run_time_meet_the_deny_rules_below(ws, command, mode
 
 @pytest.mark.parametrize("command", [
     "find src -name '*.py' | xargs wc -l", "find src -type f -exec wc -l {} +", "find src conf | xargs cat",
-    "ls | xargs -n1 echo", "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;",
+    "ls | xargs -n1 echo", "find . -name '*.sh' -exec sh -c 'echo $1' sh {} \\;", "sudo find src -exec cat {} +",
+    "find src -type f | nice xargs cat",
 ])
 def test_files_handed_on_from_elsewhere_are_not_denied(ws, command):
     ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(ws.parent / "home"))
