@@ -701,7 +701,9 @@ def _copier(name: str, argv: tuple[str, ...]) -> Effect:
         return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra)
     if name == "install":
         return Effect(DFA, reads=sources, writes=dests, extra_writes=extra, note="install sets owners and modes")
-    return Effect(WW, reads=sources, writes=dests, extra_writes=extra)
+    # cp -r/-a copies every file below a source directory to where other rules may let it be read
+    deep = _has_flag(argv, "r", ("--recursive", "--archive")) or _has_flag(argv, "R") or _has_flag(argv, "a")
+    return Effect(WW, reads=sources, writes=dests, extra_writes=extra, recursive_reads=sources if deep else [])
 
 
 def _sed(argv: tuple[str, ...]) -> Effect:
@@ -1423,9 +1425,9 @@ def _tar(argv: tuple[str, ...]) -> Effect:
                       hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
     if mode == "list":
         return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
-    if mode == "create":
+    if mode == "create":  # every file below a member directory goes into the archive
         return Effect(DFA if hidden else WW, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
-                      hidden=hidden)
+                      hidden=hidden, recursive_reads=[] if "--no-recursion" in argv else list(pos))
     return Effect(DFA, reads=reads, writes=list(reads), extra_reads=ex_r, extra_writes=ex_r, hidden=hidden,
                   note="tar without a mode we know")
 
@@ -1443,7 +1445,9 @@ def _zip(argv: tuple[str, ...]) -> Effect:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
     if any(a.startswith("-TT") for a in argv):
         hidden = "zip -TT runs a program"
-    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden)
+    deep = _has_flag(argv, "r", ("--recurse-paths",)) or _has_flag(argv, "R", ("--recurse-patterns",))
+    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden,
+                  recursive_reads=pos[1:] if deep else [])
 
 
 def _unzip(argv: tuple[str, ...]) -> Effect:
@@ -1526,8 +1530,10 @@ def _rsync(argv: tuple[str, ...]) -> Effect:
         writes += [p for p in dst if p in local]
     rec = [p for p in pos[-1:] if p in local] if delete else []
     req = DFA if (hidden or remote) else WW
+    deep = _has_flag(argv, "r", ("--recursive", "--archive")) or _has_flag(argv, "a")
     return Effect(req, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, hidden=hidden,
-                  recursive_targets=rec, note="rsync to or from another host" if remote else "")
+                  recursive_targets=rec, note="rsync to or from another host" if remote else "",
+                  recursive_reads=[p for p in pos[:-1] if p in local] if deep else [])
 
 
 _NEXUSCTL_RO = frozenset({"status", "pending", "watch", "audit", "check", "version", "grants", "help", "explain"})

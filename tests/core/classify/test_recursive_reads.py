@@ -159,3 +159,21 @@ def test_writers_handed_names_are_not_reads(ws, command):
 @pytest.mark.parametrize("deny", ["Read(./secrets/**)", "Read(./secrets/key.pem)", "Read(**/*.pem)"])
 def test_a_glob_over_a_folder_reads_the_files_it_matches(ws, command, deny):
     assert decide(ws, command, [deny]) == "deny", (command, deny)
+
+
+# ---- copies and archives of a folder take every file below it where other rules may let it be read
+@pytest.mark.parametrize("command", ["cp -r . backup", "cp -a . backup", "cp -R ./ backup", "cp --recursive . b",
+                                     "cp -rv . b", "tar czf out.tgz .",
+                                     "tar -cf out.tar ./", "tar --create --file=out.tar .", "zip -r out.zip .",
+                                     "zip -qr out.zip .", "rsync -a . backup/", "rsync -av ./ backup/",
+                                     "rsync --recursive . backup/"])
+def test_copying_or_archiving_a_folder_with_a_denied_file_is_denied(ws, command):
+    for deny in ("Read(./secrets/**)", "Read(./.env)"):
+        assert decide(ws, command, [deny], mode="acceptEdits") == "deny", (command, deny)
+
+
+@pytest.mark.parametrize("command", ["cp -r src backup", "tar czf out.tgz src", "zip -r out.zip src",
+                                     "rsync -a src/ backup/", "cp src/a.py b.py", "zip out.zip .",
+                                     "tar --no-recursion -cf out.tar ."])
+def test_copying_elsewhere_is_not_denied(ws, command):
+    assert decide(ws, command, ["Read(./secrets/**)", "Read(./.env)"], mode="acceptEdits") != "deny", command
