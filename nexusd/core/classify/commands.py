@@ -1212,6 +1212,10 @@ def _git(argv: tuple[str, ...]) -> Effect:
         # its path arguments are read and written as far as we know (deny rules, protected paths see them)
         return Effect(DFA, reads=words, writes=list(words), note=f"git {sub} is not a read-only git command",
                       git_config_check=repo_dir, extra_reads=repo_read, extra_writes=list(repo_read))
+    if sub == "grep":  # searches every (tracked) file below its pathspecs, or below the working directory
+        return Effect(RO, reads=words, extra_reads=rev_paths + repo_read + ([] if words else ["."]),
+                      git_config_check=repo_dir, recursive_reads=list(words),
+                      extra_recursive_reads=[] if words else ["."])
     return Effect(RO, reads=words, extra_reads=rev_paths + repo_read, git_config_check=repo_dir)
 
 

@@ -46,7 +46,8 @@ def decide(ws: Path, command: str, deny: list[str], mode: str = "default", home:
 WHOLE_TREE = ["grep -r KEY .", "grep -rn KEY", "grep -nr KEY", "grep -R KEY .", "egrep -R KEY .", "grep KEY -r .",
               "grep --recursive KEY .", "grep --dereference-recursive KEY", "grep -d recurse KEY .",
               "grep --directories=recurse KEY .", "grep --directories recurse KEY .", "rg KEY", "rg -l KEY .",
-              "rg -n KEY ./", "ag KEY", "cd src && grep -r KEY ..", "grep -ril key ."]
+              "rg -n KEY ./", "ag KEY", "cd src && grep -r KEY ..", "grep -ril key .", "git grep KEY",
+              "git grep -n KEY -- .", "git -C . grep KEY"]
 
 
 @pytest.mark.parametrize("command", WHOLE_TREE)
@@ -65,6 +66,7 @@ def test_a_recursive_search_of_a_folder_with_a_denied_file_is_denied(ws, command
     ("grep KEY .env.example src/a.py", "Read(./.env)"),
     ("rg --files", "Read(./.env)"),  # lists names, as ls does
     ("grep -r KEY src", "Read(~/.ssh/**)"),
+    ("git grep KEY -- src", "Read(./secrets/**)"),
 ])
 def test_a_recursive_search_elsewhere_stays_allowed(ws, command, deny):
     assert decide(ws, command, [deny]) == "allow", (command, deny)
