@@ -254,6 +254,10 @@ def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[st
                 base != base.lower() and rule.matches_path(f"{head}/{base.lower()}", ctx.cwd, ctx.home)
             ):
                 return ("file read " if rule.family == "read" else "file written ") + p
+        if rule.family == "read":
+            for d in cls.recursive_reads:  # grep -r, rg, find: every file below the directory is read
+                if rule.path is None or rule.path.may_match_below(d, ctx.cwd, ctx.home):
+                    return "files read below " + d
         return None
     if not rule.covers_call(cls):
         return None

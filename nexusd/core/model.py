@@ -121,6 +121,8 @@ class Classification(msgspec.Struct, frozen=True):
     domain: str | None = None  # normalized (lowercase, IDNA, no trailing dot, no port)
     flags: frozenset[Flag] = frozenset()
     notes: tuple[str, ...] = ()  # one human-readable line per flag raised, in order found
+    # directories read with every file below them (grep -r, rg, find): Read deny/ask rules for any path below apply
+    recursive_reads: tuple[str, ...] = ()
 
     @property
     def auto_allowable(self) -> bool:

@@ -6,8 +6,10 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
+from collections.abc import Set
 from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
@@ -30,6 +32,8 @@ _READ_OPS = frozenset({"<", "<&", "<>"})
 _GIT_CONFIG_LIMIT = 64 * 1024
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
+_UNKNOWABLE = frozenset({Flag.UNPARSEABLE, Flag.DYNAMIC})  # what a command does is known only at run time
+_UNKNOWABLE_CALL = _UNKNOWABLE | {Flag.UNKNOWN_TOOL}
 
 
 class _Acc:
@@ -44,9 +48,11 @@ class _Acc:
         self.writes: list[str] = []
         # symlinks created earlier in this command: link path -> its target ("" when the target is unknown)
         self.links: dict[str, str] = {}
+        self.recursive: list[str] = []  # directories read with everything below them (grep -r, rg, find)
 
     def need(self, req: Requirement) -> None:
-        self.requirement = max(self.requirement, req)
+        if req > self.requirement:
+            self.requirement = req
 
     def flag(self, flag: Flag, note: str) -> None:
         self.flags.add(flag)
@@ -182,6 +188,8 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
         acc.flag(Flag.UNPARSEABLE, "input nests too deeply")
         return
     if isinstance(value, str):
+        if value.isascii() and value.isprintable():
+            return  # the common case: no NUL, control, bidi or zero-width character can be in it
         if "\x00" in value:
             acc.flag(Flag.UNPARSEABLE, "NUL byte in input")
         hidden = text.hidden_chars(value)
@@ -196,8 +204,12 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
             _scan_text(v, acc, depth + 1)
 
 
+# the catalog lookup is pure and its answer frozen: one per (tool, provider) spelling, bounded
+_tool_info = functools.lru_cache(maxsize=512)(tool_info)
+
+
 def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
-    info = tool_info(call.tool, call.provider)
+    info = _tool_info(call.tool, call.provider)
     acc = _Acc(ctx, fs)
     _scan_text(call.tool, acc)
     _scan_text(call.input, acc)
@@ -290,26 +302,25 @@ def _fetch(info: ToolInfo, raw_urls: tuple[str, ...], acc: _Acc) -> Classificati
 
 def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     sa = bash.parse(command)
-    for f in sa.flags:
-        acc.flags.add(f)
+    acc.flags |= sa.flags
     for n in sa.notes:
         acc.note(n)
-    if sa.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC}:
+    if not sa.flags.isdisjoint(_UNKNOWABLE):
         acc.need(DFA)
     cwds: list[str] | None = [cwd]
     out: list[Command] = []
     own: list[tuple[int, int]] = []  # the slice of acc.writes each command added (an interpreter's code words too)
-    for cmd in sa.commands:
+    for k, cmd in enumerate(sa.commands):
         before = len(acc.writes)
         eff = commands.effect(cmd)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
-        _command_effect(cmd, eff, cwds, acc)
-        if eff.known and commands.program_name(cmd.argv[0]) == "ln" and commands._has_flag(
-                cmd.argv, "s", ("--symbolic",)):
+        _command_effect(cmd, eff, cwds, acc, _fed_from(sa, k, command) if cmd.stdin_args else None)
+        if eff.known and cmd.argv[0].endswith("ln") and commands.program_name(cmd.argv[0]) == "ln" and \
+                commands._has_flag(cmd.argv, "s", ("--symbolic",)):
             _remember_links(cmd, eff, cwds, acc)
-        if cmd.argv and cmd.argv[0].rsplit("/", 1)[-1] in ("apply_patch", "applypatch"):
+        if cmd.argv and cmd.argv[0].endswith(_APPLY_PATCH) and cmd.argv[0].rsplit("/", 1)[-1] in _APPLY_PATCH:
             _apply_patch_in_shell(command, cwds, acc)
         if eff.cd is not None:
             cwds = _apply_cd(eff.cd, cwds, acc)
@@ -322,6 +333,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 
 
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
+_APPLY_PATCH = ("apply_patch", "applypatch")
 
 
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
@@ -350,6 +362,26 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
                 acc.flag(Flag.DYNAMIC, f"runs code this command writes: {text.escape_for_display(w)[:200]}")
                 acc.need(DFA)
                 return
+
+
+def _fed_from(sa: bash.ShellAnalysis, k: int, command: str) -> list[str] | None:
+    """The start points of the find that hands command ``k`` its file names (``find src | xargs cat``,
+    ``find src -exec cat {} +``); None when it is fed by anything else (the caller assumes the cwd)."""
+    cmd = sa.commands[k]
+    producer: bash.ParsedCommand | None = None
+    if "find" in cmd.wrappers:
+        # -exec: the find itself is recorded after the commands it runs, with the same source text
+        producer = next((c for c in sa.commands[k + 1 :] if c.text == cmd.text and c.argv
+                         and commands.program_name(c.argv[0]) == "find"), None)
+    elif "xargs" in cmd.wrappers and k > 0:
+        prev = sa.commands[k - 1]
+        # only a find piped straight into this xargs (its text, a pipe, then this command's text)
+        piped = re.escape(prev.text) + r"[ \t]*\|[ \t]*" + re.escape(cmd.text)
+        if prev.text and cmd.text and re.search(piped, command):
+            producer = prev
+    if producer is None or not producer.argv or commands.program_name(producer.argv[0]) != "find":
+        return None
+    return [producer.argv[i] for i in commands.find_starts(producer.argv)] or ["."]
 
 
 def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
@@ -395,7 +427,8 @@ def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:
     return list(cwds) if cwds else [None]
 
 
-def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc) -> None:
+def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc,
+                    fed_from: list[str] | None = None) -> None:
     acc.need(eff.requirement)
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
@@ -412,6 +445,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # xargs / find -exec: the files arrive at run time, so no boundary can be proven
         acc.need(DFA)
         acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
+        # `find . | xargs cat`, `find . -exec cat {} +`: what it is handed may be any file below the find's
+        # start points, or (fed by anything else) below the directory it runs in: Read deny rules for any
+        # of them apply (the names are unknown here)
+        for raw in (fed_from or ["."]) if commands.reads_operands(cmd.argv[0]) else ():
+            for c in _each_cwd(raw, cwds):
+                _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
         if (
             (cmd.argv[0] == "rm" and "-r" in "".join(a for a in cmd.argv[1:] if a.startswith("-") and
                                                    not a.startswith("--")).replace("R", "r"))
@@ -426,8 +465,12 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
         _git_check(eff.git_config_check, cwds, acc)
     # read and written (unknown programs): resolved once and recorded as both; globs go both ways in full
-    both = {i for i in set(eff.reads) & set(eff.writes)
-            if not paths.has_glob(cmd.argv[i])} if eff.writes and eff.reads else _NONE
+    if not (eff.writes and eff.reads):
+        both: Set[object] = _NONE
+    else:
+        common = set(eff.reads) if eff.reads == eff.writes else set(eff.reads) & set(eff.writes)
+        both = {i for i in common if not paths.has_glob(cmd.argv[i])} if cmd.glob_args or paths.has_glob(
+            "\x00".join(cmd.argv)) else common
     len_before = len(acc.writes)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         if not indices:
@@ -442,6 +485,8 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
                 if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+                if not write and eff.recursive_reads and i in eff.recursive_reads:
+                    _recursive_read(info, acc)
     extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes)
                   if not paths.has_glob(r)} if eff.extra_reads and eff.extra_writes else _NONE
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
@@ -452,8 +497,15 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                 info = acc.path(raw, c, write, dynamic="$" in raw)
                 if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
                     acc.reads.append(info.path)
+                if not write and raw in eff.extra_recursive_reads:
+                    _recursive_read(info, acc)
     if len(acc.writes) > len_before:
         _into_home(cmd, len_before, acc)
+    if eff.unnamed_writes:
+        where = ", ".join(acc.writes[len_before:]) or "the working directory"
+        acc.flag(Flag.PROTECTED_PATH, f"{cmd.argv[0]} writes files its words do not name below {where} "
+                                      "(.git/hooks, agent settings and shell rc files included)")
+        acc.need(DFA)
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
@@ -463,6 +515,24 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         _catastrophic_target(cmd.argv[i], cwds, acc, name)
     for raw in eff.extra_recursive:
         _catastrophic_target(raw, cwds, acc, name)
+
+
+def _recursive_read(info: paths.PathInfo | None, acc: _Acc) -> None:
+    """A directory read with everything below it: deny rules for any file below apply (the engine matches
+    them against ``Classification.recursive_reads``), and the credential locations below it (``grep -r key ~``,
+    ``rg token`` in a workspace that is the home directory) are read too: outside the workspace, always."""
+    if info is None or info.unresolved or not info.path:
+        return
+    d = info.path
+    if d not in acc.recursive:
+        acc.recursive.append(d)
+    home = acc.ctx.home.rstrip("/")
+    if not (paths.within(home, d) or paths.within(d, home)):
+        return  # no credential location can lie below it
+    for rel in paths.CREDENTIAL_PATHS:
+        cred = f"{home}/{rel}"
+        if cred != d and paths.within(cred, d) and cred not in acc.reads and acc.fs.lexists(cred):
+            acc.path(cred, "/", write=False, expand=False)
 
 
 _NONE: frozenset[object] = frozenset()
@@ -681,7 +751,7 @@ def _finish(
     url: str | None = None,
     domain: str | None = None,
 ) -> Classification:
-    if acc.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.UNKNOWN_TOOL}:
+    if not acc.flags.isdisjoint(_UNKNOWABLE_CALL):
         acc.need(DFA)
     return Classification(
         kind=info.kind,
@@ -695,6 +765,7 @@ def _finish(
         domain=domain,
         flags=frozenset(acc.flags),
         notes=tuple(acc.notes),
+        recursive_reads=tuple(acc.recursive),
     )
 
 

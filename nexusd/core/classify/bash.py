@@ -12,6 +12,10 @@ Words are evaluated the way bash does (tests/core/classify/test_bash_differentia
 forms. What we cannot evaluate is marked dynamic: parameter expansions, arithmetic that reads a variable
 whose text is not a known integer (``x='a[$(id)]'; (( x ))`` runs id), globs after glob options change.
 
+Plain commands (words and ``'...'`` strings joined by ``;`` ``&&`` ``||`` ``|``: most of what agents run) are
+split without tree-sitter into the same words (``_plain_split``; tests/core/classify/test_bash_plain.py
+holds both paths to one answer), which keeps classification within its time budget.
+
 ``parse`` is pure and cached with a module-level ``functools.lru_cache`` keyed on the command string
 (the one deliberate piece of module state, together with the reusable tree-sitter parser: the daemon
 classifies on one thread).
@@ -212,7 +216,8 @@ def parse(command: str) -> ShellAnalysis:
         )
 
 
-def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> ShellAnalysis:
+def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: bool = True) -> ShellAnalysis:
+    """The analysis of one script; ``fast=False`` always uses tree-sitter (the plain path's tests compare)."""
     if "\x00" in command:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("NUL byte in command",))
     if _UNSAFE_FOR_PARSER.search(command):
@@ -225,7 +230,6 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
     src = command.encode("utf-8", "surrogatepass")
     if len(src) > MAX_COMMAND_BYTES:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
-    tree = _PARSER.parse(src)
     walker = _Walker(shell_depth)
     walker.source = src
     # shopt globstar/dotglob/extglob/nullglob..., set -f/+f or GLOBIGNORE anywhere in the command change what
@@ -234,12 +238,20 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
         ("shopt" in command or "set" in command or "GLOB" in command or "BASHOPTS" in command or "noglob" in command)
         and _GLOB_CHANGERS.search(command) is not None
     )
-    root = tree.root_node
-    if root.has_error:
-        walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
-    if (b"\\ " in src or b"\\\t" in src) and _dropped_escape(root, src):
-        walker.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
-    walker.walk(root, 0)
+    plain = _plain_split(command) if fast and _PLAIN_CHARS.fullmatch(command) else None
+    if plain is not None:
+        for tokens, text, stdin in plain:
+            if "'" in text:  # a quoted * ? [ ~ or { is no glob, tilde or brace: the word checks need the quoting
+                walker._simple(_plain_words(tokens), [], text, 0, stdin)
+            else:  # nothing to expand: the words are the argv (what _simple would find, without its work)
+                walker._emit(tokens, _NO_INDICES, (), (), text, 0, False, _NO_INDICES, stdin)
+    else:
+        root = _PARSER.parse(src).root_node
+        if root.has_error:
+            walker.flag(Flag.UNPARSEABLE, "the shell parser found a syntax error")
+        if (b"\\ " in src or b"\\\t" in src) and _dropped_escape(root, src):
+            walker.flag(Flag.UNPARSEABLE, "the shell parser dropped part of a word (an escaped blank)")
+        walker.walk(root, 0)
     walker.check_fork_bomb()
     walker.check_arith()
     return ShellAnalysis(
@@ -250,6 +262,122 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False) -> Shel
         tuple(walker.notes),
         tuple(walker.functions),
     )
+
+
+# The common command needs no parser. Plain words (letters, digits and _ . / = : , @ + -), whole '...'
+# strings of printable ASCII, blanks and the separators ; && || | mean one thing to bash wherever they
+# stand: no expansion, glob, tilde, quote removal beyond '...', redirect or keyword can hide in them. Such
+# a command is split here into the words tree-sitter would give the walker, and everything after that
+# (wrappers, nested scripts, knowledge) is the same code. Anything else, and any case below that is not
+# certain (a syntax error, a keyword, an assignment, a word tree-sitter may call a number), goes to
+# tree-sitter. tests/core/classify/test_bash_plain.py holds both paths to the same analysis.
+_PLAIN_CHARS = re.compile(r"[A-Za-z0-9_./=:,@+ ;|&-]*(?:'[ -&(-~]*'[A-Za-z0-9_./=:,@+ ;|&-]*)*")
+_PLAIN_OPS = re.compile(r"(&&|\|\||[;|&])")
+_PLAIN_TOKEN = re.compile(r"(&&|\|\||[;|&])|((?:[A-Za-z0-9_./=:,@+-]+|'[ -&(-~]*')+)|( +)|(.)", re.S)
+_PLAIN_SEG = re.compile(r"'([ -&(-~]*)'|([^']+)")
+_NUMBERISH = re.compile(r"[-+]?[0-9]")
+# command names tree-sitter reads as one plain word (it lexes a name with @, + or = or a bare - its own way)
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./,:-]*")
+# words tree-sitter reads as syntax (keywords, declaration and unset commands) in command position
+_NOT_PLAIN_NAMES = frozenset(
+    {"if", "then", "elif", "else", "fi", "case", "esac", "for", "select", "while", "until", "do", "done", "in",
+     "function", "declare", "typeset", "export", "readonly", "local", "unset", "unsetenv", "let", "time",
+     "coproc", "!", "{", "}", "[[", "]]"}
+)
+
+_NO_INDICES: frozenset[int] = frozenset()
+
+PlainCommand = tuple[list[str], str, "tuple[str, str] | None"]  # tokens as written, source text, piped stdin
+
+
+def _plain_split(command: str) -> list[PlainCommand] | None:
+    """The simple commands of a plain command as (tokens, text, piped stdin); None: tree-sitter must parse it."""
+    stages: list[tuple[list[str], str, str]] = []  # words, source text, the operator after it
+    if "'" not in command:
+        parts = _PLAIN_OPS.split(command)  # text, operator, text, ...
+        last = len(parts) - 1
+        for k in range(0, last + 1, 2):
+            seg = parts[k]
+            stages.append((seg.split(), seg.strip(" "), parts[k + 1] if k < last else ""))
+    else:
+        toks: list[str] = []
+        start = end = 0
+        for m in _PLAIN_TOKEN.finditer(command):
+            op, word, _blank, bad = m.groups()
+            if bad is not None:
+                return None  # an unterminated quote
+            if word is not None:
+                if not toks:
+                    start = m.start()
+                toks.append(word)
+                end = m.end()
+            elif op is not None:
+                stages.append((toks, command[start:end], op))
+                toks = []
+        stages.append((toks, command[start:end], ""))
+    out: list[PlainCommand] = []
+    producer: list[str] | None = None  # the previous stage of this pipeline
+    for k, (words, text, op) in enumerate(stages):
+        if not words:
+            if k == len(stages) - 1 and k > 0 and stages[k - 1][2] == ";":
+                break  # `ls;`: a trailing separator
+            return None  # empty, `; ls`, `a && || b`, a trailing `|`: syntax errors
+        if op == "&":
+            return None  # in the background: tree-sitter's (and flagged there)
+        cmd = _plain_command(words, text, producer)
+        if cmd is None:
+            return None
+        out.append(cmd)
+        producer = words if op == "|" else None
+    return out
+
+
+def _plain_command(tokens: list[str], text: str, producer: list[str] | None) -> PlainCommand | None:
+    first = tokens[0]
+    if _PLAIN_NAME.fullmatch(first) is None or first in _NOT_PLAIN_NAMES:
+        return None  # an assignment, a quoted, reserved or odd command name: tree-sitter's
+    if "==" in text:
+        return None  # tree-sitter reads a bare == as a test operator
+    stdin: tuple[str, str] | None = None
+    if producer is not None:
+        stdin = _plain_piped(producer)
+        if stdin is None:
+            return None
+    return tokens, text, stdin
+
+
+def _plain_words(tokens: list[str]) -> list[_Word]:
+    """Plain tokens as the walker's words: unquoted runs and '...' strings (quoted) in order."""
+    words: list[_Word] = []
+    for tok in tokens:
+        w = _Word()
+        if "'" not in tok:
+            w.segs.append((tok, False))
+        else:
+            for seg in _PLAIN_SEG.finditer(tok):
+                quoted = seg.group(1)
+                w.segs.append((quoted, True) if quoted is not None else (seg.group(2), False))
+        words.append(w)
+    return words
+
+
+def _plain_piped(words: list[str]) -> tuple[str, str] | None:
+    """``_piped_text`` for a plain stage: echo/printf of plain words and whole '...' strings, else unknown."""
+    if words[0] not in ("echo", "printf"):
+        return ("unknown", "")
+    out: list[str] = []
+    for t in words[1:]:
+        if len(t) >= 2 and t[0] == "'" and t.find("'", 1) == len(t) - 1:
+            out.append(t[1:-1])  # one raw string
+        elif "'" in t or "%" in t:
+            return ("unknown", "")
+        elif _NUMBERISH.match(t):
+            return None  # tree-sitter may read it as a number node (unknown) or a word (text)
+        else:
+            out.append(t)
+    if (out and out[0].startswith("-")) or (words[0] == "printf" and len(out) != 1):
+        return ("unknown", "")
+    return ("text", " ".join(out))
 
 
 def _dropped_escape(root: Node, src: bytes) -> bool:
@@ -382,7 +510,8 @@ class _Word:
         self.globbed = False  # holds a loop variable whose values come from a glob (any matching name)
 
     def value(self) -> str:
-        return "".join(s for s, _ in self.segs)
+        segs = self.segs
+        return segs[0][0] if len(segs) == 1 else "".join([s for s, _ in segs])
 
     def has_glob(self, extglob: bool) -> bool:
         """Whether bash would treat the word as a pattern (an unquoted * ? or [...], or an extglob)."""
@@ -1011,7 +1140,12 @@ class _Walker:
                 last.globbed = last.globbed or new.globbed
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
-        text = _text(node)
+        self._simple(words, env, _text(node), depth, stdin)
+
+    def _simple(
+        self, words: list[_Word], env: list[tuple[str, str]], text: str, depth: int, stdin: tuple[str, str] | None
+    ) -> None:
+        """A simple command's evaluated words: brace expansion, globs and tildes, then wrappers (``_emit``)."""
         argv = [w.value() for w in words]
         blob = "\x00".join(argv)
         if "{" in blob:
@@ -1034,8 +1168,9 @@ class _Walker:
             self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(argv[0])}")
         if words[0].dynamic:
             self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(argv[0])}")
-        dyn = frozenset(i for i, w in enumerate(words) if w.dynamic)
-        self._emit(argv, dyn, tuple(env), (), text, depth, False, frozenset(globs), stdin)
+        dynamic = [i for i, w in enumerate(words) if w.dynamic]
+        self._emit(argv, frozenset(dynamic) if dynamic else _NO_INDICES, tuple(env), (), text, depth, False,
+                   frozenset(globs) if globs else _NO_INDICES, stdin)
 
     def _emit(
         self,
@@ -1667,6 +1802,8 @@ def _skip_opts(args: list[str], with_value: set[str]) -> list[str] | None:
 
 def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peeled | None:
     """If ``argv`` is a wrapper, return (kind, inner argv, env it sets, note); else None."""
+    if base not in _PEELABLE:
+        return None
     args = argv[1:]
     if base == "builtin":
         return ("wrap", args, (), "") if args else None
@@ -1696,6 +1833,11 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
     if w is not None:
         return _peel_table(w, args)
     return None
+
+
+# every name _peel may unwrap (the rest of the commands are not wrappers: no need to look further)
+_PEELABLE = frozenset({"builtin", "command", "exec", "env", "xargs", "npm"} | SHELLS
+                      | {k.split(" ", 1)[0] for k in WRAPPERS})
 
 
 def _peel_table(w: Wrapper, args: list[str]) -> Peeled | None:

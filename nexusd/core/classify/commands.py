@@ -48,6 +48,13 @@ class Effect(msgspec.Struct):
     hidden: str = ""  # why it runs code or writes files its words do not name (Flag.HIDDEN_EFFECT)
     gate_control: bool = False  # manages nexusd itself (nexusctl mode/rules/trust ..., its UIs)
     extra_recursive: list[str] = []  # raw paths deleted recursively that are not whole argv words
+    # directories read with everything below them (grep -r, rg, find): argv indices, and raw paths that are
+    # not argv words ("." for grep -r with no operand); deny rules for any file below them apply
+    recursive_reads: list[int] = []
+    extra_recursive_reads: list[str] = []
+    # writes files its words do not name (an archive's or a patch's members) below where it writes: any name,
+    # protected ones included (.git/hooks, agent settings), so it is a protected write
+    unnamed_writes: bool = False
 
 
 
@@ -97,6 +104,8 @@ _HIDDEN_ENV: dict[str, frozenset[str]] = {n: _opts(p.hidden_env) for n, p in TAB
 _GENERIC_KINDS = frozenset({"pure", "reader", "searcher", "writer", "modewriter", "copier"})
 _KIND = {n: p.kind for n, p in TABLE.items()}
 _KIND["egrep"] = _KIND["fgrep"] = "searcher"
+# the option roles of programs the generic kinds cover (the named parsers read their own options)
+_GENERIC_ROLES = {n: r for n, r in _ROLES.items() if _KIND.get(n) in _GENERIC_KINDS}
 
 # Only these directories hold the program a bare name stands for: /tmp/x/rg or ./cat is another program.
 SYSTEM_BIN_DIRS = frozenset(
@@ -339,8 +348,9 @@ def effect(cmd: ParsedCommand) -> Effect:
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
-    if name in _ROLES and _KIND.get(name) in _GENERIC_KINDS and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
-        _apply_roles(_ROLES[name], argv, eff, strict=_KIND[name] != "pure")
+    roles = _GENERIC_ROLES.get(name)
+    if roles is not None and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
+        _apply_roles(roles, argv, eff, strict=_KIND[name] != "pure")
     bad_env = _HIDDEN_ENV.get(name)
     if bad_env:
         for k, _v in cmd.env:
@@ -349,6 +359,13 @@ def effect(cmd: ParsedCommand) -> Effect:
     if eff.hidden:
         eff.requirement = DFA
     return eff
+
+
+def reads_operands(word: str) -> bool:
+    """Whether the program may read the files named as its operands (every program but a plain writer
+    such as rm, touch or chmod, whose operands are only written or changed)."""
+    name = program_name(word)
+    return name is None or _KIND.get(name) not in ("writer", "modewriter")
 
 
 def _other_known(name: str) -> bool:
@@ -376,7 +393,7 @@ def opaque(argv: tuple[str, ...]) -> Effect:
         if a == "--" and not opts_done:
             opts_done = True
             continue
-        if a in ("-", "") or _URL.match(a):
+        if a in ("-", "") or ("://" in a and _URL.match(a)):
             continue
         if opts_done:
             idx.append(i)
@@ -586,6 +603,7 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
 def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
     with_value, pattern_opts = SEARCHERS[name]
     reads: list[int] = []
+    operands: list[int] = []  # the files and directories searched (not -f pattern files)
     pattern_given = False
     i = 1
     opts_done = False
@@ -610,8 +628,37 @@ def _searcher(name: str, argv: tuple[str, ...]) -> Effect:
                 pattern_given = True
             else:
                 reads.append(i)
+                operands.append(i)
         i += 1
-    return Effect(RO, reads=reads)
+    if not ((name in _ALWAYS_RECURSIVE and "--files" not in argv) or (name in _GREPS and _recursive_grep(argv))):
+        return Effect(RO, reads=reads)  # (rg --files only lists names, as ls does)
+    if not operands:  # searches the working directory
+        return Effect(RO, reads=reads, extra_reads=["."], extra_recursive_reads=["."])
+    return Effect(RO, reads=reads, recursive_reads=operands)
+
+
+# searchers that descend into every directory they are given (or the working directory without one)
+_ALWAYS_RECURSIVE = frozenset({"rg", "ag"})
+_GREPS = frozenset({"grep", "egrep", "fgrep"})
+
+
+def _recursive_grep(argv: tuple[str, ...]) -> bool:
+    """grep -r / -R / --recursive / -d recurse: every file below each directory operand is read."""
+    for k, a in enumerate(argv[1:], 1):
+        if a == "--":
+            return False
+        if a.startswith("--"):
+            if a in ("--recursive", "--dereference-recursive") or a.replace(" ", "") == "--directories=recurse" or (
+                    a == "--directories" and argv[k + 1 : k + 2] == ("recurse",)):
+                return True
+        elif a.startswith("-") and len(a) > 1:
+            flags = a[1:].split("d", 1)[0] if "d" in a[1:] else a[1:]
+            if "r" in flags or "R" in flags:
+                return True
+            if "d" in a[1:] and (a[1:].split("d", 1)[1] == "recurse" or (
+                    a.endswith("d") and argv[k + 1 : k + 2] == ("recurse",))):
+                return True
+    return False
 
 
 def _copier(name: str, argv: tuple[str, ...]) -> Effect:
@@ -654,7 +701,9 @@ def _copier(name: str, argv: tuple[str, ...]) -> Effect:
         return Effect(WW, reads=sources, writes=sources + dests, extra_writes=extra)
     if name == "install":
         return Effect(DFA, reads=sources, writes=dests, extra_writes=extra, note="install sets owners and modes")
-    return Effect(WW, reads=sources, writes=dests, extra_writes=extra)
+    # cp -r/-a copies every file below a source directory to where other rules may let it be read
+    deep = _has_flag(argv, "r", ("--recursive", "--archive")) or _has_flag(argv, "R") or _has_flag(argv, "a")
+    return Effect(WW, reads=sources, writes=dests, extra_writes=extra, recursive_reads=sources if deep else [])
 
 
 def _sed(argv: tuple[str, ...]) -> Effect:
@@ -901,7 +950,13 @@ _FIND_WITH_VALUE = frozenset(
 )
 
 
-def _find(argv: tuple[str, ...]) -> Effect:
+def find_starts(argv: tuple[str, ...]) -> list[int]:
+    """argv indices of find's start points (none: it starts at ``.``)."""
+    return _find_head(argv)[0]
+
+
+def _find_head(argv: tuple[str, ...]) -> tuple[list[int], int]:
+    """find's start points, and the index of the first word after them (its expression)."""
     starts: list[int] = []
     i = 1
     while (i < len(argv) and argv[i] in ("-H", "-L", "-P")) or (i < len(argv) and argv[i].startswith("-D")):
@@ -909,6 +964,11 @@ def _find(argv: tuple[str, ...]) -> Effect:
     while i < len(argv) and not argv[i].startswith(("-", "(", "!", ")")) and argv[i] != ",":
         starts.append(i)
         i += 1
+    return starts, i
+
+
+def _find(argv: tuple[str, ...]) -> Effect:
+    starts, i = _find_head(argv)
     writes: list[int] = []
     extra_reads: list[str] = []
     req = RO
@@ -1068,7 +1128,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
     if sub in ("apply", "am") and not (sub == "apply" and any(
             a in ("--check", "--stat", "--numstat", "--summary") for a in args) and "--apply" not in args):
         return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
-                      git_config_check=repo_dir)
+                      git_config_check=repo_dir, unnamed_writes=True)
     if sub in _GIT_RUNS:
         runs = _GIT_RUNS[sub]
         if not runs or any(a in runs or a.split("=", 1)[0] in runs for a in args):
@@ -1152,6 +1212,10 @@ def _git(argv: tuple[str, ...]) -> Effect:
         # its path arguments are read and written as far as we know (deny rules, protected paths see them)
         return Effect(DFA, reads=words, writes=list(words), note=f"git {sub} is not a read-only git command",
                       git_config_check=repo_dir, extra_reads=repo_read, extra_writes=list(repo_read))
+    if sub == "grep":  # searches every (tracked) file below its pathspecs, or below the working directory
+        return Effect(RO, reads=words, extra_reads=rev_paths + repo_read + ([] if words else ["."]),
+                      git_config_check=repo_dir, recursive_reads=list(words),
+                      extra_recursive_reads=[] if words else ["."])
     return Effect(RO, reads=words, extra_reads=rev_paths + repo_read, git_config_check=repo_dir)
 
 
@@ -1359,13 +1423,15 @@ def _tar(argv: tuple[str, ...]) -> Effect:
     if mode == "extract":
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
+        to_stdout = any(key in ("-O", "--to-stdout") for key, _v, _i in opts)  # members printed, no file made
         return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
+                      unnamed_writes=not to_stdout,
                       hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
     if mode == "list":
         return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
-    if mode == "create":
+    if mode == "create":  # every file below a member directory goes into the archive
         return Effect(DFA if hidden else WW, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
-                      hidden=hidden)
+                      hidden=hidden, recursive_reads=[] if "--no-recursion" in argv else list(pos))
     return Effect(DFA, reads=reads, writes=list(reads), extra_reads=ex_r, extra_writes=ex_r, hidden=hidden,
                   note="tar without a mode we know")
 
@@ -1383,7 +1449,9 @@ def _zip(argv: tuple[str, ...]) -> Effect:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
     if any(a.startswith("-TT") for a in argv):
         hidden = "zip -TT runs a program"
-    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden)
+    deep = _has_flag(argv, "r", ("--recurse-paths",)) or _has_flag(argv, "R", ("--recurse-patterns",))
+    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden,
+                  recursive_reads=pos[1:] if deep else [])
 
 
 def _unzip(argv: tuple[str, ...]) -> Effect:
@@ -1393,7 +1461,7 @@ def _unzip(argv: tuple[str, ...]) -> Effect:
         return Effect(RO, reads=pos[:1])
     writes = [i for k, _v, i in opts if k == "-d" and i >= 0]
     ex_w = [v for k, v, i in opts if k == "-d" and i < 0] or ([] if writes else ["."])
-    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w,
+    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w, unnamed_writes=True,
                   hidden="unzip writes the files the archive names (any path, .git/hooks included)")
 
 
@@ -1466,8 +1534,10 @@ def _rsync(argv: tuple[str, ...]) -> Effect:
         writes += [p for p in dst if p in local]
     rec = [p for p in pos[-1:] if p in local] if delete else []
     req = DFA if (hidden or remote) else WW
+    deep = _has_flag(argv, "r", ("--recursive", "--archive")) or _has_flag(argv, "a")
     return Effect(req, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, hidden=hidden,
-                  recursive_targets=rec, note="rsync to or from another host" if remote else "")
+                  recursive_targets=rec, note="rsync to or from another host" if remote else "",
+                  recursive_reads=[p for p in pos[:-1] if p in local] if deep else [])
 
 
 _NEXUSCTL_RO = frozenset({"status", "pending", "watch", "audit", "check", "version", "grants", "help", "explain"})
@@ -1524,7 +1594,7 @@ def _patch(argv: tuple[str, ...]) -> Effect:
     ex_r = [v for k, v, i in opts if k in ("-i", "--input") and i < 0]
     writes = [i for k, _v, i in opts if k in ("-o", "--output", "-r", "--reject-file") and i >= 0] + pos[:1]
     reads += pos[1:2]
-    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r,
+    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, unnamed_writes=True,
                   hidden="patch writes the files its diff names (protected ones included)")
 
 
@@ -1584,6 +1654,11 @@ def _ps(argv: tuple[str, ...]) -> Effect:
     return Effect(RO)
 
 
+_GATE_STEM = "nexus"  # in every gate program's name: a command without it names none of them
+if not all(_GATE_STEM in n for n in GATE_PROGRAMS):
+    raise ImportError(f"every gate program name must contain {_GATE_STEM!r} (commands._gate_program)")
+
+
 def _gate_program(argv: tuple[str, ...]) -> str:
     """The gate program this runs, by any path, as a python module, or as a word of a runner we do not know."""
     base = argv[0].rsplit("/", 1)[-1]
@@ -1594,7 +1669,8 @@ def _gate_program(argv: tuple[str, ...]) -> str:
         mod = argv[i + 1] if i + 1 < len(argv) else ""
         if mod.split(".", 1)[0] in GATE_MODULES:
             return "nexusctl" if mod.endswith((".ctl", ".cli")) else "nexusd"
-    if base not in _KIND and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
+    if base not in _KIND and _GATE_STEM in "\x00".join(argv) and any(
+            a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
         return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
     return ""
 
@@ -1663,7 +1739,7 @@ _PARSERS = {
     "hostnamectl": _settings,
     "timedatectl": _settings,
     "nvidia-smi": _settings,
-    "tar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
+    "tar": _tar, "bsdtar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
     "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
     "nexusd": _nexus_ui, "nexus-hook": _nexus_ui, "nexus-mcp": _nexus_ui, "nexus-acp": _nexus_ui,
     "docker": _docker, "pwsh": _pwsh, "powershell": _pwsh, "pwsh.exe": _pwsh, "powershell.exe": _pwsh,

@@ -485,12 +485,18 @@ TABLE.update(
             Ex("git apply --check x.diff", "dfa", "-hidden_effect"),
         )),
         "dd": Program("parser"),
+        "bsdtar": Program("parser", examples=(  # libarchive's tar: tar's options, tar's parser
+            Ex("bsdtar -tf a.tar", "ro", reads="a.tar"),
+            Ex("bsdtar -xf a.tar", "dfa", "protected_path"),
+        )),
         "tar": Program("parser", examples=(
             Ex("tar -tf a.tar", "ro", reads="a.tar"),
             Ex("tar tzf a.tgz", "ro", reads="a.tgz"),
             Ex("tar -czf out.tgz src", "ww", reads="src", writes="out.tgz"),
             Ex("tar -czf .git/hooks/x src", "dfa", "protected_path"),
-            Ex("tar -xf a.tar", "dfa", "hidden_effect"),
+            Ex("tar -xf a.tar", "dfa", "hidden_effect protected_path"),  # members may be .git/hooks/...
+            Ex("tar -C src -xzf a.tgz", "dfa", "protected_path", writes="src"),
+            Ex("tar -xOf a.tar", "dfa", "-protected_path"),  # to standard output: no file is made
             Ex("tar -cf out.tar --to-command=id src", "dfa", "hidden_effect"),
             Ex("tar -I 'sh -c id' -cf out.tar src", "dfa", "hidden_effect"),
             Ex("tar --use-compress-program=id -cf x.tar src", "dfa", "hidden_effect"),
@@ -504,7 +510,8 @@ TABLE.update(
         )),
         "unzip": Program("parser", examples=(
             Ex("unzip -l a.zip", "ro", reads="a.zip"),
-            Ex("unzip a.zip", "dfa", "hidden_effect"),
+            Ex("unzip a.zip", "dfa", "hidden_effect protected_path"),
+            Ex("unzip -o a.zip -d src", "dfa", "protected_path", writes="src"),
         )),
         "awk": Program("parser", examples=(
             Ex("awk '{print $1}' README.md", "ro", reads="README.md"),
@@ -521,7 +528,7 @@ TABLE.update(
         )),
         "patch": Program("parser", examples=(
             Ex("patch -p1 -i x.diff", "dfa", "hidden_effect", reads="x.diff"),
-            Ex("patch -p1 < x.diff", "dfa", "hidden_effect"),
+            Ex("patch -p1 < x.diff", "dfa", "hidden_effect protected_path"),
         )),
         "nexusctl": Program("parser", examples=(
             Ex("nexusctl status", "ro"),

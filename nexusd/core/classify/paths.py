@@ -185,8 +185,22 @@ def reaches_elsewhere(path: str) -> bool:
     return (path.startswith("/proc/") and path not in _PROC_PLAIN) or path.startswith("/dev/fd/")
 
 
+# a path that holds none of these (case-folded) has no protected component: most paths skip the walk below
+_PROTECTED_HINT = re.compile(
+    "/\\.|^\\.|" + "|".join(sorted(re.escape(n) for n in _PROTECTED_NAMES | _SUBPATH_PARENTS if not n.startswith(".")))
+)
+
+
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
+    if _PROTECTED_HINT.search(path.casefold()) is not None and _protected_component(path):
+        return True
+    exact, prefixes = _protected_prefixes(ctx.home, ctx.protected_dirs)
+    return path in exact or path.startswith(prefixes)
+
+
+def _protected_component(path: str) -> bool:
+    """A component named like a protected file or directory (any case, Windows' trailing dots and blanks)."""
     names = _PROTECTED_NAMES
     parts = [p for p in path.split("/") if p]
     folded = [p.casefold() for p in parts]
@@ -196,8 +210,7 @@ def is_protected(path: str, ctx: Context) -> bool:
             return True
         if low in _SUBPATH_PARENTS and (i + 1 == len(folded) or (low, folded[i + 1]) in PROTECTED_SUBPATHS):
             return True  # .github/hooks/x, and .github itself (a directory moved there brings its hooks/)
-    exact, prefixes = _protected_prefixes(ctx.home, ctx.protected_dirs)
-    return path in exact or path.startswith(prefixes)
+    return False
 
 
 @functools.lru_cache(maxsize=64)
@@ -254,8 +267,22 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
     canonical = _canonical(absolute, fs)
     if reaches_elsewhere(lexical) or reaches_elsewhere(canonical):
         return PathInfo(raw=raw, path="", inside=False, unresolved=True)
-    canonical_inside = inside_workspace(canonical, ctx) and not is_credential(canonical, ctx)
+    in_ws, credential, protected = _place(canonical, ctx.home, ctx.workspace_roots, ctx.protected_dirs)
+    canonical_inside = in_ws and not credential
     inside = canonical_inside and not glob_dotdot
-    escape = not canonical_inside and lexical != canonical and inside_workspace(lexical, ctx)
-    protected = protected_glob or is_protected(canonical, ctx) or (lexical != canonical and is_protected(lexical, ctx))
+    protected = protected or protected_glob
+    if lexical != canonical:
+        lex_in_ws, _cred, lex_protected = _place(lexical, ctx.home, ctx.workspace_roots, ctx.protected_dirs)
+        escape = not canonical_inside and lex_in_ws
+        protected = protected or lex_protected
+    else:
+        escape = False
     return PathInfo(raw=raw, path=canonical, inside=inside, symlink_escape=escape, protected=protected)
+
+
+@functools.lru_cache(maxsize=4096)
+def _place(path: str, home: str, roots: tuple[str, ...], protected_dirs: tuple[str, ...]) -> tuple[bool, bool, bool]:
+    """(inside a workspace root, a credential location, protected) of one absolute path: string facts only
+    (no file system), so memoising them is safe; the same few paths come back call after call."""
+    ctx = Context(cwd="/", workspace_roots=roots, home=home, protected_dirs=protected_dirs)
+    return inside_workspace(path, ctx), is_credential(path, ctx), is_protected(path, ctx)

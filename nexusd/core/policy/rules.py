@@ -11,6 +11,7 @@ The matching functions are pure: the call's cwd and home arrive as arguments.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -92,6 +93,29 @@ class PathPattern:
         # ``dir/**`` (and ``dir/``) covers the directory itself too: ``ls ~/notes`` under Read(~/notes/**),
         # ``ls secrets`` under a deny of Read(./secrets/**)
         return self.spec.match_file(rel) or (self.pattern.endswith(("/**", "/")) and self.spec.match_file(rel + "/"))
+
+
+    def may_match_below(self, directory: str, cwd: str, home: str) -> bool:
+        """Whether some path below ``directory`` may match: a recursive read of it (grep -r, rg, find) reads
+        them all. Conservative: only a literal or glob segment that cannot match rules a pattern out."""
+        base = posixpath.normpath(cwd if self.base is None else home if self.base == "~" else self.base)
+        d = posixpath.normpath(directory)
+        if d == "/" or base == d or base.startswith(d + "/"):
+            return True  # the pattern's whole domain lies below the directory
+        if base != "/" and not d.startswith(base + "/"):
+            return False
+        if self.spec is None:
+            return True
+        rel = d.lstrip("/") if base == "/" else d[len(base) + 1 :]
+        pat = self.pattern.rstrip("/")
+        if "/" not in pat:
+            return True  # a bare name (gitignore) matches at any depth
+        for seg, have in zip(pat.lstrip("/").split("/"), rel.split("/"), strict=False):
+            if seg == "**":
+                return True
+            if not fnmatch.fnmatchcase(have, seg):
+                return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
