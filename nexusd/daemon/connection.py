@@ -53,10 +53,12 @@ class Connection(asyncio.Protocol):
     """One accepted client as an asyncio Protocol: an idle connection costs no task and no stream object.
 
     ``data_received`` splits input into lines; one short-lived task per burst handles them in order (a
-    handler may await the policy). Output goes straight into the transport's buffer, so lines leave in
-    the order the daemon produced them. Backpressure: while that buffer is above its high-water mark the
-    daemon stops reading from the client and handles none of its queued lines (it must read its replies
-    before it can ask for more), and a client with more than ``MAX_OUTBOX_BYTES`` unread is dropped.
+    handler may await the policy). A reply goes straight into the transport's buffer; lines pushed from
+    elsewhere (``post``) wait in an outbox until the end of the loop's turn, and a reply behind them waits
+    there too, so lines leave in the order the daemon produced them. Backpressure: while the transport's
+    buffer is above its high-water mark the daemon stops reading from the client and handles none of its
+    queued lines (it must read its replies before it can ask for more), and a client with more than
+    ``MAX_OUTBOX_BYTES`` unread is dropped.
     """
 
     __slots__ = (
@@ -70,6 +72,8 @@ class Connection(asyncio.Protocol):
         "lines",
         "linger_budget",
         "name",
+        "outbox",
+        "outbox_bytes",
         "over_since",
         "peer",
         "pending",
@@ -107,6 +111,8 @@ class Connection(asyncio.Protocol):
         self.sent = 0  # bytes ever queued for the client
         self.over_since = 0.0  # a subscribed UI: when its backlog went over max_ui_output; 0: it is not
         self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
+        self.outbox: list[bytes] | None = None  # pushed lines not yet written (see ``post``)
+        self.outbox_bytes = 0
 
     @property
     def label(self) -> str:
@@ -124,10 +130,48 @@ class Connection(asyncio.Protocol):
         other client is dropped past ``MAX_OUTBOX_BYTES``."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False  # the connection is going; connection_lost will detach it
-        self.transport.write(data)
-        self.sent += len(data)
-        unread = self.transport.get_write_buffer_size()
-        backlog = unread - len(data)  # before this message (a big snapshot alone is fine)
+        if self.outbox is not None:  # behind lines pushed earlier in this turn of the loop
+            self.outbox.append(data)
+            self.outbox_bytes += len(data)
+        else:
+            self.transport.write(data)
+        return self._account(len(data))
+
+    def post(self, data: bytes) -> bool:
+        """Queue a line pushed from elsewhere (a prompt fan-out, a timer, another client's answer); it is
+        written at the end of this turn of the event loop, together with every other line pushed to this
+        client meanwhile: a UI shown 32 asks that arrived together gets one write, not 32 (issue 21)."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        if self.outbox is None:
+            self.outbox = [data]
+            self.outbox_bytes = len(data)
+            asyncio.get_running_loop().call_soon(self.flush)
+        else:
+            self.outbox.append(data)
+            self.outbox_bytes += len(data)
+        return self._account(len(data))
+
+    def flush(self) -> None:
+        """Write what ``post`` queued (nothing once the connection is closed)."""
+        out = self.outbox
+        if out is None:
+            return
+        self.outbox = None
+        self.outbox_bytes = 0
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def unsent(self) -> int:
+        """Bytes queued for the client and not yet taken by it: the transport's buffer and the outbox."""
+        t = self.transport
+        return (t.get_write_buffer_size() if t is not None else 0) + self.outbox_bytes
+
+    def _account(self, size: int) -> bool:
+        self.sent += size
+        unread = self.unsent()
+        backlog = unread - size  # before this message (a big snapshot alone is fine)
         if self.subscribed:
             limit = self.server.config.max_ui_output
             if backlog > limit * _UI_HARD_FACTOR:
@@ -146,8 +190,6 @@ class Connection(asyncio.Protocol):
         )
         self.kill()
         return False
-
-    post = send  # pushes from other tasks (timer, another client's handler) go the same way
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -312,10 +354,9 @@ class Connection(asyncio.Protocol):
 
     def _check_backlog(self, now: float) -> None:
         """A subscribed UI over ``max_ui_output`` for a while: dropped if it read nothing meanwhile."""
-        t = self.transport
-        if t is None:
+        if self.transport is None:
             return
-        unread = t.get_write_buffer_size()
+        unread = self.unsent()
         read = self.sent - unread
         limit = self.server.config.max_ui_output
         if unread <= limit:
@@ -346,6 +387,7 @@ class Connection(asyncio.Protocol):
         Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
         """
         t = self.transport
+        self.flush()  # what was queued leaves before the EOF
         self._detach()
         if t is None or t.is_closing() or self.linger_budget >= 0:
             return
@@ -369,6 +411,7 @@ class Connection(asyncio.Protocol):
             t.abort() if t.get_write_buffer_size() else t.close()  # still unread after the linger: give up
 
     def kill(self) -> None:
+        self.outbox = None
         self._detach()
         if self.transport is not None:
             self.transport.abort()
