@@ -32,6 +32,7 @@ class PendingEntry:
     entry is resolved or answered (a few microseconds, off the hot path)."""
 
     __slots__ = (
+        "_verdict",
         "call_raw",
         "conn",
         "created",
@@ -67,6 +68,7 @@ class PendingEntry:
         self.deadline = deadline  # monotonic, for the timer
         self.started = started  # monotonic, for latency
         self.guard = guard  # the requesting agent's pids: answers from below them are refused
+        self._verdict: p.Verdict | None = None  # decoded once when first needed (a resolution reads it twice)
 
     @property
     def call(self) -> p.CallInfo:
@@ -74,7 +76,9 @@ class PendingEntry:
 
     @property
     def verdict(self) -> p.Verdict:
-        return _verdict_decoder.decode(unpack(self.verdict_raw))
+        if self._verdict is None:
+            self._verdict = _verdict_decoder.decode(unpack(self.verdict_raw))
+        return self._verdict
 
     def item(self) -> p.PendingItem:
         """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
