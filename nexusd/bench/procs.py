@@ -147,6 +147,7 @@ class Spawned:
     ready_s: float
     log: Path
     config_dir: Path = field(default_factory=Path)
+    ready_cpu_s: float | None = None  # its user + system CPU up to ready: steadier than wall time on a busy host
 
     @property
     def pid(self) -> int:
@@ -269,7 +270,7 @@ def start_daemon(
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Spawned(sock, proc, root, env, ready, log, root / "config")
+    return Spawned(sock, proc, root, env, ready, log, root / "config", cpu_seconds(proc.pid))
 
 
 def start_echo(*, uvloop: bool = False, timeout: float = 20.0) -> Spawned:

@@ -163,7 +163,10 @@ def run_bench(
         if socket is None:
             d = stack.enter_context(procs.daemon(procs.BENCH_POLICY, daemon_args, uvloop=uvloop))
             path, pid, workspace = d.socket, d.pid, str(d.root / "workspace")
-            out["daemon"] = {"start_to_ready_ms": d.ready_s * 1000.0}
+            out["daemon"] = {
+                "start_to_ready_ms": d.ready_s * 1000.0,
+                "cpu_to_ready_ms": d.ready_cpu_s * 1000.0 if d.ready_cpu_s is not None else None,
+            }
         else:
             path = socket
             pid = asyncio.run(_daemon_pid(path))
@@ -207,7 +210,12 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
     """
     t = report.TARGETS
     rows: list[dict[str, Any]] = []
-    for cell in out.get("cells", []):
+    cells = out.get("cells", [])
+    allow_p50 = {c["clients"]: c["nexusd"]["latency_us"]["p50"] for c in cells if c["scenario"] == "allow"}
+    for cell in cells:
+        if cell["scenario"] == "prompt":
+            rows += _ask_rows(cell, allow_p50.get(cell["clients"]))
+            continue
         if cell["scenario"] not in ("allow", "deny"):
             continue
         name = f"{cell['scenario']} x{cell['clients']}"
@@ -226,6 +234,24 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
                 row["result"] = "invalid"
         rows += found
     return rows
+
+
+def _ask_rows(cell: dict[str, Any], allow_p50: float | None) -> list[dict[str, Any]]:
+    """Issue 21's ask targets: the daemon's CPU per ask, and (32 clients) p50 against the allow p50."""
+    t = report.TARGETS
+    d = cell["nexusd"]
+    n = cell["clients"]
+    found = []
+    cpu = d.get("daemon_cpu_us_per_request")
+    if cpu is not None:
+        found.append(_row(f"daemon CPU per ask (prompt x{n})", cpu, t["ask_cpu_us"], "µs"))
+    if n >= 32 and allow_p50:
+        found.append(_row(f"ask p50 / allow p50 (x{n})", stats.ratio(d["latency_us"]["p50"], allow_p50),
+                          t["ask_p50_over_allow"], "x"))
+    for row in found:
+        if d["errors"] or d["unexpected"]:
+            row["result"] = "invalid"
+    return found
 
 
 def _row(metric: str, value: float | None, target: float, unit: str, *, at_least: bool = False) -> dict[str, Any]:
@@ -277,7 +303,8 @@ def render(out: dict[str, Any]) -> str:
     load = ", ".join(f"{x:.2f}" for x in m["loadavg"])
     lines = [
         f"machine: {m['nproc']} cpu ({m['cpu']}), Python {m['python']}, load {load}",
-        f"daemon: pid {d.get('pid')}, start-to-ready {report.fmt(d.get('start_to_ready_ms'))} ms, "
+        f"daemon: pid {d.get('pid')}, start-to-ready {report.fmt(d.get('start_to_ready_ms'))} ms "
+        f"(CPU {report.fmt(d.get('cpu_to_ready_ms'))} ms), "
         f"RSS before {report.fmt(d.get('rss_before_mb'))} MB, after {report.fmt(d.get('rss_after_mb'))} MB"
         + (" (uvloop)" if out["params"].get("uvloop") else ""),
         "",
