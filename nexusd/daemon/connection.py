@@ -138,11 +138,15 @@ class Connection(asyncio.Protocol):
         return self._account(len(data))
 
     def post(self, data: bytes) -> bool:
-        """Queue a line pushed from elsewhere (a prompt fan-out, a timer, another client's answer); it is
-        written at the end of this turn of the event loop, together with every other line pushed to this
-        client meanwhile: a UI shown 32 asks that arrived together gets one write, not 32 (issue 21)."""
+        """Queue a line pushed from elsewhere (a prompt fan-out, a timer, another client's answer). To a
+        subscribed UI it is written at the end of this turn of the event loop, together with every other
+        line pushed to it meanwhile (up to ``_OUTBOX_BYTES``): a UI shown 32 asks that arrived together gets
+        one write, not 32 (issue 21). Anything else gets its line at once: an agent is pushed one decision,
+        and 10,000 of them timing out together must not each hold a buffer until the turn ends."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False
+        if not self.subscribed:
+            return self.send(data)
         if self.outbox is None:
             self.outbox = [data]
             self.outbox_bytes = len(data)
@@ -150,7 +154,10 @@ class Connection(asyncio.Protocol):
         else:
             self.outbox.append(data)
             self.outbox_bytes += len(data)
-        return self._account(len(data))
+        ok = self._account(len(data))
+        if self.outbox_bytes > _OUTBOX_BYTES:
+            self.flush()  # a burst leaves in large writes, but is never held whole in a second copy
+        return ok
 
     def flush(self) -> None:
         """Write what ``post`` queued (nothing once the connection is closed)."""
@@ -160,8 +167,13 @@ class Connection(asyncio.Protocol):
         self.outbox = None
         self.outbox_bytes = 0
         t = self.transport
-        if t is not None and not t.is_closing():
-            t.write(out[0] if len(out) == 1 else b"".join(out))
+        if t is None or t.is_closing():
+            return
+        if len(out) == 1 or t.get_write_buffer_size():
+            for data in out:  # behind unsent output: each line only joins the transport's buffer
+                t.write(data)
+        else:
+            t.write(b"".join(out))
 
     def unsent(self) -> int:
         """Bytes queued for the client and not yet taken by it: the transport's buffer and the outbox."""
@@ -439,6 +451,7 @@ _NO_PEER = PeerCred(-1, -1, None)
 _TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a newline)
 _LINGER_SECONDS = 0.5
 _LINGER_BYTES = 1 << 20
+_OUTBOX_BYTES = 1 << 16  # pushed lines held for one write at most
 _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
 UI_STALL_SECONDS = 5.0  # a UI over max_ui_output that reads nothing for this long is dropped
 _UI_HARD_FACTOR = 4  # ... and one over four times max_ui_output at once, reading or not
