@@ -62,6 +62,7 @@ class Connection(asyncio.Protocol):
     """
 
     __slots__ = (
+        "agents",
         "buf",
         "busy",
         "cid",
@@ -111,6 +112,8 @@ class Connection(asyncio.Protocol):
         self.sent = 0  # bytes ever queued for the client
         self.over_since = 0.0  # a subscribed UI: when its backlog went over max_ui_output; 0: it is not
         self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
+        # (declared agent pid, the agent pids its asks are guarded against): resolved at its first ask
+        self.agents: tuple[int | None, frozenset[int]] | None = None
         self.outbox: list[bytes] | None = None  # pushed lines not yet written (see ``post``)
         self.outbox_bytes = 0
 
