@@ -29,7 +29,7 @@ from nexusd.core.model import Context
 from nexusd.policy.filesystem import RealFileSystem
 from nexusd.protocol import CallInfo
 
-CORPUS = Path(__file__).parent / "corpus" / "commands.txt"
+CORPUS = Path(__file__).resolve().parents[1] / "nexusd" / "bench" / "corpus" / "commands.txt"
 WS = "/bench/ws"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from nexusd.bench import report, scenarios, stats
 
-BENCH_FILE = scenarios.REPO / "benchmarks" / "classify_bench.py"
+BENCH_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "classify_bench.py"  # source tree only
 
 
 def load_module(path: Path = BENCH_FILE) -> ModuleType:

@@ -179,7 +179,7 @@ async def run_load(
             end = (time.perf_counter() + duration) if duration else None
             limit = quota[idx] if quota else None
             while (limit is None or i < limit) and (end is None or time.perf_counter() < end):
-                line, expect = lines[i % n]
+                line, expect = lines[(warmup + i) % n]  # a stream of distinct calls goes on past the warm-up
                 i += 1
                 dt, raw = await _round_trip(conn, line, echo)
                 result.latencies_ns.append(dt)

@@ -26,10 +26,11 @@ import psutil
 
 from nexusd import protocol
 
-# The user-layer policy every rule-decided scenario relies on (see nexusd/bench/scenarios.py).
+# The user-layer policy every rule-decided scenario relies on (see nexusd/bench/scenarios.py); the test
+# runners are allowed the way a person working with an agent allows them (the agent scenario runs them).
 BENCH_POLICY = """\
 [permissions]
-allow = ["Bash(echo *)"]
+allow = ["Bash(echo *)", "Bash(pytest *)", "Bash(python -m pytest *)", "Bash(ruff check *)"]
 ask = ["Bash(git push *)"]
 deny = ["Bash(rm *)"]
 
@@ -60,6 +61,17 @@ def rss_bytes(pid: int) -> int | None:
         return int(psutil.Process(pid).memory_info().rss)
     except (psutil.Error, OSError):
         return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time ``pid`` has used so far (``/proc/<pid>/stat`` utime + stime), None if gone.
+
+    The kernel counts in clock ticks (10 ms), so differences are meaningful over cells of a second or more."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
+        return None
+    return float(t.user + t.system)
 
 
 class RssSampler:
@@ -135,6 +147,7 @@ class Spawned:
     ready_s: float
     log: Path
     config_dir: Path = field(default_factory=Path)
+    ready_cpu_s: float | None = None  # its user + system CPU up to ready: steadier than wall time on a busy host
 
     @property
     def pid(self) -> int:
@@ -257,7 +270,7 @@ def start_daemon(
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Spawned(sock, proc, root, env, ready, log, root / "config")
+    return Spawned(sock, proc, root, env, ready, log, root / "config", cpu_seconds(proc.pid))
 
 
 def start_echo(*, uvloop: bool = False, timeout: float = 20.0) -> Spawned:

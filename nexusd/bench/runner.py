@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nexusd import protocol
-from nexusd.bench import procs, report, scenarios, stats, wire
+from nexusd.bench import agent, procs, report, scenarios, stats, wire
 from nexusd.bench.load import run_load
 
 
@@ -26,6 +26,37 @@ async def _daemon_pid(path: Path) -> int | None:
     except (wire.WireError, OSError, ValueError):
         return None
     return reply.pid if isinstance(reply, protocol.StatusReply) else None
+
+
+async def _status(path: Path) -> protocol.StatusReply | None:
+    try:
+        reply = await wire.query(path, protocol.Status())
+    except (wire.WireError, OSError, ValueError):
+        return None
+    return reply if isinstance(reply, protocol.StatusReply) else None
+
+
+_MEMO_KEYS = ("memo/hit", "memo/miss", "memo/stale")
+
+
+def _memo(before: protocol.StatusReply | None, after: protocol.StatusReply | None) -> dict[str, Any] | None:
+    """The decision memo's counters over one cell (None when the daemon keeps no memo or did not answer).
+
+    ``hit_rate`` is hits over lookups; a lookup that found a stale entry counts as a miss. Against a
+    running daemon (``--socket``) other agents' calls are counted too."""
+    if before is None or after is None:
+        return None
+    delta = {k.split("/")[1]: after.counters.get(k, 0) - before.counters.get(k, 0) for k in _MEMO_KEYS}
+    lookups = delta["hit"] + delta["miss"] + delta["stale"]
+    if not lookups:
+        return None
+    return delta | {"lookups": lookups, "hit_rate": delta["hit"] / lookups}
+
+
+def _run_length(requests: int | None, clients: int, warmup: int) -> int:
+    """Calls per client a stream scenario needs: its warm-up and its share, each call once; a
+    ``--duration`` run gets 4,000 and then starts its stream over (the memo hits more from there)."""
+    return warmup + (-(-requests // clients) if requests else 4000)
 
 
 async def _run_cells(
@@ -39,23 +70,34 @@ async def _run_cells(
     duration: float | None,
     warmup: int,
     corpus: Path | None,
+    seed: int,
+    pid: int | None,
 ) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for name in names:
         scenario = scenarios.SCENARIOS[name]
-        cycle = scenarios.calls(name, workspace, corpus)
         for n in clients:
-            per_client = [scenarios.encode_for_client(cycle, c, offset=c * 7) for c in range(n)]
+            length = _run_length(requests, n, warmup)
+            per_client = scenarios.per_client(name, n, workspace, length=length, corpus=corpus, seed=seed)
             cell: dict[str, Any] = {"scenario": name, "clients": n}
             if echo_path is not None:
                 floor = await run_load(
                     echo_path, name, per_client, requests=requests, duration=duration, warmup=warmup, echo=True
                 )
                 cell["echo"] = floor.summary()
+            before = await _status(path)
+            cpu0 = procs.cpu_seconds(pid) if pid else None
             res = await run_load(
                 path, name, per_client, requests=requests, duration=duration, warmup=warmup, with_ui=scenario.needs_ui
             )
+            cpu1 = procs.cpu_seconds(pid) if pid else None
             cell["nexusd"] = res.summary()
+            cell["memo"] = _memo(before, await _status(path))
+            # The daemon's CPU over the whole cell (warm-up included) per request of the cell.
+            if cpu0 is not None and cpu1 is not None:
+                sent = res.completed + warmup * n
+                cell["nexusd"]["daemon_cpu_s"] = cpu1 - cpu0
+                cell["nexusd"]["daemon_cpu_us_per_request"] = (cpu1 - cpu0) * 1e6 / sent if sent else None
             if "echo" in cell:
                 d, e = cell["nexusd"], cell["echo"]
                 cell["ratio"] = {
@@ -70,7 +112,7 @@ async def _run_cells(
 def run_bench(
     *,
     socket: Path | None = None,
-    scenario_names: Sequence[str] = ("allow", "deny", "prompt", "mix"),
+    scenario_names: Sequence[str] = ("agent", "allow", "deny", "prompt", "mix"),
     clients: Sequence[int] = (1, 32),
     requests: int | None = 2000,
     duration: float | None = None,
@@ -80,6 +122,7 @@ def run_bench(
     corpus: Path | None = None,
     daemon_args: Sequence[str] = (),
     pin: bool = True,
+    seed: int = 1,
 ) -> dict[str, Any]:
     """Run every (scenario, clients) cell; returns the JSON-able report (see ``docs/PERFORMANCE.md``).
 
@@ -89,7 +132,7 @@ def run_bench(
     for name in scenario_names:
         if name not in scenarios.SCENARIOS:
             raise KeyError(f"unknown scenario {name!r}; choose from {', '.join(scenarios.SCENARIOS)}")
-    if "mix" in scenario_names:
+    if {"mix", "agent"} & set(scenario_names):
         scenarios.load_corpus(corpus)  # fail before starting anything, not half-way through the run
     procs.raise_nofile(4096)
     out: dict[str, Any] = {
@@ -103,6 +146,8 @@ def run_bench(
             "warmup_per_client": warmup,
             "baseline": baseline,
             "uvloop": uvloop,
+            "seed": seed,
+            "daemon_args": list(daemon_args),
             "target": str(socket) if socket else "temporary daemon",
         },
     }
@@ -119,12 +164,17 @@ def run_bench(
             d = stack.enter_context(procs.daemon(procs.BENCH_POLICY, daemon_args, uvloop=uvloop))
             path, workspace = d.socket, str(d.root / "workspace")
             pid: int | None = d.pid
-            out["daemon"] = {"start_to_ready_ms": d.ready_s * 1000.0}
+            out["daemon"] = {
+                "start_to_ready_ms": d.ready_s * 1000.0,
+                "cpu_to_ready_ms": d.ready_cpu_s * 1000.0 if d.ready_cpu_s is not None else None,
+            }
         else:
             path = socket
             pid = asyncio.run(_daemon_pid(path))
             workspace = str(procs.make_project(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nxb-ws")))))
             out["daemon"] = {}
+        if "agent" in scenario_names:
+            agent.populate(Path(workspace), seed)
         echo = stack.enter_context(procs.echo_server(uvloop=uvloop)) if baseline else None
         echo_path = echo.socket if echo is not None else None
         if split is not None:
@@ -144,6 +194,8 @@ def run_bench(
                 duration=duration,
                 warmup=warmup,
                 corpus=corpus,
+                seed=seed,
+                pid=pid,
             )
         )
         out["daemon"]["rss_after_mb"] = report.mb(procs.rss_bytes(pid)) if pid else None
@@ -159,7 +211,12 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
     """
     t = report.TARGETS
     rows: list[dict[str, Any]] = []
-    for cell in out.get("cells", []):
+    cells = out.get("cells", [])
+    allow_p50 = {c["clients"]: c["nexusd"]["latency_us"]["p50"] for c in cells if c["scenario"] == "allow"}
+    for cell in cells:
+        if cell["scenario"] == "prompt":
+            rows += _ask_rows(cell, allow_p50.get(cell["clients"]))
+            continue
         if cell["scenario"] not in ("allow", "deny"):
             continue
         name = f"{cell['scenario']} x{cell['clients']}"
@@ -178,6 +235,24 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
                 row["result"] = "invalid"
         rows += found
     return rows
+
+
+def _ask_rows(cell: dict[str, Any], allow_p50: float | None) -> list[dict[str, Any]]:
+    """Issue 21's ask targets: the daemon's CPU per ask, and (32 clients) p50 against the allow p50."""
+    t = report.TARGETS
+    d = cell["nexusd"]
+    n = cell["clients"]
+    found = []
+    cpu = d.get("daemon_cpu_us_per_request")
+    if cpu is not None:
+        found.append(_row(f"daemon CPU per ask (prompt x{n})", cpu, t["ask_cpu_us"], "µs"))
+    if n >= 32 and allow_p50:
+        found.append(_row(f"ask p50 / allow p50 (x{n})", stats.ratio(d["latency_us"]["p50"], allow_p50),
+                          t["ask_p50_over_allow"], "x"))
+    for row in found:
+        if d["errors"] or d["unexpected"]:
+            row["result"] = "invalid"
+    return found
 
 
 def _row(metric: str, value: float | None, target: float, unit: str, *, at_least: bool = False) -> dict[str, Any]:
@@ -200,6 +275,9 @@ def render(out: dict[str, Any]) -> str:
             lat = s["latency_us"]
             ratio = cell.get("ratio", {}).get("p50") if key == "nexusd" else None
             tput = cell.get("ratio", {}).get("throughput") if key == "nexusd" else None
+            memo = cell.get("memo") if key == "nexusd" else None
+            hit = memo["hit_rate"] * 100.0 if memo else None
+            cpu = s.get("daemon_cpu_us_per_request")
             rows.append(
                 [
                     cell["scenario"],
@@ -215,16 +293,19 @@ def render(out: dict[str, Any]) -> str:
                     s["unexpected"],
                     ratio,
                     tput,
+                    hit,
+                    cpu,
                 ]
             )
     head = ["scenario", "clients", "target", "n", "p50 µs", "p90 µs", "p99 µs", "max µs", "req/s", "err", "unexp"]
-    head += ["p50 x floor", "tput x floor"]
+    head += ["p50 x floor", "tput x floor", "memo hit %", "cpu µs/req"]
     m = out["machine"]
     d = out.get("daemon", {})
     load = ", ".join(f"{x:.2f}" for x in m["loadavg"])
     lines = [
         f"machine: {m['nproc']} cpu ({m['cpu']}), Python {m['python']}, load {load}",
-        f"daemon: pid {d.get('pid')}, start-to-ready {report.fmt(d.get('start_to_ready_ms'))} ms, "
+        f"daemon: pid {d.get('pid')}, start-to-ready {report.fmt(d.get('start_to_ready_ms'))} ms "
+        f"(CPU {report.fmt(d.get('cpu_to_ready_ms'))} ms), "
         f"RSS before {report.fmt(d.get('rss_before_mb'))} MB, after {report.fmt(d.get('rss_after_mb'))} MB"
         + (" (uvloop)" if out["params"].get("uvloop") else ""),
         "",

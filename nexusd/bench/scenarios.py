@@ -4,7 +4,9 @@ The rule-decided scenarios rely on ``procs.BENCH_POLICY`` (allow ``Bash(echo *)`
 deny ``Bash(rm *)``); against a running daemon with another policy, mismatches are counted as
 ``unexpected`` rather than hidden. ``mix`` replays the corpus of real-world commands with the reads,
 searches and edits an agent interleaves with them; whatever is asked there is answered by the automatic
-UI client.
+UI client. ``agent`` (``nexusd/bench/agent.py``) is the headline: a seeded stream of distinct calls
+per client, shaped like a coding session, so the decision memo hits only as often as it would for a
+real agent.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from nexusd import protocol
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CORPUS = REPO / "benchmarks" / "corpus" / "commands.txt"
+# Package data (pyproject.toml), so ``nexusctl bench`` works from an installed package too.
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "corpus" / "commands.txt"
 
 Expect = tuple[str, str] | None  # (decision, source), or None when any outcome is fine
 
@@ -31,6 +35,11 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
+        Scenario(
+            "agent",
+            "realistic session: distinct reads, edits, greps, test runs with filters, git; asks answered by UI",
+            needs_ui=True,
+        ),
         Scenario("allow", "shell command allowed by a rule (Bash(echo *))", needs_ui=False),
         Scenario("deny", "shell command denied by a rule (Bash(rm *))", needs_ui=False),
         Scenario("prompt", "shell command asked (Bash(git push *)), answered allow by an automatic UI", needs_ui=True),
@@ -73,6 +82,8 @@ def calls(name: str, workspace: str, corpus: Path | None = None) -> list[tuple[p
         return [(_bash(c, workspace), ("allow", "user")) for c in _PROMPT]
     if name == "mix":
         return _mix(load_corpus(corpus), workspace)
+    if name == "agent":
+        raise ValueError("the agent scenario has one stream per client: use per_client()")
     raise KeyError(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
 
 
@@ -97,8 +108,6 @@ def encode_for_client(
     cycle: list[tuple[protocol.CallInfo, Expect]], client: int, offset: int = 0
 ) -> list[tuple[bytes, Expect]]:
     """Pre-encoded request lines for one client (its own session), rotated so clients differ."""
-    import msgspec
-
     session = f"bench-{client}"
     n = len(cycle)
     out: list[tuple[bytes, Expect]] = []
@@ -106,4 +115,31 @@ def encode_for_client(
         call, expect = cycle[(k + offset) % n]
         req = protocol.Request(call=msgspec.structs.replace(call, session=session), on_no_ui="deny")
         out.append((protocol.encode(req), expect))
+    return out
+
+
+def per_client(
+    name: str, clients: int, workspace: str, *, length: int, corpus: Path | None = None, seed: int = 1
+) -> list[list[tuple[bytes, Expect]]]:
+    """Every client's pre-encoded request lines for one cell of scenario ``name``.
+
+    The rule scenarios and ``mix`` give each client the same cycle, rotated. ``agent`` gives each client
+    ``length`` calls of its own seeded session, in sessions named after the cell: a later cell does not
+    hit the memo entries an earlier one left behind.
+    """
+    if name != "agent":
+        cycle = calls(name, workspace, corpus)
+        return [encode_for_client(cycle, c, offset=c * 7) for c in range(clients)]
+    from nexusd.bench import agent
+
+    commands = load_corpus(corpus)
+    out: list[list[tuple[bytes, Expect]]] = []
+    for c in range(clients):
+        session = f"bench-agent-{clients}-{c}"
+        stream = agent.session_calls(seed, c, length, workspace, commands)
+        out.append([
+            (protocol.encode(protocol.Request(call=msgspec.structs.replace(call, session=session), on_no_ui="deny")),
+             None)
+            for call in stream
+        ])
     return out

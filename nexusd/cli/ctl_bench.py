@@ -62,10 +62,11 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--scenario",
     "scenario_",
     multiple=True,
-    type=click.Choice(["allow", "deny", "prompt", "mix", "burst", "all", "sandbox"]),
+    type=click.Choice(["agent", "allow", "deny", "prompt", "mix", "burst", "all", "sandbox"]),
     default=["all"],
     show_default=True,
-    help="Repeatable. 'all' is the four wire scenarios; 'burst' (--clients agents × --asks asks at once, "
+    help="Repeatable. 'all' is the five wire scenarios, 'agent' (a seeded stream of distinct agent-like calls) "
+    "first; 'burst' (--clients agents × --asks asks at once, "
     "answered by an automatic UI) runs only when named; 'sandbox' (alone) times an agent's sandboxed `true` "
     "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60).",
 )
@@ -93,7 +94,14 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--corpus",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Commands for the mix scenario (default benchmarks/corpus/commands.txt).",
+    help="Commands for the mix and agent scenarios (default: the corpus shipped in nexusd/bench/corpus/).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=1,
+    show_default=True,
+    help="agent: the seed of the generated sessions (the same seed gives the same calls).",
 )
 @click.option(
     "--socket",
@@ -131,6 +139,7 @@ def bench(
     baseline: bool,
     uvloop: bool,
     corpus: Path | None,
+    seed: int,
     socket_: Path | None,
     pin: bool,
     daemon_args: tuple[str, ...],
@@ -150,7 +159,7 @@ def bench(
     wanted = list(dict.fromkeys(scenario_))
     names = [n for n in wanted if n not in ("all", "burst")]
     if "all" in wanted:
-        names = ["allow", "deny", "prompt", "mix"]
+        names = ["agent", "allow", "deny", "prompt", "mix"]
     if "burst" in wanted:
         if socket_ is not None:
             click.echo("nexusctl bench: the burst scenario starts its own daemon; leave out --socket", err=True)
@@ -183,6 +192,7 @@ def bench(
             corpus=corpus,
             pin=pin,
             daemon_args=daemon_args,
+            seed=seed,
         )
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         click.echo(f"nexusctl bench: {exc}", err=True)

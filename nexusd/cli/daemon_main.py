@@ -19,8 +19,25 @@ EXIT_USAGE = 2
 EXIT_IN_USE = 3  # another daemon is live on the socket, or the socket's directory is unsafe
 
 
+def _import_structlog() -> None:
+    """Import structlog without its optional rich extras: structlog.dev and structlog.tracebacks import
+    rich when it is installed (it is, for the TUI), which is about a third of the daemon's start-up and
+    several MB it never uses (issue 21). The block is lifted right after, so a process that imports
+    structlog this way (tests run in one) can still import rich itself; console output on a terminal
+    keeps its colours, exceptions print as plain tracebacks."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # makes ``import rich`` raise ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        if sys.modules.get("rich", 0) is None:
+            del sys.modules["rich"]
+
+
 def configure_logging(level: str) -> None:
     """JSON lines for journald and files; readable console output for a person at a terminal."""
+    _import_structlog()
     import structlog
 
     numeric = logging.getLevelNamesMapping()[level.upper()]

@@ -53,13 +53,16 @@ class Connection(asyncio.Protocol):
     """One accepted client as an asyncio Protocol: an idle connection costs no task and no stream object.
 
     ``data_received`` splits input into lines; one short-lived task per burst handles them in order (a
-    handler may await the policy). Output goes straight into the transport's buffer, so lines leave in
-    the order the daemon produced them. Backpressure: while that buffer is above its high-water mark the
-    daemon stops reading from the client and handles none of its queued lines (it must read its replies
-    before it can ask for more), and a client with more than ``MAX_OUTBOX_BYTES`` unread is dropped.
+    handler may await the policy). A reply goes straight into the transport's buffer; lines pushed from
+    elsewhere (``post``) wait in an outbox until the end of the loop's turn, and a reply behind them waits
+    there too, so lines leave in the order the daemon produced them. Backpressure: while the transport's
+    buffer is above its high-water mark the daemon stops reading from the client and handles none of its
+    queued lines (it must read its replies before it can ask for more), and a client with more than
+    ``MAX_OUTBOX_BYTES`` unread is dropped.
     """
 
     __slots__ = (
+        "agents",
         "buf",
         "busy",
         "cid",
@@ -70,6 +73,8 @@ class Connection(asyncio.Protocol):
         "lines",
         "linger_budget",
         "name",
+        "outbox",
+        "outbox_bytes",
         "over_since",
         "peer",
         "pending",
@@ -107,6 +112,10 @@ class Connection(asyncio.Protocol):
         self.sent = 0  # bytes ever queued for the client
         self.over_since = 0.0  # a subscribed UI: when its backlog went over max_ui_output; 0: it is not
         self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
+        # (declared agent pid, the agent pids its asks are guarded against): resolved at its first ask
+        self.agents: tuple[int | None, frozenset[int]] | None = None
+        self.outbox: list[bytes] | None = None  # pushed lines not yet written (see ``post``)
+        self.outbox_bytes = 0
 
     @property
     def label(self) -> str:
@@ -124,10 +133,60 @@ class Connection(asyncio.Protocol):
         other client is dropped past ``MAX_OUTBOX_BYTES``."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False  # the connection is going; connection_lost will detach it
-        self.transport.write(data)
-        self.sent += len(data)
-        unread = self.transport.get_write_buffer_size()
-        backlog = unread - len(data)  # before this message (a big snapshot alone is fine)
+        if self.outbox is not None:  # behind lines pushed earlier in this turn of the loop
+            self.outbox.append(data)
+            self.outbox_bytes += len(data)
+        else:
+            self.transport.write(data)
+        return self._account(len(data))
+
+    def post(self, data: bytes) -> bool:
+        """Queue a line pushed from elsewhere (a prompt fan-out, a timer, another client's answer). To a
+        subscribed UI it is written at the end of this turn of the event loop, together with every other
+        line pushed to it meanwhile (up to ``_OUTBOX_BYTES``): a UI shown 32 asks that arrived together gets
+        one write, not 32 (issue 21). Anything else gets its line at once: an agent is pushed one decision,
+        and 10,000 of them timing out together must not each hold a buffer until the turn ends."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        if not self.subscribed:
+            return self.send(data)
+        if self.outbox is None:
+            self.outbox = [data]
+            self.outbox_bytes = len(data)
+            asyncio.get_running_loop().call_soon(self.flush)
+        else:
+            self.outbox.append(data)
+            self.outbox_bytes += len(data)
+        ok = self._account(len(data))
+        if self.outbox_bytes > _OUTBOX_BYTES:
+            self.flush()  # a burst leaves in large writes, but is never held whole in a second copy
+        return ok
+
+    def flush(self) -> None:
+        """Write what ``post`` queued (nothing once the connection is closed)."""
+        out = self.outbox
+        if out is None:
+            return
+        self.outbox = None
+        self.outbox_bytes = 0
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if len(out) == 1 or t.get_write_buffer_size():
+            for data in out:  # behind unsent output: each line only joins the transport's buffer
+                t.write(data)
+        else:
+            t.write(b"".join(out))
+
+    def unsent(self) -> int:
+        """Bytes queued for the client and not yet taken by it: the transport's buffer and the outbox."""
+        t = self.transport
+        return (t.get_write_buffer_size() if t is not None else 0) + self.outbox_bytes
+
+    def _account(self, size: int) -> bool:
+        self.sent += size
+        unread = self.unsent()
+        backlog = unread - size  # before this message (a big snapshot alone is fine)
         if self.subscribed:
             limit = self.server.config.max_ui_output
             if backlog > limit * _UI_HARD_FACTOR:
@@ -146,8 +205,6 @@ class Connection(asyncio.Protocol):
         )
         self.kill()
         return False
-
-    post = send  # pushes from other tasks (timer, another client's handler) go the same way
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -312,10 +369,9 @@ class Connection(asyncio.Protocol):
 
     def _check_backlog(self, now: float) -> None:
         """A subscribed UI over ``max_ui_output`` for a while: dropped if it read nothing meanwhile."""
-        t = self.transport
-        if t is None:
+        if self.transport is None:
             return
-        unread = t.get_write_buffer_size()
+        unread = self.unsent()
         read = self.sent - unread
         limit = self.server.config.max_ui_output
         if unread <= limit:
@@ -346,6 +402,7 @@ class Connection(asyncio.Protocol):
         Closing a Unix socket with unread input resets it, and the peer may lose the error line we just sent.
         """
         t = self.transport
+        self.flush()  # what was queued leaves before the EOF
         self._detach()
         if t is None or t.is_closing() or self.linger_budget >= 0:
             return
@@ -369,6 +426,7 @@ class Connection(asyncio.Protocol):
             t.abort() if t.get_write_buffer_size() else t.close()  # still unread after the linger: give up
 
     def kill(self) -> None:
+        self.outbox = None
         self._detach()
         if self.transport is not None:
             self.transport.abort()
@@ -396,6 +454,7 @@ _NO_PEER = PeerCred(-1, -1, None)
 _TOO_LONG = b"\n"  # sentinel in the line queue (a real line never contains a newline)
 _LINGER_SECONDS = 0.5
 _LINGER_BYTES = 1 << 20
+_OUTBOX_BYTES = 1 << 16  # pushed lines held for one write at most
 _MAX_QUEUED_INPUT = 1 << 18  # lines read but not yet handled, before reading from that client pauses
 UI_STALL_SECONDS = 5.0  # a UI over max_ui_output that reads nothing for this long is dropped
 _UI_HARD_FACTOR = 4  # ... and one over four times max_ui_output at once, reading or not

@@ -27,7 +27,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,6 +175,8 @@ def webhook_payload(spec: NotifySpec, asks: list[Ask], redact: Callable[[str], s
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    import urllib.request  # here, not at start: with http.client and email it is ~10 % of the daemon's start-up
+
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     opener = urllib.request.build_opener(urllib.request.HTTPRedirectHandler())  # no proxy surprises beyond env
     with opener.open(req, timeout=WEBHOOK_TIMEOUT) as resp:

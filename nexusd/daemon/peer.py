@@ -68,8 +68,47 @@ def parent_pid(pid: int | None) -> int | None:
         return None
 
 
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(comm, ppid, start time in clock ticks) from ``/proc/<pid>/stat``, None if the process is gone.
+
+    What psutil reads for ``name()``, ``ppid()`` and ``create_time()``, in one read instead of one each: an
+    ask walks these chains while its requester waits (issue 21: the guard was most of an ask's CPU)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        right = data.rindex(b")")
+        fields = data[right + 2 :].split()
+        return os.fsdecode(data[data.index(b"(") + 1 : right]), int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def ancestors(pid: int) -> list[int] | None:
-    """The pid itself and every ancestor up to init; None if the process is gone (fail closed)."""
+    """The pid itself and every ancestor up to init; None if the process is gone (fail closed).
+
+    Like psutil's ``parents()``: the walk stops at a parent that is gone or younger than its child (its
+    pid was recycled)."""
+    if not _LINUX:
+        return _ancestors_psutil(pid)
+    st = _stat(pid)
+    if st is None:
+        return None
+    chain = [pid]
+    _, ppid, started = st
+    while ppid and len(chain) < _MAX_CHAIN:
+        parent = _stat(ppid)
+        if parent is None or parent[2] > started:
+            break
+        chain.append(ppid)
+        _, ppid, started = parent
+    return chain
+
+
+_LINUX = sys.platform.startswith("linux")
+_MAX_CHAIN = 4096  # a cycle cannot happen in /proc; the bound only keeps a corrupt read from looping
+
+
+def _ancestors_psutil(pid: int) -> list[int] | None:
     import psutil
 
     try:
@@ -113,16 +152,57 @@ def resolve_agent(pid: int | None) -> int | None:
     current = pid
     for _ in range(MAX_WRAPPER_HOPS):
         try:
-            proc = psutil.Process(current)
-            names = {proc.name()}
-            with contextlib.suppress(psutil.Error):
-                names.add(os.path.basename(proc.exe()))
-            if not (names & WRAPPERS or (names & SHELLS and _runs_a_command(proc.cmdline()))):
+            names, parent = _names_and_parent(current)
+            if not (names & WRAPPERS or (names & SHELLS and _runs_a_command(_cmdline(current)))):
                 return current
-            parent = proc.ppid()
         except psutil.Error:
             return current
         if parent <= 1:
             return current
         current = parent
     return current
+
+
+def _cmdline(pid: int) -> list[str]:
+    """psutil's ``cmdline()`` (the same parsing), read directly on Linux; raises ``psutil.Error`` if gone."""
+    import psutil
+
+    if not _LINUX:
+        return psutil.Process(pid).cmdline()
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            data = os.fsdecode(f.read())
+    except OSError as e:
+        raise psutil.NoSuchProcess(pid) from e
+    if not data:
+        return []
+    sep = "\x00" if data.endswith("\x00") else " "
+    if data.endswith(sep):
+        data = data[:-1]
+    argv = data.split(sep)
+    if sep == "\x00" and len(argv) == 1 and " " in data:  # a process that rewrote its command line
+        argv = data.split(" ")
+    return argv
+
+
+def _names_and_parent(pid: int) -> tuple[set[str], int]:
+    """The names psutil would report for ``pid`` (``name()`` and the executable's basename) and its parent.
+
+    On Linux one read of ``/proc/<pid>/stat`` and one readlink; psutil (several reads) only for a name the
+    kernel truncated, and elsewhere. Raises ``psutil.Error`` when the process is gone."""
+    import psutil
+
+    st = _stat(pid) if _LINUX else None
+    if st is None or len(st[0]) >= 15:  # psutil completes a truncated comm from the command line
+        proc = psutil.Process(pid)
+        names = {proc.name()}
+        with contextlib.suppress(psutil.Error):
+            names.add(os.path.basename(proc.exe()))
+        return names, proc.ppid()
+    names = {st[0]}
+    with contextlib.suppress(OSError):
+        exe = os.readlink(f"/proc/{pid}/exe").split("\x00")[0]
+        if exe.endswith(" (deleted)") and not os.path.exists(exe):
+            exe = exe[: -len(" (deleted)")]
+        names.add(os.path.basename(exe))
+    return names, st[1]

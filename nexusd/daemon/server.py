@@ -926,7 +926,14 @@ class Server:
         through transient shells and wrappers (``sh -c "nexus-hook claude"``): the agent's own Bash tool
         descends from the agent, not from that shell. Ancestors of the daemon itself (a login shell, a
         terminal, init) are never "the agent", or no UI started beside the daemon could answer.
+
+        Resolved at a connection's first ask and kept for its later ones with the same declared pid (an MCP
+        bridge asks many times; the walk was a third of an ask's CPU): the chain seen while the first ask
+        waited, not a later one whose shells have exited, and a process that rewrites itself between asks
+        could as well have looked that way at the first.
         """
+        if conn.agents is not None and conn.agents[0] == call.agent_pid:
+            return conn.agents[1]
         direct = {pid for pid in (conn.peer.ppid, call.agent_pid) if pid is not None}
         pids = set(direct)
         for pid in direct:
@@ -937,7 +944,9 @@ class Server:
                 continue
             if resolved is not None:
                 pids.add(resolved)
-        return frozenset(pids - self._daemon_ancestors)
+        agents = frozenset(pids - self._daemon_ancestors)
+        conn.agents = (call.agent_pid, agents)
+        return agents
 
     def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
         """True if the answering process descends from the agent that made the request."""

@@ -102,3 +102,17 @@ def test_a_daemon_argument_it_refuses_is_one_clear_error() -> None:
     cp = subprocess.run([nexusctl, "bench", "--scenario", "allow", "--clients", "1", "--requests", "2",
                          "--daemon-arg=--bogus"], capture_output=True, text=True, timeout=60, check=False)
     assert cp.returncode == 1 and "No such option '--bogus'" in cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_agent_cells_report_memo_hits_and_daemon_cpu() -> None:
+    on = run_bench(scenario_names=("agent", "allow"), clients=(1,), requests=60, warmup=2)
+    agent, allow = on["cells"]
+    assert agent["memo"]["lookups"] >= 60 and allow["memo"]["lookups"] >= 60
+    # distinct calls miss where a rotation of four commands hits
+    assert agent["memo"]["hit_rate"] < allow["memo"]["hit_rate"]
+    for cell in on["cells"]:
+        assert cell["nexusd"]["daemon_cpu_s"] >= 0 and cell["nexusd"]["daemon_cpu_us_per_request"] is not None
+    assert "memo hit %" in render(on)
+    off = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1,
+                    daemon_args=("--decision-memo=0",))
+    assert off["cells"][0]["memo"] is None and off["params"]["daemon_args"] == ["--decision-memo=0"]

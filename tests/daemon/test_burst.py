@@ -288,7 +288,9 @@ def test_an_async_subscriber_that_falls_behind_is_disconnected_not_silently_shor
             return seen, ""
 
     seen, reason = anyio.run(main)
-    assert seen == 40 and "fell 40 pushed messages behind" in reason
+    # 40 queued, plus at most the one handed straight to the reader when it was already waiting (the daemon
+    # writes a burst of prompts in one write, which may arrive after the asker saw its pendings)
+    assert seen in (40, 41) and "fell 40 pushed messages behind" in reason
 
 
 def _ask_many(path: Path, n: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -60,3 +61,34 @@ def test_resolution_stops_at_an_interactive_shell():
 def test_resolution_of_nothing_or_init_is_itself():
     assert resolve_agent(None) is None
     assert resolve_agent(1) == 1
+
+
+def test_direct_proc_reads_agree_with_psutil_on_every_process_here():
+    """The guard reads /proc itself (issue 21: psutil was most of an ask's CPU); it must see what psutil sees."""
+    import psutil
+
+    from nexusd.daemon import peer
+
+    shell = subprocess.Popen(["/bin/sh", "-c", "exec -a a-very-long-process-name-indeed sleep 30"])
+    try:
+        time.sleep(0.2)
+        seen = 0
+        for pid in psutil.pids():
+            try:
+                proc = psutil.Process(pid)
+                expected = {proc.name()}
+                with contextlib.suppress(psutil.Error):
+                    expected.add(os.path.basename(proc.exe()))
+                names, parent = peer._names_and_parent(pid)
+                assert names - {""} == expected - {""} and parent == proc.ppid(), pid
+                assert peer._cmdline(pid) == proc.cmdline(), pid
+                assert peer.ancestors(pid) == peer._ancestors_psutil(pid), pid
+                seen += 1
+            except psutil.NoSuchProcess:
+                continue
+        assert seen > 3
+        assert peer.ancestors(shell.pid)[:2] == [shell.pid, os.getpid()]
+    finally:
+        shell.kill()
+        shell.wait()
+    assert peer.ancestors(shell.pid) is None  # gone (reaped): fail closed
