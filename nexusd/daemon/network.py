@@ -100,8 +100,8 @@ class NetworkGate:
             else:
                 return await self._ask(ctx, call, v, started)
         d = p.Decision(decision=decision, reason=reason, source=source, rule=v.rule)  # type: ignore[arg-type]
-        rid = srv._record_id()
-        srv._record(rid, call, d, started, peer=None)
+        rid = srv.requests.record_id()
+        srv.requests.record(rid, call, d, started, peer=None)
         return Outcome(decision == "allow", reason, rid)
 
     async def _ask(self, ctx: Context, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
@@ -123,7 +123,6 @@ class NetworkGate:
         prompt = p.encode(p.Prompt(item=entry.item()))
         for ui in list(srv.subscribers):
             ui.post(prompt)
-        srv._status_dirty = True
         try:
             d = await req.future
         except BaseException:
@@ -142,15 +141,16 @@ class NetworkGate:
             why = f"the address check failed ({type(e).__name__})"
         if why is not None:
             d = p.Decision(decision="deny", reason=why, source="safety")
-            self.server._record(self.server._record_id(), self.call(ctx, target, scheme), d, time.monotonic(),
-                                peer=None)
+            requests = self.server.requests
+            requests.record(requests.record_id(), self.call(ctx, target, scheme), d, time.monotonic(), peer=None)
         return why
 
     def closed(self, ctx: Context, target: Target, scheme: str, outcome: Outcome, up: int, down: int) -> None:
         """The audit line at close: which allowed connection moved how many bytes."""
         call = self.call(ctx, target, scheme)
         self.server.audit.write(
-            p.AuditRecord(time=time.time(), id=outcome.record or self.server._record_id(), provider=call.provider,
+            p.AuditRecord(time=time.time(), id=outcome.record or self.server.requests.record_id(),
+                          provider=call.provider,
                           session=call.session, tool=TOOL, summary="", decision="allow", source="rule",
                           reason=f"closed: {up} bytes up, {down} bytes down", cwd=call.cwd, event="network_close",
                           bytes_up=up, bytes_down=down),

@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
+from nexusd.core.disposition import _match_rule, excluded_rule
 from nexusd.core.policy.rules import parse_rule
-from nexusd.sandbox.plan import _match_rule, excluded_rule
 
 PATTERNS = ["npm run *", "npm run test:*", "git fetch", "git * main", "make", "docker compose up *", "cargo build*"]
 COMMANDS = ["npm run test", "npm run", "npm runner", "npm run test -- --watch", "git fetch", "git fetch origin",
