@@ -21,9 +21,9 @@ from nexusd import protocol as p
 from nexusd.core.netpolicy import NetVerdict, Target, decide, patterns, private_refusal, wildcard_suggestion
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.sandbox.network import net_policy
 from nexusd.sandbox.proxy import Context, NetworkProxy, Outcome
-from nexusd.sandbox.settings import sandbox_settings
 
 if TYPE_CHECKING:
     from nexusd.daemon.server import Server

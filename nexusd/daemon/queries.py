@@ -92,9 +92,16 @@ class Queries:
             session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
         session.grant_rules = self.server.grants.timed_rules(time.time())
         try:
-            verdict = await gate.decide(call, self.server.store, session, dry_run=True, sandbox=self.server.probe)
+            try:
+                begun = gate.begin(call, self.server.store, session, dry_run=True, sandbox=self.server.probe)
+                verdict = begun.verdict if begun.verdict is not None else await gate.run_rounds(begun)
+                policy = begun.policy
+            except Exception as e:  # as gate.decide: a failing decision is a deny that says why
+                verdict, policy = gate.failed(e), None
             if not isinstance(verdict, p.Verdict):
                 raise TypeError(f"decide returned {type(verdict).__name__}")
+            # the shaping steps a request would meet now (nothing counted, nothing pending)
+            verdict, _ = self.server.requests.shape(verdict, call, policy, None, None)
         except Exception as e:
             log.exception("check failed")
             verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")

@@ -127,33 +127,49 @@ class RequestLifecycle:
                 server.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))
             except Exception:  # a count must never cost the decision
                 log.exception("grant use count failed")
+        verdict, wait = self.shape(verdict, call, begun.policy if begun is not None else None, msg.on_no_ui, conn)
+        if wait:
+            self.ask(conn, msg, verdict, session, started, begun)
+            return
+        self.reply_and_record(conn, msg.ref, call, verdict, started, begun)
+
+    def shape(
+        self,
+        verdict: p.Verdict,
+        call: p.CallInfo,
+        policy: Policy | None,
+        on_no_ui: p.NoUi | None,
+        conn: Connection | None,
+    ) -> tuple[p.Verdict, bool]:
+        """Shaping steps 2-6 (``nexusd.policy.shaping``) with the daemon's state now, in their one order;
+        True when the result is an ask that waits for a person. ``on_no_ui`` None is a check: nothing is
+        counted, and ``no_ui`` is only noted (a check cannot know what the agent would offer)."""
+        server = self.server
         if verdict.decision == "allow":  # every automatic allow: a person's answers never come this way
             verdict = shaping.audit_refusal(verdict, self.audit_refusal() if self.audit_refuses() else None)
         if verdict.decision == "allow":
-            limits = (begun.policy if begun is not None else server.store.policy).limits
+            limits = (policy if policy is not None else server.store.policy).limits
             now = time.monotonic()
             why = server.limiter.check(call, limits, now)
-            if why is None:
+            if why is None and on_no_ui is not None:
                 server.limiter.count(call, limits, now)
             verdict = shaping.runaway_limit(verdict, why)
-        if verdict.decision == "ask":
-            cfg = server.config
-            if server.stopping_now:
-                verdict = shaping.stopping(verdict)
-            elif not server.subscribers and not server.alerts.waits:  # [notify] configured: wait for a person
-                verdict = shaping.no_ui(verdict, msg.on_no_ui, server.store.policy.notify.no_ui)
-            elif conn.pending is not None and len(conn.pending) >= cfg.max_pending_per_connection:
-                verdict = shaping.pending_limit(
-                    verdict, f"too many pending requests on this connection (limit {cfg.max_pending_per_connection})"
-                )
-            elif len(server.pending) >= cfg.max_pending:
-                verdict = shaping.pending_limit(
-                    verdict, f"too many pending requests in the daemon (limit {cfg.max_pending})"
-                )
-            else:
-                self.ask(conn, msg, verdict, session, started, begun)
-                return
-        self.reply_and_record(conn, msg.ref, call, verdict, started, begun)
+        if verdict.decision != "ask":
+            return verdict, False
+        cfg = server.config
+        if server.stopping_now:
+            return shaping.stopping(verdict), False
+        if not server.subscribers and not server.alerts.waits:  # [notify] configured: wait for a person
+            if on_no_ui is None:
+                return shaping.no_ui_noted(verdict), False
+            return shaping.no_ui(verdict, on_no_ui, server.store.policy.notify.no_ui), False
+        if conn is not None and conn.pending is not None and len(conn.pending) >= cfg.max_pending_per_connection:
+            why = f"too many pending requests on this connection (limit {cfg.max_pending_per_connection})"
+            return shaping.pending_limit(verdict, why), False
+        if len(server.pending) >= cfg.max_pending:
+            why = f"too many pending requests in the daemon (limit {cfg.max_pending})"
+            return shaping.pending_limit(verdict, why), False
+        return verdict, on_no_ui is not None
 
     def audit_refuses(self) -> bool:
         """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""

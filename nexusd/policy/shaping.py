@@ -10,7 +10,7 @@ appends its ``TraceStep`` so that ``nexusctl check`` and the audit trail show th
 2. ``audit``: an allow while the audit log cannot be written and ``[audit] on_failure = "deny"`` is denied.
 3. ``limits``: an automatic allow over the runaway limits (``[limits]``) becomes an ask.
 4. ``stopping``: an ask while the daemon stops is denied.
-5. ``no_ui``: an ask nobody can answer is denied, or handed to the agent's own dialog.
+5. ``no_ui``: an ask nobody can answer is denied, or handed to the agent's own dialog (a check notes it).
 6. ``limit``: an ask over the pending limits (per connection, per daemon) is denied.
 7. ``wrap`` (audit only: a check runs nothing): an allow whose sandbox wrap failed is denied; an input
    changed for the agent (sandbox wrapping, a person's edit) is ``updated``.
@@ -30,8 +30,8 @@ from nexusd.core.disposition import command_disposition
 from nexusd.core.engine import HUMAN_FLAG
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
+from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
-from nexusd.sandbox.settings import sandbox_settings
 
 
 def _step(v: Verdict, step: str, outcome: str, detail: str, **changes: object) -> Verdict:
@@ -105,6 +105,13 @@ def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> V
                      reason=f"{v.reason}; no nexusd UI is connected, so the agent asks itself")
     return _step(v, "no_ui", "deny", "no nexusd UI is connected", decision="deny",
                  reason=f"{v.reason}; a person must approve this and no nexusd UI is connected")
+
+
+def no_ui_noted(v: Verdict) -> Verdict:
+    """Step 5 in a check: the ask stays (what the agent offers is not known), the trace says what a request
+    would meet now."""
+    return _step(v, "no_ui", "noted", "no nexusd UI is connected now: a request would be denied, or handed to the "
+                 "agent's own dialog if it offers one and the policy lets it")
 
 
 def pending_limit(v: Verdict, why: str) -> Verdict:

@@ -22,6 +22,11 @@ from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
 from nexusd.core.workspace import workspace_of
 from nexusd.policy.filesystem import RealFileSystem
+from nexusd.policy.sandbox_settings import (
+    SandboxSettings,
+    person_allow_read,
+    sandbox_settings,
+)
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlan, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
@@ -29,11 +34,6 @@ from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.network import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
-from nexusd.sandbox.settings import (
-    SandboxSettings,
-    person_allow_read,
-    sandbox_settings,
-)
 
 AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".cursor", ".copilot", ".opencode",
               ".config/opencode", ".github/hooks", ".github/copilot", "opencode.json", "opencode.jsonc")

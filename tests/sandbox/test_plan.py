@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from nexusd.core.disposition import command_disposition
+from nexusd.policy.sandbox_settings import SandboxSettings
 from nexusd.protocol import CallInfo, Verdict
 from nexusd.sandbox.plan import policy_deny_paths, wrap_for_agent
-from nexusd.sandbox.settings import SandboxSettings
 from tests.sandbox.conftest import World
 
 HOSTILE = [

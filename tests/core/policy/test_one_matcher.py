@@ -28,7 +28,7 @@ def test_policy_and_sandbox_agree(pattern: str, command: str) -> None:
 def test_a_bad_excluded_pattern_is_an_error_at_load() -> None:
     from pathlib import Path
 
-    from nexusd.sandbox.settings import parse_sandbox_layer
+    from nexusd.policy.sandbox_settings import parse_sandbox_layer
 
     with pytest.raises(ValueError, match="excluded_commands"):
         parse_sandbox_layer({"excluded_commands": ["Bash(npm run :* x)"]}, Path("/p/policy.toml"))
