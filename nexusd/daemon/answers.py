@@ -166,7 +166,7 @@ class Answers:
                 self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
                 self.server.reply_error(conn, "not_found", "no pending request with that id", msg.ref)
-            return
+            return None
         if self._self_approval(conn, entry) or self.server.from_agent(conn):  # its own agent's tree, or any agent's
             self.server.client_fault(conn, "self-approval refused", request=msg.id)
             self.server.requests.record(
@@ -188,26 +188,26 @@ class Answers:
                 "another); a person answers from a terminal or UI outside the agents",
                 msg.ref,
             )
-            return
+            return None
         if msg.scope == "never" and msg.decision != "deny":
             self.server.reply_error(conn, "invalid_message", "scope never goes with decision deny", msg.ref)
-            return
+            return None
         if msg.abort and msg.decision != "deny":
             self.server.reply_error(conn, "invalid_message", "abort goes with decision deny", msg.ref)
-            return
+            return None
         if (msg.scope == "timed") != (msg.duration is not None):
             self.server.reply_error(
                 conn, "invalid_message", "duration goes with scope timed, and only with it", msg.ref
             )
-            return
+            return None
         if msg.duration is not None and not 0 < msg.duration <= MAX_DURATION:
             self.server.reply_error(
                 conn, "invalid_message", f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds", msg.ref
             )
-            return
+            return None
         verdict = entry.verdict
         if msg.updated_input is not None:
-            return self._edited_answer(conn, msg, entry)
+            return self._edited_answer(conn, msg, msg.updated_input, entry)
         if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
             self.server.reply_error(
                 conn,
@@ -216,7 +216,7 @@ class Answers:
                 "once, or deny; the request is still pending",
                 msg.ref,
             )
-            return
+            return None
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()
@@ -225,7 +225,7 @@ class Answers:
                 self.server.reply_error(
                     conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
                 )
-                return
+                return None
             if msg.scope == "session":
                 session = self.server.session_by_id(entry.call.session)
                 if msg.decision == "allow":
@@ -238,7 +238,7 @@ class Answers:
                     self.server.store.check_grantable(kind, rules, verdict)
                 except ValueError as e:
                     self.server.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
-                    return
+                    return None
                 assert msg.duration is not None
                 if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
                     self.server.reply_error(
@@ -247,7 +247,7 @@ class Answers:
                         f"not granted: {self.server.grants.path} cannot be written; the request is still pending",
                         msg.ref,
                     )
-                    return
+                    return None
             else:
                 try:
                     self.server.store.learn(kind, rules, verdict=verdict)
@@ -255,11 +255,11 @@ class Answers:
                     self.server.reply_error(
                         conn, "refused", f"not remembered: {why_refused(e)}; the request is still pending", msg.ref
                     )
-                    return
+                    return None
                 self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
         if self.server.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
             self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
-            return
+            return None
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
         if msg.scope == "timed":
             reason += f" (for {msg.duration:g} s)"
@@ -273,7 +273,9 @@ class Answers:
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}")))
         return None
 
-    async def _edited_answer(self, conn: Connection, msg: p.Answer, entry: PendingEntry) -> None:
+    async def _edited_answer(
+        self, conn: Connection, msg: p.Answer, updated: dict[str, Any], entry: PendingEntry
+    ) -> None:
         """Allow once with the person's edit: the edited call is decided again by the gate as if the agent had
         sent it (hooks included); it must not be denied on its own nor widen what the person saw
         (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
@@ -292,7 +294,7 @@ class Answers:
                 msg.ref,
             )
             return
-        dropped = sorted(set(call.input) - set(msg.updated_input)) if call.provider in MERGING_PROVIDERS else []
+        dropped = sorted(set(call.input) - set(updated)) if call.provider in MERGING_PROVIDERS else []
         if dropped:
             self.server.reply_error(
                 conn,
@@ -302,12 +304,12 @@ class Answers:
                 msg.ref,
             )
             return
-        if msgspec.json.encode(msg.updated_input) == msgspec.json.encode(call.input):
+        if msgspec.json.encode(updated) == msgspec.json.encode(call.input):
             self.server.reply_error(
                 conn, "invalid_message", "the edited input is the original: answer without it", msg.ref
             )
             return
-        edited_call = msgspec.structs.replace(call, input=msg.updated_input)
+        edited_call = msgspec.structs.replace(call, input=updated)
         session = self.server.session_for(edited_call)
         try:
             edited = await gate.decide(edited_call, self.server.store, session, sandbox=self.server.probe)

@@ -230,6 +230,8 @@ class RequestLifecycle:
             try:
                 from nexusd.sandbox.plan import wrap_for_agent
 
+                if verdict is None:  # an allow to wrap always carries its verdict; without one, fail closed
+                    raise ValueError("an allowed shell call without its verdict")
                 updated = wrap_for_agent(
                     call,
                     verdict,
@@ -396,8 +398,9 @@ class RequestLifecycle:
             if self.server.network is None:
                 return None  # the proxy is not serving (yet): the command runs with no network
             guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
-            return self.server.network.register(
+            context: tuple[str, str] | None = self.server.network.register(
                 command, cwd, workspace, call.session, guard, self.server.store, provider=call.provider
             )
+            return context
 
         return register

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
@@ -209,8 +210,6 @@ class Server:
 
     async def serve(self, bound: BoundSocket) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
-        import signal
-
         self.audit.start()
         # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
         self.own_socket = str(bound.path.absolute()) if bound.path is not None else None
@@ -281,9 +280,7 @@ class Server:
             await anyio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
-    async def _signal_loop(self, signals: set[int], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        import signal
-
+    async def _signal_loop(self, signals: set[signal.Signals], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(*signals) as received:
             task_status.started()
             async for signum in received:
@@ -402,7 +399,7 @@ class Server:
             return True
         kind = type(msg)
         if conn.role is None:
-            if kind is not p.Hello:
+            if not isinstance(msg, p.Hello):
                 self.reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
                 return False
             return self._on_hello(conn, msg)

@@ -64,7 +64,7 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
     key = (store.protected_dirs, store.config_dir, store.state_dir, store.managed_dir)
     cached = getattr(store, "_gate_protected", None)
     if cached is not None and cached[0] == key:
-        return cached[1]  # pure function of the store's settings (no file-system facts)
+        return cached[1]  # type: ignore[no-any-return]  # pure function of the store's settings
     if _INSTALLED is None:
         _INSTALLED = installed_paths()
     protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
