@@ -87,10 +87,10 @@ class NetworkGate:
         call = self.call(ctx, target, scheme)
         v = self.verdict(ctx, target)
         decision, reason, source = v.decision, v.reason, "rule" if v.rule else "default"
-        if decision == "allow" and srv._audit_refuses():
-            decision, reason = "deny", f"{reason}; but {srv._audit_refusal()}"
+        if decision == "allow" and srv.requests.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {srv.requests.audit_refusal()}"
         if decision == "ask":
-            if srv._stopping:
+            if srv.stopping_now:
                 decision, reason, source = "deny", "daemon stopping", "error"
             elif not srv.subscribers:
                 decision, reason = "deny", f"{reason}; a person must approve this and no nexusd UI is connected"
@@ -115,7 +115,7 @@ class NetworkGate:
                             flags=["network"])
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = srv._prompt_timeout(call)
+        timeout = srv.requests.prompt_timeout(call, None)
         req = _Requester("nexusd proxy")
         entry = PendingEntry(rid, _json.encode(call), pack(_json.encode(verdict)), req,  # type: ignore[arg-type]
                              None, now, now + timeout, time.monotonic() + timeout, started, ctx.guard)
@@ -127,8 +127,8 @@ class NetworkGate:
             d = await req.future
         except BaseException:
             if srv.pending.get(rid) is entry:  # the proxy went away first: the ask is cancelled
-                srv._resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
-                             notify_requester=False)
+                srv.answers.resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
+                                   notify_requester=False)
             raise
         return Outcome(d.decision == "allow", d.reason, rid)
 

@@ -25,7 +25,7 @@ import structlog
 from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
-from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, SHELL_TOOLS, tool_info
+from nexusd.core.tools import SHELL_TOOLS, tool_info
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
@@ -69,7 +69,7 @@ class RequestLifecycle:
         if (
             self.server.probe is None
             and self.server.probe_fn is not None
-            and (call.tool in SHELL_TOOLS or call.tool in SANDBOXED_SHELL_TOOLS)
+            and call.tool in SHELL_TOOLS  # the sandbox wraps a subset of these
         ):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self.server.session_for(call)
@@ -327,7 +327,7 @@ class RequestLifecycle:
         waits; the agent's process ids are taken now, while the requester's parent chain is alive."""
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = self._prompt_timeout(msg.call, begun.policy if begun is not None else None)
+        timeout = self.prompt_timeout(msg.call, begun.policy if begun is not None else None)
         if not conn.send(p.encode(p.Pending(id=rid, deadline=now + timeout, ref=msg.ref))):
             self.record(
                 rid,
@@ -359,7 +359,7 @@ class RequestLifecycle:
             for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
 
-    def _prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
+    def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
         """The provider's ``prompt_timeout`` from the policy of the call's workspace (the one the gate decided
         with, not looked up again), else --pending-timeout."""
         try:
