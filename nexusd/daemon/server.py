@@ -411,7 +411,7 @@ class Server:
                 conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref
             )
             return True
-        # an Answer is checked in _on_answer, where the refusal is audited against its request
+        # an Answer is checked in answers.on_answer, where the refusal is audited against its request
         if kind is not p.Request and kind is not p.Answer and widens(msg) and self.from_agent(conn):
             self._refuse_from_agent(conn, msg)
             return True
