@@ -22,8 +22,6 @@ LINT_IMPORTS = [sys.executable, "-c", "import sys, importlinter.cli as c; sys.ex
 # checked to be broken still: once the cycle is gone, the test below fails and says to move the contract
 # out of here (so it is enforced from then on).
 PENDING = {
-    "sandbox-below-gate": "sandbox/plan.py imports policy/gate.py for the command disposition and "
-    "workspace_of, while the gate imports the plan (issue 20: move the pure parts below both)",
     "tui-app-on-top": "tui/screens.py reaches into the app instead of returning results (issue 20)",
 }
 

@@ -37,7 +37,7 @@ from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, suggest
-from nexusd.core.tools import ACTS_ON_NOTHING, tool_info
+from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
 from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
 
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
@@ -52,9 +52,6 @@ _SURFACED = frozenset({Flag.BINARY_READ})
 UNTRUSTED_FLAG = "untrusted_workspace"
 # an ask rule with require_human matched: only a person answering this very call may allow it
 HUMAN_FLAG = "require_human"
-_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_READ_OPS = frozenset({"<", "<>"})
-_PATH_KEYS = ("file_path", "path", "notebook_path", "absolute_path", "dir_path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +141,12 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
         if not _redirect_file(r.target):
             continue
         p = _abs(r.target, ctx)  # type: ignore[arg-type]
-        if r.op in _WRITE_OPS and p not in writes:
+        if r.op in WRITE_REDIRECTS and p not in writes:
             writes.append(p)
-        if r.op in _READ_OPS and p not in reads:
+        if r.op in READ_REDIRECTS and p not in reads:
             reads.append(p)
     if cls.kind != ToolKind.SHELL and isinstance(call.input, dict):
-        for key in _PATH_KEYS:
+        for key in PATH_KEYS:
             v = call.input.get(key)
             if isinstance(v, str) and v and "\x00" not in v:
                 p = _abs(v, ctx)
@@ -175,7 +172,7 @@ def _redirect_file(target: str | None) -> bool:
 
 def _redirect_writes(cls: Classification, ctx: Context) -> list[str]:
     return [_abs(r.target, ctx) for r in cls.redirects  # type: ignore[arg-type]
-            if r.op in _WRITE_OPS and _redirect_file(r.target)]
+            if r.op in WRITE_REDIRECTS and _redirect_file(r.target)]
 
 
 # ---------------------------------------------------------------------- rule matching

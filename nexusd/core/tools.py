@@ -159,6 +159,25 @@ PLAN_APPROVAL = frozenset({"ExitPlanMode"})
 ACTS_ON_NOTHING = frozenset({"AskUserQuestion", "EnterPlanMode", "get_weather", "calculate"})
 _MCP_GEMINI = re.compile(r"^mcp_([A-Za-z0-9\-]+)_(.+)$")
 
+# --------------------------------------------------------------------------- the catalogue's derived facts
+# Stated once here and imported everywhere (daemon, sandbox, engine, UIs): never copy these sets.
+
+# Every spelling of a shell command tool (``Bash`` and its aliases): what UIs show as a command and
+# what the daemon treats as a shell call when a verdict carries no classification.
+SHELL_TOOLS: frozenset[str] = frozenset({"Bash", *(a for a, c in _ALIASES.items() if c == "Bash")})
+# The shell tools whose input the sandbox can rewrite to run sandboxed, and the key holding the command.
+# Cursor's Shell is here: its hooks cannot take the rewrite, so they deny it instead of running the
+# command outside the sandbox. Other spellings (Codex's argv lists) are not wrapped.
+SANDBOXED_SHELL_TOOLS: dict[str, str] = {"Bash": "command", "run_shell_command": "command", "bash": "command",
+                                         "Shell": "command"}
+assert SANDBOXED_SHELL_TOOLS.keys() <= SHELL_TOOLS
+# Input keys that name the one file or directory a file tool acts on (OpenCode spells it filePath).
+PATH_KEYS: tuple[str, ...] = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory",
+                              "filename", "file", "filePath")
+# Shell redirection operators by what they do to their target file (``<>`` opens it both ways).
+WRITE_REDIRECTS: frozenset[str] = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
+READ_REDIRECTS: frozenset[str] = frozenset({"<", "<&", "<>"})
+
 
 def tool_info(name: str, provider: str | None = None) -> ToolInfo:
     """Catalog entry for a tool name as some agent spells it."""
@@ -194,8 +213,6 @@ def _strs(value: Any) -> list[str]:
     return []
 
 
-_PATH_KEYS = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory", "filename", "file",
-              "filePath")  # OpenCode spells it filePath
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
 _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
 _GIT_PATCH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(.+?)\s*$", re.M)
@@ -207,7 +224,7 @@ def mcp_paths(inp: Any) -> list[str]:
     if not isinstance(inp, dict):
         return []
     found: list[str] = []
-    for key in (*_PATH_KEYS, "paths", "source", "destination", "new_path", "old_path", "target", "files"):
+    for key in (*PATH_KEYS, "paths", "source", "destination", "new_path", "old_path", "target", "files"):
         found.extend(_strs(inp.get(key)))
     return found
 
@@ -276,7 +293,7 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
         return ToolInput(writes=found, write_bytes=len(body.encode()),
                          problems=() if found else ("patch names no file we can see",))
     paths: list[str] = []
-    for key in _PATH_KEYS:
+    for key in PATH_KEYS:
         paths.extend(_strs(inp.get(key)))
     paths.extend(_strs(inp.get("paths")))
     if c == "Move":

@@ -21,9 +21,9 @@ from nexusd import protocol as p
 from nexusd.core.netpolicy import NetVerdict, Target, decide, patterns, private_refusal, wildcard_suggestion
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.sandbox.network import net_policy
 from nexusd.sandbox.proxy import Context, NetworkProxy, Outcome
-from nexusd.sandbox.settings import sandbox_settings
 
 if TYPE_CHECKING:
     from nexusd.daemon.server import Server
@@ -87,10 +87,10 @@ class NetworkGate:
         call = self.call(ctx, target, scheme)
         v = self.verdict(ctx, target)
         decision, reason, source = v.decision, v.reason, "rule" if v.rule else "default"
-        if decision == "allow" and srv._audit_refuses():
-            decision, reason = "deny", f"{reason}; but {srv._audit_refusal()}"
+        if decision == "allow" and srv.requests.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {srv.requests.audit_refusal()}"
         if decision == "ask":
-            if srv._stopping:
+            if srv.stopping_now:
                 decision, reason, source = "deny", "daemon stopping", "error"
             elif not srv.subscribers:
                 decision, reason = "deny", f"{reason}; a person must approve this and no nexusd UI is connected"
@@ -100,8 +100,8 @@ class NetworkGate:
             else:
                 return await self._ask(ctx, call, v, started)
         d = p.Decision(decision=decision, reason=reason, source=source, rule=v.rule)  # type: ignore[arg-type]
-        rid = srv._record_id()
-        srv._record(rid, call, d, started, peer=None)
+        rid = srv.requests.record_id()
+        srv.requests.record(rid, call, d, started, peer=None)
         return Outcome(decision == "allow", reason, rid)
 
     async def _ask(self, ctx: Context, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
@@ -115,7 +115,7 @@ class NetworkGate:
                             flags=["network"])
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = srv._prompt_timeout(call)
+        timeout = srv.requests.prompt_timeout(call, None)
         req = _Requester("nexusd proxy")
         entry = PendingEntry(rid, _json.encode(call), pack(_json.encode(verdict)), req,  # type: ignore[arg-type]
                              None, now, now + timeout, time.monotonic() + timeout, started, ctx.guard)
@@ -123,13 +123,12 @@ class NetworkGate:
         prompt = p.encode(p.Prompt(item=entry.item()))
         for ui in list(srv.subscribers):
             ui.post(prompt)
-        srv._status_dirty = True
         try:
             d = await req.future
         except BaseException:
             if srv.pending.get(rid) is entry:  # the proxy went away first: the ask is cancelled
-                srv._resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
-                             notify_requester=False)
+                srv.answers.resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
+                                   notify_requester=False)
             raise
         return Outcome(d.decision == "allow", d.reason, rid)
 
@@ -142,15 +141,16 @@ class NetworkGate:
             why = f"the address check failed ({type(e).__name__})"
         if why is not None:
             d = p.Decision(decision="deny", reason=why, source="safety")
-            self.server._record(self.server._record_id(), self.call(ctx, target, scheme), d, time.monotonic(),
-                                peer=None)
+            requests = self.server.requests
+            requests.record(requests.record_id(), self.call(ctx, target, scheme), d, time.monotonic(), peer=None)
         return why
 
     def closed(self, ctx: Context, target: Target, scheme: str, outcome: Outcome, up: int, down: int) -> None:
         """The audit line at close: which allowed connection moved how many bytes."""
         call = self.call(ctx, target, scheme)
         self.server.audit.write(
-            p.AuditRecord(time=time.time(), id=outcome.record or self.server._record_id(), provider=call.provider,
+            p.AuditRecord(time=time.time(), id=outcome.record or self.server.requests.record_id(),
+                          provider=call.provider,
                           session=call.session, tool=TOOL, summary="", decision="allow", source="rule",
                           reason=f"closed: {up} bytes up, {down} bytes down", cwd=call.cwd, event="network_close",
                           bytes_up=up, bytes_down=down),

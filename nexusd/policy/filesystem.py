@@ -86,6 +86,9 @@ class RealFileSystem:
     def lexists(self, path: str) -> bool:
         return lexists(path)
 
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
     def size(self, path: str) -> int | None:
         try:
             st = os.stat(path)

@@ -16,39 +16,26 @@ import anyio.to_thread
 import msgspec
 
 from nexusd import locations
-from nexusd.core.engine import HUMAN_FLAG, ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
-from nexusd.core.model import Classification, Context, Session, ToolKind
+from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
+from nexusd.core.model import Classification, Context, Session
 from nexusd.core.policy.policy import Policy
+from nexusd.core.workspace import workspace_of as _workspace_of
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
-from nexusd.policy.filesystem import lexists as _lexists
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
 from nexusd.policy.reviewer import run_reviewer
+from nexusd.policy.shaping import sandbox_auto_allow
 from nexusd.policy.store import PolicyStore
 from nexusd.policy.transcript import TranscriptError, read_context
-from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
+from nexusd.protocol import CallInfo, SandboxProbe, Verdict
 
 MAX_ROUNDS = 3  # deny rules -> hooks -> classifier: at most two I/O rounds
 
 
 def workspace_of(call: CallInfo, fs: RealFileSystem | None = None) -> str:
-    """The workspace a call belongs to: the agent's project root, else the cwd's git root, else the cwd.
-
-    Recomputed for every call (never cached: a ``.git`` created or a symlink swapped between two calls
-    must count); ``fs`` shares the realpath answers with the rest of the same decision.
-    """
-    fs = fs or DecisionFileSystem()
-    if call.workspace and os.path.isabs(call.workspace) and os.path.isdir(call.workspace):
-        return fs.realpath(call.workspace)
-    cwd = fs.realpath(call.cwd) if os.path.isabs(call.cwd) else "/"
-    d = cwd
-    while True:
-        if _lexists(d + "/.git" if d != "/" else "/.git"):
-            return d
-        parent = d.rpartition("/")[0] or "/"
-        if parent == d:
-            return cwd
-        d = parent
+    """``nexusd.core.workspace.workspace_of`` on the real file system; ``fs`` shares the realpath answers
+    with the rest of the same decision."""
+    return _workspace_of(call, fs or DecisionFileSystem())
 
 
 def installed_paths() -> tuple[str, ...]:
@@ -77,7 +64,7 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
     key = (store.protected_dirs, store.config_dir, store.state_dir, store.managed_dir)
     cached = getattr(store, "_gate_protected", None)
     if cached is not None and cached[0] == key:
-        return cached[1]  # pure function of the store's settings (no file-system facts)
+        return cached[1]  # a pure function of the store's settings
     if _INSTALLED is None:
         _INSTALLED = installed_paths()
     protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
@@ -158,12 +145,15 @@ def record_classifier(session: Session, ev: Evaluation) -> None:
 
 @dataclass(slots=True)
 class Begun:
-    """The synchronous first round of a decision: a verdict, or the state ``finish`` needs for the hook
-    and classifier rounds. ``policy`` is the policy it decided with (sandbox wrapping must use the same)."""
+    """The synchronous first round of a decision: a verdict, or the state ``run_rounds`` needs for the
+    hook and classifier rounds. It is also what the request carries past the gate, computed once:
+    ``workspace`` and ``policy`` (the one it decided with: sandbox wrapping and the prompt timeout use
+    the same) and ``cls``, the classification with the shell parse (None for a memo hit)."""
 
     call: CallInfo
     session: Session
     policy: Policy
+    workspace: str
     verdict: Verdict | None = None
     cls: Classification | None = None
     ctx: Context | None = None
@@ -189,7 +179,7 @@ async def decide(
     """Never raises for a bad call: the caller still wraps it and turns any exception into deny."""
     try:
         begun = begin(call, store, session, dry_run=dry_run, sandbox=sandbox, memo=memo)
-        return begun.verdict if begun.verdict is not None else await finish(begun)
+        return begun.verdict if begun.verdict is not None else await run_rounds(begun)
     except Exception as e:  # fail closed
         return failed(e)
 
@@ -206,24 +196,24 @@ def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool
         key = memo.key(call, workspace, session, (store.home, _protected_dirs(store)))
         cached = memo.get(key, policy, fs)
         if cached is not None:
-            return Begun(call, session, policy, cached)
+            return Begun(call, session, policy, workspace, cached)
     recorder = RecordingFileSystem(fs) if key is not None else None
     cfs: Any = recorder if recorder is not None else fs
     ctx = context_for(call, store, policy, workspace, cfs)
     cls = classify_call(call, ctx, cfs)
     # Every decision keeps its full explanation: the audit records it (provenance, nexusctl explain).
     ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=True)
-    begun = Begun(call, session, policy, None, cls, ctx, ev, dry_run, sandbox)
+    begun = Begun(call, session, policy, workspace, None, cls, ctx, ev, dry_run, sandbox)
     if ev.verdict is not None:
         if not dry_run:
             record_classifier(session, ev)
         if memo is not None and recorder is not None and key is not None:
             memo.put(key, policy, recorder, ev.verdict)
-        begun.verdict = _sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+        begun.verdict = sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
     return begun
 
 
-async def finish(b: Begun) -> Verdict:
+async def run_rounds(b: Begun) -> Verdict:
     """The rounds that wait for programs: hooks, then auto mode's classifier (at most one each)."""
     assert b.cls is not None and b.ctx is not None and b.ev is not None
     call, policy, session, cls, ctx, ev = b.call, b.policy, b.session, b.cls, b.ctx, b.ev
@@ -234,7 +224,7 @@ async def finish(b: Begun) -> Verdict:
         if ev.verdict is not None:
             if not b.dry_run:
                 record_classifier(session, ev)
-            return _sandbox_auto_allow(ev.verdict, call, cls, policy, b.sandbox)
+            return sandbox_auto_allow(ev.verdict, call, cls, policy, b.sandbox)
         payload = payload or _payload(call, cls, session, policy)
         if ev.need == "hooks" and hooks is None:
             hooks = await run_hooks(ev.hooks, payload)
@@ -245,36 +235,3 @@ async def finish(b: Begun) -> Verdict:
         ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,
                       explain=True)
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")
-
-
-def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: Policy,
-                        probe: SandboxProbe | None) -> Verdict:
-    """Seed 001's checkSandboxAutoAllow: a bare ask for a shell call that will run sandboxed is allowed.
-
-    Only an ask that came from the mode (not from a rule, hook, safety check or trust) qualifies; deny
-    and ask rules already ran. Excluded commands that would leave the sandbox keep the ask.
-    """
-    if (v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable
-            or HUMAN_FLAG in v.flags):
-        return v
-    if probe is None or not probe.available or not isinstance(call.input.get("command"), str):
-        return v
-    if policy.provider(call.provider).auto_approval is False:
-        # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
-        why = f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply"
-        trace = [*v.trace, TraceStep("sandbox", "skipped", why)]
-        return msgspec.structs.replace(v, trace=trace)
-    try:
-        from nexusd.sandbox.plan import command_disposition
-        from nexusd.sandbox.settings import sandbox_settings
-
-        settings = sandbox_settings(policy)
-        if not (settings.active_on(probe.platform) and settings.auto_allow_bash_if_sandboxed):
-            return v
-        if command_disposition(call.input["command"], settings) != "sandbox":
-            return v
-    except Exception:
-        return v
-    trace = [*v.trace, TraceStep("sandbox", "allow", f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed")]
-    return msgspec.structs.replace(v, decision="allow", reason=f"{v.reason}; runs in the sandbox, allowed",
-                                   trace=trace, suggestions=[])

@@ -2,7 +2,7 @@
 
 TOML mirroring Claude Code's settings (``[permissions] allow/ask/deny/default_mode/
 additional_directories``) plus nexusd's own tables (``[providers.<name>]``, ``[[hooks]]``,
-``[classifier]``, ``[claude]``) and ``[sandbox]``, kept raw for ``nexusd.sandbox.settings``.
+``[classifier]``, ``[claude]``) and ``[sandbox]``, kept raw for ``nexusd.policy.sandbox_settings``.
 Strict: unknown keys, wrong types, bad rule syntax and bad globs are errors naming file and line.
 """
 
@@ -24,6 +24,7 @@ from nexusd.core.policy.modes import internal_name
 from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, NotifySpec, Policy, ProviderSettings, Trust
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
+from nexusd.policy.sandbox_settings import parse_sandbox_layer
 
 TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits",
                       "notify"})
@@ -331,11 +332,7 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
             out.errors.append(f"{at}: sandbox must be a table")
         else:
             try:
-                from nexusd.sandbox.settings import parse_sandbox_layer
-
                 parse_sandbox_layer(sb, path, managed=managed, home=home)
-            except ImportError:
-                pass
             except ValueError as e:
                 out.errors.append(f"{at}: {e}")
             else:
@@ -492,8 +489,6 @@ def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = 
     sandbox = claude_sandbox(doc, path)
     if sandbox is not None:
         try:
-            from nexusd.sandbox.settings import parse_sandbox_layer
-
             parse_sandbox_layer(sandbox, path)
         except ValueError as e:
             out.errors.append(f"{path}: sandbox.network: {e}")

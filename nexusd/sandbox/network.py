@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nexusd.core.netpolicy import NetPolicy, patterns, rules_from
+from nexusd.policy.sandbox_settings import SandboxSettings
 from nexusd.sandbox.netexec import FD_PLACEHOLDER  # the channel's descriptor number goes here (plan.proxy_fd_arg)
-from nexusd.sandbox.settings import SandboxSettings
 
 HTTP_PORT = 3128  # on the sandbox's own loopback (its own network namespace: no clash between sandboxes)
 SOCKS_PORT = 1080

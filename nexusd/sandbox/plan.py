@@ -8,18 +8,26 @@ the only source of the plan, its paths and its policy.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nexusd.core.classify.paths import CREDENTIAL_PATHS
+from nexusd.core.disposition import command_disposition
+from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
-from nexusd.core.policy.rules import Rule, RuleError, parse_rule
+from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
+from nexusd.core.workspace import workspace_of
+from nexusd.policy.filesystem import RealFileSystem
+from nexusd.policy.sandbox_settings import (
+    SandboxSettings,
+    person_allow_read,
+    sandbox_settings,
+)
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
@@ -27,16 +35,7 @@ from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
-from nexusd.sandbox.settings import (
-    SandboxSettings,
-    person_allow_read,
-    sandbox_settings,
-)
 
-# Tool name -> the input key holding the shell command (Claude Code's Bash, Gemini CLI's run_shell_command).
-# bash: Copilot CLI and OpenCode; Shell: Cursor (whose hooks cannot take the rewrite, so they deny it instead
-# of running the command outside the sandbox)
-SHELL_TOOLS = {"Bash": "command", "run_shell_command": "command", "bash": "command", "Shell": "command"}
 AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".cursor", ".copilot", ".opencode",
               ".config/opencode", ".github/hooks", ".github/copilot", "opencode.json", "opencode.jsonc")
 GIT_FILES = (".git/hooks", ".git/config")
@@ -46,9 +45,6 @@ HOME_FILES = (
     ".config/fish", ".inputrc", ".gitconfig", ".config/git", ".ssh/config", ".ssh/authorized_keys",
     ".config/systemd", ".config/autostart", ".local/bin",
 )
-
-Disposition = Literal["sandbox", "unsandboxed", "mixed"]
-
 
 def _real(p: str) -> str:
     return os.path.realpath(p)
@@ -394,41 +390,8 @@ def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: Sandb
 # --------------------------------------------------------------------------- excluded commands
 
 
-def excluded_rule(text: str) -> Rule:
-    """An ``excluded_commands`` entry as the policy's own Bash rule (``Bash(npm run *)`` or bare ``npm run *``):
-    one matcher for the gate and the sandbox. Strict like an allow rule (leaving the sandbox widens): exact
-    words, ``/usr/bin/x`` is not ``x``. Raises RuleError for a bad pattern."""
-    t = text.strip()
-    return _excluded_rule(t if t.startswith("Bash(") and t.endswith(")") else f"Bash({t})")
-
-
-@functools.lru_cache(maxsize=512)
-def _excluded_rule(text: str) -> Rule:
-    return parse_rule(text, "allow", layer="sandbox", origin="sandbox.excluded_commands")
-
-
-def _match_rule(rule: str, argv: tuple[str, ...]) -> bool:
-    try:
-        return excluded_rule(rule).matches_argv(argv)
-    except RuleError:
-        return False  # a rule that does not parse excludes nothing: the command stays sandboxed
-
-
-def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
-    """Whether an allowed shell call runs sandboxed, unsandboxed (every sub-command is excluded), or is
-    ``mixed`` (some are): a mixed chain must not be unsandboxed silently; the gate asks a person."""
-    if not settings.excluded_commands or not settings.allow_unsandboxed_commands:
-        return "sandbox"
-    from nexusd.core.classify.bash import parse
-    from nexusd.core.model import Flag
-
-    analysis = parse(command)
-    if analysis.flags & {Flag.UNPARSEABLE, Flag.DYNAMIC} or not analysis.commands:
-        return "sandbox"  # what we cannot read statically is never let out of the sandbox
-    hits = [any(_match_rule(r, c.argv) for r in settings.excluded_commands) for c in analysis.commands]
-    if all(hits):
-        return "unsandboxed"
-    return "mixed" if any(hits) else "sandbox"
+# excluded_commands (``command_disposition``) and their matcher live in nexusd/core/disposition.py: the
+# gate asks them too.
 
 
 # --------------------------------------------------------------------------- transparent sandboxing
@@ -437,32 +400,35 @@ def command_disposition(command: str, settings: SandboxSettings) -> Disposition:
 def wrap_for_agent(
     call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None,
     socket: str | None = None, network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
+    cls: Classification | None = None,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
 
     ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again.
+    ``cls``: the request's classification, whose shell parse is reused (None: the command is parsed).
     ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone.
     ``network(command, cwd, workspace)``: for a filtered network, the proxy broker and a one-time token
     registered for this call (None, or no callback: the command runs with no network)."""
-    key = SHELL_TOOLS.get(call.tool)
+    key = SANDBOXED_SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
     command = call.input.get(key)
     if not isinstance(command, str):
         return None
-    from nexusd.policy.gate import workspace_of
-
     try:
         # The same policy the gate decided with (global + this workspace's trusted project layers): an
         # allow granted because the call runs sandboxed must be wrapped by the same settings.
-        settings = sandbox_settings(policy if policy is not None else store.policy_for(workspace_of(call)))
+        if policy is None:
+            policy = store.policy_for(workspace_of(call, RealFileSystem()))
+        settings = sandbox_settings(policy)
     except ValueError:
         settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
     if not settings.active_on(probe.platform if probe is not None else detect_platform()):
         return None
     if (probe is None or not probe.available) and not settings.fail_if_unavailable:
         return None  # the policy allows unsandboxed runs; the wrapper would only add a warning
-    disposition = command_disposition(command, settings)
+    parsed = (tuple(c.argv for c in cls.commands), cls.flags) if cls is not None and cls.commands else None
+    disposition = command_disposition(command, settings, parsed=parsed)
     if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
         return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
     from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command

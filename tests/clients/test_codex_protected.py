@@ -96,8 +96,8 @@ def test_codex_credentials_are_never_read_by_mode_or_rule(world) -> None:
 
 def test_the_sandbox_mounts_codex_config_read_only(world) -> None:
     """In the sandbox (bubblewrap mount plan), the workspace's and the home's ``.codex`` are read-only."""
+    from nexusd.policy.sandbox_settings import SandboxSettings
     from nexusd.sandbox.plan import build_layout
-    from nexusd.sandbox.settings import SandboxSettings
 
     home, ws, _ = world
     layout = build_layout(

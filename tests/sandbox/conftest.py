@@ -22,12 +22,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from nexusd.policy.sandbox_settings import parse_sandbox_layer
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.plan import plan_command, wrap_for_agent
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
-from nexusd.sandbox.settings import parse_sandbox_layer
 
 
 @pytest.fixture(scope="session")

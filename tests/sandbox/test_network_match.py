@@ -20,8 +20,8 @@ from nexusd.core.netpolicy import (
 )
 from nexusd.core.policy.rules import parse_rule
 from nexusd.policy.loader import parse_claude_settings
+from nexusd.policy.sandbox_settings import merge_settings, parse_sandbox_layer
 from nexusd.sandbox.network import has_rule_domains, net_policy, proxy_env
-from nexusd.sandbox.settings import merge_settings, parse_sandbox_layer
 
 LOOPBACK_SPELLINGS = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1", "127.0.0.1.",
                       "0177.1", "::ffff:127.0.0.1", "[::ffff:7f00:1]", "user@127.1", "user:pw@0x7f.1"]

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from nexusd.core.disposition import command_disposition
+from nexusd.policy.sandbox_settings import SandboxSettings
 from nexusd.protocol import CallInfo, Verdict
-from nexusd.sandbox.plan import command_disposition, policy_deny_paths, wrap_for_agent
-from nexusd.sandbox.settings import SandboxSettings
+from nexusd.sandbox.plan import policy_deny_paths, wrap_for_agent
 from tests.sandbox.conftest import World
 
 HOSTILE = [
@@ -162,7 +163,7 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
     verdict = anyio.run(lambda: decide(call, store, Session(id="s"), sandbox=found))
     assert verdict.decision == "allow", verdict
     # The daemon denies such an allow if it ever comes back unwrapped; it recognises it by this step.
-    from nexusd.daemon.server import _allowed_because_sandboxed
+    from nexusd.policy.shaping import allowed_because_sandboxed as _allowed_because_sandboxed
 
     assert _allowed_because_sandboxed(verdict)
     out = wrap_for_agent(call, verdict, store, found)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nexusd.sandbox.settings import (
+from nexusd.policy.sandbox_settings import (
     SandboxSettings,
     merge_settings,
     parse_sandbox_layer,
@@ -114,7 +114,7 @@ def test_allow_managed_read_paths_only_keeps_only_the_managed_layers_allow_read(
 
 
 def test_managed_read_paths_only_stops_the_user_reopening_credentials() -> None:
-    from nexusd.sandbox.settings import person_allow_read
+    from nexusd.policy.sandbox_settings import person_allow_read
 
     layers = ((({"filesystem": {"allow_managed_read_paths_only": True}}), "/etc/nexus/policy.toml", True),
               ({"filesystem": {"allow_read": ["~/.aws"]}}, "/home/u/.config/nexus/policy.toml", False))

@@ -18,10 +18,10 @@ from nexus_clients.tui import risk
 from nexus_clients.tui.escaping import has_hidden, safe_text
 from nexus_clients.tui.filediff import Change, change_for, read_current
 from nexus_clients.tui.state import Entry
+from nexusd.core.tools import SHELL_TOOLS
 from nexusd.protocol import CallInfo
 
 LABEL = "bold"
-SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
 FETCH_TOOLS = frozenset({"WebFetch", "web_fetch", "fetch"})
 
 

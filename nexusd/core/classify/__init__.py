@@ -14,7 +14,7 @@ from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
-from nexusd.core.tools import PLAN_APPROVAL, ToolInfo, extract, mcp_paths, tool_info
+from nexusd.core.tools import PLAN_APPROVAL, READ_REDIRECTS, WRITE_REDIRECTS, ToolInfo, extract, mcp_paths, tool_info
 from nexusd.protocol import CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
@@ -27,8 +27,6 @@ MAX_WRITE_SIZE = 10 * 1024 * 1024
 BINARY_PROBE = 8192
 MAX_GLOB_MATCHES = 256
 MAX_CWDS = 8  # directories a relative path may be resolved against after cd's the parser cannot order
-_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
-_READ_OPS = frozenset({"<", "<&", "<>"})
 _GIT_CONFIG_LIMIT = 64 * 1024
 
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
@@ -344,7 +342,7 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
     if not runners:
         return
     redirected = {posixpath.normpath(posixpath.join(cwd, t)) for r in sa.redirects
-                  if r.op in (">", ">>", ">|", "&>", "&>>", "<>") and r.target
+                  if r.op in WRITE_REDIRECTS and r.target
                   and (t := paths.expand_user(r.target, acc.ctx.home)) is not None}
     for i in runners:
         cmd = sa.commands[i]
@@ -672,10 +670,10 @@ def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> 
     op = r.op
     if op in (">&", "<&", ">&-", "<&-") and (r.target.isdigit() or r.target == "-" or r.target.endswith("-")):
         return
-    if r.target in commands.SAFE_DEVICES and op not in _READ_OPS:
+    if r.target in commands.SAFE_DEVICES and op not in READ_REDIRECTS:
         return
-    write = op in _WRITE_OPS
-    if not write and op not in _READ_OPS:
+    write = op in WRITE_REDIRECTS
+    if not write and op not in READ_REDIRECTS:
         return
     for c in _each_cwd(r.target, cwds):
         acc.path(r.target, c, write, dynamic=dynamic)

@@ -98,7 +98,7 @@ class Policy:
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     hooks: tuple[HookSpec, ...] = ()
     classifier: ClassifierSpec | None = None
-    # Each layer's raw [sandbox] table: (table, file path, managed). nexusd.sandbox.settings validates/merges.
+    # Each layer's raw [sandbox] table: (table, file path, managed). nexusd.policy.sandbox_settings validates/merges.
     sandbox_layers: tuple[tuple[dict[str, Any], str, bool], ...] = ()
     workspace: str | None = None
     trust: Trust = "none"

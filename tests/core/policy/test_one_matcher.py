@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
+from nexusd.core.disposition import _match_rule, excluded_rule
 from nexusd.core.policy.rules import parse_rule
-from nexusd.sandbox.plan import _match_rule, excluded_rule
 
 PATTERNS = ["npm run *", "npm run test:*", "git fetch", "git * main", "make", "docker compose up *", "cargo build*"]
 COMMANDS = ["npm run test", "npm run", "npm runner", "npm run test -- --watch", "git fetch", "git fetch origin",
@@ -28,7 +28,7 @@ def test_policy_and_sandbox_agree(pattern: str, command: str) -> None:
 def test_a_bad_excluded_pattern_is_an_error_at_load() -> None:
     from pathlib import Path
 
-    from nexusd.sandbox.settings import parse_sandbox_layer
+    from nexusd.policy.sandbox_settings import parse_sandbox_layer
 
     with pytest.raises(ValueError, match="excluded_commands"):
         parse_sandbox_layer({"excluded_commands": ["Bash(npm run :* x)"]}, Path("/p/policy.toml"))

@@ -221,7 +221,7 @@ def parse_sandbox_layer(
     for rule in excluded:
         if not rule.strip():
             raise ValueError("sandbox.excluded_commands: empty rule")
-        from nexusd.sandbox.plan import excluded_rule
+        from nexusd.core.disposition import excluded_rule
 
         try:
             excluded_rule(rule)  # the policy's own Bash rule syntax: a bad pattern is an error at load

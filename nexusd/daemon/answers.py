@@ -1,0 +1,434 @@
+"""Answers: a person's word on a pending request, and what it leaves behind.
+
+Theory of operation. polkit splits authority (``check_authorization``: decide) from the agent
+(``initiate_authentication``: ask a person); here ``requests.py`` is the authority and this module the
+agent's side. ``on_answer`` refuses an answer from the requesting agent's own process tree (self-approval,
+``agent_pids`` taken while the requester still waits), checks the answer's shape, records what it teaches
+(session rules, timed grants, learned rules: ``learning``), and ``resolve`` settles the entry atomically:
+no await between the pending check and the claim, so exactly one resolution wins (an answer, a cancel,
+the deadline, a disconnect, shutdown). An edited answer is decided again by the gate and may not widen
+what the person saw. Grants (who gave what, until when) are listed and revoked here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+import structlog
+
+from nexusd import protocol as p
+from nexusd.core.engine import HUMAN_FLAG
+from nexusd.daemon.connection import Connection
+from nexusd.daemon.peer import ancestors, resolve_agent
+from nexusd.daemon.pending import PendingEntry
+from nexusd.policy import gate, shaping
+from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
+from nexusd.policy.grants import MAX_DURATION
+
+if TYPE_CHECKING:
+    from nexusd.daemon.server import Server
+
+log = structlog.get_logger("nexusd")
+
+
+def why_refused(e: Exception) -> str:
+    """The store's refusal as is; a write that failed (a full disk, a read-only directory) says so, loudly."""
+    if isinstance(e, OSError):
+        log.error("policy change not saved", error=str(e))
+        return f"could not be saved ({e.strerror or e})"
+    return str(e)
+
+
+class Answers:
+    """Resolve pending requests: answers, self-approval, learning and grants."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._grant_timers: dict[str, asyncio.TimerHandle] = {}
+
+    def resolve(
+        self,
+        entry: PendingEntry,
+        decision: p.DecisionKind,
+        source: p.Source,
+        reason: str,
+        *,
+        notify_requester: bool = True,
+        by: Connection | None = None,
+        scope: p.Scope | None = None,
+        message: str | None = None,
+        abort: bool = False,
+        label: str | None = None,
+        edited: tuple[p.CallInfo, p.Verdict] | None = None,
+    ) -> p.Decision:
+        """Atomic: no await between the pending check and here, so exactly one resolution wins.
+        ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only)."""
+        if decision == "allow" and self.server.requests.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {self.server.requests.audit_refusal()}"
+        rid = entry.id
+        self.server.pending.claim(entry)
+        call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
+        answered_by = by.label if by is not None else label
+        self.server.alerts.resolved(rid)
+        d = self.server.requests.decision(
+            call,
+            decision,
+            reason,
+            source,
+            verdict if decision == "allow" else None,  # only an allow needs it (sandbox wrapping)
+            ref=entry.ref,
+            pending_id=rid,
+            message=message,
+            answered_by=answered_by,
+        )
+        if abort:
+            d = msgspec.structs.replace(d, abort=True)
+        if edited is not None and d.decision == "allow" and d.updated_input is None:
+            d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
+        if notify_requester:
+            entry.conn.post(p.encode(d))
+        resolved = p.encode(
+            p.Resolved(
+                id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope
+            )
+        )
+        for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
+            ui.post(resolved)
+        how = f"{answered_by} ({scope or 'once'})" if source == "user" else reason
+        trace = [
+            *entry.verdict.trace,
+            p.TraceStep("pending", "ask", "waited for a person"),
+            p.TraceStep(source if source != "user" else "answer", decision, how),
+        ]
+        if edited is not None and decision == "allow":
+            trace += [
+                p.TraceStep("edit", "decided again", f"edited input: {msgspec.json.encode(call.input)[:300]!r}"),
+                *(msgspec.structs.replace(s, step=f"edit.{s.step}") for s in edited[1].trace),
+            ]
+        self.server.requests.record(
+            rid,
+            call,
+            d,
+            entry.started,
+            peer=entry.conn.peer,
+            answer_pid=by.peer.pid if by is not None else None,
+            scope=scope,
+            trace=[*trace, *shaping.wrap_steps(decision, d)],
+        )
+        return d
+
+    def deny_from_notification(self, rid: str) -> None:
+        """A desktop notification's Deny (the only answer a notification gives: see notify_person.py)."""
+        entry = self.server.pending.get(rid)
+        if entry is not None:
+            self.resolve(entry, "deny", "user", "denied from a desktop notification", label="desktop notification")
+
+    def agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]:
+        """Who the requesting agent is, taken while the requester still waits (its parent chain is alive).
+
+        The requester's parent (at accept) and the call's declared ``agent_pid``, each also resolved up
+        through transient shells and wrappers (``sh -c "nexus-hook claude"``): the agent's own Bash tool
+        descends from the agent, not from that shell. Ancestors of the daemon itself (a login shell, a
+        terminal, init) are never "the agent", or no UI started beside the daemon could answer.
+
+        Resolved at a connection's first ask and kept for its later ones with the same declared pid (an MCP
+        bridge asks many times; the walk was a third of an ask's CPU): the chain seen while the first ask
+        waited, not a later one whose shells have exited, and a process that rewrites itself between asks
+        could as well have looked that way at the first.
+        """
+        if conn.agents is not None and conn.agents[0] == call.agent_pid:
+            return conn.agents[1]
+        direct = {pid for pid in (conn.peer.ppid, call.agent_pid) if pid is not None}
+        pids = set(direct)
+        for pid in direct:
+            try:
+                resolved = resolve_agent(pid)
+            except Exception:  # psutil trouble costs the resolution, never the request
+                log.exception("agent resolution failed", pid=pid)
+                continue
+            if resolved is not None:
+                pids.add(resolved)
+        agents = frozenset(pids - self.server.daemon_ancestors)
+        conn.agents = (call.agent_pid, agents)
+        return agents
+
+    def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
+        """True if the answering process descends from the agent that made the request."""
+        agents = entry.guard
+        if not agents:
+            return False
+        if answerer.peer.pid is None:
+            return True  # cannot tell: fail closed
+        chain = ancestors(answerer.peer.pid)
+        if chain is None:
+            return True
+        return bool(agents.intersection(chain))
+
+    def on_answer(self, conn: Connection, msg: p.Answer) -> Coroutine[Any, Any, None] | None:
+        entry = self.server.pending.get(msg.id)
+        if entry is None:
+            if self.server.pending.decided(msg.id):
+                self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            else:
+                self.server.reply_error(conn, "not_found", "no pending request with that id", msg.ref)
+            return None
+        if self._self_approval(conn, entry) or self.server.from_agent(conn):  # its own agent's tree, or any agent's
+            self.server.client_fault(conn, "self-approval refused", request=msg.id)
+            self.server.requests.record(
+                msg.id,
+                entry.call,
+                p.Decision(
+                    msg.decision, "answer refused: it came from the requesting agent's own process tree", "user"
+                ),
+                entry.started,
+                peer=entry.conn.peer,
+                answer_pid=conn.peer.pid,
+                scope=msg.scope,
+                event="self_approval_refused",
+            )
+            self.server.reply_error(
+                conn,
+                "self_approval",
+                "refused: the answering process descends from an agent (the one that made the request, or "
+                "another); a person answers from a terminal or UI outside the agents",
+                msg.ref,
+            )
+            return None
+        malformed = _malformed_answer(msg)
+        if malformed is not None:
+            self.server.reply_error(conn, "invalid_message", malformed, msg.ref)
+            return None
+        verdict = entry.verdict
+        if msg.updated_input is not None:
+            return self._edited_answer(conn, msg, msg.updated_input, entry)
+        if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
+            self.server.reply_error(
+                conn,
+                "refused",
+                "a person must approve each such call (require_human): answer allow "
+                "once, or deny; the request is still pending",
+                msg.ref,
+            )
+            return None
+        rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
+        kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
+        now = time.time()
+        if msg.scope != "once":
+            if not rules:
+                self.server.reply_error(
+                    conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
+                )
+                return None
+            if msg.scope == "session":
+                session = self.server.session_by_id(entry.call.session)
+                if msg.decision == "allow":
+                    session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
+                else:
+                    session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
+                self._grant(kind, rules, "session", conn, now, session=entry.call.session)
+            elif msg.scope == "timed":
+                try:  # the same checks as "always": a timed grant is an "always" with an end
+                    self.server.store.check_grantable(kind, rules, verdict)
+                except ValueError as e:
+                    self.server.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
+                    return None
+                assert msg.duration is not None
+                if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
+                    self.server.reply_error(
+                        conn,
+                        "refused",
+                        f"not granted: {self.server.grants.path} cannot be written; the request is still pending",
+                        msg.ref,
+                    )
+                    return None
+            else:
+                try:
+                    self.server.store.learn(kind, rules, verdict=verdict)
+                except (ValueError, OSError) as e:
+                    self.server.reply_error(
+                        conn, "refused", f"not remembered: {why_refused(e)}; the request is still pending", msg.ref
+                    )
+                    return None
+                self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
+        if self.server.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
+            self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            return None
+        reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
+        if msg.scope == "timed":
+            reason += f" (for {msg.duration:g} s)"
+        elif msg.scope != "once":
+            reason += f" ({msg.scope})"
+        if msg.abort:
+            reason += ", who also stopped the agent"
+        self.resolve(
+            entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message, abort=msg.abort
+        )
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}")))
+        return None
+
+    async def _edited_answer(
+        self, conn: Connection, msg: p.Answer, updated: dict[str, Any], entry: PendingEntry
+    ) -> None:
+        """Allow once with the person's edit: the edited call is decided again by the gate as if the agent had
+        sent it (hooks included); it must not be denied on its own nor widen what the person saw
+        (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
+        call = entry.call
+        if msg.decision != "allow" or msg.scope != "once" or msg.rules or msg.duration is not None:
+            self.server.reply_error(
+                conn, "invalid_message", "an edited input goes with allow, scope once, no rules", msg.ref
+            )
+            return
+        if call.provider not in EDITABLE_PROVIDERS:
+            self.server.reply_error(
+                conn,
+                "refused",
+                f"{call.provider} cannot take a changed input back (edits work for "
+                f"{', '.join(sorted(EDITABLE_PROVIDERS))}); answer the call as it is",
+                msg.ref,
+            )
+            return
+        dropped = sorted(set(call.input) - set(updated)) if call.provider in MERGING_PROVIDERS else []
+        if dropped:
+            self.server.reply_error(
+                conn,
+                "refused",
+                f"{call.provider} merges an edited input into the original, so "
+                f"removing {', '.join(dropped)} would not take: keep those keys",
+                msg.ref,
+            )
+            return
+        if msgspec.json.encode(updated) == msgspec.json.encode(call.input):
+            self.server.reply_error(
+                conn, "invalid_message", "the edited input is the original: answer without it", msg.ref
+            )
+            return
+        edited_call = msgspec.structs.replace(call, input=updated)
+        session = self.server.session_for(edited_call)
+        try:
+            edited = await gate.decide(edited_call, self.server.store, session, sandbox=self.server.probe)
+        except Exception as e:  # decide never raises; if it did, the edit is not taken
+            log.exception("deciding an edited call failed")
+            self.server.reply_error(
+                conn, "refused", f"the edited call could not be decided ({type(e).__name__})", msg.ref
+            )
+            return
+        why = widening(entry.verdict, edited)
+        if why is not None:
+            self.server.reply_error(conn, "refused", f"edit refused, {why}; the request is still pending", msg.ref)
+            return
+        if self.server.pending.get(msg.id) is not entry:  # answered, timed out or cancelled while the edit was decided
+            self.server.reply_error(
+                conn, "already_decided", "that request was decided while the edit was checked", msg.ref
+            )
+            return
+        reason = f"allowed by {conn.label}, edited"
+        self.resolve(
+            entry, "allow", "user", reason, by=conn, scope="once", message=msg.message, edited=(edited_call, edited)
+        )
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail="allow (once), edited")))
+
+    def _grant(
+        self,
+        kind: Literal["allow", "deny"],
+        rules: list[str],
+        scope: Literal["session", "timed", "learned"],
+        conn: Connection,
+        now: float,
+        *,
+        session: str | None = None,
+        expires: float | None = None,
+    ) -> bool:
+        """Record who gave what. A failure to record never undoes a grant already in force (session rules,
+        learned.toml); a timed one only exists in the table, so it is not given at all (False)."""
+        try:
+            given = self.server.grants.add(
+                kind, rules, scope, now=now, session=session, given_by=conn.label, ui=conn.name or None, expires=expires
+            )
+        except OSError as e:
+            log.error("grants file cannot be written", error=str(e))
+            return scope != "timed"
+        for g in given:
+            if g.expires is not None:
+                self.arm_grant(g.id, g.expires)
+            log.info("grant given", id=g.id, kind=kind, rule=g.rule, scope=scope, by=conn.label, expires=g.expires)
+        return True
+
+    def arm_grant(self, gid: str, expires: float) -> None:
+        """One timer per timed grant, at its expiry (the engine already ignores it from that instant)."""
+        old = self._grant_timers.pop(gid, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._grant_timers[gid] = loop.call_later(max(0.0, expires - time.time()), self._grant_expired, gid)
+
+    def _grant_expired(self, gid: str) -> None:
+        self._grant_timers.pop(gid, None)
+        g = self.server.grants.get(gid)
+        if g is None:
+            return
+        if (g.expires or 0.0) > time.time():  # re-granted with a later expiry meanwhile
+            self.arm_grant(gid, g.expires or 0.0)
+            return
+        try:
+            self.server.grants.remove(gid)
+        except OSError as e:  # it no longer applies either way (timed_rules checks the clock)
+            log.error("grants file cannot be written", error=str(e))
+        log.info("grant expired", id=gid, rule=g.rule)
+
+    def on_grants(self, conn: Connection, msg: p.Grants) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.server.sessions.items()}
+        learned = [r for r in self.server.store.rules() if r.layer == "learned"]
+        grants = self.server.grants.listing(learned, live, time.time())
+        conn.send(p.encode(p.GrantsReply(grants=grants, ref=msg.ref)))
+
+    def on_revoke_grant(self, conn: Connection, msg: p.RevokeGrant) -> None:
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.server.sessions.items()}
+        learned = [r for r in self.server.store.rules() if r.layer == "learned"]
+        g = next((x for x in self.server.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
+        if g is None:
+            self.server.reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
+            return
+        if g.scope == "learned":
+            try:
+                self.server.store.change_rule("remove", g.kind, g.rule)
+            except ValueError as e:
+                self.server.reply_error(conn, "refused", str(e), msg.ref)
+                return
+        elif g.scope == "session" and g.session is not None:
+            s = self.server.sessions.get(g.session)
+            if s is not None:
+                if g.kind == "allow":
+                    s.allow_rules = tuple(r for r in s.allow_rules if r != g.rule)
+                else:
+                    s.deny_rules = tuple(r for r in s.deny_rules if r != g.rule)
+        timer = self._grant_timers.pop(g.id, None)
+        if timer is not None:
+            timer.cancel()
+        try:
+            self.server.grants.remove(g.id)
+        except OSError as e:
+            # a timed grant that cannot be forgotten on disk would come back at restart: say so, but it is
+            # already out of the table, so it no longer applies now
+            self.server.reply_error(
+                conn, "internal", f"revoked now, but {self.server.grants.path} cannot be written: {e}", msg.ref
+            )
+            return
+        log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"revoked {g.id}: {g.kind} {g.rule} ({g.scope})")))
+
+
+def _malformed_answer(msg: p.Answer) -> str | None:
+    """Why an answer's fields contradict each other (the request stays pending), or None."""
+    if msg.scope == "never" and msg.decision != "deny":
+        return "scope never goes with decision deny"
+    if msg.abort and msg.decision != "deny":
+        return "abort goes with decision deny"
+    if (msg.scope == "timed") != (msg.duration is not None):
+        return "duration goes with scope timed, and only with it"
+    if msg.duration is not None and not 0 < msg.duration <= MAX_DURATION:
+        return f"duration must be more than 0 and at most {MAX_DURATION:.0f} seconds"
+    return None

@@ -1,0 +1,216 @@
+"""Queries and controls: what UIs and nexusctl ask about, and the policy changes they make.
+
+Theory of operation. Nothing here decides a tool call. ``status``, ``rules``, ``audit`` and ``probe``
+read the daemon's state; ``check`` runs the gate with ``dry_run`` (no side effects) and the verdict-shaping
+steps that depend on the daemon's state now, so it shows the same chain a request would meet; ``sandbox_plan``
+plans ``nexusctl run``'s command with the same code the agent's wrap uses; rule and trust changes go to the
+policy store. A sandbox's violation report only adds an audit record and a notice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+import msgspec
+import structlog
+
+from nexusd import __version__
+from nexusd import protocol as p
+from nexusd.core.model import Session
+from nexusd.daemon.answers import why_refused
+from nexusd.daemon.audit import read_tail
+from nexusd.daemon.connection import Connection
+from nexusd.policy import gate
+
+if TYPE_CHECKING:
+    from nexusd.daemon.server import Server
+
+log = structlog.get_logger("nexusd")
+
+MAX_VIOLATIONS, MAX_VIOLATION_CHARS = 20, 1000  # per sandbox report
+MAX_AUDIT_QUERY = 5_000
+
+
+class Queries:
+    """Answer queries and apply rule/trust changes."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.probe_lock = anyio.Lock()  # the start-up probe holds it until it has an answer
+
+    def _counters(self) -> dict[str, int]:
+        counters = dict(self.server.stats.counters)
+        if self.server.memo is not None:
+            for key, n in (
+                ("memo/hit", self.server.memo.hits),
+                ("memo/miss", self.server.memo.misses),
+                ("memo/stale", self.server.memo.stale),
+            ):
+                if n:
+                    counters[key] = n
+        return counters
+
+    def on_status(self, conn: Connection, msg: p.Status) -> None:
+        roles: dict[str, int] = {}
+        for c in self.server.conns:
+            key = c.role or "handshake"
+            roles[key] = roles.get(key, 0) + 1
+        sessions = {
+            sid: s.override_mode or s.agent_mode or "default" for sid, s in list(self.server.sessions.items())[-1000:]
+        }
+        errors = list(self.server.store.errors)
+        reply = p.StatusReply(
+            version=__version__,
+            pid=self.server.pid,
+            uptime=round(time.monotonic() - self.server.started_mono, 3),
+            connections=roles,
+            pending=len(self.server.pending),
+            counters=self._counters(),
+            policy=self.server.store.sources(),
+            policy_errors=errors,
+            sandbox=self.server.probe,
+            sessions=sessions,
+            locked=self.server.store.policy.locked,
+            audit_error=self.server.audit.failing,
+            audit_unrecorded=self.server.audit.unrecorded,
+            audit_on_failure=self.server.store.policy.audit_on_failure,
+            audit_path=str(self.server.audit.path),
+            audit_head=self.server.audit.chain[0],
+            audit_lines=self.server.audit.chain[1],
+            ref=msg.ref,
+        )
+        conn.send(p.encode(reply))
+
+    async def on_check(self, conn: Connection, msg: p.Check) -> None:
+        call = msg.call
+        session = self.server.sessions.get(call.session)
+        if session is None:
+            session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
+        session.grant_rules = self.server.grants.timed_rules(time.time())
+        try:
+            try:
+                begun = gate.begin(call, self.server.store, session, dry_run=True, sandbox=self.server.probe)
+                verdict = begun.verdict if begun.verdict is not None else await gate.run_rounds(begun)
+                policy = begun.policy
+            except Exception as e:  # as gate.decide: a failing decision is a deny that says why
+                verdict, policy = gate.failed(e), None
+            if not isinstance(verdict, p.Verdict):
+                raise TypeError(f"decide returned {type(verdict).__name__}")
+            # the shaping steps a request would meet now (nothing counted, nothing pending)
+            verdict, _ = self.server.requests.shape(verdict, call, policy, None, None)
+        except Exception as e:
+            log.exception("check failed")
+            verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
+        conn.send(p.encode(p.CheckResult(verdict=verdict, ref=msg.ref)))
+
+    def on_rules(self, conn: Connection, msg: p.Rules) -> None:
+        rules = list(self.server.store.rules())
+        for sid, s in self.server.sessions.items():
+            rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
+            rules += [p.RuleInfo("deny", r, "session", f"session:{sid}") for r in s.deny_rules]
+        conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.server.store.trusted()), ref=msg.ref)))
+
+    def on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
+        try:
+            self.server.store.change_rule(msg.action, msg.kind, msg.rule)
+        except (ValueError, OSError) as e:
+            self.server.reply_error(conn, "refused", why_refused(e), msg.ref)
+            return
+        log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
+
+    def on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
+        try:
+            self.server.store.trust(msg.action, msg.path)
+        except (ValueError, OSError) as e:
+            self.server.reply_error(conn, "refused", why_refused(e), msg.ref)
+            return
+        log.info("trust changed", action=msg.action, path=msg.path, by=conn.label)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
+
+    async def refresh_probe(self) -> p.SandboxProbe | None:
+        if self.server.probe_fn is None:
+            return None
+        async with self.probe_lock:
+            try:
+                self.server.probe = await anyio.to_thread.run_sync(self.server.probe_fn, abandon_on_cancel=True)
+                log.info("sandbox probe", available=self.server.probe.available, backend=self.server.probe.backend)
+            except Exception as e:
+                log.exception("sandbox probe failed")
+                self.server.probe = p.SandboxProbe(platform="other", available=False, reason=f"probe failed: {e}")
+        return self.server.probe
+
+    async def on_probe(self, conn: Connection, msg: p.Probe) -> None:
+        probe = self.server.probe
+        if msg.refresh or probe is None:
+            probe = await self.refresh_probe()
+        if probe is None:
+            probe = p.SandboxProbe(platform="other", available=False, reason="no probe configured")
+        conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
+
+    async def on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlan) -> None:
+        from nexusd.sandbox.plan import plan_command
+
+        probe = self.server.probe if self.server.probe is not None else await self.refresh_probe()
+        try:
+            plan = plan_command(msg.command, msg.cwd, self.server.store, probe, msg.session, workspace=msg.workspace)
+            if plan.proxy_fd_arg is not None and self.server.network is not None:
+                # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
+                guard = self.server.answers.agent_pids(
+                    conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={}, cwd=msg.cwd)
+                )
+                path, token = self.server.network.register(
+                    msg.command,
+                    msg.cwd,
+                    os.path.realpath(msg.workspace or msg.cwd),
+                    msg.session,
+                    guard,
+                    self.server.store,
+                )
+                plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
+            plan = msgspec.structs.replace(plan, ref=msg.ref)
+        except Exception as e:
+            log.exception("sandbox plan failed")
+            plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
+        conn.send(p.encode(plan))
+
+    def on_sandbox_report(self, conn: Connection, msg: p.SandboxReport) -> None:
+        """Violations a runner saw: one audit record (event ``sandbox_violation``) and a notice to every UI.
+        Any same-user process can send one, so it only adds a record: bounded, and it decides nothing."""
+        violations = [v[:MAX_VIOLATION_CHARS] for v in msg.violations[:MAX_VIOLATIONS]]
+        if not violations:
+            conn.send(p.encode(p.Ack(ref=msg.ref, detail="nothing to record")))
+            return
+        command = msg.command[:MAX_VIOLATION_CHARS]
+        session = (msg.session or "")[:200]
+        call = p.CallInfo("sandbox", session, "Bash", {"command": command}, msg.cwd[:4096])
+        reason = f"the sandbox refused {len(violations)} operation(s): " + "; ".join(violations)
+        if msg.exit_code is not None:
+            reason += f" (exit {msg.exit_code})"
+        self.server.requests.record(
+            self.server.requests.record_id(),
+            call,
+            p.Decision("deny", reason, "safety"),
+            time.monotonic(),
+            peer=conn.peer,
+            event="sandbox_violation",
+        )
+        notice = p.encode(
+            p.SandboxNotice(
+                command=command, cwd=call.cwd, violations=violations, session=session or None, time=time.time()
+            )
+        )
+        for ui in list(self.server.subscribers):
+            ui.post(notice)
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{len(violations)} recorded")))
+
+    async def on_audit(self, conn: Connection, msg: p.Audit) -> None:
+        limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
+        match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source, "id": msg.id}
+        await anyio.to_thread.run_sync(self.server.audit.flush)
+        records = await anyio.to_thread.run_sync(read_tail, self.server.audit.path, limit, match)
+        conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))

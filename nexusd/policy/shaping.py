@@ -1,0 +1,128 @@
+"""Verdict shaping: every step between the engine's verdict and the decision the agent receives.
+
+Theory of operation. The engine (``nexusd.core.engine``) decides from the policy alone. The daemon then
+applies these named steps, in this order, each a small function of the verdict and one fact, and each
+appends its ``TraceStep`` so that ``nexusctl check`` and the audit trail show the whole chain:
+
+1. ``sandbox`` (the gate, in every decision and check): a mode's ask for a shell call that will run
+   sandboxed becomes an allow (``auto_allow_bash_if_sandboxed``); a provider without auto-approval
+   keeps the ask (``skipped``).
+2. ``audit``: an allow while the audit log cannot be written and ``[audit] on_failure = "deny"`` is denied.
+3. ``limits``: an automatic allow over the runaway limits (``[limits]``) becomes an ask.
+4. ``stopping``: an ask while the daemon stops is denied.
+5. ``no_ui``: an ask nobody can answer is denied, or handed to the agent's own dialog (a check notes it).
+6. ``limit``: an ask over the pending limits (per connection, per daemon) is denied.
+7. ``wrap`` (audit only: a check runs nothing): an allow whose sandbox wrap failed is denied; an input
+   changed for the agent (sandbox wrapping, a person's edit) is ``updated``.
+
+Steps only ever narrow (allow -> ask -> deny), except ``sandbox``, which is the policy's own setting.
+Which steps run, and with which facts, is the caller's (the daemon owns state and time); what each step
+does to the verdict, and what it says, is stated here once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from nexusd.core.disposition import command_disposition
+from nexusd.core.engine import HUMAN_FLAG
+from nexusd.core.model import Classification, ToolKind
+from nexusd.core.policy.policy import Policy
+from nexusd.policy.sandbox_settings import sandbox_settings
+from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
+
+
+def _step(v: Verdict, step: str, outcome: str, detail: str, **changes: object) -> Verdict:
+    return msgspec.structs.replace(v, trace=[*v.trace, TraceStep(step, outcome, detail)], **changes)
+
+
+def sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: Policy,
+                       probe: SandboxProbe | None) -> Verdict:
+    """A bare ask for a shell call that will run sandboxed is allowed (Claude Code's
+    checkSandboxAutoAllow). Only an ask that came from the mode (not from a rule, hook, safety check or
+    trust) qualifies; deny and ask rules already ran. Excluded commands that would leave the sandbox keep
+    the ask. The command's parse is the classification's: it is not parsed again."""
+    if (v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable
+            or HUMAN_FLAG in v.flags):
+        return v
+    command = call.input.get("command")
+    if probe is None or not probe.available or not isinstance(command, str):
+        return v
+    if policy.provider(call.provider).auto_approval is False:
+        # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
+        return _step(v, "sandbox", "skipped",
+                     f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply")
+    try:
+        settings = sandbox_settings(policy)
+        if not (settings.active_on(probe.platform) and settings.auto_allow_bash_if_sandboxed):
+            return v
+        parsed = (tuple(c.argv for c in cls.commands), cls.flags)
+        if command_disposition(command, settings, parsed=parsed) != "sandbox":
+            return v
+    except Exception:
+        return v
+    return _step(v, "sandbox", "allow", f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed",
+                 decision="allow", reason=f"{v.reason}; runs in the sandbox, allowed", suggestions=[])
+
+
+def allowed_because_sandboxed(v: Verdict) -> bool:
+    """Step 1 turned an ask into this allow: an allow that must never run unwrapped."""
+    return any(t.step == "sandbox" and t.outcome == "allow" for t in v.trace)
+
+
+def audit_refusal(v: Verdict, refusal: str | None) -> Verdict:
+    """Step 2. ``refusal``: why nothing may be allowed now (the audit log fails), or None."""
+    if v.decision != "allow" or refusal is None:
+        return v
+    return _step(v, "audit", "deny", refusal, decision="deny", reason=f"{v.reason}; but {refusal}")
+
+
+def runaway_limit(v: Verdict, why: str | None) -> Verdict:
+    """Step 3. ``why``: the runaway limit this automatic allow is over (``daemon/limits.py``), or None."""
+    if v.decision != "allow" or why is None:
+        return v
+    return _step(v, "limits", "ask", why, decision="ask", source="safety", reason=why)
+
+
+def stopping(v: Verdict) -> Verdict:
+    """Step 4: the daemon is stopping; nobody will answer an ask."""
+    return Verdict("deny", "daemon stopping", "error",
+                   trace=[*v.trace, TraceStep("stopping", "deny", "daemon stopping")])
+
+
+def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> Verdict:
+    """Step 5: no UI is connected and no ``[notify]`` channel waits for a person. The agent may ask
+    itself only if it offered (``on_no_ui = "ask"``), the policy lets it (``[notify] no_ui = "agent"``),
+    and the call does not require a person (require_human)."""
+    if on_no_ui == "ask" and HUMAN_FLAG in v.flags:
+        return _step(v, "no_ui", "deny", "require_human: not handed to the agent", decision="deny",
+                     reason=f"{v.reason}; no nexusd UI is connected, and the agent's own dialog may not "
+                            "decide this (require_human)")
+    if on_no_ui == "ask" and no_ui_setting == "agent":
+        return _step(v, "no_ui", "ask", "handed to the agent's own dialog",
+                     reason=f"{v.reason}; no nexusd UI is connected, so the agent asks itself")
+    return _step(v, "no_ui", "deny", "no nexusd UI is connected", decision="deny",
+                 reason=f"{v.reason}; a person must approve this and no nexusd UI is connected")
+
+
+def no_ui_noted(v: Verdict) -> Verdict:
+    """Step 5 in a check: the ask stays (what the agent offers is not known), the trace says what a request
+    would meet now."""
+    return _step(v, "no_ui", "noted", "no nexusd UI is connected now: a request would be denied, or handed to the "
+                 "agent's own dialog if it offers one and the policy lets it")
+
+
+def pending_limit(v: Verdict, why: str) -> Verdict:
+    """Step 6: too many requests already wait (``why`` names the limit)."""
+    return Verdict("deny", why, "error", trace=[*v.trace, TraceStep("limit", "deny", why)])
+
+
+def wrap_steps(wanted: str, d: Decision) -> list[TraceStep]:
+    """Step 7, after the decision was built: a sandbox wrap that failed, or a changed input sent back."""
+    if wanted == "allow" and d.decision == "deny":
+        return [TraceStep("wrap", "deny", d.reason)]
+    if d.decision == "allow" and d.updated_input is not None:
+        return [TraceStep("wrap", "updated", "the agent runs a changed input (sandbox wrapping or a person's edit)")]
+    return []
