@@ -472,8 +472,8 @@ async def _relay(client: Conn, upstream: Conn, first: bytes) -> tuple[int, int]:
             with contextlib.suppress(OSError, anyio.EndOfStream):
                 while True:
                     data = await src.receive(CHUNK)
-                    counts[i] += len(data)
                     await dst.send(data)
+                    counts[i] += len(data)
         except OSError:
             pass
         finally:
@@ -579,11 +579,14 @@ _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK
 
 
 async def _splice(src: socket.socket, dst: socket.socket, counts: list[int], i: int) -> None:
-    """src -> pipe -> dst with ``splice`` on non-blocking sockets, waiting on the event loop; bytes moved are
-    added to ``counts[i]`` as they go. Raises _NoSplice before moving anything when the kernel cannot."""
+    """src -> pipe -> dst with ``splice`` on non-blocking sockets, waiting on the event loop; bytes written
+    to ``dst`` are added to ``counts[i]`` as they go. Raises _NoSplice before moving anything when the kernel cannot."""
     if not hasattr(os, "splice"):
         raise _NoSplice
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # out of descriptors: this connection's bytes are copied, never cut short
+        raise _NoSplice from None
     total = 0
     try:
         with contextlib.suppress(OSError):
@@ -603,12 +606,14 @@ async def _splice(src: socket.socket, dst: socket.socket, counts: list[int], i: 
             if n == 0:
                 return
             total += n
-            counts[i] += n
             while n:
                 try:
-                    n -= os.splice(r, dst.fileno(), n, flags=_SPLICE_FLAGS)
+                    moved = os.splice(r, dst.fileno(), n, flags=_SPLICE_FLAGS)
                 except BlockingIOError:
                     await anyio.wait_writable(dst)
+                    continue
+                n -= moved
+                counts[i] += moved  # what reached the other side, as the copy below counts it
             await anyio.lowlevel.checkpoint()  # a fast sender never starves the other connections
     finally:
         os.close(r)
