@@ -53,7 +53,7 @@ _NO_SPLICE = (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS)
 # The bridge's ports are on the sandbox's own loopback: no loss, no queue, nothing to be fair to. The
 # system's default congestion control may be BBR, which paces every send with timers: on loopback that
 # cost the bridge a third of its CPU and the program reading a download a third of its own. Reno is
-# built into every Linux kernel and always allowed to unprivileged sockets.
+# built into every Linux kernel and allowed to unprivileged sockets by default (refused: we go on without).
 _LOOPBACK_CC = b"reno"
 
 

@@ -202,3 +202,19 @@ def test_a_socket_the_kernel_will_not_splice_into_gets_the_bytes_copied(monkeypa
     finally:
         rig.close()
     assert rig.loop.pipes.lent == 0
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux only")
+def test_the_loopback_ports_use_reno_not_the_pacing_default() -> None:
+    """Connections the bridge accepts send with Reno (inherited from the listener), whatever the system's
+    default (BBR here paces every send with timers: a third of a download's CPU on loopback)."""
+    listeners = bridge._listen(0)
+    try:
+        v4 = next(s for s in listeners if s.family == socket.AF_INET)
+        program = socket.create_connection(v4.getsockname())
+        accepted, _ = v4.accept()
+        with program, accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == b"reno"
+    finally:
+        for s in listeners:
+            s.close()
