@@ -460,14 +460,24 @@ for i in range(n):
     if answer(s).startswith(b"HTTP/1.1 403"): refused += 1
     s.close()
 print("REFUSED", refused, "OF", n)
+import os  # the bridge's relay is our child (the bridge forked it, then became us): what does it hold now?
+relay = open(f"/proc/self/task/{os.getpid()}/children").read().split()[0]
+print("RELAY FDS", len(os.listdir(f"/proc/{relay}/fd")))
 """
 
 
 def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["denied.test"]))
+    assert h.proc is not None
+    r = run(h, "curl", "-sS", "-m", "20", f"http://localhost:{http_port}/index.html")  # warm: one of everything
+    assert r.stdout == BODY
+    fds = f"/proc/{h.proc.pid}/fd"
+    before = len(os.listdir(fds))
     n = 10_000
     r = run(h, PY, "-I", "-c", HOSTILE, str(n), timeout=300)
     assert f"REFUSED {n} OF {n}" in r.stdout, r.stdout + r.stderr
+    # the 40 slowloris connections are still open (two descriptors each in the relay); 10,000 closed ones left none
+    assert int(r.stdout.split("RELAY FDS ")[1].split()[0]) < 120, r.stdout
     answers = r.stdout.split("ANSWERS ", 1)[1].splitlines()[0]
     assert answers.count("HTTP/1.1 400") == 4 and "HTTP/1.1 431" in answers
     assert "SOCKS4 b''" in r.stdout and "BIND b'\\x05\\x07'" in r.stdout
@@ -476,6 +486,10 @@ def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) 
     assert r.stdout == BODY
     with Client(socket_path=str(h.socket), role="admin", name="t") as c:
         assert c.status().pending == 0
+    deadline = time.monotonic() + 20  # the sandbox is gone: so is every descriptor it cost the daemon
+    while len(os.listdir(fds)) > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(os.listdir(fds)) <= before + 2, sorted(os.readlink(f"{fds}/{x}") for x in os.listdir(fds))
 
 
 def test_the_broker_refuses_strangers_and_bad_tokens(daemon_factory, http_port: int) -> None:
