@@ -5,8 +5,9 @@ and what the bridge adds to a sandboxed command's start.
 daemon (temporary socket, config and state) whose policy allows ``localhost`` on the benchmark's ports,
 and loopback servers in a process of their own. The same client script runs on the host (direct) and in
 a real filtered sandbox (``nexusctl run``), where it reaches the servers only through the bridge and the
-daemon's proxy. Prints one JSON object; figures are in docs/PERFORMANCE.md. Not a test: nothing is timed
-against a threshold here.
+daemon's proxy. Prints one JSON object (the download ratio also per round, against the direct round just
+before it: on a shared machine the spread is the honest figure); figures are in docs/PERFORMANCE.md.
+Not a test: nothing is timed against a threshold here.
 """
 
 from __future__ import annotations
