@@ -53,6 +53,7 @@ MAX_DECISIONS_PER_CHANNEL = 4096  # remembered answers per command
 CHUNK = 256 * 1024
 DNS_TTL = 5.0  # seconds a name's addresses are reused (a burst of connections resolves once)
 PIPE_SIZE = 1 << 20
+SPLICE_AFTER = 256 * 1024  # bytes of a direction copied before it is spliced (a pipe costs more than it saves)
 
 
 @dataclass
@@ -465,16 +466,20 @@ async def _relay(client: Conn, upstream: Conn, first: bytes) -> tuple[int, int]:
         await upstream.send(first)
         counts[0] += len(first)
 
+    async def copy(src: Conn, dst: Conn, i: int, limit: float) -> None:
+        while counts[i] < limit:
+            data = await src.receive(CHUNK)
+            await dst.send(data)
+            counts[i] += len(data)
+
     async def pump(src: Conn, dst: Conn, i: int) -> None:
         try:
-            await _splice(src.sock, dst.sock, counts, i)
-        except _NoSplice:
-            with contextlib.suppress(OSError, anyio.EndOfStream):
-                while True:
-                    data = await src.receive(CHUNK)
-                    await dst.send(data)
-                    counts[i] += len(data)
-        except OSError:
+            await copy(src, dst, i, SPLICE_AFTER)  # a request and a small answer: no pipe opened for them
+            try:
+                await _splice(src.sock, dst.sock, counts, i)
+            except _NoSplice:
+                await copy(src, dst, i, float("inf"))
+        except (OSError, anyio.EndOfStream):
             pass
         finally:
             dst.send_eof()
