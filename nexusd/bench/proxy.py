@@ -5,8 +5,9 @@ and what the bridge adds to a sandboxed command's start.
 daemon (temporary socket, config and state) whose policy allows ``localhost`` on the benchmark's ports,
 and loopback servers in a process of their own. The same client script runs on the host (direct) and in
 a real filtered sandbox (``nexusctl run``), where it reaches the servers only through the bridge and the
-daemon's proxy. Prints one JSON object; figures are in docs/PERFORMANCE.md. Not a test: nothing is timed
-against a threshold here.
+daemon's proxy. Prints one JSON object (the download ratio also per round, against the direct round just
+before it: on a shared machine the spread is the honest figure); figures are in docs/PERFORMANCE.md.
+Not a test: nothing is timed against a threshold here.
 """
 
 from __future__ import annotations
@@ -163,10 +164,15 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(run["bytes"] / run["seconds"] for run in runs[kind])
 
     md, mp, sd, sp = latency("direct"), latency("proxy"), speed("direct"), speed("proxy")
+    # each round's proxy download against the direct one just before it (same moment of a shared machine)
+    per_round = [(p["bytes"] / p["seconds"]) / (d["bytes"] / d["seconds"])
+                 for d, p in zip(runs["direct"], runs["proxy"], strict=True)]
     out = {
         "request_median_ms": {"direct": round(md * 1000, 3), "proxy": round(mp * 1000, 3),
                               "overhead": round((mp - md) * 1000, 3)},
-        "download_MBps": {"direct": round(sd / 1e6, 1), "connect": round(sp / 1e6, 1), "ratio": round(sp / sd, 3)},
+        "download_MBps": {"direct": round(sd / 1e6, 1), "connect": round(sp / 1e6, 1), "ratio": round(sp / sd, 3),
+                          "ratio_per_round": [round(x, 3) for x in per_round],
+                          "ratio_per_round_median": round(statistics.median(per_round), 3)},
         "download_MB": ns.megabytes,
         "rounds": ns.rounds,
         "sandbox_start_median_ms": {"isolated": round(isolated * 1000, 1), "filtered": round(filtered * 1000, 1)},

@@ -53,6 +53,7 @@ MAX_DECISIONS_PER_CHANNEL = 4096  # remembered answers per command
 CHUNK = 256 * 1024
 DNS_TTL = 5.0  # seconds a name's addresses are reused (a burst of connections resolves once)
 PIPE_SIZE = 1 << 20
+SPLICE_AFTER = 256 * 1024  # bytes of a direction copied before it is spliced (a pipe costs more than it saves)
 
 
 @dataclass
@@ -465,16 +466,20 @@ async def _relay(client: Conn, upstream: Conn, first: bytes) -> tuple[int, int]:
         await upstream.send(first)
         counts[0] += len(first)
 
+    async def copy(src: Conn, dst: Conn, i: int, limit: float) -> None:
+        while counts[i] < limit:
+            data = await src.receive(CHUNK)
+            await dst.send(data)
+            counts[i] += len(data)
+
     async def pump(src: Conn, dst: Conn, i: int) -> None:
         try:
-            await _splice(src.sock, dst.sock, counts, i)
-        except _NoSplice:
-            with contextlib.suppress(OSError, anyio.EndOfStream):
-                while True:
-                    data = await src.receive(CHUNK)
-                    counts[i] += len(data)
-                    await dst.send(data)
-        except OSError:
+            await copy(src, dst, i, SPLICE_AFTER)  # a request and a small answer: no pipe opened for them
+            try:
+                await _splice(src.sock, dst.sock, counts, i)
+            except _NoSplice:
+                await copy(src, dst, i, float("inf"))
+        except (OSError, anyio.EndOfStream):
             pass
         finally:
             dst.send_eof()
@@ -579,11 +584,14 @@ _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK
 
 
 async def _splice(src: socket.socket, dst: socket.socket, counts: list[int], i: int) -> None:
-    """src -> pipe -> dst with ``splice`` on non-blocking sockets, waiting on the event loop; bytes moved are
-    added to ``counts[i]`` as they go. Raises _NoSplice before moving anything when the kernel cannot."""
+    """src -> pipe -> dst with ``splice`` on non-blocking sockets, waiting on the event loop; bytes written
+    to ``dst`` are added to ``counts[i]`` as they go. Raises _NoSplice before moving anything when the kernel cannot."""
     if not hasattr(os, "splice"):
         raise _NoSplice
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # out of descriptors: this connection's bytes are copied, never cut short
+        raise _NoSplice from None
     total = 0
     try:
         with contextlib.suppress(OSError):
@@ -603,12 +611,14 @@ async def _splice(src: socket.socket, dst: socket.socket, counts: list[int], i: 
             if n == 0:
                 return
             total += n
-            counts[i] += n
             while n:
                 try:
-                    n -= os.splice(r, dst.fileno(), n, flags=_SPLICE_FLAGS)
+                    moved = os.splice(r, dst.fileno(), n, flags=_SPLICE_FLAGS)
                 except BlockingIOError:
                     await anyio.wait_writable(dst)
+                    continue
+                n -= moved
+                counts[i] += moved  # what reached the other side, as the copy below counts it
             await anyio.lowlevel.checkpoint()  # a fast sender never starves the other connections
     finally:
         os.close(r)
