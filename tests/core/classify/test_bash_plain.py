@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nexusd.bench.scenarios import DEFAULT_CORPUS
 from nexusd.core.classify import bash
 from nexusd.core.model import Flag
 from tests.attack_corpus import CASES
@@ -38,7 +39,7 @@ def _test_strings() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 400:
                 found.add(node.value)
-    found.update((REPO / "benchmarks" / "corpus" / "commands.txt").read_text().splitlines())
+    found.update(DEFAULT_CORPUS.read_text().splitlines())
     found.update(c for _cls, c, _exp in CASES if isinstance(c, str))
     return sorted(found)
 
