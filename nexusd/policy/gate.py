@@ -249,7 +249,8 @@ async def finish(b: Begun) -> Verdict:
 
 def _sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: Policy,
                         probe: SandboxProbe | None) -> Verdict:
-    """Seed 001's checkSandboxAutoAllow: a bare ask for a shell call that will run sandboxed is allowed.
+    """Sandbox auto-allow (Claude Code's ``autoAllowBashIfSandboxed``): a bare ask for a shell call that will run
+    sandboxed is allowed.
 
     Only an ask that came from the mode (not from a rule, hook, safety check or trust) qualifies; deny
     and ask rules already ran. Excluded commands that would leave the sandbox keep the ask.

@@ -74,12 +74,12 @@ MODE_ROWS = [
     ("yolo", shell("curl x", req=DFA), "allow"),
     ("danger-full-access", shell("curl x", req=DFA), "allow"),
     ("allow", shell("curl x", req=DFA), "allow"),
-    # seed 000 read-only: anything above is denied; prompt asks
+    # five-tier read-only: anything above is denied; prompt asks
     ("read-only", read(f"{WS}/a"), "allow"),
     ("read-only", edit(f"{WS}/a"), "deny"),
     ("prompt", edit(f"{WS}/a"), "ask"),
     ("prompt", read(f"{WS}/a"), "allow"),
-    # seed 004 CAUTIOUS: shell always asked, safe reads allowed
+    # Nexus CLI's CAUTIOUS: shell always asked, safe reads allowed
     ("CAUTIOUS", shell("ls", req=RO), "ask"),
     ("CAUTIOUS", read(f"{WS}/a"), "allow"),
     ("DEFAULT", shell("ls", req=RO), "allow"),
@@ -496,7 +496,8 @@ BROAD = [("Bash(python:*)", "python -c 'import os'"), ("Bash(python3 *)", "pytho
 
 @pytest.mark.parametrize(("rule", "command"), BROAD)
 def test_auto_mode_sets_aside_broad_allow_rules(rule, command):
-    """The seed strips rules that let any code run while a classifier decides; default mode keeps them."""
+    """Claude Code's auto mode strips rules that let any code run while a classifier decides; default mode keeps
+    them."""
     cls = shell(command, req=DFA)
     pol = policy(allow=[rule])
     assert decide(cls, pol, mode="default").decision == "allow"  # a person's own rule, outside auto mode
