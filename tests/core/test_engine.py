@@ -450,6 +450,8 @@ def test_suggestions_only_for_uncovered_sub_commands():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.conftest import examples  # noqa: E402
+
 _WORDS = ["git", "status", "push", "npm", "run", "test", "ls", "-la", "rm", "curl", "x", "main"]
 _rule_text = st.one_of(
     st.lists(st.sampled_from([*_WORDS, "*"]), min_size=1, max_size=3).map(lambda w: "Bash(" + " ".join(w) + ")"),
@@ -465,7 +467,7 @@ _cls = st.one_of(
 _mode = st.sampled_from(["default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "auto", "yolo"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(allow=st.lists(_rule_text, max_size=4), ask=st.lists(_rule_text, max_size=2),
        deny=st.lists(_rule_text, max_size=3), extra=_rule_text, cls=_cls, mode=_mode)
 def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, extra, cls, mode):
@@ -477,7 +479,7 @@ def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, e
         assert after.decision != "allow"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(allow=st.lists(_rule_text, max_size=5), ask=st.lists(_rule_text, max_size=3),
        deny=st.lists(_rule_text, max_size=3), cls=_cls, mode=_mode, data=st.data())
 def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):

@@ -359,6 +359,7 @@ print("REFUSED", refused, "OF", n)
 """
 
 
+@pytest.mark.slow
 def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["denied.test"]))
     n = 10_000
