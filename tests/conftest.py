@@ -14,6 +14,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis: "quick" (the default) for the edit-and-test loop, "ci" (HYPOTHESIS_PROFILE=ci; scripts/test uses it)
+# for the full run. Neither has a deadline or the too_slow health check: both time the machine, and on two
+# cores shared by `pytest -n 8` any example can be slow; speed is the benchmark's business, never a test's.
+QUICK_EXAMPLES, CI_EXAMPLES = 25, 150
+_NOT_TIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("quick", max_examples=QUICK_EXAMPLES, **_NOT_TIMED)
+settings.register_profile("ci", max_examples=CI_EXAMPLES, print_blob=True, **_NOT_TIMED)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
+
+
+def examples(usual: int) -> int:
+    """How many examples a property that needs more (or fewer) than the others runs under the loaded profile:
+    ``usual`` at Hypothesis's usual size (100 per test), scaled like every other test (quick: a quarter, ci: 1.5x)."""
+    return max(1, round(usual * settings.default.max_examples / 100))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every e2e test is also ``slow`` (real agent CLIs under node, each a few to tens of seconds), so
+    ``-m "not slow"`` alone is the quick loop."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -12,19 +12,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 # lint-imports, run by this interpreter (the venv of the suite, whatever its layout)
 LINT_IMPORTS = [sys.executable, "-c", "import sys, importlinter.cli as c; sys.exit(c.lint_imports_command())"]
-
-# Contracts written down but still broken on this branch, each with the cycle that breaks it. They are
-# checked to be broken still: once the cycle is gone, the test below fails and says to move the contract
-# out of here (so it is enforced from then on).
-PENDING = {
-    "tui-app-on-top": "tui/screens.py reaches into the app instead of returning results (issue 20)",
-}
-
 
 def _contracts() -> list[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -39,17 +29,22 @@ def _lint(*ids: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_contract_is_kept():
-    enforced = [c for c in _contracts() if c not in PENDING]
-    assert {"core-pure", "protocol-alone", "clients-outside", "nexusd-layers"} <= set(enforced)
+    enforced = _contracts()
+    assert {"core-pure", "protocol-alone", "clients-outside", "nexusd-layers", "tui-app-on-top"} <= set(enforced)
     out = _lint(*enforced)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"Contracts: {len(enforced)} kept, 0 broken." in out.stdout, out.stdout
 
 
-@pytest.mark.parametrize("contract", sorted(PENDING))
-def test_pending_contract_is_still_broken(contract: str):
-    assert contract in _contracts()
-    out = _lint(contract)
-    assert "BROKEN" in out.stdout and out.returncode != 0, (
-        f"contract {contract} is kept now: remove it from PENDING in {Path(__file__).name} so it is enforced"
+def test_a_broken_contract_fails(tmp_path: Path):
+    """The check can fail: a contract the code breaks (the daemon does import the wire types) is reported."""
+    config = tmp_path / "contracts.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_packages = ["nexusd"]\n\n[[tool.importlinter.contracts]]\n'
+        'id = "x"\nname = "the daemon without the wire"\ntype = "forbidden"\n'
+        'source_modules = ["nexusd.daemon"]\nforbidden_modules = ["nexusd.protocol"]\n',
+        encoding="utf-8",
     )
+    out = subprocess.run([*LINT_IMPORTS, "--no-cache", "--no-logo", f"--config={config}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout + out.stderr

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexusd import protocol as p
+from tests.conftest import examples
 
 CALL = p.CallInfo(provider="claude", session="s", tool="Bash", input={"command": "ls"}, cwd="/")
 VERDICT = p.Verdict("ask", "needs a person", "mode", trace=[p.TraceStep("escalation", "ask")])
@@ -121,7 +122,7 @@ def test_defaults_are_omitted_and_unknown_fields_refused():
 REFUSALS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.binary(max_size=512))
 def test_arbitrary_bytes_are_decoded_or_refused_never_anything_else(data):
     for decode in (p.decode_client, p.decode_server):
@@ -139,7 +140,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(
     st.sampled_from([m.__struct_config__.tag for m in CLIENT_MESSAGES] + ["nope", ""]),
     st.dictionaries(st.sampled_from(["id", "call", "decision", "scope", "ref", "proto", "role", "x"]), json_values),

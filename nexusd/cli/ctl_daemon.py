@@ -447,7 +447,7 @@ def mode(ctx: click.Context, session: str, mode: str) -> None:
     """Set an agent session's mode from nexusd (overrides what the agent reports); MODE "clear" removes it.
 
     MODE is any name in docs/POLICY.md's mode table (default, acceptEdits, plan, auto, dontAsk,
-    bypassPermissions, and the seeds' and Gemini's spellings); an unknown name is refused.
+    bypassPermissions, the five-tier and upper-case names, and Gemini's spellings); an unknown name is refused.
     """
     with _client(ctx) as c:
         ack = c.call(p.SetMode(session=session, mode=None if mode in ("clear", "-") else mode))

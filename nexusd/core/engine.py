@@ -1,4 +1,5 @@
-"""The decision function: seed 000's decision order, made complete, over plain data.
+"""The decision function: the five-tier model's decision order (deny rules win; then hooks, ask rules, allow
+rules, the mode, escalation, a final deny), made complete with our own steps, over plain data.
 
 ``evaluate(call, policy, session, cls, ctx, ...)`` is pure: the classification (what the call really
 does) and the answers of hooks and auto mode's classifier are arguments. When hooks or the classifier
@@ -44,7 +45,7 @@ __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy
 
 # Need a person in every mode, bypass included, and can never be learned.
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
-# Refused in every mode (the seed's MAX_READ_SIZE / MAX_WRITE_SIZE: a person cannot review such a call; and
+# Refused in every mode (reads and writes over 10 MB: a person cannot review such a call; and
 # the audit trail, the one record of what agents did, is never theirs to write).
 SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ, Flag.AUDIT_TRAIL})
 # Surfaced in the reason of an allow (the model and the audit trail see it), not refused.
@@ -648,7 +649,7 @@ _SCOPE_TEXT = {"all": "workspace writes", "edits_fs": "file edits and common fil
 
 
 def _in_write_scope(mode: ModeSpec, cls: Classification, writes: Sequence[str]) -> bool:
-    """Whether a workspace-write call is one the mode allows by itself (its seed's definition)."""
+    """Whether a workspace-write call is one the mode allows by itself (``ModeSpec.write_scope``)."""
     if mode.write_scope == "all":
         return True
     if cls.kind == ToolKind.EDIT:

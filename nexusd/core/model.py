@@ -14,7 +14,7 @@ import msgspec
 
 
 class Requirement(IntEnum):
-    """Seed 000's tool-declared levels: what a call needs the session's mode to reach."""
+    """The three tool-declared levels of the five-tier model: what a call needs the session's mode to reach."""
 
     READ_ONLY = 1
     WORKSPACE_WRITE = 2

@@ -24,7 +24,7 @@ class ToolInfo(msgspec.Struct, frozen=True):
     name: str  # as the agent spelled it
     canonical: str  # Claude's spelling
     kind: ToolKind
-    tier: Tier  # seed 004's tiers
+    tier: Tier  # safe / cautious / dangerous, as the Nexus CLI tiers its tools
     known: bool
     writes: bool = False  # an edit tool (its paths are written, not read)
 
@@ -67,7 +67,7 @@ _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "ExitPlanMode": (_K.OTHER, False),  # the plan's approval: a person decides (classify: PLAN_APPROVAL)
     "EnterPlanMode": (_K.OTHER, False),  # narrows what the agent may do
     "AskUserQuestion": (_K.OTHER, False),  # asks the person a question; runs nothing
-    # seed 004's safe example tools
+    # the Nexus CLI's safe example tools
     "get_weather": (_K.OTHER, False),
     "calculate": (_K.OTHER, False),
     "BashOutput": (_K.SHELL, False),
@@ -77,7 +77,7 @@ _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "Move": (_K.EDIT, True),
     "ApplyPatch": (_K.EDIT, True),
 }
-# aliases of other providers (and seed 004) -> canonical
+# aliases of other providers (and the Nexus CLI) -> canonical
 _ALIASES: dict[str, str] = {
     # Gemini CLI
     "run_shell_command": "Bash",
@@ -95,7 +95,7 @@ _ALIASES: dict[str, str] = {
     "ask_user": "AskUserQuestion",
     "enter_plan_mode": "EnterPlanMode",
     "exit_plan_mode": "ExitPlanMode",
-    # seed 004
+    # the Nexus CLI
     "list_files": "LS",
     "search_files": "Grep",
     "edit_file": "Edit",
@@ -154,7 +154,7 @@ _SEED_DANGEROUS = frozenset(
 )
 # Tools whose call is a person's approval (leaving plan mode): never allowed by a mode below full access.
 PLAN_APPROVAL = frozenset({"ExitPlanMode"})
-# Tools that act on nothing (a question to the person, entering plan mode, seed 004's safe examples): allowed
+# Tools that act on nothing (a question to the person, entering plan mode, the Nexus CLI's safe examples): allowed
 # like a read even for a provider without auto-approval.
 ACTS_ON_NOTHING = frozenset({"AskUserQuestion", "EnterPlanMode", "get_weather", "calculate"})
 _MCP_GEMINI = re.compile(r"^mcp_([A-Za-z0-9\-]+)_(.+)$")

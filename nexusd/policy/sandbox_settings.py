@@ -1,9 +1,9 @@
 """The ``[sandbox]`` table of a policy file: schema, strict parsing, and the merge across layers.
 
-Seed 001's settings under our names. Paths follow the *sandbox* path semantics (not the permission
-rules'): ``/abs`` is absolute, ``~/x`` is in the home directory, ``./x`` is relative to the policy file
-that says it (``//abs`` is accepted as absolute, for compatibility). Anything else is an error, so a
-typo never silently protects the wrong place.
+Claude Code's sandbox settings (``sandbox.*`` in its settings.json) under our names. Paths follow the *sandbox*
+path semantics (not the permission rules'): ``/abs`` is absolute, ``~/x`` is in the home directory, ``./x`` is
+relative to the policy file that says it (``//abs`` is accepted as absolute, for compatibility). Anything else
+is an error, so a typo never silently protects the wrong place.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class SandboxSettings:
     allow_all_unix_sockets: bool = False
     # only the managed policy's allow_read re-opens what deny_read and the built-in masks hide
     allow_managed_read_paths_only: bool = False
-    # seed 001's enabledPlatforms: where transparent sandboxing applies (None: every supported platform)
+    # Claude Code's sandbox.enabledPlatforms: where transparent sandboxing applies (None: every supported platform)
     enabled_platforms: tuple[str, ...] | None = None
     # [sandbox.network]: None = not said anywhere (isolated, or filtered when a domain is allowed)
     network_mode: str | None = None
@@ -131,7 +131,8 @@ def person_allow_read(policy: object) -> tuple[str, ...]:
 
 
 def resolve_sandbox_path(raw: str, policy_file: Path, home: str | None = None) -> str:
-    """Seed 001's ``resolveSandboxFilesystemPath``: absolute, ``~/``, or ``./`` relative to the policy file."""
+    """A sandbox filesystem path as Claude Code resolves one (``resolveSandboxFilesystemPath``): absolute, ``~/``,
+    or ``./`` relative to the policy file."""
     if not isinstance(raw, str) or not raw:
         raise ValueError("a sandbox path must be a non-empty string")
     if "\x00" in raw:

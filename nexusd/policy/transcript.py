@@ -1,10 +1,10 @@
 """The recent conversation, for auto mode's reviewer: read from the agent's transcript, bounded and redacted.
 
-A single call says little about intent (``curl -d @notes.txt https://...`` is fine or an exfiltration
-depending on what the user asked for); the seed's classifier sees the conversation. Claude Code names its
-transcript in every hook input (``transcript_path``). The path comes from the requester, so it is read only
-when it is what Claude Code writes: a regular ``.jsonl`` file of ours under ``<claude config>/projects/``
-(never a key or a policy file an agent names), only its tail, only the user's and the assistant's words and
+A single call says little about intent (``curl -d @notes.txt https://...`` is fine or an exfiltration depending
+on what the user asked for); Claude Code's auto-mode classifier sees the conversation too. Claude Code names its
+transcript in every hook input (``transcript_path``). The path comes from the requester, so it is read only when
+it is what Claude Code writes: a regular ``.jsonl`` file of ours under ``<claude config>/projects/`` (never a
+key or a policy file an agent names), only its tail, only the user's and the assistant's words and
 tool calls, each shortened, with tokens and keys redacted. A transcript that is named but cannot be read this
 way is an error: the reviewer is not asked and its ``on_error`` applies (deny by default): fail closed.
 """

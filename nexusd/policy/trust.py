@@ -1,4 +1,5 @@
-"""Folder trust (``<state-dir>/trust.toml``), separate from per-call permission (seed 000).
+"""Folder trust (``<state-dir>/trust.toml``), separate from per-call permission: trust says whether a
+project's own settings may act in this workspace at all, permission whether one call may run.
 
 A workspace (its git root, else the cwd) is trusted, distrusted, or unknown. Only in a trusted
 workspace do the project's allow rules, hooks, classifier, modes and sandbox room apply; its deny and

@@ -1,4 +1,5 @@
-"""Seed 001's bare-repository defence, and the scrub of protected paths a sandboxed command planted.
+"""The bare-repository defence (as in Claude Code's sandbox), and the scrub of protected paths a sandboxed command
+planted.
 
 git treats a directory holding ``HEAD``, ``objects`` and ``refs`` as a bare repository. A sandboxed
 command that plants those (plus a ``config`` with ``core.fsmonitor``) in the cwd gets code run by the

@@ -66,7 +66,7 @@ def workspace_dir(state_dir: Path, workspace: str) -> Path:
 
 
 def sandbox_dirs(state_dir: Path, workspace: str) -> tuple[str, str]:
-    """Per-workspace HOME and TMPDIR (seed 000): the sandbox's writes outside the workspace land here."""
+    """Per-workspace HOME and TMPDIR, so that what a sandboxed command writes outside the workspace lands here."""
     base = workspace_dir(state_dir, workspace)
     home, tmp = base / "home", base / "tmp"
     for d in (state_dir, state_dir / "sandbox", base, home, tmp):

@@ -1,4 +1,4 @@
-"""Seed 000's capability probe, done honestly: run a real (minimal) sandbox instead of looking for a binary.
+"""Whether a sandbox can run here, probed honestly: run a real (minimal) sandbox instead of looking for a binary.
 
 A binary on PATH proves nothing: user namespaces can be disabled by sysctl, by AppArmor, by a container
 runtime or by a hardened service unit (``RestrictNamespaces=``). So the probe runs

@@ -5,7 +5,7 @@ The sandbox does not tell us which of the command's operations it blocked; the c
 do, in the shapes the C library and common tools print (``Read-only file system``, ``Operation not
 permitted``, ``Permission denied`` with the path when they give it). Each such line, and each planted file
 the scrub removed, becomes one violation: recorded in the audit trail tied to the session and command, and
-shown to every UI, as the seed's sandbox reports its violations. A command that prints such text for other
+shown to every UI, as Claude Code's sandbox reports its violations. A command that prints such text for other
 reasons is reported too: the record says what was seen, not more.
 """
 

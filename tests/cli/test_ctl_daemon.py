@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
+import subprocess
+import sys
 import time
 
 import pytest
@@ -193,32 +194,43 @@ def test_audit_reads_the_file_and_follows(daemon):
 
 
 def test_watch_streams_until_bye(daemon):
-    out: list[str] = []
-
-    def watch() -> None:
-        r = run(daemon, "watch", "--json")
-        out.append(r.stdout)
-        out.append(str(r.exit_code))
-
-    t = threading.Thread(target=watch)
-    t.start()
-    agent = Raw(daemon.socket)
-    agent.hello()
-    admin = Raw(daemon.socket)
-    admin.hello("admin")
-    import time
-
-    deadline = time.monotonic() + 10
-    while admin.ask({"type": "status"}).connections.get("ui", 0) < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pend = agent.ask({"type": "request", "call": CALL_BASH})
-    assert isinstance(pend, p.Pending)
-    daemon.stop()
-    t.join(10)
-    assert out[1] == "3", out
-    lines = [json.loads(line) for line in out[0].splitlines()]
-    assert [m["type"] for m in lines] == ["prompt", "resolved", "bye"]
-    assert out[1] == "3"
+    """watch prints what is pending when it subscribes, then each event as it comes, until the daemon's bye
+    (exit 3). It runs as a real process so its output can be read live: the line for the request already
+    pending is the proof that it has subscribed (a UI connection alone is not: prompts go to subscribers),
+    and only then is the second request sent, which it must see arrive."""
+    ui = Raw(daemon.socket)  # a subscribed UI, so the first request waits for a person
+    ui.hello("ui")
+    ui.ask({"type": "subscribe"})
+    first_agent, second_agent = Raw(daemon.socket), Raw(daemon.socket)
+    first_agent.hello()
+    second_agent.hello()
+    first = first_agent.ask({"type": "request", "call": CALL_BASH})
+    assert isinstance(first, p.Pending)
+    watch = subprocess.Popen(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()",
+         "--socket", str(daemon.socket), "watch", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env, text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        snapshot = json.loads(watch.stdout.readline())  # blocks until watch has subscribed
+        assert (snapshot["type"], snapshot["item"]["id"]) == ("prompt", first.id)
+        second = second_agent.ask({"type": "request", "call": CALL_BASH})
+        assert isinstance(second, p.Pending)
+        daemon.stop()
+        rest, err = watch.communicate(timeout=20)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert watch.returncode == 3, (rest, err)
+    lines = [json.loads(line) for line in rest.splitlines()]
+    assert [m["type"] for m in lines] == ["prompt", "resolved", "resolved", "bye"], lines
+    assert lines[0]["item"]["id"] == second.id
+    assert {m["id"] for m in lines[1:3]} == {first.id, second.id}
+    assert "daemon stopping" in err
+    for conn in (ui, first_agent, second_agent):
+        conn.close()
 
 
 @pytest.mark.parametrize(("hook_input", "decision"), [

@@ -14,18 +14,6 @@ from nexusd.core import tools
 
 ROOTS = (Path(nexusd.__file__).parent, Path(nexus_clients.__file__).parent)
 CATALOGUE = Path(tools.__file__)
-# Modules that may still hold their own copy, each with the reason. Empty is the goal.
-PENDING = {
-    # the TUI's rule suggestion (file_path, path, notebook_path, url), owned by the TUI work while this was
-    # written; switch it to ``(*PATH_KEYS, "url")`` at merge
-    "nexus_clients/tui/risk.py": {"path_keys"},
-}
-
-
-def _pending(kind: str) -> set[str]:
-    return {m for m, kinds in PENDING.items() if kind in kinds}
-
-
 def _literal_sets(path: Path) -> list[frozenset[str]]:
     """Every literal collection of two or more strings in a module (sets, tuples, lists, dict keys)."""
     out: list[frozenset[str]] = []
@@ -61,14 +49,12 @@ def test_the_shell_tools_are_stated_once() -> None:
 
 def test_the_path_keys_are_stated_once() -> None:
     # the daemon, core and UI; each adapter in clients/ reads its own provider's input shape
-    found = _copies(frozenset(tools.PATH_KEYS), 3, (ROOTS[0], ROOTS[1] / "tui"))
-    assert {f.replace("tui/", "nexus_clients/tui/", 1) if f.startswith("tui/") else f for f in found} <= _pending(
-        "path_keys")
+    assert _copies(frozenset(tools.PATH_KEYS), 3, (ROOTS[0], ROOTS[1] / "tui")) == []
 
 
 def test_the_redirect_operators_are_stated_once() -> None:
     ops = frozenset(tools.WRITE_REDIRECTS | tools.READ_REDIRECTS) - {"<", ">"}
-    assert set(_copies(ops, 3)) <= _pending("redirects")
+    assert _copies(ops, 3) == []
 
 
 def test_every_user_takes_the_catalogues_objects() -> None:

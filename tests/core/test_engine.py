@@ -74,12 +74,12 @@ MODE_ROWS = [
     ("yolo", shell("curl x", req=DFA), "allow"),
     ("danger-full-access", shell("curl x", req=DFA), "allow"),
     ("allow", shell("curl x", req=DFA), "allow"),
-    # seed 000 read-only: anything above is denied; prompt asks
+    # five-tier read-only: anything above is denied; prompt asks
     ("read-only", read(f"{WS}/a"), "allow"),
     ("read-only", edit(f"{WS}/a"), "deny"),
     ("prompt", edit(f"{WS}/a"), "ask"),
     ("prompt", read(f"{WS}/a"), "allow"),
-    # seed 004 CAUTIOUS: shell always asked, safe reads allowed
+    # Nexus CLI's CAUTIOUS: shell always asked, safe reads allowed
     ("CAUTIOUS", shell("ls", req=RO), "ask"),
     ("CAUTIOUS", read(f"{WS}/a"), "allow"),
     ("DEFAULT", shell("ls", req=RO), "allow"),
@@ -450,6 +450,8 @@ def test_suggestions_only_for_uncovered_sub_commands():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.conftest import examples  # noqa: E402
+
 _WORDS = ["git", "status", "push", "npm", "run", "test", "ls", "-la", "rm", "curl", "x", "main"]
 _rule_text = st.one_of(
     st.lists(st.sampled_from([*_WORDS, "*"]), min_size=1, max_size=3).map(lambda w: "Bash(" + " ".join(w) + ")"),
@@ -465,7 +467,7 @@ _cls = st.one_of(
 _mode = st.sampled_from(["default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "auto", "yolo"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(allow=st.lists(_rule_text, max_size=4), ask=st.lists(_rule_text, max_size=2),
        deny=st.lists(_rule_text, max_size=3), extra=_rule_text, cls=_cls, mode=_mode)
 def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, extra, cls, mode):
@@ -477,7 +479,7 @@ def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, e
         assert after.decision != "allow"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(allow=st.lists(_rule_text, max_size=5), ask=st.lists(_rule_text, max_size=3),
        deny=st.lists(_rule_text, max_size=3), cls=_cls, mode=_mode, data=st.data())
 def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):
@@ -496,7 +498,8 @@ BROAD = [("Bash(python:*)", "python -c 'import os'"), ("Bash(python3 *)", "pytho
 
 @pytest.mark.parametrize(("rule", "command"), BROAD)
 def test_auto_mode_sets_aside_broad_allow_rules(rule, command):
-    """The seed strips rules that let any code run while a classifier decides; default mode keeps them."""
+    """Claude Code's auto mode strips rules that let any code run while a classifier decides; default mode keeps
+    them."""
     cls = shell(command, req=DFA)
     pol = policy(allow=[rule])
     assert decide(cls, pol, mode="default").decision == "allow"  # a person's own rule, outside auto mode

@@ -55,6 +55,7 @@ def lines_of(p: Path) -> list[bytes]:
     return p.read_bytes().splitlines(keepends=True)
 
 
+@pytest.mark.slow
 def test_chain_is_whole_after_10000_decisions_with_rotation(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     write(path, 10_000, max_bytes=1 << 20)

@@ -180,6 +180,7 @@ UIS: dict[str, Callable[[Path, threading.Event, threading.Event, Counter[str]], 
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(GUARD + 120)
 @pytest.mark.parametrize("ui_kind", list(UIS))
 def test_a_burst_of_asks_is_answered_without_a_wedge(daemon_factory: Callable[..., DaemonHandle], ui_kind: str) -> None:

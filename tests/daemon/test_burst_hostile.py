@@ -50,6 +50,7 @@ def _log_lines(h: DaemonHandle, since: int) -> list[dict]:
     return [json.loads(x) for x in data.decode().splitlines() if x.startswith("{")]
 
 
+@pytest.mark.slow
 def test_a_garbage_burst_writes_a_bounded_number_of_log_lines(daemon_factory: Callable[..., DaemonHandle]) -> None:
     """2,000 garbage connections from 50 processes (50 clients, more than the 20 lines a window may log
     one by one): a few dozen lines, not 2,000; and the counts in them add up to every fault."""
@@ -118,6 +119,7 @@ def test_an_idle_agent_is_closed_and_says_why(strict: DaemonHandle) -> None:
     assert time.monotonic() - t >= 0.9
 
 
+@pytest.mark.slow
 def test_an_agent_waiting_for_a_person_is_not_idle(strict: DaemonHandle) -> None:
     """Its request waits 4 s (nobody answers) with idle 1 s: the decision arrives, then idleness counts."""
     ui = Raw(strict.socket)
@@ -172,6 +174,7 @@ def test_a_quiet_raw_ui_is_closed_but_one_that_pings_stays(strict: DaemonHandle)
     assert isinstance(pinging.ask({"type": "status", "ref": "s"}), p.StatusReply)
 
 
+@pytest.mark.slow
 def test_the_client_libraries_keep_a_waiting_ui_connected(strict: DaemonHandle) -> None:
     """The blocking Client waiting in next_event, and the AsyncClient waiting on its stream, both ping."""
     with Client(socket_path=str(strict.socket), role="ui", name="blocking") as c:
@@ -309,6 +312,7 @@ def test_an_always_answer_on_a_full_disk_is_refused_and_stays_pending(
 # ---------------------------------------------------------------------------- a UI behind, but reading
 
 
+@pytest.mark.slow
 def test_a_ui_that_reads_slowly_rides_out_a_burst_past_max_ui_output(daemon_factory) -> None:
     """--max-ui-output 256 KiB and 500 asks (~700 KB of prompts, under the 1 MiB hard cap): a UI that reads
     4 KiB every 0.1 s stays over the limit for several stall periods, yet is never dropped while it reads;

@@ -1,5 +1,6 @@
 """Runaway limits: automatic allows per session and minute, beyond which a person decides (issue: the rest
-of the seeds' permission gate). The limiter with an injected clock, the [limits] table, and the real daemon."""
+of the permission gate: a runaway agent's many harmless calls). The limiter with an injected clock, the [limits]
+table, and the real daemon."""
 
 from __future__ import annotations
 

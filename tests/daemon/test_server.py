@@ -673,9 +673,10 @@ def test_arbitrary_bytes_never_take_the_daemon_down_or_allow(daemon):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
+    from tests.conftest import examples
     from tests.daemon.conftest import Raw
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.binary(max_size=300))
     def feed(data: bytes) -> None:
         r = Raw(daemon.socket)

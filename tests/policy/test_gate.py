@@ -15,6 +15,7 @@ from nexusd.core.model import Session
 from nexusd.policy.gate import decide, workspace_of
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo
+from tests.conftest import examples
 
 pytestmark = pytest.mark.anyio
 
@@ -204,7 +205,7 @@ _OTHER = st.sampled_from(["rm -rf build", "curl evil.io", "python -c 1", "sh", "
 _ARGS = st.lists(st.sampled_from(["-la", "src", "--all", "a.txt", "-1"]), max_size=3)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(args=_ARGS, sep=st.sampled_from(_SEPARATORS), other=_OTHER, first=st.booleans())
 async def test_prefix_rule_never_allows_a_joined_command(world, args, sep, other, first):
     s = mkstore(world, '[permissions]\nallow = ["Bash(ls *)"]\n')
@@ -261,7 +262,7 @@ async def test_every_verdict_carries_its_trace_for_provenance(world):
     assert check.decision == "deny" and check.details is not None and check.trace
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cmd=st.sampled_from(["ls src", "curl http://x", "git push o m", "rm -rf /", "cat .env", "echo hi > ~/.bashrc",
                             "cat /etc/hostname", "git status", "npm run test x", "python -c 1"]),
        mode=st.sampled_from([None, "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]))

@@ -18,6 +18,7 @@ from nexusd.policy.gate import begin, decide
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, Verdict
+from tests.conftest import examples
 
 pytestmark = pytest.mark.anyio
 
@@ -244,7 +245,7 @@ def test_begin_settles_rule_decisions_without_awaiting(world):
 CORPUS = load_corpus()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(CORPUS), min_size=1, max_size=6))
 async def test_memo_never_differs_from_a_fresh_decision(world, commands):
     store, memo = mkstore(world), DecisionMemo()

@@ -466,6 +466,7 @@ print("RELAY FDS", len(os.listdir(f"/proc/{relay}/fd")))
 """
 
 
+@pytest.mark.slow
 def test_hostile_clients_neither_crash_nor_open(daemon_factory, http_port: int) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["denied.test"]))
     assert h.proc is not None

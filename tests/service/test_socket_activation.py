@@ -38,11 +38,24 @@ class Activated:
     proc: subprocess.Popen[bytes]
 
     def wait_for_socket(self, timeout: float = 10.0) -> None:
+        """Until the socket listens. Its file appears at bind(), a moment before listen(): a connect in between is
+        refused (seen under load). Read from /proc/net/unix, because a probe connection would start the daemon."""
         deadline = time.monotonic() + timeout
-        while not self.socket.exists():
+        while not self.listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"no socket from systemd-socket-activate:\n{self.log.read_text()}")
             time.sleep(0.01)
+
+    def listening(self) -> bool:
+        """Bound, and listening if it is a stream socket (a datagram socket never listens)."""
+        listen_flag, stream = 0x10000, "0001"  # /proc/net/unix: Flags __SO_ACCEPTCON once listen() ran; Type
+        with open("/proc/net/unix") as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7] == str(self.socket):
+                    return fields[4] != stream or bool(int(fields[3], 16) & listen_flag)
+        return False
 
     def stop(self) -> int:
         if self.proc.poll() is None:

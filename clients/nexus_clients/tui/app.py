@@ -1,7 +1,11 @@
 """nexus-tui: where a person answers agents' requests. ``main`` is the ``nexus-tui`` console script.
 
 The app owns one ``TuiState`` and one ``DaemonLink``. Events from the daemon update the state and
-refresh the widgets; key presses and clicks read the state, send one answer, and report what happened.
+refresh the widgets; key presses and clicks read the state and choose one answer, which the queue screen
+posts as a ``QueueScreen.Chosen`` message; the app sends it and reports what happened.
+
+Dependencies point one way: the app builds the screens and hands them what they need (the state, the
+link's ``call``); screens and dialogs return results (``dismiss``, messages) and never import the app.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer
 
 from nexus_clients.tui import request_view, risk
 from nexus_clients.tui.escaping import escape_plain, safe_text
-from nexus_clients.tui.link import DaemonLink, LinkDown, LinkUp, NotConnected
+from nexus_clients.tui.link import DaemonCall, DaemonLink, LinkDown, LinkUp, describe_error
 from nexus_clients.tui.screens import (
     AuditScreen,
     ConfirmScreen,
@@ -86,9 +91,18 @@ class QueueScreen(Screen[None]):
         Binding("q", "app.quit", "quit"),
     ]
 
-    def __init__(self, state: TuiState) -> None:
+    class Chosen(Message):
+        """The person chose an answer for a request; the app sends it (at once or not at all)."""
+
+        def __init__(self, answer: protocol.Answer, label: str) -> None:
+            super().__init__()
+            self.answer = answer
+            self.label = label  # what the message line says once it is accepted ("allowed once")
+
+    def __init__(self, state: TuiState, call: DaemonCall) -> None:
         super().__init__()
         self.state = state
+        self.call = call
 
     def compose(self) -> ComposeResult:
         from nexus_clients.tui.widgets import ActionBar
@@ -102,9 +116,17 @@ class QueueScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(QueueView).focus()
-        self.refresh_all()
+        self._redraw()
 
     def refresh_all(self) -> None:
+        """Redraw from the state, while this screen has its widgets. A tick or a daemon event can come before
+        them (between ``push_screen`` and Compose, which a loaded machine delays; ``on_mount`` then draws the
+        state as it is by then) and after them (at exit the screen's message loop stops, then its widgets are
+        removed, and the link delivers until its worker is cancelled, later still)."""
+        if self.is_mounted and self.is_running:
+            self._redraw()
+
+    def _redraw(self) -> None:
         for widget in (ConnectionBar, QueueView, MessageLine):
             self.query_one(widget).refresh(layout=widget is QueueView)
         self.query_one(RequestDetail).refresh_detail()
@@ -112,10 +134,10 @@ class QueueScreen(Screen[None]):
     def action_open(self, name: str) -> None:
         """Other screens are built fresh each time, so they always show current data."""
         screens: dict[str, Callable[[], Screen[Any]]] = {
-            "audit": AuditScreen,
-            "rules": RulesScreen,
-            "grants": GrantsScreen,
-            "status": StatusScreen,
+            "audit": lambda: AuditScreen(self.call),
+            "rules": lambda: RulesScreen(self.call),
+            "grants": lambda: GrantsScreen(self.call),
+            "status": lambda: StatusScreen(self.call),
             "help": HelpScreen,
         }
         self.app.push_screen(screens[name]())
@@ -150,9 +172,15 @@ class QueueScreen(Screen[None]):
             self.refresh_all()
         return entry
 
+    def choose(
+        self, entry: Entry, decision: Literal["allow", "deny"], scope: protocol.Scope, label: str, **fields: Any
+    ) -> None:
+        """Hand the chosen answer to the app (``Chosen``), which sends it; ``fields`` are ``Answer``'s others."""
+        self.post_message(self.Chosen(protocol.Answer(id=entry.id, decision=decision, scope=scope, **fields), label))
+
     def action_allow_once(self) -> None:
         if entry := self._target():
-            self.app.send_answer(entry.id, "allow", "once", label="allowed once")  # type: ignore[attr-defined]
+            self.choose(entry, "allow", "once", "allowed once")
 
     def action_allow_session(self) -> None:
         entry = self._target()
@@ -160,7 +188,7 @@ class QueueScreen(Screen[None]):
             self.state.say("No rule to remember for this session (nexusd offered none): answer once.", "warning")
             self.refresh_all()
         elif entry is not None:
-            self.app.send_answer(entry.id, "allow", "session", label="allowed for this session")  # type: ignore[attr-defined]
+            self.choose(entry, "allow", "session", "allowed for this session")
 
     def action_allow_for(self) -> None:
         entry = self._target()
@@ -175,8 +203,7 @@ class QueueScreen(Screen[None]):
         seconds = await self.app.push_screen_wait(DurationScreen(self._what(entry)))
         if seconds is None:
             return
-        self.app.send_answer(entry.id, "allow", "timed", duration=seconds,  # type: ignore[attr-defined]
-                             label=f"allowed for {seconds / 60:.0f} min")
+        self.choose(entry, "allow", "timed", f"allowed for {seconds / 60:.0f} min", duration=seconds)
 
     def action_edit_input(self) -> None:
         if entry := self._target():
@@ -192,18 +219,16 @@ class QueueScreen(Screen[None]):
         question.append_text(input_diff(original, edited))
         if not await self.app.push_screen_wait(ConfirmScreen(question)):
             return
-        self.app.send_answer(entry.id, "allow", "once", updated_input=edited,  # type: ignore[attr-defined]
-                             label="allowed once, edited")
+        self.choose(entry, "allow", "once", "allowed once, edited", updated_input=edited)
 
     def action_deny(self) -> None:
         if entry := self._target():
-            self.app.send_answer(entry.id, "deny", "once", label="denied")  # type: ignore[attr-defined]
+            self.choose(entry, "deny", "once", "denied")
 
     def action_abort(self) -> None:
         """Deny, and stop the agent's turn (Claude Code, Gemini CLI): for an agent that has gone astray."""
         if entry := self._target():
-            self.app.send_answer(entry.id, "deny", "once", label="denied and stopped the agent",  # type: ignore[attr-defined]
-                                 abort=True)
+            self.choose(entry, "deny", "once", "denied and stopped the agent", abort=True)
 
     def action_deny_message(self) -> None:
         if entry := self._target():
@@ -252,7 +277,7 @@ class QueueScreen(Screen[None]):
         message = await self.app.push_screen_wait(DenyMessageScreen(self._what(entry), remaining))
         if message is None:
             return
-        self.app.send_answer(entry.id, "deny", "once", message=message, label="denied with a message")  # type: ignore[attr-defined]
+        self.choose(entry, "deny", "once", "denied with a message", message=message)
 
     @work(group="dialog")
     async def always(self, entry: Entry) -> None:
@@ -275,7 +300,7 @@ class QueueScreen(Screen[None]):
                 self.state.say("Not persisted; the request is still waiting.", "info")
                 self.refresh_all()
                 return
-        self.app.send_answer(entry.id, "allow", "always", rules=rules, label="allowed always")  # type: ignore[attr-defined]
+        self.choose(entry, "allow", "always", "allowed always", rules=rules)
 
     @work(group="dialog")
     async def never(self, entry: Entry) -> None:
@@ -284,22 +309,21 @@ class QueueScreen(Screen[None]):
         rules = await self.app.push_screen_wait(RuleEditScreen("deny", suggestions, self._what(entry)))
         if not rules:
             return
-        self.app.send_answer(entry.id, "deny", "never", rules=rules, label="denied, never again")  # type: ignore[attr-defined]
+        self.choose(entry, "deny", "never", "denied, never again", rules=rules)
 
     @work(group="dialog")
     async def change_mode(self, session: str) -> None:
-        app: NexusTui = self.app  # type: ignore[assignment]
         current = None
         with contextlib.suppress(Exception):
-            status = await app.link_call(protocol.Status())
+            status = await self.call(protocol.Status())
             current = status.sessions.get(session) if isinstance(status, protocol.StatusReply) else None
         ok, mode = await self.app.push_screen_wait(ModeScreen(session, current))
         if not ok:
             return
         try:
-            await app.link_call(protocol.SetMode(session=session, mode=mode))
+            await self.call(protocol.SetMode(session=session, mode=mode))
         except Exception as e:
-            self.state.say(f"Mode not changed: {app.describe_error(e)}", "error")
+            self.state.say(f"Mode not changed: {describe_error(e)}", "error")
         else:
             self.state.say(f"Mode for session {escape_plain(session, limit=40)}: {mode or 'override cleared'}")
         self.refresh_all()
@@ -328,7 +352,7 @@ class NexusTui(App[None]):
         self.ring_bell = bell
         self.notify_cmd = shutil.which("notify-send") if desktop_notify else None
         self.bells = 0  # how many arrivals rang (tests read it)
-        self.queue_screen = QueueScreen(self.state)
+        self.queue_screen = QueueScreen(self.state, self.link.call)
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
@@ -341,8 +365,7 @@ class NexusTui(App[None]):
         self.refresh_queue()
 
     def refresh_queue(self) -> None:
-        if self.queue_screen.is_attached:
-            self.queue_screen.refresh_all()
+        self.queue_screen.refresh_all()
 
     # ------------------------------------------------------------------ daemon events
 
@@ -413,40 +436,20 @@ class NexusTui(App[None]):
 
     # ------------------------------------------------------------------ answering
 
-    async def link_call(self, msg: Any) -> Any:
-        return await self.link.call(msg)
-
-    def describe_error(self, e: BaseException) -> str:
-        if isinstance(e, NotConnected):
-            return "not connected to nexusd (nothing was sent)"
-        code = getattr(e, "code", None)
-        if code:
-            return f"{code}: {escape_plain(str(getattr(e, 'message', '')), limit=200)}"
-        return escape_plain(str(e) or type(e).__name__, limit=200)
+    @on(QueueScreen.Chosen)
+    def chosen(self, event: QueueScreen.Chosen) -> None:
+        self.send_answer(event.answer, event.label)
 
     @work(group="answer")
-    async def send_answer(
-        self,
-        entry_id: str,
-        decision: Literal["allow", "deny"],
-        scope: protocol.Scope,
-        *,
-        message: str | None = None,
-        rules: list[str] | None = None,
-        duration: float | None = None,
-        updated_input: dict[str, Any] | None = None,
-        label: str,
-        abort: bool = False,
-    ) -> None:
+    async def send_answer(self, answer: protocol.Answer, label: str) -> None:
         """Send one answer now, or not at all; report the outcome (including a lost race)."""
         s = self.state
+        entry_id = answer.id
         entry = s.entries.get(entry_id)
         if entry is None or not entry.pending:
             s.say(f"Not sent: {entry.outcome() if entry else 'that request is gone'}.", "warning")
             self.refresh_queue()
             return
-        answer = protocol.Answer(id=entry_id, decision=decision, scope=scope, message=message, rules=rules,
-                                 abort=abort, duration=duration, updated_input=updated_input)
         try:
             await self.link.call(answer)
         except Exception as e:
@@ -460,7 +463,7 @@ class NexusTui(App[None]):
                 who = after.outcome() if after and after.resolved else "already decided elsewhere"
                 s.say(f"Too late, your answer lost the race: {who}.", "warning")
             else:
-                s.say(f"Answer not accepted: {self.describe_error(e)}", "error")
+                s.say(f"Answer not accepted: {describe_error(e)}", "error")
         else:
             entry.answered_here = label
             s.say(f"Sent: {label}.")

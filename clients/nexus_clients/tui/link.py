@@ -6,14 +6,19 @@ has new ids), so the link keeps no answer to send later: ``call`` fails at once 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from nexus_clients.tui.escaping import escape_plain
 from nexusd import protocol
+
+DaemonCall = Callable[[protocol._Msg], Awaitable[Any]]
+"""Send one message to nexusd and await its reply (``DaemonLink.call``): what the app hands to a screen that
+queries or changes the daemon, so no screen needs the app itself."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,17 @@ class LinkDown:
 
 class NotConnected(Exception):
     """Raised by ``call`` while there is no live connection: nothing is queued for later."""
+
+
+def describe_error(e: BaseException) -> str:
+    """A failed ``call`` for a person, one line: the daemon's error code and message, escaped (the message
+    can quote what an agent wrote)."""
+    if isinstance(e, NotConnected):
+        return "not connected to nexusd (nothing was sent)"
+    code = getattr(e, "code", None)
+    if code:
+        return f"{code}: {escape_plain(str(getattr(e, 'message', '')), limit=200)}"
+    return escape_plain(str(e) or type(e).__name__, limit=200)
 
 
 class DaemonLink:

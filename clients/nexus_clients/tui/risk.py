@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from nexusd.core.policy import suggest
+from nexusd.core.tools import PATH_KEYS
 from nexusd.protocol import CallInfo, Verdict
 
 Tier = Literal["low", "medium", "high", "critical"]
@@ -102,7 +103,7 @@ def exact_rule(call: CallInfo, verdict: Verdict) -> str:
         return f"{tool}({command.strip()})"
     if det and det.kind == "fetch" and det.domain:
         return f"{tool}(domain:{det.domain})"
-    for key in ("file_path", "path", "notebook_path", "url"):
+    for key in (*PATH_KEYS, "url"):
         if isinstance(inp.get(key), str) and inp[key]:
             return f"{tool}({inp[key]})"
     return tool

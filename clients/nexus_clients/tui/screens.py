@@ -1,5 +1,9 @@
 """Dialogs (deny message, rule editor, confirmation, mode, help) and the other screens (decisions,
-rules, status). Screens talk to nexusd only through the app's ``link``; untrusted text is ``Text``.
+rules, grants, status).
+
+A dialog returns what the person chose through ``dismiss`` (a ``ModalScreen[T]``); the caller awaits it with
+``push_screen_wait`` and acts on it. A full screen talks to nexusd only through the ``DaemonCall`` it was
+built with. No screen knows the app, so this module never imports it. Untrusted text is ``Text``.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from rich.console import Group
 from rich.text import Text
@@ -21,18 +25,8 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from nexus_clients.tui import risk
 from nexus_clients.tui.escaping import escape_plain, safe_text
-from nexus_clients.tui.link import NotConnected
+from nexus_clients.tui.link import DaemonCall, describe_error
 from nexusd import protocol
-
-if TYPE_CHECKING:
-    from nexus_clients.tui.app import NexusTui
-
-
-def _err_text(e: BaseException) -> str:
-    if isinstance(e, NotConnected):
-        return "not connected to nexusd"
-    code = getattr(e, "code", None)
-    return f"{code}: {getattr(e, 'message', e)}" if code else (str(e) or type(e).__name__)
 
 
 class DenyMessageScreen(ModalScreen[str | None]):
@@ -355,9 +349,10 @@ class AuditScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
-    def __init__(self, records: list[protocol.AuditRecord] | None = None) -> None:
+    def __init__(self, call: DaemonCall, records: list[protocol.AuditRecord] | None = None) -> None:
         """``records`` shows those instead of asking the daemon (snapshot tests)."""
         super().__init__()
+        self.call = call
         self.initial = records
 
     def compose(self) -> ComposeResult:
@@ -401,11 +396,10 @@ class AuditScreen(Screen[None]):
         if isinstance(query, str):
             msg.update(Text(query, style="red"))
             return
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(query)
+            reply = await self.call(query)
         except Exception as e:
-            msg.update(Text(f"cannot load decisions: {_err_text(e)}", style="red"))
+            msg.update(Text(f"cannot load decisions: {describe_error(e)}", style="red"))
             return
         if not isinstance(reply, protocol.AuditReply):
             msg.update(Text("unexpected reply", style="red"))
@@ -440,9 +434,10 @@ class RulesScreen(Screen[None]):
         Binding("x,delete", "remove", "remove learned rule"),
     ]
 
-    def __init__(self, reply: protocol.RulesReply | None = None) -> None:
+    def __init__(self, call: DaemonCall, reply: protocol.RulesReply | None = None) -> None:
         """``reply`` shows that instead of asking the daemon (snapshot tests)."""
         super().__init__()
+        self.call = call
         self.rules: list[protocol.RuleInfo] = []
         self.initial = reply
 
@@ -462,11 +457,10 @@ class RulesScreen(Screen[None]):
     @work(exclusive=True, group="rules")
     async def action_refresh(self) -> None:
         msg = self.query_one("#rules-message", Static)
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.Rules())
+            reply = await self.call(protocol.Rules())
         except Exception as e:
-            msg.update(Text(f"cannot load rules: {_err_text(e)}", style="red"))
+            msg.update(Text(f"cannot load rules: {describe_error(e)}", style="red"))
             return
         if not isinstance(reply, protocol.RulesReply):
             msg.update(Text("unexpected reply", style="red"))
@@ -504,11 +498,10 @@ class RulesScreen(Screen[None]):
         question.append("?")
         if not await self.app.push_screen_wait(ConfirmScreen(question)):
             return
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            await app.link_call(protocol.RuleChange(action="remove", kind=rule.kind, rule=rule.rule))
+            await self.call(protocol.RuleChange(action="remove", kind=rule.kind, rule=rule.rule))
         except Exception as e:
-            msg.update(Text(f"not removed: {_err_text(e)}", style="red"))
+            msg.update(Text(f"not removed: {describe_error(e)}", style="red"))
             return
         self.action_refresh()
 
@@ -522,9 +515,10 @@ class GrantsScreen(Screen[None]):
         Binding("x,delete", "revoke", "revoke"),
     ]
 
-    def __init__(self, reply: protocol.GrantsReply | None = None) -> None:
+    def __init__(self, call: DaemonCall, reply: protocol.GrantsReply | None = None) -> None:
         """``reply`` shows that instead of asking the daemon (snapshot tests)."""
         super().__init__()
+        self.call = call
         self.grants: list[protocol.GrantInfo] = []
         self.initial = reply
 
@@ -545,11 +539,10 @@ class GrantsScreen(Screen[None]):
     @work(exclusive=True, group="grants")
     async def action_refresh(self) -> None:
         msg = self.query_one("#grants-message", Static)
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.Grants())
+            reply = await self.call(protocol.Grants())
         except Exception as e:
-            msg.update(Text(f"cannot load grants: {_err_text(e)}", style="red"))
+            msg.update(Text(f"cannot load grants: {describe_error(e)}", style="red"))
             return
         if not isinstance(reply, protocol.GrantsReply):
             msg.update(Text("unexpected reply", style="red"))
@@ -590,11 +583,10 @@ class GrantsScreen(Screen[None]):
         question.append("?")
         if not await self.app.push_screen_wait(ConfirmScreen(question)):
             return
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            await app.link_call(protocol.RevokeGrant(id=g.id))
+            await self.call(protocol.RevokeGrant(id=g.id))
         except Exception as e:
-            msg.update(Text(f"not revoked: {_err_text(e)}", style="red"))
+            msg.update(Text(f"not revoked: {describe_error(e)}", style="red"))
             return
         self.action_refresh()
 
@@ -607,10 +599,12 @@ class StatusScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
-    def __init__(self, reply: protocol.StatusReply | None = None, workspace: str | None = None) -> None:
+    def __init__(self, call: DaemonCall, reply: protocol.StatusReply | None = None,
+                 workspace: str | None = None) -> None:
         """``reply`` shows that instead of asking the daemon (snapshot tests); ``workspace`` is the one whose
         sandbox settings are shown (default: the directory the TUI was started in)."""
         super().__init__()
+        self.call = call
         self.initial = reply
         self.workspace = workspace or os.getcwd()
         self.plain = ""  # what is shown, as plain text (tests read it)
@@ -636,17 +630,16 @@ class StatusScreen(Screen[None]):
     @work(exclusive=True, group="status")
     async def action_refresh(self) -> None:
         body = self.query_one("#status-body", Static)
-        app: NexusTui = self.app  # type: ignore[assignment]
         try:
-            reply = await app.link_call(protocol.Status())
+            reply = await self.call(protocol.Status())
         except Exception as e:
-            body.update(Text(f"cannot load status: {_err_text(e)}", style="red"))
+            body.update(Text(f"cannot load status: {describe_error(e)}", style="red"))
             return
         if not isinstance(reply, protocol.StatusReply):
             return
         plan: protocol.SandboxPlanReply | None = None
         try:
-            answer = await app.link_call(protocol.SandboxPlan(command="true", cwd=self.workspace,
+            answer = await self.call(protocol.SandboxPlan(command="true", cwd=self.workspace,
                                                                    workspace=self.workspace))
             plan = answer if isinstance(answer, protocol.SandboxPlanReply) else None
         except Exception:

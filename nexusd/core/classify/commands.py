@@ -1,4 +1,5 @@
-"""What one simple command needs and touches: seed 000's levels with its flag checks.
+"""What one simple command needs and touches: the level it needs (read-only, workspace-write or
+danger-full-access), judged with its flags.
 
 ``effect(cmd)`` knows the argument conventions of common commands well enough to say which
 arguments are files read and written, and whether the command stays read-only with the flags it
@@ -774,7 +775,8 @@ _SED_SIMPLE = set("pPdDnNgGhHxlq=QzF")
 
 
 def sed_script_is_safe(script: str) -> bool:
-    """True when a sed script has no w/W/e/r/R commands and no s///w or s///e flags (seed 000's validate_sed)."""
+    """True when a sed script has no w/W/e/r/R commands and no s///w or s///e flags (no file written or
+    command run from the script)."""
     i, n = 0, len(script)
 
     def skip_regex(i: int, delim: str) -> int:

@@ -1,8 +1,9 @@
 """Where a path really points: canonical form, workspace boundary, symlink escapes, protected places.
 
-Seed 000's ``validate_workspace_boundary`` and ``is_symlink_escape``, made to work for files that do
-not exist yet: the canonical form is the realpath of the deepest existing ancestor plus the rest,
-normalised. All file-system facts come from the injected ``FileSystem``.
+The workspace-boundary and symlink-escape checks (a resolved path must stay under the workspace root, and a
+link inside it must not lead out), made to work for files that do not exist yet: the canonical form is the
+realpath of the deepest existing ancestor plus the rest, normalised. All file-system facts come from the
+injected ``FileSystem``.
 """
 
 from __future__ import annotations

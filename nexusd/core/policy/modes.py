@@ -1,4 +1,4 @@
-"""Every permission-mode name the seeds and the agents use, mapped onto one internal model.
+"""Every permission-mode name the agents and the permission models we follow use, mapped onto one internal model.
 
 A mode answers three questions for a call the rules did not settle: up to which requirement does the
 mode allow by itself (``ceiling``), what happens above it (``escalation``: ask a person, deny, or ask
@@ -17,9 +17,9 @@ from nexusd.core.model import Requirement
 
 Escalation = Literal["ask", "deny", "classifier"]
 # What a mode whose ceiling is workspace-write allows by itself at that level:
-# "all" every workspace write (seed 000's workspace-write); "edits_fs" edit tools plus shell commands
+# "all" every workspace write (the five-tier model's workspace-write); "edits_fs" edit tools plus shell commands
 # made only of Claude's common filesystem commands (Claude's acceptEdits); "edits" edit tools only
-# (seed 004's ACCEPT_EDITS and YOLO, Gemini's autoEdit: delete, move and shell calls are asked).
+# (Nexus CLI's ACCEPT_EDITS and YOLO, Gemini's autoEdit: delete, move and shell calls are asked).
 WriteScope = Literal["all", "edits_fs", "edits"]
 
 
@@ -29,7 +29,7 @@ class ModeSpec(msgspec.Struct, frozen=True):
     name: str  # internal name
     ceiling: int  # highest Requirement the mode allows without a rule (0..3)
     escalation: Escalation  # above the ceiling
-    shell_auto: bool = True  # False: shell calls never allowed by mode alone (seed 004's CAUTIOUS)
+    shell_auto: bool = True  # False: shell calls never allowed by mode alone (Nexus CLI's CAUTIOUS)
     deny_writes: bool = False  # plan: anything that writes or runs is denied, not asked
     prompts: bool = True  # False: every would-be prompt becomes a deny (dontAsk)
     write_scope: WriteScope = "all"
@@ -61,22 +61,23 @@ INTERNAL: dict[str, ModeSpec] = {
                  summary="accept_edits, then the external classifier decides the rest"),
         ModeSpec("dont_ask", _RO, "deny", prompts=False, summary="never asks: whatever would be asked is denied"),
         ModeSpec("bypass", _DFA, "ask", summary="everything allowed but deny/ask rules and safety"),
-        ModeSpec("read_only", _RO, "deny", summary="seed 000 read-only: reads allowed, anything more denied"),
-        ModeSpec("workspace_write", _WW, "ask", summary="seed 000 workspace-write: escalation asked"),
-        ModeSpec("danger_full_access", _DFA, "ask", summary="seed 000 danger-full-access: everything tool-declared"),
-        ModeSpec("prompt", _RO, "ask", summary="seed 000 prompt: ask before any escalation"),
-        ModeSpec("allow", _DFA, "ask", summary="seed 000 allow: permit anything up to its level"),
+        ModeSpec("read_only", _RO, "deny", summary="five-tier read-only: reads allowed, anything more denied"),
+        ModeSpec("workspace_write", _WW, "ask", summary="five-tier workspace-write: escalation asked"),
+        ModeSpec("danger_full_access", _DFA, "ask", summary="five-tier danger-full-access: everything tool-declared"),
+        ModeSpec("prompt", _RO, "ask", summary="five-tier prompt: ask before any escalation"),
+        ModeSpec("allow", _DFA, "ask", summary="five-tier allow: permit anything up to its level"),
     )
 }
 
 # (spelling, who uses it, internal name). Lookup is exact first; see ``resolve`` for the fallback.
 MODES: tuple[tuple[str, str, str], ...] = (
-    # seed 000's five tiers (the first three double as session modes)
-    ("read-only", "seed 000", "read_only"),
-    ("workspace-write", "seed 000", "workspace_write"),
-    ("danger-full-access", "seed 000", "danger_full_access"),
-    ("prompt", "seed 000", "prompt"),
-    ("allow", "seed 000", "allow"),
+    # the five-tier model (claw-code's runtime): three tool-declared levels that double as session modes, then
+    # prompt and allow
+    ("read-only", "five-tier model", "read_only"),
+    ("workspace-write", "five-tier model", "workspace_write"),
+    ("danger-full-access", "five-tier model", "danger_full_access"),
+    ("prompt", "five-tier model", "prompt"),
+    ("allow", "five-tier model", "allow"),
     # Claude Code
     ("default", "Claude Code, Gemini CLI", "default"),
     ("manual", "Claude Code (alias of default)", "default"),
@@ -85,18 +86,19 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("auto", "Claude Code", "auto"),
     ("dontAsk", "Claude Code", "dont_ask"),
     ("bypassPermissions", "Claude Code", "bypass"),
-    # seed 004
-    ("DEFAULT", "seed 004", "default"),
-    ("CAUTIOUS", "seed 004", "cautious"),
-    ("YOLO", "seed 004 (auto-approves edits only)", "edits_only"),
-    ("PLAN", "seed 004 (Claude's plan)", "plan"),
-    ("ACCEPT_EDITS", "seed 004", "edits_only"),
-    ("BYPASS_PERMISSIONS", "seed 004", "bypass"),
+    # Nexus CLI (its upper-case modes for Claude and Gemini)
+    ("DEFAULT", "Nexus CLI", "default"),
+    ("CAUTIOUS", "Nexus CLI", "cautious"),
+    ("YOLO", "Nexus CLI (auto-approves edits only)", "edits_only"),
+    ("PLAN", "Nexus CLI (Claude's plan)", "plan"),
+    ("ACCEPT_EDITS", "Nexus CLI", "edits_only"),
+    ("BYPASS_PERMISSIONS", "Nexus CLI", "bypass"),
     # Gemini CLI
     ("autoEdit", "Gemini CLI", "edits_only"),
     ("auto_edit", "Gemini CLI", "edits_only"),
     ("yolo", "Gemini CLI", "bypass"),
-    # Codex CLI approval_policy (nexus-hook codex reports these; its sandbox modes are seed 000's three)
+    # Codex CLI approval_policy (nexus-hook codex reports these; its sandbox modes are the five-tier model's
+    # first three)
     ("on-request", "Codex CLI", "default"),
     ("untrusted", "Codex CLI (before 0.16x)", "default"),
     ("on-failure", "Codex CLI (deprecated)", "default"),

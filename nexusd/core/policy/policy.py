@@ -67,7 +67,7 @@ class NotifySpec:
 
 @dataclass(frozen=True, slots=True)
 class ProviderSettings:
-    """Seed 004's per-provider configuration."""
+    """Per-provider configuration (allowed modes, auto-approval, prompt timeout), as the Nexus CLI has it."""
 
     allowed_modes: frozenset[str] | None = None  # internal mode names; None = no restriction
     auto_approval: bool | None = None  # None = the provider's default (Gemini: off)
@@ -75,7 +75,7 @@ class ProviderSettings:
     default_mode: str | None = None
 
 
-# Seed 004: Gemini has no auto-approval unless a policy turns it on.
+# Gemini has no auto-approval unless a policy turns it on (every call but a safe tool goes to a person).
 PROVIDER_DEFAULTS: Mapping[str, ProviderSettings] = MappingProxyType({"gemini": ProviderSettings(auto_approval=False)})
 
 

@@ -41,7 +41,7 @@ RULE_TOOL_ALIASES: dict[str, str] = {
     "list_directory": "LS",
     "web_fetch": "WebFetch",
     "google_web_search": "WebSearch",
-    # seed 004 / generic agents
+    # Nexus CLI's tool names / generic agents
     "execute_command": "Bash",
     "execute_bash": "Bash",
     "edit_file": "Edit",

@@ -2,7 +2,8 @@
 
 A rule like ``Bash(python *)`` or ``Bash(npm run *)`` allows arbitrary code: the model writes the
 script, the rule runs it. Such rules are never offered, never learned, and draw a warning when a
-person writes one by hand (seed 002's DANGEROUS_BASH_PATTERNS, extended).
+person writes one by hand (Claude Code's DANGEROUS_BASH_PATTERNS: interpreters, eval, sudo,
+remote execution; extended).
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ async def test_x_denies_and_stops_the_agent(daemon_factory: Callable[..., Any]) 
         assert "stopped the agent" in app.state.message
 
 
+@pytest.mark.slow
 async def test_a_deny_message_dialog_cancelled_sends_nothing(daemon_factory: Callable[..., Any]) -> None:
     d = daemon_factory(pending_timeout=6)
     app = tui(d)
@@ -137,6 +138,7 @@ async def test_always_persists_the_edited_rule_and_the_next_request_is_not_asked
         assert not app.state.pending()
 
 
+@pytest.mark.slow
 async def test_always_refuses_a_blanket_rule_the_person_typed(daemon_factory: Callable[..., Any]) -> None:
     d = daemon_factory(pending_timeout=6)
     app = tui(d)
@@ -343,6 +345,7 @@ async def test_decisions_rules_and_status_screens_against_the_daemon(daemon_fact
         assert "agents' shell calls: NOT sandboxed" in status.plain and "auto-allow if sandboxed: off" in status.plain
 
 
+@pytest.mark.slow
 async def test_first_hour_papercuts(daemon_factory: Callable[..., Any]) -> None:
     """Issue "first hour": one "? help" on screen, the deny-with-message box counts down and says when the
     request is decided meanwhile, and "Sent:" does not linger over the next request."""

@@ -222,13 +222,13 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_status_decisions_and_rules_screens(size: tuple[int, int], utc: None) -> None:
     async def status(app: NexusTui, pilot: Pilot[Any]) -> None:
-        app.push_screen(StatusScreen(status_reply()))
+        app.push_screen(StatusScreen(app.link.call, status_reply()))
 
     async def audit(app: NexusTui, pilot: Pilot[Any]) -> None:
-        app.push_screen(AuditScreen(audit_records()))
+        app.push_screen(AuditScreen(app.link.call, audit_records()))
 
     async def rules(app: NexusTui, pilot: Pilot[Any]) -> None:
-        app.push_screen(RulesScreen(rules_reply()))
+        app.push_screen(RulesScreen(app.link.call, rules_reply()))
 
     w, h = size
     check(f"status_{w}x{h}", await run(size, status))

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from nexusd.core.classify import bash
 from nexusd.core.model import Flag
+from tests.conftest import examples
 
 BASH = shutil.which("bash", path="/usr/bin:/bin")
 pytestmark = pytest.mark.skipif(BASH is None, reason="no /bin/bash")
@@ -135,7 +136,7 @@ _word = st.tuples(st.one_of(st.just(""), _tilde), st.lists(_piece, min_size=1, m
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(words=st.lists(_word, min_size=1, max_size=3))
 def test_generated_words_match_bash_or_are_flagged(words: list[str], empty_dir: str) -> None:
     text = " ".join(words)
@@ -179,7 +180,7 @@ def run_bash_script(script: str, cwd: str) -> list[str] | None:
 _SEPARATORS = st.sampled_from(["; ", " && ", "\n", ";", "&&", " ;\n", "\n\n"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(commands=st.lists(st.lists(_word, min_size=0, max_size=2), min_size=1, max_size=3), seps=st.data())
 def test_split_into_commands_matches_bash_or_is_flagged(
     commands: list[list[str]], seps: st.DataObject, empty_dir: str

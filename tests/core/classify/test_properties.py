@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from nexusd.core.classify import bash, classify
 from nexusd.core.model import NOT_AUTO_ALLOWABLE, Context, Flag
 from nexusd.protocol import CallInfo
+from tests.conftest import examples
 
 SIMPLE = st.sampled_from(
     [
@@ -73,7 +74,7 @@ def test_joining_never_lowers_the_requirement_or_drops_flags(a: list[str], b: li
     assert (one.flags | two.flags) & NOT_AUTO_ALLOWABLE <= joined.flags
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=300))
 def test_classify_never_raises_on_arbitrary_text(text: str) -> None:
     cls = classify(CallInfo("claude", "s", "Bash", {"command": text}, "/ws"), CTX, _NoFs())
@@ -81,13 +82,13 @@ def test_classify_never_raises_on_arbitrary_text(text: str) -> None:
         assert not cls.auto_allowable
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet="$()`'\"\\;&|<>{}[]*?~ \nabcrm-/.=!#", max_size=120))
 def test_shell_metacharacter_soup_never_raises(text: str) -> None:
     classify(CallInfo("claude", "s", "Bash", {"command": text}, "/ws"), CTX, _NoFs())
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     st.text(max_size=40),
     st.dictionaries(

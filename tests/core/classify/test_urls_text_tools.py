@@ -149,7 +149,7 @@ def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
 
 
 def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: ignore[no-untyped-def]
-    """The seed's MAX_READ_SIZE: a read over 10 MB is refused in every mode, bypass included; a binary read
+    """The read size limit: a read over 10 MB is refused in every mode, bypass included; a binary read
     that a mode allows says so in its reason (the model and the audit trail see it)."""
     from nexusd.core.engine import evaluate
     from nexusd.core.model import Session

@@ -1,4 +1,4 @@
-"""Every mode name of the seeds and the agents maps to one internal mode."""
+"""Every mode name of the agents and the permission models we follow maps to one internal mode."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ EXPECTED = {
     "prompt": "prompt", "allow": "allow",
     "default": "default", "manual": "default", "acceptEdits": "accept_edits", "plan": "plan", "auto": "auto",
     "dontAsk": "dont_ask", "bypassPermissions": "bypass",
-    # seed 004's ACCEPT_EDITS and YOLO and Gemini's autoEdit approve edit tools only (was accept_edits,
-    # which also allowed deletes, moves and workspace-write shell commands: looser than their seeds)
+    # the Nexus CLI's ACCEPT_EDITS and YOLO and Gemini's autoEdit approve edit tools only (was accept_edits,
+    # which also allowed deletes, moves and workspace-write shell commands: looser than where they come from)
     "DEFAULT": "default", "CAUTIOUS": "cautious", "YOLO": "edits_only", "PLAN": "plan",
     "ACCEPT_EDITS": "edits_only", "BYPASS_PERMISSIONS": "bypass",
     "autoEdit": "edits_only", "auto_edit": "edits_only", "yolo": "bypass",
@@ -38,7 +38,7 @@ def test_loose_spellings(loose, internal):
 
 def test_unknown_and_case_dependent():
     assert resolve("nonsense") is None and resolve(None) is None
-    assert resolve("Yolo") is None  # yolo (Gemini: bypass) vs YOLO (seed 004: edits): only exact spellings
+    assert resolve("Yolo") is None  # yolo (Gemini: bypass) vs YOLO (Nexus CLI: edits): only exact spellings
 
 
 def test_kill_switch_covers_every_full_access_mode():

@@ -1,9 +1,9 @@
-"""Each mode means what its seed says, through the real classifier and gate (issue "Modes that mean exactly
-what the seeds say").
+"""Each mode means what the agent or permission model that named it says, through the real classifier and gate
+(docs/POLICY.md's mode table says where each name comes from).
 
 - Claude Code's acceptEdits: reads, file edits, and the common filesystem commands (mkdir, touch, rm,
   rmdir, mv, cp, sed) inside the workspace; any other shell write is asked.
-- Seed 004's ACCEPT_EDITS and YOLO ("auto-approve edits, prompt for other dangerous tools": delete_file,
+- The Nexus CLI's ACCEPT_EDITS and YOLO ("auto-approve edits, prompt for other dangerous tools": delete_file,
   move_file and execute_bash stay prompted) and Gemini's autoEdit: edit tools only.
 - The kill switch covers every mode that reaches danger-full-access.
 """
@@ -65,8 +65,8 @@ def test_claude_accept_edits_asks_other_writers(world, command):
 
 @pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
 @pytest.mark.parametrize("command", ["mkdir build", "rm notes.txt", "echo hi > notes.txt", "sed -i s/x/y/ src/a.py"])
-def test_seed_004_edit_modes_prompt_for_shell(world, mode, command):
-    """Seed 004: ``case "ACCEPT_EDITS": case "YOLO": return tier === "dangerous" && !isEditTool(toolName)``."""
+def test_nexus_cli_edit_modes_prompt_for_shell(world, mode, command):
+    """The Nexus CLI: ``case "ACCEPT_EDITS": case "YOLO": return tier === "dangerous" && !isEditTool(toolName)``."""
     assert bash(world, command, mode) == "ask"
 
 
@@ -81,8 +81,8 @@ def test_edit_tools_are_allowed_by_every_edit_mode(world, mode):
 @pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
 @pytest.mark.parametrize("tool,inp", [("delete_file", {"path": "WS/notes.txt"}),
                                       ("move_file", {"source": "WS/notes.txt", "destination": "WS/n2.txt"})])
-def test_seed_004_restricted_tools_are_prompted(world, mode, tool, inp):
-    """Seed 004's RESTRICTED_TOOLS (delete_file, move_file) are not edit tools: prompted in ACCEPT_EDITS."""
+def test_nexus_cli_restricted_tools_are_prompted(world, mode, tool, inp):
+    """The Nexus CLI's RESTRICTED_TOOLS (delete_file, move_file) are not edit tools: prompted in ACCEPT_EDITS."""
     ws, _ = world
     inp = {k: v.replace("WS", str(ws)) for k, v in inp.items()}
     assert decide(world, tool, inp, mode) == "ask"
@@ -146,6 +146,6 @@ def test_asking_the_user_and_entering_plan_mode_need_no_approval(world, tool, pr
 
 
 @pytest.mark.parametrize("tool", ["get_weather", "calculate"])
-def test_seed_004_safe_tools_are_allowed(world, tool):
-    """Seed 004 lists get_weather and calculate as safe; they were asked as unknown tools."""
+def test_nexus_cli_safe_tools_are_allowed(world, tool):
+    """The Nexus CLI lists get_weather and calculate as safe; they were asked as unknown tools."""
     assert decide(world, tool, {"x": 1}, "default") == "allow"
