@@ -25,3 +25,7 @@ def main(ctx: click.Context, socket_path: str | None) -> None:
 
 for _module in (ctl_daemon, ctl_audit, ctl_grants, ctl_policy, ctl_sandbox, ctl_service, ctl_install, ctl_bench):
     _module.register(main)
+
+
+if __name__ == "__main__":
+    main()
