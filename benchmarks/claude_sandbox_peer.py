@@ -38,19 +38,32 @@ def session(calls: int, sandboxed: bool, command: str = "true") -> tuple[float, 
     home, project = root / "home", root / "project"
     (home / ".claude").mkdir(parents=True)
     project.mkdir()
-    api = serve(FakeAPI([ToolCall("Bash", {"command": command, "description": "t"}, id=f"toolu_peer_{i:03d}")
-                         for i in range(calls)]), "claude")
+    api = serve(
+        FakeAPI(
+            [ToolCall("Bash", {"command": command, "description": "t"}, id=f"toolu_peer_{i:03d}") for i in range(calls)]
+        ),
+        "claude",
+    )
     settings: dict[str, object] = {"permissions": {"allow": ["Bash(true)"]}}
     if sandboxed:
         settings["sandbox"] = {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True}
     (home / ".claude" / "settings.json").write_text(json.dumps(settings))
-    env = base_env(home, None) | {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-peer-fake",
-                                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+    env = base_env(home, None) | {
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "sk-peer-fake",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
     try:
         t0 = time.perf_counter()
-        r = subprocess.run([str(CLAUDE), "-p", "run the scripted calls", "--output-format", "json",
-                            "--permission-mode", "default"], cwd=project, env=env, capture_output=True,
-                           text=True, timeout=600)
+        r = subprocess.run(
+            [str(CLAUDE), "-p", "run the scripted calls", "--output-format", "json", "--permission-mode", "default"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wall = time.perf_counter() - t0
         if r.returncode != 0:
             raise RuntimeError(f"claude exited {r.returncode}: {r.stderr[-2000:]}{r.stdout[-2000:]}")
@@ -85,16 +98,25 @@ def main() -> int:
     per_call_ms = (med[True, a.calls] - med[False, a.calls]) / a.calls * 1000.0
     # the first sandboxed call also pays the session's one-time sandbox set-up: the marginal call does not
     marginal_ms = ((med[True, a.calls] - med[False, a.calls]) - (med[True, 1] - med[False, 1])) / (a.calls - 1) * 1000
-    report = {"benchmark": "claude_sandbox_peer", "calls": a.calls, "rounds": a.rounds,
-              "sessions_s": {f"{'sandboxed' if s else 'plain'}_{n}_calls": v for (s, n), v in runs.items()},
-              "per_call_ms": per_call_ms, "marginal_call_ms": marginal_ms, "probe": told, "load": os.getloadavg()}
+    report = {
+        "benchmark": "claude_sandbox_peer",
+        "calls": a.calls,
+        "rounds": a.rounds,
+        "sessions_s": {f"{'sandboxed' if s else 'plain'}_{n}_calls": v for (s, n), v in runs.items()},
+        "per_call_ms": per_call_ms,
+        "marginal_call_ms": marginal_ms,
+        "probe": told,
+        "load": os.getloadavg(),
+    }
     if a.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"Claude Code, sessions of 1 and {a.calls} Bash(true) calls, {a.rounds} rounds (medians): "
-              f"sandboxed {med[True, 1]:.2f} / {med[True, a.calls]:.2f} s, plain {med[False, 1]:.2f} / "
-              f"{med[False, a.calls]:.2f} s; sandbox per call {per_call_ms:+.1f} ms averaged, "
-              f"{marginal_ms:+.1f} ms marginal (load {os.getloadavg()[0]:.1f}); probe said {told}")
+        print(
+            f"Claude Code, sessions of 1 and {a.calls} Bash(true) calls, {a.rounds} rounds (medians): "
+            f"sandboxed {med[True, 1]:.2f} / {med[True, a.calls]:.2f} s, plain {med[False, 1]:.2f} / "
+            f"{med[False, a.calls]:.2f} s; sandbox per call {per_call_ms:+.1f} ms averaged, "
+            f"{marginal_ms:+.1f} ms marginal (load {os.getloadavg()[0]:.1f}); probe said {told}"
+        )
     return 0
 
 

@@ -52,8 +52,7 @@ class BlockingChannel:
             self.line.send(data)
             self._last_sent = time.monotonic()
 
-    def call(self, ref: str, data: bytes, deadline: float,
-             on_waiting: Callable[[Any], None] | None = None) -> Any:
+    def call(self, ref: str, data: bytes, deadline: float, on_waiting: Callable[[Any], None] | None = None) -> Any:
         """Send one call's line and return its final reply; ClientError if the daemon refused it,
         ReplyTimeout at ``deadline`` (the call is given up, and cancelled if a person was being asked)."""
         try:

@@ -38,8 +38,18 @@ __all__ = [
     "resolve_socket",
 ]
 
-_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
-          "d": 86400, "day": 86400}
+_UNITS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
 
 
 def parse_duration(text: str, now: float | None = None) -> float:
@@ -153,8 +163,13 @@ class Client:
         ref, data = chan.conv.send_call(msg)
         return chan.call(ref, data, time.monotonic() + (self.timeout if timeout is None else timeout))
 
-    def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0,
-                on_pending: Callable[[p.Pending], None] | None = None) -> p.Decision:
+    def request(
+        self,
+        call: p.CallInfo,
+        on_no_ui: p.NoUi = "deny",
+        timeout: float = 55.0,
+        on_pending: Callable[[p.Pending], None] | None = None,
+    ) -> p.Decision:
         """Submit a tool call and wait (through Pending, shown to ``on_pending``) for its Decision; give up
         (and cancel) at ``timeout``."""
         chan = self._connected()
@@ -181,9 +196,19 @@ class Client:
         duration: float | None = None,
         updated_input: dict[str, Any] | None = None,
     ) -> p.Ack:
-        ack: p.Ack = self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message, rules=rules,
-                                        abort=abort, duration=duration, updated_input=updated_input),
-                               timeout=max(self.timeout, 30.0))
+        ack: p.Ack = self.call(
+            p.Answer(
+                id=pending_id,
+                decision=decision,
+                scope=scope,
+                message=message,
+                rules=rules,
+                abort=abort,
+                duration=duration,
+                updated_input=updated_input,
+            ),
+            timeout=max(self.timeout, 30.0),
+        )
         return ack
 
     def grants(self) -> list[p.GrantInfo]:
@@ -285,13 +310,15 @@ class AsyncClient:
 
     async def call(self, msg: msgspec.Struct, timeout: float | None = None) -> Any:
         """Send a message and return its one reply (matched by ``ref``); Error raises ClientError."""
-        return await self._roundtrip(*self._conv_call(lambda: self._conv.send_call(msg)),
-                                     self.timeout if timeout is None else timeout)
+        return await self._roundtrip(
+            *self._conv_call(lambda: self._conv.send_call(msg)), self.timeout if timeout is None else timeout
+        )
 
     async def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
         """Submit a tool call and wait (through Pending) for the Decision; give up (and cancel) at ``timeout``."""
         decision: p.Decision = await self._roundtrip(
-            *self._conv_call(lambda: self._conv.send_request(call, on_no_ui)), timeout)
+            *self._conv_call(lambda: self._conv.send_request(call, on_no_ui)), timeout
+        )
         return decision
 
     async def status(self) -> p.StatusReply:
@@ -312,8 +339,17 @@ class AsyncClient:
         abort: bool = False,
         duration: float | None = None,
     ) -> p.Ack:
-        ack: p.Ack = await self.call(p.Answer(id=pending_id, decision=decision, scope=scope, message=message,
-                                              rules=rules, abort=abort, duration=duration))
+        ack: p.Ack = await self.call(
+            p.Answer(
+                id=pending_id,
+                decision=decision,
+                scope=scope,
+                message=message,
+                rules=rules,
+                abort=abort,
+                duration=duration,
+            )
+        )
         return ack
 
     async def grants(self) -> list[p.GrantInfo]:
@@ -446,8 +482,10 @@ class AsyncClient:
                     if event is NEED_DATA:
                         break
                     if not self._dispatch(event):
-                        reason = (f"this client fell {MAX_QUEUED_EVENTS} pushed messages behind; reconnect for a "
-                                  "fresh snapshot")
+                        reason = (
+                            f"this client fell {MAX_QUEUED_EVENTS} pushed messages behind; reconnect for a "
+                            "fresh snapshot"
+                        )
                         return
                     if isinstance(event, Pushed) and isinstance(event.message, p.Bye):
                         reason = f"nexusd is stopping: {event.message.reason}"

@@ -185,8 +185,9 @@ class _Call:
 class Conversation:
     """One connection's client side. ``role`` and ``name`` go into the hello; refs are ``prefix`` + n."""
 
-    def __init__(self, codec: Codec, role: str, name: str, *, ref_prefix: str = "c",
-                 max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self, codec: Codec, role: str, name: str, *, ref_prefix: str = "c", max_line: int = MAX_LINE_BYTES
+    ) -> None:
         self.codec = codec
         self.role = role
         self.name = name
@@ -213,8 +214,11 @@ class Conversation:
         if self.state is not State.START:
             raise RuntimeError(f"hello in state {self.state.value}")
         self._hello_ref = self._new_ref()
-        data = self._encode(self.codec.build("hello", {
-            "proto": PROTOCOL_VERSION, "role": self.role, "name": self.name, "ref": self._hello_ref}))
+        data = self._encode(
+            self.codec.build(
+                "hello", {"proto": PROTOCOL_VERSION, "role": self.role, "name": self.name, "ref": self._hello_ref}
+            )
+        )
         self.state = State.GREETING
         return data
 

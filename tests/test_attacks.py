@@ -38,8 +38,12 @@ class World:
     def sub(self, value: Any) -> Any:
         """Put the temp locations into a case (WS, WSNAME, CONFIG, STATE)."""
         if isinstance(value, str):
-            return (value.replace("WSNAME", self.ws.name).replace("WS", str(self.ws))
-                    .replace("CONFIG", str(self.config)).replace("STATE", str(self.state)))
+            return (
+                value.replace("WSNAME", self.ws.name)
+                .replace("WS", str(self.ws))
+                .replace("CONFIG", str(self.config))
+                .replace("STATE", str(self.state))
+            )
         if isinstance(value, dict):
             return {k: self.sub(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -48,8 +52,15 @@ class World:
 
     def check(self, call: Any, mode: str, provider: str = "claude") -> Verdict:
         tool, inp = ("Bash", {"command": call}) if isinstance(call, str) else call
-        info = CallInfo(provider=provider, session="red", tool=tool, input=self.sub(inp), cwd=str(self.ws),
-                        mode=mode, workspace=str(self.ws))
+        info = CallInfo(
+            provider=provider,
+            session="red",
+            tool=tool,
+            input=self.sub(inp),
+            cwd=str(self.ws),
+            mode=mode,
+            workspace=str(self.ws),
+        )
         return check_offline(info, config_dir=self.config, state_dir=self.state, managed_dir=self.managed)
 
 
@@ -112,11 +123,27 @@ def test_deny_rules_hold_for_every_provider(world: World, provider: str) -> None
             assert v.decision == "deny", f"[{provider}/{mode}] {_why(v)}"
 
 
-@pytest.mark.parametrize("mode", ["bypassPermissions", "BYPASS_PERMISSIONS", "yolo", "allow", "danger-full-access",
-                                  "BypassPermissions", "bypass_permissions", "nonsense-mode", ""])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "bypassPermissions",
+        "BYPASS_PERMISSIONS",
+        "yolo",
+        "allow",
+        "danger-full-access",
+        "BypassPermissions",
+        "bypass_permissions",
+        "nonsense-mode",
+        "",
+    ],
+)
 def test_protected_and_catastrophic_in_every_bypass_spelling(world: World, mode: str) -> None:
-    for call in ("rm -rf /", "echo x > .git/hooks/pre-commit", ("Write", {"file_path": ".git/config", "content": ""}),
-                 "git config core.hooksPath /tmp"):
+    for call in (
+        "rm -rf /",
+        "echo x > .git/hooks/pre-commit",
+        ("Write", {"file_path": ".git/config", "content": ""}),
+        "git config core.hooksPath /tmp",
+    ):
         v = world.check(call, mode)
         assert v.decision != "allow", f"[{mode}] {_why(v)}"
 
@@ -140,14 +167,20 @@ HOOK = [sys.executable, "-m", "nexus_clients.hook"]
 
 def _hook(handle: DaemonHandle, ws: Path, tool: str, tool_input: dict[str, Any], mode: str = "default") -> str:
     data = {
-        "session_id": "red-hook", "transcript_path": "/tmp/x.jsonl", "cwd": str(ws),
-        "hook_event_name": "PreToolUse", "permission_mode": mode, "tool_name": tool,
-        "tool_input": tool_input, "tool_use_id": "toolu_red",
+        "session_id": "red-hook",
+        "transcript_path": "/tmp/x.jsonl",
+        "cwd": str(ws),
+        "hook_event_name": "PreToolUse",
+        "permission_mode": mode,
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_red",
     }
     env = dict(handle.env)
     env.pop("CLAUDE_PROJECT_DIR", None)
-    proc = subprocess.run([*HOOK, "claude"], input=json.dumps(data).encode(), env=env, capture_output=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [*HOOK, "claude"], input=json.dumps(data).encode(), env=env, capture_output=True, timeout=60, check=False
+    )
     assert proc.returncode in (0, 2), proc.stderr
     if proc.returncode == 2:
         return "deny"
@@ -194,8 +227,9 @@ def test_attacks_through_daemon_and_hook(hooked: tuple[DaemonHandle, Path]) -> N
 def test_hook_garbage_stdin_denies(hooked: tuple[DaemonHandle, Path]) -> None:
     handle, _ = hooked
     for data in (b"", b"{", b"null", b"[]", b'{"tool_name": 3}', b"\xff\xfe", b'{"hook_event_name":"PreToolUse"}'):
-        proc = subprocess.run([*HOOK, "claude"], input=data, env=handle.env, capture_output=True, timeout=60,
-                              check=False)
+        proc = subprocess.run(
+            [*HOOK, "claude"], input=data, env=handle.env, capture_output=True, timeout=60, check=False
+        )
         if proc.returncode == 0 and proc.stdout.strip():
             spec = json.loads(proc.stdout).get("hookSpecificOutput", {})
             assert spec.get("permissionDecision") != "allow", (data, proc.stdout)

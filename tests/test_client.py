@@ -132,12 +132,15 @@ WELCOME_AGENT = b'{"type":"welcome","proto":1,"version":"x","role":"agent","ref"
 WELCOME_UI = b'{"type":"welcome","proto":1,"version":"x","role":"ui","ref":"{ref}"}'
 
 
-@pytest.mark.parametrize("reply", [
-    b'{"type":"check_result","verdict":{"decision":"allow","reason":"x","source":"rule"},"ref":"{ref}"}',
-    b'{"type":"status_reply","version":"0","pid":1,"uptime":0,"connections":{},"pending":0,"counters":{},'
-    b'"policy":[],"policy_errors":[],"ref":"other"}',
-    b'{"type":"prompt","item":{}}',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b'{"type":"check_result","verdict":{"decision":"allow","reason":"x","source":"rule"},"ref":"{ref}"}',
+        b'{"type":"status_reply","version":"0","pid":1,"uptime":0,"connections":{},"pending":0,"counters":{},'
+        b'"policy":[],"policy_errors":[],"ref":"other"}',
+        b'{"type":"prompt","item":{}}',
+    ],
+)
 def test_wrong_reply_type_is_bad_reply(reply):
     c = Client(socket_path=scripted_server([WELCOME_AGENT, reply]), timeout=2).connect()
     with pytest.raises(BadReply):

@@ -41,8 +41,14 @@ def test_the_mcp_bridge_says_the_same_with_its_own_name() -> None:
     assert mcp_bridge.describe(ce.DaemonUnreachable("x")) == ce.DaemonUnreachable("x").describe("nexus-mcp")
 
 
-@pytest.mark.parametrize("exc", [HookInputError("no tool_name"), json.JSONDecodeError("bad", "{", 0),
-                                 UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        HookInputError("no tool_name"),
+        json.JSONDecodeError("bad", "{", 0),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    ],
+)
 def test_the_hook_says_unreadable_input_for_its_input_errors(exc: BaseException) -> None:
     assert hook.describe(exc, 7.0).startswith("unreadable hook input: ")
 

@@ -170,11 +170,14 @@ def test_greeting_accepts_only_a_welcome(msg: msgspec.Struct, ref: str | None) -
     _fails(conv, _line(msg, ref), error)
 
 
-@pytest.mark.parametrize("welcome", [
-    p.Welcome(proto=2, version="0", role="agent"),
-    p.Welcome(proto=0, version="0", role="agent"),
-    p.Welcome(proto=1, version="0", role="admin"),  # not the role asked for
-])
+@pytest.mark.parametrize(
+    "welcome",
+    [
+        p.Welcome(proto=2, version="0", role="agent"),
+        p.Welcome(proto=0, version="0", role="agent"),
+        p.Welcome(proto=1, version="0", role="admin"),  # not the role asked for
+    ],
+)
 @pytest.mark.parametrize("codec", CODECS)
 def test_greeting_refuses_another_version_or_role(welcome: p.Welcome, codec: str) -> None:
     _fails(_greeting(codec), _line(welcome))
@@ -237,14 +240,25 @@ def test_an_open_request_takes_only_pending_decision_or_error(msg: msgspec.Struc
 
 
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("garbage", [
-    b"not json", b"[]", b"null", b'{"type":"decision"}', b'{"type":"nope","ref":"c2"}', b'{"ref":"c2"}',
-    b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":"c2","extra":1}',
-    b'{"type":"decision","decision":"ALLOW","reason":"r","source":"rule","ref":"c2"}',
-    b'\xff\xfe', b'{"type":"pending","id":5,"deadline":1,"ref":"c2"}',
-    b'{"type":"welcome","proto":1,"version":"x","role":["agent"],"ref":"c1"}', b'{"type":["decision"],"ref":"c2"}',
-    b'{"type":"ack","ref":["c2"]}', b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":{}}',
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"not json",
+        b"[]",
+        b"null",
+        b'{"type":"decision"}',
+        b'{"type":"nope","ref":"c2"}',
+        b'{"ref":"c2"}',
+        b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":"c2","extra":1}',
+        b'{"type":"decision","decision":"ALLOW","reason":"r","source":"rule","ref":"c2"}',
+        b"\xff\xfe",
+        b'{"type":"pending","id":5,"deadline":1,"ref":"c2"}',
+        b'{"type":"welcome","proto":1,"version":"x","role":["agent"],"ref":"c1"}',
+        b'{"type":["decision"],"ref":"c2"}',
+        b'{"type":"ack","ref":["c2"]}',
+        b'{"type":"decision","decision":"allow","reason":"r","source":"rule","ref":{}}',
+    ],
+)
 def test_malformed_lines_fail_closed(codec: str, garbage: bytes) -> None:
     conv = _ready(codec)
     conv.send_request(_call_line(codec), "deny")

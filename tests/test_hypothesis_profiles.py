@@ -25,8 +25,14 @@ def test_the_environment_selects_the_profile() -> None:
     code = "import tests.conftest; from hypothesis import settings; print(settings.default.max_examples)"
     counts = {}
     for name in ("quick", "ci"):
-        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "HYPOTHESIS_PROFILE": name})
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HYPOTHESIS_PROFILE": name},
+        )
         assert out.returncode == 0, out.stderr
         counts[name] = int(out.stdout)
     assert counts == {"quick": QUICK_EXAMPLES, "ci": CI_EXAMPLES}

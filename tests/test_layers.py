@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # lint-imports, run by this interpreter (the venv of the suite, whatever its layout)
 LINT_IMPORTS = [sys.executable, "-c", "import sys, importlinter.cli as c; sys.exit(c.lint_imports_command())"]
 
+
 def _contracts() -> list[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     return [c["id"] for c in config["tool"]["importlinter"]["contracts"]]
@@ -24,7 +25,10 @@ def _contracts() -> list[str]:
 def _lint(*ids: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*LINT_IMPORTS, "--no-cache", "--no-logo", *(f"--contract={i}" for i in ids)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -45,6 +49,11 @@ def test_a_broken_contract_fails(tmp_path: Path):
         'source_modules = ["nexusd.daemon"]\nforbidden_modules = ["nexusd.protocol"]\n',
         encoding="utf-8",
     )
-    out = subprocess.run([*LINT_IMPORTS, "--no-cache", "--no-logo", f"--config={config}"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [*LINT_IMPORTS, "--no-cache", "--no-logo", f"--config={config}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout + out.stderr

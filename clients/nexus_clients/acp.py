@@ -272,8 +272,13 @@ class Proxy:
                 self.log("nexus-acp: dropped a batch holding a permission request; rejecting it")
                 for m in asks:
                     if "id" in m:
-                        self.answer_agent(m["id"], choose((m.get("params") or {}).get("options")
-                                                          if isinstance(m.get("params"), dict) else None, "deny"))
+                        self.answer_agent(
+                            m["id"],
+                            choose(
+                                (m.get("params") or {}).get("options") if isinstance(m.get("params"), dict) else None,
+                                "deny",
+                            ),
+                        )
                 return
             if "id" not in msg:
                 return  # a notification cannot be answered; nothing may run on it
@@ -304,8 +309,12 @@ class Proxy:
             if msg.get("method") == "session/update" and isinstance(params, dict):
                 update = params.get("update")
                 sid = params.get("sessionId")
-                if (isinstance(update, dict) and update.get("sessionUpdate") == "current_mode_update"
-                        and isinstance(update.get("currentModeId"), str) and sid in self.sessions):
+                if (
+                    isinstance(update, dict)
+                    and update.get("sessionUpdate") == "current_mode_update"
+                    and isinstance(update.get("currentModeId"), str)
+                    and sid in self.sessions
+                ):
                     self.sessions[sid].mode = update["currentModeId"]
 
     # ------------------------------------------------------------------ permission requests
@@ -404,7 +413,7 @@ def parse_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
         raise SystemExit(f"{USAGE}\n\nnexus-acp: put the agent command after --")
     split = argv.index("--")
     opts: dict[str, str] = {}
-    own, command = argv[:split], argv[split + 1:]
+    own, command = argv[:split], argv[split + 1 :]
     i = 0
     while i < len(own):
         name, eq, value = own[i].partition("=")

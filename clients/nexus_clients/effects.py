@@ -15,20 +15,86 @@ from dataclasses import dataclass
 from nexusd.protocol import CallInfo, Verdict
 
 FETCHERS = frozenset({"curl", "wget", "fetch", "http", "https", "aria2c", "nc", "ncat", "socat"})
-INTERPRETERS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "python", "python3", "python2", "node", "perl",
-                          "ruby", "php", "deno", "bun", "pwsh", "powershell", "source", "."})
+INTERPRETERS = frozenset(
+    {
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "ksh",
+        "fish",
+        "python",
+        "python3",
+        "python2",
+        "node",
+        "perl",
+        "ruby",
+        "php",
+        "deno",
+        "bun",
+        "pwsh",
+        "powershell",
+        "source",
+        ".",
+    }
+)
 DELETERS = frozenset({"rm", "rmdir", "unlink", "shred", "srm", "trash", "trash-put"})
 NETWORK = frozenset({"ssh", "scp", "sftp", "rsync", "ftp", "telnet", "nc", "ncat", "curl", "wget", "git-push"})
-INSTALLERS = {("npm", "install"), ("npm", "i"), ("npm", "ci"), ("pnpm", "install"), ("pnpm", "add"), ("yarn", "add"),
-              ("yarn", "install"), ("pip", "install"), ("pip3", "install"), ("uv", "pip"), ("uv", "add"),
-              ("cargo", "install"), ("gem", "install"), ("go", "install"), ("apt", "install"), ("apt-get", "install"),
-              ("brew", "install"), ("pipx", "install"), ("bun", "add"), ("bun", "install")}
-SECRET_PARTS = ("/.ssh/", "/.aws/", "/.gnupg/", "/.kube/", "/.docker/config.json", "/.netrc", "/.git-credentials",
-                "/.config/gcloud/", "/.npmrc", "/.pypirc", "/.password-store/")
+INSTALLERS = {
+    ("npm", "install"),
+    ("npm", "i"),
+    ("npm", "ci"),
+    ("pnpm", "install"),
+    ("pnpm", "add"),
+    ("yarn", "add"),
+    ("yarn", "install"),
+    ("pip", "install"),
+    ("pip3", "install"),
+    ("uv", "pip"),
+    ("uv", "add"),
+    ("cargo", "install"),
+    ("gem", "install"),
+    ("go", "install"),
+    ("apt", "install"),
+    ("apt-get", "install"),
+    ("brew", "install"),
+    ("pipx", "install"),
+    ("bun", "add"),
+    ("bun", "install"),
+}
+SECRET_PARTS = (
+    "/.ssh/",
+    "/.aws/",
+    "/.gnupg/",
+    "/.kube/",
+    "/.docker/config.json",
+    "/.netrc",
+    "/.git-credentials",
+    "/.config/gcloud/",
+    "/.npmrc",
+    "/.pypirc",
+    "/.password-store/",
+)
 SECRET_NAMES = ("id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", ".pem", ".key", ".p12", ".pfx", "credentials")
-CODE_LATER = ("/.git/hooks/", "/.git/config", "/.claude", "/.gemini", "/.codex", "/.cursor", "/.vscode/", "/.idea/",
-              "/.husky/", "/.envrc", "/.bashrc", "/.zshrc", "/.profile", "/.bash_profile", "/.mcp.json", "/.npmrc",
-              "/.config/systemd")
+CODE_LATER = (
+    "/.git/hooks/",
+    "/.git/config",
+    "/.claude",
+    "/.gemini",
+    "/.codex",
+    "/.cursor",
+    "/.vscode/",
+    "/.idea/",
+    "/.husky/",
+    "/.envrc",
+    "/.bashrc",
+    "/.zshrc",
+    "/.profile",
+    "/.bash_profile",
+    "/.mcp.json",
+    "/.npmrc",
+    "/.config/systemd",
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -39,8 +105,12 @@ class Effect:
 
 def _is_secret(path: str) -> bool:
     base = posixpath.basename(path)
-    return (any(part in path + "/" for part in SECRET_PARTS) or any(n in base for n in SECRET_NAMES)
-            or base == ".env" or (base.startswith(".env.") and not base.endswith((".example", ".sample"))))
+    return (
+        any(part in path + "/" for part in SECRET_PARTS)
+        or any(n in base for n in SECRET_NAMES)
+        or base == ".env"
+        or (base.startswith(".env.") and not base.endswith((".example", ".sample")))
+    )
 
 
 def _inside(path: str, root: str | None) -> bool:
@@ -77,18 +147,27 @@ def effects(call: CallInfo, verdict: Verdict) -> list[Effect]:
         out.append(Effect(1, f"reads a private key or credentials: {_where(secrets)}"))
     later = [p for p in writes if any(part in p + "/" for part in CODE_LATER)]
     if later or "protected_path" in flags:
-        out.append(Effect(1, "changes files that run code later (git hooks, agent or editor settings, shell "
-                             f"start-up files){': ' + _where(later) if later else ''}"))
+        out.append(
+            Effect(
+                1,
+                "changes files that run code later (git hooks, agent or editor settings, shell "
+                f"start-up files){': ' + _where(later) if later else ''}",
+            )
+        )
     outside_w = [p for p in writes if not _inside(p, ws)]
     if outside_w:
         out.append(Effect(1, f"writes outside the workspace: {_where(outside_w)}"))
     if "dangerous_env" in flags:
         out.append(Effect(1, "changes what programs load or run (LD_PRELOAD, PATH, GIT_* ...)"))
     if "dynamic" in flags or "hidden_effect" in flags or "unparseable" in flags:
-        out.append(Effect(2, "does something nexusd cannot see in full (code built at run time, or hidden in "
-                             "options)"))
-    deleting = [c for c in commands if _base(c[0]) in DELETERS or (_base(c[0]) == "find" and "-delete" in c)
-                or (_base(c[0]) == "git" and "clean" in c[1:3])]
+        out.append(Effect(2, "does something nexusd cannot see in full (code built at run time, or hidden in options)"))
+    deleting = [
+        c
+        for c in commands
+        if _base(c[0]) in DELETERS
+        or (_base(c[0]) == "find" and "-delete" in c)
+        or (_base(c[0]) == "git" and "clean" in c[1:3])
+    ]
     if deleting:
         targets = [p for p in writes] or ["files"]
         out.append(Effect(2 if all(_inside(p, ws) for p in writes) else 1, f"deletes {_where(targets)}"))

@@ -41,7 +41,7 @@ ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
 PROVIDERS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 
-USAGE = f"""usage: nexus-hook {{{'|'.join(PROVIDERS)}}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
+USAGE = f"""usage: nexus-hook {{{"|".join(PROVIDERS)}}} [--timeout SECONDS] [--on-no-ui auto|deny|ask] [--socket PATH]
 
 Answers a Claude Code (PreToolUse, PermissionRequest), Gemini CLI (BeforeTool), Codex CLI (PreToolUse,
 PermissionRequest), Cursor (beforeShellExecution, beforeMCPExecution, beforeReadFile) or Copilot CLI
@@ -238,8 +238,9 @@ def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
             conn.connect("nexus-hook claude")
             conn.session_end(session, timeout=CONNECT_TIMEOUT)
     except Exception as exc:
-        print(f"nexus-hook: could not end the session's grants in nexusd: {describe(exc, opts.timeout)}",
-              file=sys.stderr)
+        print(
+            f"nexus-hook: could not end the session's grants in nexusd: {describe(exc, opts.timeout)}", file=sys.stderr
+        )
     return 0
 
 
@@ -325,8 +326,14 @@ def run_other(opts: Options, started: float) -> int:
         return _block(reason)
 
 
-RUNNERS = {"claude": run_claude, "gemini": run_gemini, "codex": run_codex, "cursor": run_other, "copilot": run_other,
-           "opencode": run_other}
+RUNNERS = {
+    "claude": run_claude,
+    "gemini": run_gemini,
+    "codex": run_codex,
+    "cursor": run_other,
+    "copilot": run_other,
+    "opencode": run_other,
+}
 
 
 def _reject_constant(name: str) -> Any:

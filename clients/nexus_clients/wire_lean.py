@@ -22,8 +22,20 @@ from nexusd.channel import BlockingChannel
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
 from nexusd.conversation import PROTOCOL_VERSION, Conversation
 
-__all__ = ["PROTOCOL_VERSION", "AgentConnection", "BadReply", "ClientError", "DaemonUnreachable", "LeanCodec",
-           "LeanDecision", "NexusClientError", "ReplyTimeout", "call_fields", "check_decision", "parse_line"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AgentConnection",
+    "BadReply",
+    "ClientError",
+    "DaemonUnreachable",
+    "LeanCodec",
+    "LeanDecision",
+    "NexusClientError",
+    "ReplyTimeout",
+    "call_fields",
+    "check_decision",
+    "parse_line",
+]
 
 DECISION_KINDS = frozenset({"allow", "deny", "ask"})
 SOURCES = frozenset(
@@ -36,9 +48,15 @@ NO_UI = frozenset({"deny", "ask"})
 _DECISION_REQUIRED = ("decision", "reason", "source")
 _DECISION_OPTIONAL_STR = ("id", "rule", "rule_origin", "message", "answered_by", "ref")
 _DECISION_FIELDS = frozenset(("type", *_DECISION_REQUIRED, *_DECISION_OPTIONAL_STR, "updated_input", "abort"))
-_CALL_OPTIONAL = ("mode", "agent_request_id", "agent_pid", "workspace", "transcript_path", "subagent_id",
-                  "subagent_type")
-
+_CALL_OPTIONAL = (
+    "mode",
+    "agent_request_id",
+    "agent_pid",
+    "workspace",
+    "transcript_path",
+    "subagent_id",
+    "subagent_type",
+)
 
 
 class LeanDecision:

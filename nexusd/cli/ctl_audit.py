@@ -44,8 +44,17 @@ def verify(ctx: click.Context, as_json: bool, offline: bool) -> None:
     path = path or locations.state_dir() / locations.AUDIT_NAME
     rep = check(path, DEFAULT_KEEP, live)
     if as_json:
-        _json({"ok": rep.ok, "file": str(path), "checked": where, "files": rep.files, "lines": rep.lines,
-               "problems": rep.problems, "notes": rep.notes})
+        _json(
+            {
+                "ok": rep.ok,
+                "file": str(path),
+                "checked": where,
+                "files": rep.files,
+                "lines": rep.lines,
+                "problems": rep.problems,
+                "notes": rep.notes,
+            }
+        )
     else:
         for note in rep.notes:
             click.echo(f"note: {note}")
@@ -64,8 +73,9 @@ EXIT_NOT_FOUND = 7  # explain: no audit record with that id (as answer's unknown
 @click.command()
 @click.argument("audit_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit record (with its trace) as JSON.")
-@click.option("--file", "path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Audit file (default: state dir).")
+@click.option(
+    "--file", "path", type=click.Path(dir_okay=False, path_type=Path), help="Audit file (default: state dir)."
+)
 def explain(audit_id: str, as_json: bool, path: Path | None) -> None:
     """Why a past decision came out as it did: every step that produced it (the engine's decision order, the
     gate's sandbox step, the daemon's own steps: no UI connected, a limit reached, waiting for a person, the
@@ -91,8 +101,10 @@ def explain(audit_id: str, as_json: bool, path: Path | None) -> None:
         sys.exit(EXIT_OK)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.time))
     click.echo(f"{rec.id}  {when}  {rec.event}")
-    click.echo(f"  call:     {rec.provider} session {rec.session}: {rec.tool} {rec.summary}" +
-               (f"  (in {rec.cwd})" if rec.cwd else ""))
+    click.echo(
+        f"  call:     {rec.provider} session {rec.session}: {rec.tool} {rec.summary}"
+        + (f"  (in {rec.cwd})" if rec.cwd else "")
+    )
     click.echo(f"  decision: {rec.decision} ({rec.source}): {rec.reason}")
     if rec.rule:
         click.echo(f"  rule:     {rec.rule}  from {rec.rule_origin or 'unknown'}")

@@ -166,8 +166,9 @@ def bench(
             sys.exit(1)
         bursts = _run_bursts(counts, asks, burst_timeout, daemon_args, uvloop)
         if not names:
-            _emit({"benchmark": "burst", "runs": bursts}, "\n\n".join(_render_burst(b) for b in bursts),
-                  as_json, out_file)
+            _emit(
+                {"benchmark": "burst", "runs": bursts}, "\n\n".join(_render_burst(b) for b in bursts), as_json, out_file
+            )
             sys.exit(3 if any(_burst_errors(b) for b in bursts) else 0)
     else:
         bursts = []

@@ -166,17 +166,32 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 @click.option("--session", "scope", flag_value="session", help="Also for the rest of this agent session.")
 @click.option("--always", "scope", flag_value="always", help="Remember as a rule (allow).")
 @click.option("--never", "scope", flag_value="never", help="Remember as a deny rule.")
-@click.option("--for", "duration", metavar="DURATION",
-              help="A timed grant: the rule holds for every session for DURATION (90s, 15m, 1h, 2d, eod).")
+@click.option(
+    "--for",
+    "duration",
+    metavar="DURATION",
+    help="A timed grant: the rule holds for every session for DURATION (90s, 15m, 1h, 2d, eod).",
+)
 @click.option("--message", "-m", help="A message shown to the model.")
-@click.option("--input", "edited", metavar="JSON",
-              help="Allow once with this changed tool input (JSON object), decided again; it must not widen.")
+@click.option(
+    "--input",
+    "edited",
+    metavar="JSON",
+    help="Allow once with this changed tool input (JSON object), decided again; it must not widen.",
+)
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
 @click.option("--abort", is_flag=True, help="Deny and also stop the agent's turn (Claude Code, Gemini CLI).")
 @click.pass_context
 def answer(
-    ctx: click.Context, request_id: str, decision: str, scope: str | None, duration: str | None,
-    message: str | None, edited: str | None, rules: tuple[str, ...], abort: bool,
+    ctx: click.Context,
+    request_id: str,
+    decision: str,
+    scope: str | None,
+    duration: str | None,
+    message: str | None,
+    edited: str | None,
+    rules: tuple[str, ...],
+    abort: bool,
 ) -> None:
     """Answer a pending request: allow or deny, once (default), for the session, for a while, always, or never.
 
@@ -219,8 +234,16 @@ def answer(
             if len(matches) > 1:
                 _fail(EXIT_USAGE, f"{request_id!r} is ambiguous: {', '.join(m[:12] for m in matches)} ...")
             request_id = matches[0]
-        ack = c.answer(request_id, decision, scope=scope, message=message, rules=list(rules) or None,
-                       duration=seconds, updated_input=updated, abort=abort)
+        ack = c.answer(
+            request_id,
+            decision,
+            scope=scope,
+            message=message,
+            rules=list(rules) or None,
+            duration=seconds,
+            updated_input=updated,
+            abort=abort,
+        )
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)
 

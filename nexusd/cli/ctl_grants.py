@@ -19,8 +19,11 @@ def _left(expires: float | None) -> str:
 
 
 def _line(g: p.GrantInfo) -> str:
-    where = {"session": f"session {g.session}", "timed": f"until {_ago(g.expires or 0)} ({_left(g.expires)} left)",
-             "learned": g.origin or "learned"}[g.scope]
+    where = {
+        "session": f"session {g.session}",
+        "timed": f"until {_ago(g.expires or 0)} ({_left(g.expires)} left)",
+        "learned": g.origin or "learned",
+    }[g.scope]
     who = f" by {g.given_by}" if g.given_by else ""
     when = f" at {_ago(g.given_at)}" if g.given_at else ""
     return f"{g.id}  {g.kind:5} {g.rule}  [{g.scope}: {where}]{who}{when}  used {g.uses}x"

@@ -74,8 +74,9 @@ def validate(file: Path | None, workspace: str) -> None:
         errors, warnings = layer.errors, layer.warnings
         n = len(layer.rules)
     else:
-        store = PolicyStore(config_dir=locations.config_dir(), state_dir=locations.state_dir(),
-                            managed_dir=locations.MANAGED_POLICY)
+        store = PolicyStore(
+            config_dir=locations.config_dir(), state_dir=locations.state_dir(), managed_dir=locations.MANAGED_POLICY
+        )
         errors = list(store.load())
         pol = store.policy_for(_workspace(workspace))
         errors += [e for e in store.errors if e not in errors]
@@ -103,8 +104,9 @@ def paths(workspace: str) -> None:
     from nexusd import locations
     from nexusd.policy.store import PolicyStore
 
-    store = PolicyStore(config_dir=locations.config_dir(), state_dir=locations.state_dir(),
-                        managed_dir=locations.MANAGED_POLICY)
+    store = PolicyStore(
+        config_dir=locations.config_dir(), state_dir=locations.state_dir(), managed_dir=locations.MANAGED_POLICY
+    )
     store.load()
     for layer, path in store.layer_files():
         click.echo(f"{layer:<15} {path}{'' if path.exists() else '  (none)'}")
@@ -224,8 +226,10 @@ def trust_list(ctx: click.Context) -> None:
     for t in reply.trusted:
         click.echo(t)
     if not reply.trusted:
-        click.echo("no trusted workspaces: project policies contribute only restrictions "
-                   "(trust one with `nexusctl trust add DIR`)")
+        click.echo(
+            "no trusted workspaces: project policies contribute only restrictions "
+            "(trust one with `nexusctl trust add DIR`)"
+        )
 
 
 def register(group: click.Group) -> None:

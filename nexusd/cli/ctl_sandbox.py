@@ -12,8 +12,10 @@ from nexusd.protocol import Probe, ProbeReply, SandboxProbe
 
 
 def format_probe(probe: SandboxProbe, where: str) -> str:
-    lines = [f"sandbox ({where}): {'available' if probe.available else 'UNAVAILABLE'}",
-             f"  platform:  {probe.platform}"]
+    lines = [
+        f"sandbox ({where}): {'available' if probe.available else 'UNAVAILABLE'}",
+        f"  platform:  {probe.platform}",
+    ]
     if probe.backend:
         lines.append(f"  backend:   {probe.backend}")
     if probe.container:
@@ -84,13 +86,15 @@ def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None
     if as_json:
         click.echo(msgspec.json.encode(plan).decode())
         ctx.exit(0 if plan.transparent and plan.allowed else 1)
-    lines = [f"sandbox for {ws}:",
-             f"  agents' shell calls: {'run sandboxed' if plan.transparent else 'NOT sandboxed (sandbox off here)'}",
-             f"  auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}",
-             f"  backend: {plan.backend or 'none'}" + ("" if plan.allowed else " (commands are refused)"),
-             f"  network: {plan.network}",
-             f"  host Unix sockets: {plan.unix_sockets}",
-             f"  nested protected paths: {len(plan.protected_before)} bound read-only"]
+    lines = [
+        f"sandbox for {ws}:",
+        f"  agents' shell calls: {'run sandboxed' if plan.transparent else 'NOT sandboxed (sandbox off here)'}",
+        f"  auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}",
+        f"  backend: {plan.backend or 'none'}" + ("" if plan.allowed else " (commands are refused)"),
+        f"  network: {plan.network}",
+        f"  host Unix sockets: {plan.unix_sockets}",
+        f"  nested protected paths: {len(plan.protected_before)} bound read-only",
+    ]
     if plan.reason:
         lines.append(f"  note: {plan.reason}")
     click.echo("\n".join(lines))

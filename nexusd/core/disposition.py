@@ -47,8 +47,9 @@ def _match_rule(rule: str, argv: tuple[str, ...]) -> bool:
         return False  # a rule that does not parse excludes nothing: the command stays sandboxed
 
 
-def command_disposition(command: str, exclusions: Exclusions, *,
-                        parsed: tuple[Sequence[tuple[str, ...]], frozenset[Flag]] | None = None) -> Disposition:
+def command_disposition(
+    command: str, exclusions: Exclusions, *, parsed: tuple[Sequence[tuple[str, ...]], frozenset[Flag]] | None = None
+) -> Disposition:
     """Whether an allowed shell call runs sandboxed, unsandboxed, or is ``mixed``: a mixed chain must not
     be unsandboxed silently; the gate asks a person.
 

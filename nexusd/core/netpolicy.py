@@ -235,8 +235,13 @@ def decide(target: Target, policy: NetPolicy) -> NetVerdict:
         if target.port in policy.ports or target.port in extra:
             return NetVerdict("allow", f"{target.host} is allowed ({text})", text)
     if hits:
-        return NetVerdict("ask", f"{target.host} is allowed ({hits[0][0]}) but not port {target.port} "
-                          f"(allowed ports: {', '.join(map(str, policy.ports))}); a person decides", None, ())
+        return NetVerdict(
+            "ask",
+            f"{target.host} is allowed ({hits[0][0]}) but not port {target.port} "
+            f"(allowed ports: {', '.join(map(str, policy.ports))}); a person decides",
+            None,
+            (),
+        )
     return NetVerdict("ask", f"{target.display} is not an allowed domain; a person decides", None, sugg)
 
 
@@ -283,7 +288,8 @@ def private_refusal(target: Target, addresses: Sequence[str], allowed: Sequence[
         except ValueError:
             return f"{target.host} resolved to {a!r}, which is not an address"
         if is_private_ip(ip):
-            return (f"{target.host} resolves to {ip}, a private or local address (list the exact name in "
-                    "[sandbox.network] allowed_domains if it is an internal host)")
+            return (
+                f"{target.host} resolves to {ip}, a private or local address (list the exact name in "
+                "[sandbox.network] allowed_domains if it is an internal host)"
+            )
     return None
-

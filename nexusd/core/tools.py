@@ -168,12 +168,25 @@ SHELL_TOOLS: frozenset[str] = frozenset({"Bash", *(a for a, c in _ALIASES.items(
 # The shell tools whose input the sandbox can rewrite to run sandboxed, and the key holding the command.
 # Cursor's Shell is here: its hooks cannot take the rewrite, so they deny it instead of running the
 # command outside the sandbox. Other spellings (Codex's argv lists) are not wrapped.
-SANDBOXED_SHELL_TOOLS: dict[str, str] = {"Bash": "command", "run_shell_command": "command", "bash": "command",
-                                         "Shell": "command"}
+SANDBOXED_SHELL_TOOLS: dict[str, str] = {
+    "Bash": "command",
+    "run_shell_command": "command",
+    "bash": "command",
+    "Shell": "command",
+}
 assert SANDBOXED_SHELL_TOOLS.keys() <= SHELL_TOOLS
 # Input keys that name the one file or directory a file tool acts on (OpenCode spells it filePath).
-PATH_KEYS: tuple[str, ...] = ("file_path", "absolute_path", "notebook_path", "path", "dir_path", "directory",
-                              "filename", "file", "filePath")
+PATH_KEYS: tuple[str, ...] = (
+    "file_path",
+    "absolute_path",
+    "notebook_path",
+    "path",
+    "dir_path",
+    "directory",
+    "filename",
+    "file",
+    "filePath",
+)
 # Shell redirection operators by what they do to their target file (``<>`` opens it both ways).
 WRITE_REDIRECTS: frozenset[str] = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 READ_REDIRECTS: frozenset[str] = frozenset({"<", "<&", "<>"})
@@ -257,8 +270,11 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
                 command = shlex.join(argv)
             elif argv and argv[0] == "apply_patch" and len(argv) == 2:
                 found = tuple(patch_paths(argv[1]))
-                return ToolInput(writes=found, write_bytes=len(argv[1].encode()),
-                                 problems=() if found else ("patch names no file we can see",))
+                return ToolInput(
+                    writes=found,
+                    write_bytes=len(argv[1].encode()),
+                    problems=() if found else ("patch names no file we can see",),
+                )
             else:
                 command = shlex.join(argv)
         elif isinstance(cmd, str):
@@ -290,8 +306,9 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
             body = inp["command"]
         body = body if isinstance(body, str) else ""
         found = tuple(patch_paths(body))
-        return ToolInput(writes=found, write_bytes=len(body.encode()),
-                         problems=() if found else ("patch names no file we can see",))
+        return ToolInput(
+            writes=found, write_bytes=len(body.encode()), problems=() if found else ("patch names no file we can see",)
+        )
     paths: list[str] = []
     for key in PATH_KEYS:
         paths.extend(_strs(inp.get(key)))

@@ -153,8 +153,7 @@ class _Loop:
 
     def _update(self, sock: socket.socket) -> None:
         out, into = self.flows[sock]
-        ev = (selectors.EVENT_READ if not out.eof and not out.busy else 0) | (
-            selectors.EVENT_WRITE if into.busy else 0)
+        ev = (selectors.EVENT_READ if not out.eof and not out.busy else 0) | (selectors.EVENT_WRITE if into.busy else 0)
         try:
             key = self.sel.get_key(sock)
         except KeyError:
@@ -290,7 +289,9 @@ class Relay:
         self.channel = channel
         self.order: collections.deque[bytes] = collections.deque()  # kinds asked, replies come in this order
         self.spares: dict[bytes, collections.deque[tuple[float, socket.socket | None]]] = {
-            b"H": collections.deque(), b"S": collections.deque()}
+            b"H": collections.deque(),
+            b"S": collections.deque(),
+        }
 
     def _ask(self, kind: bytes) -> None:
         self.channel.sendall(kind)

@@ -38,8 +38,7 @@ def open_channel(broker: str | None, token: str | None, err: TextIO) -> int | No
         os.set_inheritable(fd, True)
         return fd
     except (OSError, UnicodeEncodeError) as e:
-        print(f"nexus: cannot reach the nexusd proxy ({e}): the sandboxed command has no network", file=err,
-              flush=True)
+        print(f"nexus: cannot reach the nexusd proxy ({e}): the sandboxed command has no network", file=err, flush=True)
         return None
     finally:
         s.close()

@@ -41,8 +41,9 @@ def has_rule_domains(policy: object, settings: SandboxSettings) -> bool:
     return any(k == "allow" for _, k, _, _ in _domain_rules(policy, settings.managed_domains_only))
 
 
-def net_policy(policy: object, settings: SandboxSettings, session_allow: Iterable[str] = (),
-               session_deny: Iterable[str] = ()) -> NetPolicy:
+def net_policy(
+    policy: object, settings: SandboxSettings, session_allow: Iterable[str] = (), session_deny: Iterable[str] = ()
+) -> NetPolicy:
     """The domains of ``[sandbox.network]`` plus the WebFetch domain rules of the policy and the session."""
     from nexusd.core.policy.rules import RuleError, parse_rule
 
@@ -55,8 +56,12 @@ def net_policy(policy: object, settings: SandboxSettings, session_allow: Iterabl
                 continue
             if r.family == "fetch" and r.domain:
                 texts.append((r.text, kind, r.domain, "session"))
-    return NetPolicy(allowed=patterns(settings.allowed_domains), denied=patterns(settings.denied_domains),
-                     ports=settings.allowed_ports, rules=rules_from(texts))
+    return NetPolicy(
+        allowed=patterns(settings.allowed_domains),
+        denied=patterns(settings.denied_domains),
+        ports=settings.allowed_ports,
+        rules=rules_from(texts),
+    )
 
 
 def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
@@ -69,8 +74,12 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
     env = []
     for name, value in (("http_proxy", http), ("https_proxy", http), ("all_proxy", socks), ("no_proxy", no_proxy)):
         env += [(name, value), (name.upper(), value)]
-    env += [("npm_config_proxy", http), ("npm_config_https_proxy", http), ("PIP_PROXY", http),
-            ("NEXUS_SANDBOX_NETWORK", "filtered")]
+    env += [
+        ("npm_config_proxy", http),
+        ("npm_config_https_proxy", http),
+        ("PIP_PROXY", http),
+        ("NEXUS_SANDBOX_NETWORK", "filtered"),
+    ]
     return tuple(env)
 
 
@@ -87,5 +96,4 @@ def bridge_argv(inner: list[str]) -> list[str]:
     a virtualenv (either may lie under /tmp, which the sandbox replaces), and it starts once per sandboxed
     command (``-S`` halves it)."""
     python = getattr(sys, "_base_executable", None) or sys.executable
-    return [python, "-I", "-S", "-c", _bridge_source(), FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--",
-            *inner]
+    return [python, "-I", "-S", "-c", _bridge_source(), FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]

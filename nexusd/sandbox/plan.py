@@ -36,15 +36,50 @@ from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 
-AGENT_DIRS = (".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".cursor", ".copilot", ".opencode",
-              ".config/opencode", ".github/hooks", ".github/copilot", "opencode.json", "opencode.jsonc")
+AGENT_DIRS = (
+    ".claude",
+    ".gemini",
+    ".codex",
+    ".nexus",
+    ".vscode",
+    ".idea",
+    ".cursor",
+    ".copilot",
+    ".opencode",
+    ".config/opencode",
+    ".github/hooks",
+    ".github/copilot",
+    "opencode.json",
+    "opencode.jsonc",
+)
 GIT_FILES = (".git/hooks", ".git/config")
 HOME_FILES = (
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".bash_aliases",
-    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc",
-    ".config/fish", ".inputrc", ".gitconfig", ".config/git", ".ssh/config", ".ssh/authorized_keys",
-    ".config/systemd", ".config/autostart", ".local/bin",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".bash_aliases",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".mkshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".config/fish",
+    ".inputrc",
+    ".gitconfig",
+    ".config/git",
+    ".ssh/config",
+    ".ssh/authorized_keys",
+    ".config/systemd",
+    ".config/autostart",
+    ".local/bin",
 )
+
 
 def _real(p: str) -> str:
     return os.path.realpath(p)
@@ -215,8 +250,10 @@ def build_layout(
         found = find_protected(root)
         nested += found.paths
         if not found.complete:
-            notes.append(f"{root} is too large to search whole for nested protected paths (.git/hooks, agent "
-                         "settings ...): some below it may stay writable")
+            notes.append(
+                f"{root} is too large to search whole for nested protected paths (.git/hooks, agent "
+                "settings ...): some below it may stay writable"
+            )
     for p in dict.fromkeys(nested):
         protected_ro.append(p)
         rp = _real(p)
@@ -286,11 +323,16 @@ def plan_command(
     secrets = secret_masks(_real(ws), home, personal)
     deny_read = [*deny_read, *secrets]
     # a project's allow_read never re-opens a built-in secret mask (or anything inside one)
-    settings = replace(settings, allow_read=tuple(
-        r for r in settings.allow_read
-        if r in personal or not any(r == m or r.startswith(m + "/") for m in secrets)))
+    settings = replace(
+        settings,
+        allow_read=tuple(
+            r for r in settings.allow_read if r in personal or not any(r == m or r.startswith(m + "/") for m in secrets)
+        ),
+    )
     layout = build_layout(
-        cwd, ws, settings,
+        cwd,
+        ws,
+        settings,
         hidden_dirs=daemon_dirs(store),
         extra_deny_read=deny_read,
         extra_deny_write=deny_write,
@@ -300,9 +342,11 @@ def plan_command(
         sandbox_tmp=sandbox_tmp,
     )
     platform = probe.platform if probe is not None else detect_platform()
-    state: dict[str, Any] = {"transparent": settings.active_on(platform),
-             "auto_allow": settings.active_on(platform) and settings.auto_allow_bash_if_sandboxed,
-             "network": "open" if layout.spec.network else "isolated"}
+    state: dict[str, Any] = {
+        "transparent": settings.active_on(platform),
+        "auto_allow": settings.active_on(platform) and settings.auto_allow_bash_if_sandboxed,
+        "network": "open" if layout.spec.network else "isolated",
+    }
     if backend == "bwrap":
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
@@ -311,33 +355,58 @@ def plan_command(
             state["network"] = "filtered"
         argv = build_bwrap_argv(bwrap, spec, inner, full=full)
         argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store))
-        return SandboxPlanReply(allowed=True, argv=argv, backend="bwrap", scrub=layout.scrub,
-                           reason="; ".join(n for n in (note, *layout.notes) if n),
-                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
-                           unix_sockets="closed" if "--seccomp" in argv else "open",
-                           proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None, **state)
+        return SandboxPlanReply(
+            allowed=True,
+            argv=argv,
+            backend="bwrap",
+            scrub=layout.scrub,
+            reason="; ".join(n for n in (note, *layout.notes) if n),
+            scrub_below=list(layout.nested_roots),
+            protected_before=list(layout.nested_before),
+            unix_sockets="closed" if "--seccomp" in argv else "open",
+            proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None,
+            **state,
+        )
     if backend == "seatbelt":
         from nexusd.sandbox.seatbelt import build_seatbelt_argv
 
         # no bridge on macOS yet: a filtered network is no network there (the profile denies it)
         argv = build_seatbelt_argv(layout.spec, inner, unix_sockets=settings.allow_all_unix_sockets)
-        return SandboxPlanReply(allowed=True, argv=argv, backend="seatbelt", scrub=layout.scrub,
-                           reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
-                           scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
-                           unix_sockets="open" if settings.allow_all_unix_sockets else "closed", **state)
+        return SandboxPlanReply(
+            allowed=True,
+            argv=argv,
+            backend="seatbelt",
+            scrub=layout.scrub,
+            reason="; ".join(n for n in (probe.reason if probe else "", *layout.notes) if n),
+            scrub_below=list(layout.nested_roots),
+            protected_before=list(layout.nested_before),
+            unix_sockets="open" if settings.allow_all_unix_sockets else "closed",
+            **state,
+        )
     from nexusd.sandbox.unshare import build_unshare_argv
 
     argv = build_unshare_argv(layout.spec, inner)
-    net_note = ("filtered networking needs bubblewrap: the unshare fallback runs with no network"
-                if net_mode == "filtered" else "")
-    return SandboxPlanReply(allowed=True, argv=argv, backend="unshare", scrub=layout.scrub,
-                       reason="; ".join(n for n in (probe.reason if probe else "", net_note, *layout.notes) if n),
-                       scrub_below=list(layout.nested_roots), protected_before=list(layout.nested_before),
-                       unix_sockets="open", **state)
+    net_note = (
+        "filtered networking needs bubblewrap: the unshare fallback runs with no network"
+        if net_mode == "filtered"
+        else ""
+    )
+    return SandboxPlanReply(
+        allowed=True,
+        argv=argv,
+        backend="unshare",
+        scrub=layout.scrub,
+        reason="; ".join(n for n in (probe.reason if probe else "", net_note, *layout.notes) if n),
+        scrub_below=list(layout.nested_roots),
+        protected_before=list(layout.nested_before),
+        unix_sockets="open",
+        **state,
+    )
 
 
-def _network_section(mode: str, spec: MountSpec, settings: SandboxSettings,
-                     inner: list[str]) -> tuple[MountSpec, list[str], int | None]:
+def _network_section(
+    mode: str, spec: MountSpec, settings: SandboxSettings, inner: list[str]
+) -> tuple[MountSpec, list[str], int | None]:
     """``filtered``: no network namespace route (``--unshare-net`` stays), the bridge in front of the
     command and the proxy variables in its environment (nexusd/sandbox/network.py)."""
     if mode != "filtered":
@@ -365,8 +434,9 @@ def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str
     return list(dict.fromkeys(out))
 
 
-def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: SandboxProbe | None,
-                        state_dir: Path) -> tuple[list[str], str]:
+def _unix_socket_filter(
+    argv: list[str], settings: SandboxSettings, probe: SandboxProbe | None, state_dir: Path
+) -> tuple[list[str], str]:
     """Close host Unix sockets with the seccomp filter unless the policy opens them all; say what is left."""
     from nexusd.sandbox.seccomp import filter_file, with_filter
 
@@ -381,9 +451,11 @@ def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: Sandb
         return argv, f"no seccomp filter (cannot write it: {e}): the command can connect to the host's Unix sockets"
     note = ""
     if settings.allow_unix_sockets:
-        note = ("allow_unix_sockets cannot re-open single sockets on Linux (the filter refuses every new Unix "
-                "socket): set [sandbox.network] allow_all_unix_sockets = true to reach "
-                + ", ".join(settings.allow_unix_sockets))
+        note = (
+            "allow_unix_sockets cannot re-open single sockets on Linux (the filter refuses every new Unix "
+            "socket): set [sandbox.network] allow_all_unix_sockets = true to reach "
+            + ", ".join(settings.allow_unix_sockets)
+        )
     return with_filter(argv, path), note
 
 
@@ -398,8 +470,14 @@ def _unix_socket_filter(argv: list[str], settings: SandboxSettings, probe: Sandb
 
 
 def wrap_for_agent(
-    call: CallInfo, verdict: Verdict, store: PolicyStore, probe: SandboxProbe | None, *, policy: Policy | None = None,
-    socket: str | None = None, network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
+    call: CallInfo,
+    verdict: Verdict,
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    *,
+    policy: Policy | None = None,
+    socket: str | None = None,
+    network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
     cls: Classification | None = None,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.

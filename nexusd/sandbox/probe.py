@@ -24,16 +24,39 @@ Runner = Callable[[list[str], float], tuple[int, str]]
 Which = Callable[[str], str | None]
 
 # The flags every bwrap plan uses (bwrap.py), minus the mounts; the probe runs exactly these.
-BWRAP_FULL = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-              "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+BWRAP_FULL = [
+    "--unshare-user",
+    "--disable-userns",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--unshare-net",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+]
 # Older bubblewrap (< 0.8) has no --disable-userns; kernels that refuse a user namespace to root-run bwrap.
-BWRAP_COMPAT = ["--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+BWRAP_COMPAT = [
+    "--unshare-user-try",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--unshare-net",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+]
 
 # A profile that denies something, so the probe sees Seatbelt compile and apply a profile.
 SEATBELT_PROBE = "(version 1)(allow default)(deny network*)"
-SEATBELT_UNTESTED = ("seatbelt (sandbox-exec): untested on real hardware until the escape corpus runs on a Mac "
-                     "(docs/SANDBOX.md); no pid namespace, the shared /tmp is read-only")
+SEATBELT_UNTESTED = (
+    "seatbelt (sandbox-exec): untested on real hardware until the escape corpus runs on a Mac "
+    "(docs/SANDBOX.md); no pid namespace, the shared /tmp is read-only"
+)
 UNSHARE_GUARANTEES = (
     "unshare fallback (bwrap unusable): new user/mount/pid/ipc/uts(/net) namespaces, every mount remounted "
     "read-only except the workspace and allow_write, masks as with bwrap, capabilities dropped; but the "
@@ -109,8 +132,13 @@ def detect_container(root: Path = Path("/"), environ: dict[str, str] | None = No
         cgroup = (root / "proc/1/cgroup").read_text()
     except OSError:
         cgroup = ""
-    for marker, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"),
-                         ("containerd", "containerd"), ("libpod", "podman")):
+    for marker, name in (
+        ("kubepods", "kubernetes"),
+        ("docker", "docker"),
+        ("lxc", "lxc"),
+        ("containerd", "containerd"),
+        ("libpod", "podman"),
+    ):
         if marker in cgroup:
             return name
     return None
@@ -119,8 +147,11 @@ def detect_container(root: Path = Path("/"), environ: dict[str, str] | None = No
 def _userns_facts(root: Path) -> list[str]:
     """Sysctls that explain a failed user namespace (shown only when something failed)."""
     facts = []
-    for rel, bad in (("proc/sys/kernel/unprivileged_userns_clone", "0"), ("proc/sys/user/max_user_namespaces", "0"),
-                     ("proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1")):
+    for rel, bad in (
+        ("proc/sys/kernel/unprivileged_userns_clone", "0"),
+        ("proc/sys/user/max_user_namespaces", "0"),
+        ("proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+    ):
         try:
             if (root / rel).read_text().strip() == bad:
                 facts.append(f"{rel.removeprefix('proc/sys/').replace('/', '.')}={bad}")
@@ -147,22 +178,35 @@ def probe(
     checks: dict[str, str] = {}
     if platform == "macos":
         sbx = which("sandbox-exec")
-        checks["sandbox-exec"] = (_attempt(run, [sbx, "-p", SEATBELT_PROBE, "/usr/bin/true"]) if sbx
-                                  else "sandbox-exec not found")
+        checks["sandbox-exec"] = (
+            _attempt(run, [sbx, "-p", SEATBELT_PROBE, "/usr/bin/true"]) if sbx else "sandbox-exec not found"
+        )
         if checks["sandbox-exec"] == "ok":
-            return SandboxProbe(platform=platform, available=True, backend="seatbelt", checks=checks,
-                                reason=SEATBELT_UNTESTED)
-        return SandboxProbe(platform=platform, available=False, checks=checks,
-                            reason=f"macOS: sandbox-exec does not work ({checks['sandbox-exec']})")
+            return SandboxProbe(
+                platform=platform, available=True, backend="seatbelt", checks=checks, reason=SEATBELT_UNTESTED
+            )
+        return SandboxProbe(
+            platform=platform,
+            available=False,
+            checks=checks,
+            reason=f"macOS: sandbox-exec does not work ({checks['sandbox-exec']})",
+        )
     if platform == "wsl1":
-        return SandboxProbe(platform=platform, available=False, checks=checks,
-                            reason="WSL1 has no Linux namespaces: unsupported (use WSL2)")
+        return SandboxProbe(
+            platform=platform,
+            available=False,
+            checks=checks,
+            reason="WSL1 has no Linux namespaces: unsupported (use WSL2)",
+        )
     if platform not in ("linux", "wsl2"):
         return SandboxProbe(platform=platform, available=False, reason=f"unsupported platform {sys.platform}")
 
     unshare = which("unshare")
-    checks["userns"] = (_attempt(run, [unshare, "--user", "--map-root-user", "true"]) if unshare
-                        else "unshare not found (install util-linux)")
+    checks["userns"] = (
+        _attempt(run, [unshare, "--user", "--map-root-user", "true"])
+        if unshare
+        else "unshare not found (install util-linux)"
+    )
     bwrap = which("bwrap")
     if bwrap is None:
         checks["bwrap"] = "bwrap not found (install bubblewrap)"
@@ -173,8 +217,23 @@ def probe(
             checks["bwrap_compat"] = _attempt(run, [bwrap, *mounts, *BWRAP_COMPAT, "--", "true"])
     if unshare and checks["userns"] == "ok":
         # The fallback needs mount, pid and net namespaces too, and mount(8) inside.
-        checks["unshare"] = _attempt(run, [unshare, "--user", "--map-root-user", "--mount", "--pid", "--fork",
-                                           "--ipc", "--uts", "--net", "--mount-proc", "--", "true"])
+        checks["unshare"] = _attempt(
+            run,
+            [
+                unshare,
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--pid",
+                "--fork",
+                "--ipc",
+                "--uts",
+                "--net",
+                "--mount-proc",
+                "--",
+                "true",
+            ],
+        )
 
     if checks.get("bwrap") == "ok" or checks.get("bwrap_compat") == "ok":
         notes = [] if checks.get("bwrap") == "ok" else ["old bubblewrap: nested user namespaces are not disabled"]
@@ -183,17 +242,28 @@ def probe(
         if checks["seccomp"] != "ok":
             notes.append(f"{SECCOMP_MISSING} ({checks['seccomp']})")
         note = "; ".join(notes)
-        return SandboxProbe(platform=platform, available=True, backend="bwrap", container=container,
-                            checks=checks, reason=note)
+        return SandboxProbe(
+            platform=platform, available=True, backend="bwrap", container=container, checks=checks, reason=note
+        )
     if checks.get("unshare") == "ok":
-        return SandboxProbe(platform=platform, available=True, backend="unshare", container=container,
-                            checks=checks, reason=UNSHARE_GUARANTEES)
+        return SandboxProbe(
+            platform=platform,
+            available=True,
+            backend="unshare",
+            container=container,
+            checks=checks,
+            reason=UNSHARE_GUARANTEES,
+        )
     why = [f"{k}: {v}" for k, v in checks.items() if v != "ok"]
     facts = _userns_facts(root)
     if facts:
         why.append("user namespaces restricted (" + ", ".join(facts) + ")")
     if container:
         why.append(f"inside a {container} container (its runtime may forbid namespaces)")
-    return SandboxProbe(platform=platform, available=False, container=container, checks=checks,
-                        reason="no sandbox works here: " + "; ".join(why))
-
+    return SandboxProbe(
+        platform=platform,
+        available=False,
+        container=container,
+        checks=checks,
+        reason="no sandbox works here: " + "; ".join(why),
+    )

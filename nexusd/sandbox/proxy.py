@@ -111,8 +111,9 @@ def _broker_dir(base_dir: str | None) -> Path:
 
 
 class NetworkProxy:
-    def __init__(self, decide: Decide, closed: Closed, base_dir: str | None = None,
-                 resolved: Resolved | None = None) -> None:
+    def __init__(
+        self, decide: Decide, closed: Closed, base_dir: str | None = None, resolved: Resolved | None = None
+    ) -> None:
         self.decide_fn = decide
         self.closed_fn = closed
         self.resolved_fn = resolved
@@ -196,8 +197,9 @@ class NetworkProxy:
             assert isinstance(stream, anyio.abc.UNIXSocketStream)
             await self._channel(stream, reader, ctx)
 
-    async def _channel(self, stream: anyio.abc.UNIXSocketStream, reader: BufferedByteReceiveStream,
-                       ctx: Context) -> None:
+    async def _channel(
+        self, stream: anyio.abc.UNIXSocketStream, reader: BufferedByteReceiveStream, ctx: Context
+    ) -> None:
         """One byte per connection the bridge wants; answered with ``+`` and a descriptor, or ``-``."""
         while True:
             try:
@@ -439,8 +441,18 @@ def _absolute(uri: str) -> tuple[Target, str]:
     return split_authority(authority, 80), path.split("#", 1)[0]
 
 
-_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-                  "te", "trailer", "upgrade"})
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
 
 
 def _origin_request(method: str, path: str, version: str, headers: list[str]) -> bytes:
@@ -452,8 +464,10 @@ def _origin_request(method: str, path: str, version: str, headers: list[str]) ->
 
 async def _http_error(stream: Conn, code: int, title: str, why: str) -> None:
     body = f"nexusd: {why}\n".encode("utf-8", "replace")
-    head = (f"HTTP/1.1 {code} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: close\r\nProxy-Agent: nexusd\r\n\r\n").encode("latin-1")
+    head = (
+        f"HTTP/1.1 {code} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: close\r\nProxy-Agent: nexusd\r\n\r\n"
+    ).encode("latin-1")
     with contextlib.suppress(Exception):
         await stream.send(head + body)
 
@@ -548,7 +562,7 @@ class Conn:
         view = memoryview(data)
         while view:
             try:
-                view = view[self.sock.send(view):]
+                view = view[self.sock.send(view) :]
             except BlockingIOError:
                 await anyio.wait_writable(self.sock)
 

@@ -32,8 +32,12 @@ def local_plan(command: str, cwd: str, workspace: str | None) -> SandboxPlanRepl
     from nexusd.sandbox.probe import probe
 
     sock_dir = os.path.abspath(locations.socket_path().parent)
-    store = PolicyStore(config_dir=locations.config_dir().absolute(), state_dir=locations.state_dir().absolute(),
-                        managed_dir=locations.MANAGED_POLICY.absolute(), protected_dirs=(sock_dir,))
+    store = PolicyStore(
+        config_dir=locations.config_dir().absolute(),
+        state_dir=locations.state_dir().absolute(),
+        managed_dir=locations.MANAGED_POLICY.absolute(),
+        protected_dirs=(sock_dir,),
+    )
     errors = store.load()
     if errors:
         return SandboxPlanReply(allowed=False, reason="the policy does not load: " + "; ".join(errors))
@@ -49,8 +53,10 @@ def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None
             reply = c.call(query)
     except DaemonUnreachable as e:
         if socket is not None and os.path.abspath(socket) != os.path.abspath(locations.socket_path()):
-            return SandboxPlanReply(allowed=False, reason=f"the daemon on {socket} cannot be reached ({e}); "
-                               "not planning with another policy")
+            return SandboxPlanReply(
+                allowed=False,
+                reason=f"the daemon on {socket} cannot be reached ({e}); not planning with another policy",
+            )
         return local_plan(command, cwd, workspace)
     except NexusClientError as e:
         return SandboxPlanReply(allowed=False, reason=f"the daemon did not give a plan: {e}")
@@ -59,8 +65,15 @@ def fetch_plan(command: str, cwd: str, workspace: str | None, socket: str | None
     return reply
 
 
-def execute(plan: SandboxPlanReply, *, stdout: IO[bytes] | None = None, err: TextIO | None = None,
-            command: str | None = None, cwd: str | None = None, socket: str | None = None) -> int:
+def execute(
+    plan: SandboxPlanReply,
+    *,
+    stdout: IO[bytes] | None = None,
+    err: TextIO | None = None,
+    command: str | None = None,
+    cwd: str | None = None,
+    socket: str | None = None,
+) -> int:
     """Run the plan with our stdio (``stdout``/``err``: other streams, for tests); the command's exit code
     is ours. Signals we get go to the sandbox (bwrap's --die-with-parent takes it down if we die instead).
     The command's error output passes through a tap: refusals seen there and files it planted are reported
@@ -76,8 +89,9 @@ def execute(plan: SandboxPlanReply, *, stdout: IO[bytes] | None = None, err: Tex
         channel = proxy_channel(plan, err)
         argv[plan.proxy_fd_arg] = str(channel) if channel is not None else "-1"
     try:
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE,
-                                pass_fds=(channel,) if channel is not None else ())
+        proc = subprocess.Popen(
+            argv, stdout=stdout, stderr=subprocess.PIPE, pass_fds=(channel,) if channel is not None else ()
+        )
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED
@@ -101,8 +115,9 @@ def execute(plan: SandboxPlanReply, *, stdout: IO[bytes] | None = None, err: Tex
         pump.join(5)
         found = tap.violations() + after(plan.scrub, plan.scrub_below, plan.protected_before, err)
     if found and command is not None:
-        violations.report(found, command=command, cwd=cwd or os.getcwd(), socket=socket,
-                          exit_code=128 - rc if rc < 0 else rc)
+        violations.report(
+            found, command=command, cwd=cwd or os.getcwd(), socket=socket, exit_code=128 - rc if rc < 0 else rc
+        )
     return 128 - rc if rc < 0 else rc
 
 

@@ -20,8 +20,9 @@ from nexusd.sandbox import violations
 from nexusd.sandbox.gitscrub import scrub
 
 
-def after(scrub_paths: Iterable[str], scrub_below: Iterable[str], protected_before: Iterable[str],
-          err: TextIO) -> list[str]:
+def after(
+    scrub_paths: Iterable[str], scrub_below: Iterable[str], protected_before: Iterable[str], err: TextIO
+) -> list[str]:
     """Remove what the command planted; returns it as sandbox violations (``violations.planted``)."""
     planted: list[str] = list(scrub_paths)
     roots = list(scrub_below)
@@ -53,8 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists):
             raise ValueError("malformed")
     except (OSError, ValueError) as e:
-        print(f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
-              file=sys.stderr, flush=True)
+        print(
+            f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     found = after(lists[0], lists[1], lists[2], err=sys.stderr)
     socket = data.get("socket")

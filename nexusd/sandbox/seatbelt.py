@@ -59,8 +59,10 @@ _BASE = """\
 (allow file-ioctl (literal "/dev/null") (literal "/dev/zero") (literal "/dev/tty") (literal "/dev/dtracehelper")
   (regex #"^/dev/ttys[0-9]+$"))
 """
-_DEVICES = ('(allow file-write* (literal "/dev/null") (literal "/dev/zero") (literal "/dev/tty") '
-            '(regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/fd/"))')
+_DEVICES = (
+    '(allow file-write* (literal "/dev/null") (literal "/dev/zero") (literal "/dev/tty") '
+    '(regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/fd/"))'
+)
 
 
 def sbpl_string(path: str) -> str:
@@ -88,9 +90,11 @@ def build_profile(spec: MountSpec, *, proxy_port: int | None = None, unix_socket
     elif proxy_port is not None:
         lines.append(f'(allow network-outbound (remote ip "localhost:{int(proxy_port)}"))')
     if unix_sockets:
-        lines += ["(allow system-socket (socket-domain AF_UNIX))",
-                  '(allow network-outbound (remote unix-socket (path-regex #"^/")))',
-                  '(allow network-bind (local unix-socket (path-regex #"^/")))']
+        lines += [
+            "(allow system-socket (socket-domain AF_UNIX))",
+            '(allow network-outbound (remote unix-socket (path-regex #"^/")))',
+            '(allow network-bind (local unix-socket (path-regex #"^/")))',
+        ]
     lines += ["; files: the plan's mounts in order, a later rule wins", "(allow file-read*)", _DEVICES]
     pinned: list[str] = []
     for kind, path in plan_mounts(spec):
@@ -117,8 +121,9 @@ def build_profile(spec: MountSpec, *, proxy_port: int | None = None, unix_socket
 _CHDIR = ["/bin/sh", "-c", 'cd "$0" || exit 126; exec "$@"']
 
 
-def build_seatbelt_argv(spec: MountSpec, argv: list[str], *, unix_sockets: bool = False,
-                        proxy_port: int | None = None) -> list[str]:
+def build_seatbelt_argv(
+    spec: MountSpec, argv: list[str], *, unix_sockets: bool = False, proxy_port: int | None = None
+) -> list[str]:
     """``sandbox-exec -p PROFILE sh -c 'cd' CWD env -u NAME K=V CMD...``: the command (``argv``) stays the
     last words, untouched; its environment comes from ``env`` (Seatbelt has no --setenv either)."""
     profile = build_profile(spec, proxy_port=proxy_port, unix_sockets=unix_sockets)

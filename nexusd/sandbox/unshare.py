@@ -21,22 +21,37 @@ from nexusd.sandbox.bwrap import MountSpec, plan_mounts
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC = 32, 4096, 16384
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
-_OPT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-              "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+_OPT_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24
 
 
 def build_unshare_argv(spec: MountSpec, argv: list[str]) -> list[str]:
     unshare = shutil.which("unshare") or "unshare"
-    ns = ["--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts",
-          "--mount-proc"]
+    ns = ["--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts", "--mount-proc"]
     if not spec.network:
         ns.append("--net")
-    payload = json.dumps({
-        "cwd": spec.cwd, "writable": spec.writable, "read_only": spec.read_only, "masked": spec.masked,
-        "revealed": spec.revealed, "protected_ro": spec.protected_ro, "protected_masked": spec.protected_masked,
-        "own": spec.own, "env": spec.env, "unsetenv": spec.unsetenv,
-    })
+    payload = json.dumps(
+        {
+            "cwd": spec.cwd,
+            "writable": spec.writable,
+            "read_only": spec.read_only,
+            "masked": spec.masked,
+            "revealed": spec.revealed,
+            "protected_ro": spec.protected_ro,
+            "protected_masked": spec.protected_masked,
+            "own": spec.own,
+            "env": spec.env,
+            "unsetenv": spec.unsetenv,
+        }
+    )
     return [unshare, *ns, "--", sys.executable, "-I", "-m", "nexusd.sandbox.unshare", payload, "--", *argv]
 
 
@@ -133,10 +148,16 @@ def main(argv: list[str]) -> int:
         return 126
     d = json.loads(argv[0])
     spec = MountSpec(
-        cwd=d["cwd"], writable=tuple(d["writable"]), read_only=tuple(d["read_only"]), masked=tuple(d["masked"]),
-        revealed=tuple(d["revealed"]), protected_ro=tuple(d["protected_ro"]),
-        protected_masked=tuple(d["protected_masked"]), own=tuple(d["own"]),
-        env=tuple((k, v) for k, v in d["env"]), unsetenv=tuple(d["unsetenv"]),
+        cwd=d["cwd"],
+        writable=tuple(d["writable"]),
+        read_only=tuple(d["read_only"]),
+        masked=tuple(d["masked"]),
+        revealed=tuple(d["revealed"]),
+        protected_ro=tuple(d["protected_ro"]),
+        protected_masked=tuple(d["protected_masked"]),
+        own=tuple(d["own"]),
+        env=tuple((k, v) for k, v in d["env"]),
+        unsetenv=tuple(d["unsetenv"]),
     )
     try:
         setup(spec)

@@ -77,8 +77,15 @@ class StderrTap:
         return scan(bytes(self.buf))
 
 
-def report(violations: list[str], *, command: str, cwd: str, socket: str | None, session: str | None = None,
-           exit_code: int | None = None) -> bool:
+def report(
+    violations: list[str],
+    *,
+    command: str,
+    cwd: str,
+    socket: str | None,
+    session: str | None = None,
+    exit_code: int | None = None,
+) -> bool:
     """Tell the daemon (best effort, a short timeout): it records them and shows every UI. False when it
     could not be told; the command's own output has said it already."""
     if not violations:
@@ -88,8 +95,15 @@ def report(violations: list[str], *, command: str, cwd: str, socket: str | None,
 
     try:
         with Client(socket_path=socket, role="agent", name="nexus-sandbox", timeout=3.0) as c:
-            c.call(SandboxReport(command=command, cwd=cwd, violations=violations[:MAX_VIOLATIONS],
-                                 session=session, exit_code=exit_code))
+            c.call(
+                SandboxReport(
+                    command=command,
+                    cwd=cwd,
+                    violations=violations[:MAX_VIOLATIONS],
+                    session=session,
+                    exit_code=exit_code,
+                )
+            )
     except (NexusClientError, OSError):
         return False
     return True

@@ -60,7 +60,7 @@ def q(word: str) -> str:
 def refusal_command(reason: str) -> str:
     """One clear line on stderr and exit 126: the command does not run."""
     line = f"nexus: refused to run the command: {reason}"
-    return f"/bin/sh -c 'printf \"%s\\n\" \"$0\" >&2; exit {EXIT_REFUSED}' {q(line)}"
+    return f'/bin/sh -c \'printf "%s\\n" "$0" >&2; exit {EXIT_REFUSED}\' {q(line)}'
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,8 +93,24 @@ def _find() -> str | None:
 # File systems whose timestamps come from this kernel's clock. On others (NFS, SMB, FUSE ...) the server
 # may set ctime from its own clock, which the decision time cannot be compared with: the Python scrub
 # always runs there.
-LOCAL_CLOCK_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "overlay", "jfs",
-                            "reiserfs", "bcachefs", "apfs", "hfs"})
+LOCAL_CLOCK_FS = frozenset(
+    {
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "tmpfs",
+        "f2fs",
+        "zfs",
+        "overlay",
+        "jfs",
+        "reiserfs",
+        "bcachefs",
+        "apfs",
+        "hfs",
+    }
+)
 
 
 _dev_fs: dict[int, str] = {}
@@ -152,8 +168,9 @@ def find_planted_expr() -> list[str]:
     return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
-def _script(plan: SandboxPlanReply, scrub_file: str, shell_index: int, socket: str | None = None,
-            broker: str | None = None) -> str:
+def _script(
+    plan: SandboxPlanReply, scrub_file: str, shell_index: int, socket: str | None = None, broker: str | None = None
+) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given)."""
     filt, argv = split_filter(plan.argv)
@@ -161,7 +178,7 @@ def _script(plan: SandboxPlanReply, scrub_file: str, shell_index: int, socket: s
     words[shell_index] = '"$2"'
     run = " ".join(words)
     if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
-        run = f"{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or '')} \"${{3-}}\" -- {run}"
+        run = f'{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or "")} "${{3-}}" -- {run}'
     if filt is not None:
         run += f" 3<{q(filt)}"
     env = _env_default_signal()
@@ -254,8 +271,15 @@ def _clean(run_dir: Path) -> None:
             pass
 
 
-def agent_command(plan: SandboxPlanReply, command: str, run_dir: Path, *, now: float | None = None,
-                  socket: str | None = None, proxy: tuple[str, str] | None = None) -> str:
+def agent_command(
+    plan: SandboxPlanReply,
+    command: str,
+    run_dir: Path,
+    *,
+    now: float | None = None,
+    socket: str | None = None,
+    proxy: tuple[str, str] | None = None,
+) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
@@ -264,9 +288,15 @@ def agent_command(plan: SandboxPlanReply, command: str, run_dir: Path, *, now: f
     shell_index = len(split_filter(plan.argv)[1]) - 1
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     _clean(run_dir)
-    scrub = json.dumps({"scrub": plan.scrub, "scrub_below": plan.scrub_below,
-                        "protected_before": plan.protected_before, "socket": socket},  # socket: to report plantings
-                       sort_keys=True)
+    scrub = json.dumps(
+        {
+            "scrub": plan.scrub,
+            "scrub_below": plan.scrub_below,
+            "protected_before": plan.protected_before,
+            "socket": socket,
+        },  # socket: to report plantings
+        sort_keys=True,
+    )
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
     text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None)

@@ -35,13 +35,24 @@ def test_asks_past_the_daemons_limit_show_as_errors() -> None:
 
 def test_nexusctl_bench_burst_json_and_refuses_a_running_daemon(tmp_path: Path) -> None:
     report = tmp_path / "b.json"
-    cmd = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "bench", "--scenario", "burst",
-           "--clients", "2", "--asks", "10", "--out", str(report)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from nexusd.cli.ctl import main; main()",
+        "bench",
+        "--scenario",
+        "burst",
+        "--clients",
+        "2",
+        "--asks",
+        "10",
+        "--out",
+        str(report),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "answered 20, timed out 0, missing 0" in r.stdout
     runs = json.loads(report.read_text())["runs"]
     assert runs[0]["answered"] == 20
-    r = subprocess.run([*cmd[:-2], "--socket", str(tmp_path / "s.sock")], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([*cmd[:-2], "--socket", str(tmp_path / "s.sock")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "own daemon" in r.stderr

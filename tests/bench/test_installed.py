@@ -20,7 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 def _copy_project(dest: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "node_modules")
     for name in ("nexusd", "clients"):
@@ -47,14 +46,28 @@ def test_bench_runs_from_a_wheel_install_with_its_default_scenarios(tmp_path: Pa
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = subprocess.check_output([str(python), "-c", "import nexusd.bench; print(nexusd.bench.__file__)"],
-                                    cwd=work, text=True).strip()
+    where = subprocess.check_output(
+        [str(python), "-c", "import nexusd.bench; print(nexusd.bench.__file__)"], cwd=work, text=True
+    ).strip()
     assert Path(where).is_relative_to(env), where  # the wheel's copy, not the source tree
     out_file = work / "bench.json"
     proc = subprocess.run(
-        [str(env / "bin" / "nexusctl"), "bench", "--clients", "1", "--requests", "30", "--warmup", "2",
-         "--out", str(out_file)],
-        cwd=work, capture_output=True, text=True, timeout=300,
+        [
+            str(env / "bin" / "nexusctl"),
+            "bench",
+            "--clients",
+            "1",
+            "--requests",
+            "30",
+            "--warmup",
+            "2",
+            "--out",
+            str(out_file),
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(out_file.read_text())

@@ -99,8 +99,13 @@ def test_nexusctl_bench_json_and_usage_errors(daemon_factory: Callable[..., Daem
 
 def test_a_daemon_argument_it_refuses_is_one_clear_error() -> None:
     nexusctl = str(Path(sys.executable).with_name("nexusctl"))
-    cp = subprocess.run([nexusctl, "bench", "--scenario", "allow", "--clients", "1", "--requests", "2",
-                         "--daemon-arg=--bogus"], capture_output=True, text=True, timeout=60, check=False)
+    cp = subprocess.run(
+        [nexusctl, "bench", "--scenario", "allow", "--clients", "1", "--requests", "2", "--daemon-arg=--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert cp.returncode == 1 and "No such option '--bogus'" in cp.stderr and "Traceback" not in cp.stderr
 
 
@@ -113,6 +118,5 @@ def test_agent_cells_report_memo_hits_and_daemon_cpu() -> None:
     for cell in on["cells"]:
         assert cell["nexusd"]["daemon_cpu_s"] >= 0 and cell["nexusd"]["daemon_cpu_us_per_request"] is not None
     assert "memo hit %" in render(on)
-    off = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1,
-                    daemon_args=("--decision-memo=0",))
+    off = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1, daemon_args=("--decision-memo=0",))
     assert off["cells"][0]["memo"] is None and off["params"]["daemon_args"] == ["--decision-memo=0"]

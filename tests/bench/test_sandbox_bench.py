@@ -32,10 +32,27 @@ def test_wrapped_true_is_the_generated_wrapper_not_an_interpreter() -> None:
 
 def test_cli_scenario_sandbox(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "bench", "--scenario", "sandbox",
-                        "--requests", "2", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "nexusctl"),
+            "bench",
+            "--scenario",
+            "sandbox",
+            "--requests",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["params"]["pairs"] == 2
-    bad = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "bench", "--scenario", "sandbox",
-                          "--scenario", "allow"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [str(Path(sys.executable).parent / "nexusctl"), "bench", "--scenario", "sandbox", "--scenario", "allow"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "runs alone" in bad.stderr

@@ -207,9 +207,19 @@ def test_watch_streams_until_bye(daemon):
     first = first_agent.ask({"type": "request", "call": CALL_BASH})
     assert isinstance(first, p.Pending)
     watch = subprocess.Popen(
-        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()",
-         "--socket", str(daemon.socket), "watch", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=daemon.env, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from nexusd.cli.ctl import main; main()",
+            "--socket",
+            str(daemon.socket),
+            "watch",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=daemon.env,
+        text=True,
     )
     try:
         assert watch.stdout is not None
@@ -233,15 +243,46 @@ def test_watch_streams_until_bye(daemon):
         conn.close()
 
 
-@pytest.mark.parametrize(("hook_input", "decision"), [
-    ({"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "PreToolUse",
-      "permission_mode": "default", "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"},
-     "allow"),
-    ({"session_id": "s1", "cwd": "/tmp", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-      "tool_input": {"command": "rm -rf build"}}, "ask"),
-    ({"session_id": "g1", "transcript_path": "/tmp/x.json", "cwd": "/tmp", "hook_event_name": "BeforeTool",
-      "timestamp": "2026-01-01T00:00:00Z", "tool_name": "read_file", "tool_input": {"file_path": "a.txt"}}, "allow"),
-])
+@pytest.mark.parametrize(
+    ("hook_input", "decision"),
+    [
+        (
+            {
+                "session_id": "s1",
+                "transcript_path": "/tmp/t.jsonl",
+                "cwd": "/tmp",
+                "hook_event_name": "PreToolUse",
+                "permission_mode": "default",
+                "tool_name": "Bash",
+                "tool_input": {"command": "ls"},
+                "tool_use_id": "t1",
+            },
+            "allow",
+        ),
+        (
+            {
+                "session_id": "s1",
+                "cwd": "/tmp",
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf build"},
+            },
+            "ask",
+        ),
+        (
+            {
+                "session_id": "g1",
+                "transcript_path": "/tmp/x.json",
+                "cwd": "/tmp",
+                "hook_event_name": "BeforeTool",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "tool_name": "read_file",
+                "tool_input": {"file_path": "a.txt"},
+            },
+            "allow",
+        ),
+    ],
+)
 def test_check_takes_the_agents_own_hook_input(daemon, hook_input, decision):
     """Issue "first hour": `nexusctl check` refused Claude's hook JSON (unknown field session_id, exit 2)."""
     r = run(daemon, "check", "--json", input=json.dumps(hook_input))

@@ -35,8 +35,7 @@ def test_validate_all_layers_without_a_daemon(tmp_path: Path):
     (cfg / "policy.toml").write_text("[permissions]\ndeny = ['Bash(curl *)']\n")
     env = {"NEXUS_CONFIG_DIR": str(cfg), "NEXUS_STATE_DIR": str(state), "NEXUS_MANAGED_DIR": str(managed)}
     argv = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "policy", "validate", "-w", str(tmp_path)]
-    out = subprocess.run(argv,
-                         env={**__import__("os").environ, **env}, capture_output=True, text=True)
+    out = subprocess.run(argv, env={**__import__("os").environ, **env}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "user" in out.stdout and "ok: 1 rule(s)" in out.stdout
 

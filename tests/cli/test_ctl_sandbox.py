@@ -17,8 +17,9 @@ from tests.conftest import DaemonHandle
 CTL = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()"]
 
 
-def ctl(h: DaemonHandle, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def ctl(
+    h: DaemonHandle, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     e = dict(h.env)
     e.update(env or {})
     return subprocess.run([*CTL, *args], env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -65,11 +66,14 @@ def test_run_passes_output_and_exit_code(daemon: DaemonHandle, tmp_path: Path) -
     assert (r.returncode, r.stdout, r.stderr) == (5, "out\n", "err\n")
 
 
-def test_run_cannot_reach_the_daemon_or_read_its_policy(daemon_factory: Callable[..., DaemonHandle],
-                                                         tmp_path: Path) -> None:
+def test_run_cannot_reach_the_daemon_or_read_its_policy(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Path
+) -> None:
     h = daemon_factory(policy="# secret-policy-marker\n")
-    reach = (f"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
-             f"s.connect({str(h.socket)!r}); print('CONNECTED')")
+    reach = (
+        f"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+        f"s.connect({str(h.socket)!r}); print('CONNECTED')"
+    )
     # The base interpreter: a venv under /tmp is invisible in the sandbox's fresh /tmp, and a probe
     # that cannot start must not pass for a blocked one (hence RAN).
     r = ctl(h, "run", "--cwd", str(tmp_path), "--", getattr(sys, "_base_executable", sys.executable), "-c", reach)
@@ -92,8 +96,9 @@ def test_run_through_the_daemon_scrubs_a_planted_bare_repo(daemon: DaemonHandle,
     assert sorted(os.listdir(ws)) == []
 
 
-def test_sandbox_status_says_what_applies_to_a_workspace(daemon_factory: Callable[..., DaemonHandle],
-                                                         tmp_path: Path) -> None:
+def test_sandbox_status_says_what_applies_to_a_workspace(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Path
+) -> None:
     ws = tmp_path / "ws"
     (ws / "sub/.git/hooks").mkdir(parents=True)
     off = daemon_factory()

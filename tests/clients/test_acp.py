@@ -25,12 +25,22 @@ OPTIONS = [
 
 
 def perm(tool_call: dict[str, Any], *, msg_id: Any = 7, sid: str = "s1", options: Any = OPTIONS) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "method": acp.PERMISSION,
-            "params": {"sessionId": sid, "toolCall": tool_call, "options": options}}
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "method": acp.PERMISSION,
+        "params": {"sessionId": sid, "toolCall": tool_call, "options": options},
+    }
 
 
-EXEC = {"toolCallId": "c1", "status": "pending", "title": "rm -rf build", "content": [], "locations": [],
-        "kind": "execute"}
+EXEC = {
+    "toolCallId": "c1",
+    "status": "pending",
+    "title": "rm -rf build",
+    "content": [],
+    "locations": [],
+    "kind": "execute",
+}
 
 
 class Harness:
@@ -46,8 +56,9 @@ class Harness:
                 raise verdict
             return Decision(decision=verdict, reason="r", source="rule", **decision)  # type: ignore[arg-type]
 
-        self.proxy = acp.Proxy(self.client, self.agent, decide, on_no_ui=on_no_ui, cwd="/bridge", agent_pid=9,
-                               log=self.logs.append)
+        self.proxy = acp.Proxy(
+            self.client, self.agent, decide, on_no_ui=on_no_ui, cwd="/bridge", agent_pid=9, log=self.logs.append
+        )
 
     def agent_says(self, msg: Any) -> None:
         """One line from the agent (a message, or raw bytes), then wait for the answers it started."""
@@ -69,16 +80,20 @@ def selected(reply: dict[str, Any]) -> str | None:
 
 def test_everything_but_permission_requests_passes_through_byte_for_byte() -> None:
     h = Harness()
-    lines = [b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}\n',
-             b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {}}}\n',
-             b'{"jsonrpc":"2.0","id":"x","method":"fs/read_text_file","params":{"path":"/a"}}\n']
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}\n',
+        b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {}}}\n',
+        b'{"jsonrpc":"2.0","id":"x","method":"fs/read_text_file","params":{"path":"/a"}}\n',
+    ]
     for line in lines:
         h.proxy.from_agent(line)
     assert h.client.getvalue() == b"".join(lines)
     h.proxy.from_client(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
     h.proxy.from_client(b"whatever the client sends, even garbage\n")
-    assert h.agent.getvalue() == (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
-                                  b"whatever the client sends, even garbage\n")
+    assert h.agent.getvalue() == (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+        b"whatever the client sends, even garbage\n"
+    )
     assert h.calls == []
 
 
@@ -125,12 +140,18 @@ def test_decider_failures_reject(exc: BaseException) -> None:
     assert selected(h.replies()[0]) == "cancel"
 
 
-@pytest.mark.parametrize("params", [
-    None, [], {"toolCall": EXEC, "options": OPTIONS}, {"sessionId": "s1", "options": OPTIONS},
-    {"sessionId": "s1", "toolCall": "x", "options": OPTIONS},
-    {"sessionId": "s1", "toolCall": {"kind": "execute", "title": ""}, "options": OPTIONS},
-    {"sessionId": "s1", "toolCall": {"kind": 3}, "options": OPTIONS},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        None,
+        [],
+        {"toolCall": EXEC, "options": OPTIONS},
+        {"sessionId": "s1", "options": OPTIONS},
+        {"sessionId": "s1", "toolCall": "x", "options": OPTIONS},
+        {"sessionId": "s1", "toolCall": {"kind": "execute", "title": ""}, "options": OPTIONS},
+        {"sessionId": "s1", "toolCall": {"kind": 3}, "options": OPTIONS},
+    ],
+)
 def test_malformed_requests_reject_without_asking(params: Any) -> None:
     h = Harness("allow")
     h.agent_says({"jsonrpc": "2.0", "id": 3, "method": acp.PERMISSION, "params": params})
@@ -146,12 +167,15 @@ def test_unusable_options_never_allow(options: Any) -> None:
     assert h.replies()[0]["result"]["outcome"] == {"outcome": "cancelled"}
 
 
-@pytest.mark.parametrize("line", [
-    b'{"jsonrpc":"2.0","id":1,"method":"session/request_permission","method":"session/update"}\n',
-    b'{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"x":NaN}}\n',
-    b'\xff{"jsonrpc":"2.0"}\n',
-    b"not json at all\n",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"session/request_permission","method":"session/update"}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"x":NaN}}\n',
+        b'\xff{"jsonrpc":"2.0"}\n',
+        b"not json at all\n",
+    ],
+)
 def test_lines_that_are_not_strict_json_are_dropped(line: bytes) -> None:
     h = Harness("allow")
     h.proxy.from_agent(line)
@@ -185,25 +209,60 @@ def test_ask_is_forwarded_to_the_editor_unchanged_when_configured() -> None:
 
 def test_session_cwd_and_mode_are_tracked() -> None:
     h = Harness("allow")
-    h.proxy.from_client(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                                    "params": {"cwd": "/proj", "mcpServers": []}}).encode() + b"\n")
-    h.proxy.from_agent(json.dumps({"jsonrpc": "2.0", "id": 2, "result": {
-        "sessionId": "s1", "modes": {"currentModeId": "default", "availableModes": []}}}).encode() + b"\n")
+    h.proxy.from_client(
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/proj", "mcpServers": []}}
+        ).encode()
+        + b"\n"
+    )
+    h.proxy.from_agent(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "result": {"sessionId": "s1", "modes": {"currentModeId": "default", "availableModes": []}},
+            }
+        ).encode()
+        + b"\n"
+    )
     h.agent_says(perm(EXEC))
     assert (h.calls[-1].cwd, h.calls[-1].workspace, h.calls[-1].mode) == ("/proj", "/proj", "default")
-    h.proxy.from_client(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "session/set_mode",
-                                    "params": {"sessionId": "s1", "modeId": "yolo"}}).encode() + b"\n")
+    h.proxy.from_client(
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 4, "method": "session/set_mode", "params": {"sessionId": "s1", "modeId": "yolo"}}
+        ).encode()
+        + b"\n"
+    )
     h.proxy.from_agent(b'{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"no such mode"}}\n')
     h.agent_says(perm(EXEC, msg_id=7))
     assert h.calls[-1].mode == "default", "a mode change the agent refused does not count"
-    h.proxy.from_client(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/set_mode",
-                                    "params": {"sessionId": "s1", "modeId": "autoEdit"}}).encode() + b"\n")
+    h.proxy.from_client(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "session/set_mode",
+                "params": {"sessionId": "s1", "modeId": "autoEdit"},
+            }
+        ).encode()
+        + b"\n"
+    )
     h.proxy.from_agent(b'{"jsonrpc":"2.0","id":5,"result":{}}\n')
     h.agent_says(perm(EXEC, msg_id=8))
     assert h.calls[-1].mode == "autoEdit"
-    h.proxy.from_agent(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
-        "sessionId": "s1", "update": {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}}}).encode()
-        + b"\n")
+    h.proxy.from_agent(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s1",
+                    "update": {"sessionUpdate": "current_mode_update", "currentModeId": "plan"},
+                },
+            }
+        ).encode()
+        + b"\n"
+    )
     h.agent_says(perm(EXEC, msg_id=9))
     assert h.calls[-1].mode == "plan"
     h.agent_says(perm(EXEC, msg_id=10, sid="unknown"))
@@ -215,12 +274,20 @@ def test_mapping_of_acp_tool_kinds() -> None:
     assert (tool, inp["command"]) == ("Bash", "rm -rf build")
     tool, inp = acp.tool_input(EXEC | {"rawInput": {"command": ["git", "push", "--force"]}}, "/p")
     assert inp["command"] == "git push --force"
-    new_file = {"kind": "edit", "title": "write", "locations": [{"path": "a.txt"}],
-                "content": [{"type": "diff", "path": "/p/a.txt", "oldText": None, "newText": "hello"}]}
+    new_file = {
+        "kind": "edit",
+        "title": "write",
+        "locations": [{"path": "a.txt"}],
+        "content": [{"type": "diff", "path": "/p/a.txt", "oldText": None, "newText": "hello"}],
+    }
     tool, inp = acp.tool_input(new_file, "/p")
     assert (tool, inp["file_path"], inp["content"]) == ("Write", "/p/a.txt", "hello")
-    change = new_file | {"content": [{"type": "diff", "path": "/p/a.txt", "oldText": "x", "newText": "y"},
-                                     {"type": "diff", "path": "/p/.cursor/hooks.json", "oldText": "", "newText": "{}"}]}
+    change = new_file | {
+        "content": [
+            {"type": "diff", "path": "/p/a.txt", "oldText": "x", "newText": "y"},
+            {"type": "diff", "path": "/p/.cursor/hooks.json", "oldText": "", "newText": "{}"},
+        ]
+    }
     tool, inp = acp.tool_input(change, "/p")
     assert tool == "Edit" and inp["file_path"] == "/p/a.txt" and inp["paths"] == ["/p/.cursor/hooks.json"]
     read = acp.tool_input({"kind": "read", "locations": [{"path": "/etc/shadow"}]}, "/p")
@@ -237,8 +304,14 @@ def test_calls_map_into_the_catalogue() -> None:
     from nexusd.core.model import ToolKind
     from nexusd.core.tools import extract, tool_info
 
-    for kind, expected in (("execute", ToolKind.SHELL), ("edit", ToolKind.EDIT), ("delete", ToolKind.EDIT),
-                           ("read", ToolKind.READ), ("search", ToolKind.READ), ("fetch", ToolKind.FETCH)):
+    for kind, expected in (
+        ("execute", ToolKind.SHELL),
+        ("edit", ToolKind.EDIT),
+        ("delete", ToolKind.EDIT),
+        ("read", ToolKind.READ),
+        ("search", ToolKind.READ),
+        ("fetch", ToolKind.FETCH),
+    ):
         assert tool_info(acp.ACP_TOOLS[kind]).kind is expected
     info = tool_info("acp:other")
     assert info.kind is ToolKind.OTHER and not info.known
@@ -256,11 +329,14 @@ def test_answers_are_one_line_each_and_concurrent_requests_keep_their_ids() -> N
     assert sorted(r["id"] for r in h.replies()) == [f"r{i}" for i in range(5)]
 
 
-@pytest.mark.parametrize("line", [
-    b'{"jsonrpc":"2.0","id":1,"method":"session\\/request_permission","params":PARAMS}\n',
-    b'{"jsonrpc":"2.0","id":1,"method":"session/request\\u005fpermission","params":PARAMS}\n',
-    b' \t{"params":PARAMS,"method":"session/request_permission","jsonrpc":"2.0","id":1}  \n',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"session\\/request_permission","params":PARAMS}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"session/request\\u005fpermission","params":PARAMS}\n',
+        b' \t{"params":PARAMS,"method":"session/request_permission","jsonrpc":"2.0","id":1}  \n',
+    ],
+)
 def test_escaped_spellings_of_the_method_are_still_intercepted(line: bytes) -> None:
     """The client decodes JSON escapes; so does the bridge: every spelling the client reads as a permission
     request is answered by nexusd and never forwarded."""

@@ -192,8 +192,11 @@ def test_abort_stops_the_turn_in_every_claude_answer() -> None:
     assert "continue" not in claude.hook_answer("PreToolUse", plain, ask_allowed=False)
     assert "interrupt" not in claude.prompt_tool_result(plain, {})
     # an allow never stops the agent, even if a (broken) daemon sets the flag
-    assert "continue" not in claude.hook_answer("PreToolUse", Decision("allow", "ok", "user", abort=True),
-                                                ask_allowed=False)
+    assert "continue" not in claude.hook_answer(
+        "PreToolUse", Decision("allow", "ok", "user", abort=True), ask_allowed=False
+    )
+
+
 @pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest"])
 def test_subagent_attribution_rides_on_the_call(event: str) -> None:
     """A subagent's call carries ``agent_id`` / ``agent_type`` (Claude Code hooks input); they become the

@@ -37,8 +37,14 @@ def pre(tool: str, args: Any, cwd: str = "/work/proj") -> dict[str, Any]:
 
 
 def vscode(tool: str, args: Any) -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": "sess-vs", "timestamp": "2026-01-01T00:00:00Z",
-            "cwd": "/work/proj", "tool_name": tool, "tool_input": args}
+    return {
+        "hook_event_name": "PreToolUse",
+        "session_id": "sess-vs",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "cwd": "/work/proj",
+        "tool_name": tool,
+        "tool_input": args,
+    }
 
 
 def decision(kind: str, **kw: Any) -> LeanDecision:
@@ -46,29 +52,49 @@ def decision(kind: str, **kw: Any) -> LeanDecision:
 
 
 def test_both_documented_input_shapes_map_to_the_same_call() -> None:
-    a = copilot.call_fields_from_hook(pre("bash", {"command": "ls", "description": "list"}), env={}, agent_pid=3,
-                                      fallback_cwd="/")
-    assert a == {"provider": "copilot", "session": "sess-cp", "tool": "bash",
-                 "input": {"command": "ls", "description": "list"}, "cwd": "/work/proj", "agent_pid": 3,
-                 "workspace": "/work/proj"}
-    b = copilot.call_fields_from_hook(vscode("bash", {"command": "ls", "description": "list"}), env={},
-                                      agent_pid=3, fallback_cwd="/")
+    a = copilot.call_fields_from_hook(
+        pre("bash", {"command": "ls", "description": "list"}), env={}, agent_pid=3, fallback_cwd="/"
+    )
+    assert a == {
+        "provider": "copilot",
+        "session": "sess-cp",
+        "tool": "bash",
+        "input": {"command": "ls", "description": "list"},
+        "cwd": "/work/proj",
+        "agent_pid": 3,
+        "workspace": "/work/proj",
+    }
+    b = copilot.call_fields_from_hook(
+        vscode("bash", {"command": "ls", "description": "list"}), env={}, agent_pid=3, fallback_cwd="/"
+    )
     assert {k: v for k, v in b.items() if k != "session"} == {k: v for k, v in a.items() if k != "session"}
 
 
 def test_tool_args_as_json_text_and_relative_paths() -> None:
-    call = copilot.call_fields_from_hook(pre("view", '{"path": "src/../README.md"}'), env={}, agent_pid=None,
-                                         fallback_cwd="/")
+    call = copilot.call_fields_from_hook(
+        pre("view", '{"path": "src/../README.md"}'), env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert call["input"] == {"path": "/work/proj/README.md"}
-    home = copilot.call_fields_from_hook(pre("view", {"path": "~/.ssh/id_rsa"}), env={}, agent_pid=None,
-                                         fallback_cwd="/")
+    home = copilot.call_fields_from_hook(
+        pre("view", {"path": "~/.ssh/id_rsa"}), env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert home["input"]["path"] == "~/.ssh/id_rsa"  # the engine expands ~ itself
 
 
-@pytest.mark.parametrize("bad", [
-    [], "x", {}, pre("", {}), pre("bash", "{oops"), pre("bash", [1, 2]), pre("bash", {}, cwd="rel"),
-    {k: v for k, v in pre("bash", {}).items() if k != "sessionId"}, vscode("bash", {}) | {"hook_event_name": "Stop"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        "x",
+        {},
+        pre("", {}),
+        pre("bash", "{oops"),
+        pre("bash", [1, 2]),
+        pre("bash", {}, cwd="rel"),
+        {k: v for k, v in pre("bash", {}).items() if k != "sessionId"},
+        vscode("bash", {}) | {"hook_event_name": "Stop"},
+    ],
+)
 def test_malformed_input_is_refused(bad: Any) -> None:
     with pytest.raises(HookInputError):
         copilot.call_fields_from_hook(bad, env={}, agent_pid=None, fallback_cwd="/")
@@ -108,8 +134,16 @@ def test_no_ui_denies_or_asks_where_configured(daemon: DaemonHandle) -> None:
     assert out(run_hook(["copilot", "--on-no-ui", "ask"], call, daemon.env))["permissionDecision"] == "ask"
 
 
-@pytest.mark.parametrize("path", [".github/hooks/nexusd.json", ".github/copilot/settings.json",
-                                  ".GITHUB/HOOKS/x.json", "~/.copilot/hooks/x.json", "~/.copilot/config.json"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".github/hooks/nexusd.json",
+        ".github/copilot/settings.json",
+        ".GITHUB/HOOKS/x.json",
+        "~/.copilot/hooks/x.json",
+        "~/.copilot/config.json",
+    ],
+)
 def test_copilots_hook_and_settings_files_are_protected(daemon_factory: Any, path: str) -> None:
     daemon: DaemonHandle = daemon_factory(policy='[permissions]\nallow = ["Edit", "Write"]\n')
     ok = pre("create", {"path": "/work/proj/notes.md", "file_text": "x"})
@@ -140,8 +174,9 @@ def test_with_the_sandbox_on_copilots_bash_runs_wrapped(daemon_factory: Any, tmp
     """Copilot takes ``modifiedArgs``: an allowed bash call comes back as the sandbox-wrapped command (planned
     by the deciding daemon for a real workspace)."""
     daemon: DaemonHandle = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n[sandbox]\nenabled = true\n')
-    proc = run_hook(["copilot"], pre("bash", {"command": "ls -la", "description": "list"}, cwd=str(tmp_path)),
-                    daemon.env)
+    proc = run_hook(
+        ["copilot"], pre("bash", {"command": "ls -la", "description": "list"}, cwd=str(tmp_path)), daemon.env
+    )
     answer = out(proc)
     assert answer["permissionDecision"] == "allow", answer
     assert answer["modifiedArgs"]["command"] != "ls -la" and "ls -la" in answer["modifiedArgs"]["command"]

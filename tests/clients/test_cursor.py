@@ -43,10 +43,15 @@ def payload(event: str, **fields: Any) -> dict[str, Any]:
 
 
 SHELL = payload("beforeShellExecution", command="npm install express", cwd="/work/proj")
-MCP = payload("beforeMCPExecution", tool_name="database_query", tool_input='{"query": "SELECT 1"}',
-              command="npx mcp-server")
-READ = payload("beforeReadFile", file_path="/work/proj/secrets.env", content="API_KEY=...",
-               attachments=[{"type": "file", "file_path": "/work/proj/.cursorrules"}])
+MCP = payload(
+    "beforeMCPExecution", tool_name="database_query", tool_input='{"query": "SELECT 1"}', command="npx mcp-server"
+)
+READ = payload(
+    "beforeReadFile",
+    file_path="/work/proj/secrets.env",
+    content="API_KEY=...",
+    attachments=[{"type": "file", "file_path": "/work/proj/.cursorrules"}],
+)
 
 
 def decision(kind: str, **kw: Any) -> LeanDecision:
@@ -58,32 +63,51 @@ def decision(kind: str, **kw: Any) -> LeanDecision:
 
 def test_shell_maps_to_the_canonical_shell_tool() -> None:
     call = cursor.call_fields_from_hook(SHELL, env={}, agent_pid=7, fallback_cwd="/")
-    assert call == {"provider": "cursor", "session": "conv-123", "tool": "Shell",
-                    "input": {"command": "npm install express"}, "cwd": "/work/proj", "agent_pid": 7,
-                    "workspace": "/work/proj"}
+    assert call == {
+        "provider": "cursor",
+        "session": "conv-123",
+        "tool": "Shell",
+        "input": {"command": "npm install express"},
+        "cwd": "/work/proj",
+        "agent_pid": 7,
+        "workspace": "/work/proj",
+    }
 
 
 def test_mcp_input_as_json_text_or_object_and_read_never_forwards_the_content() -> None:
     call = cursor.call_fields_from_hook(MCP, env={}, agent_pid=None, fallback_cwd="/")
     assert call["tool"] == "mcp__cursor__database_query" and call["input"] == {"query": "SELECT 1"}
-    as_object = cursor.call_fields_from_hook(MCP | {"tool_input": {"query": "x"}}, env={}, agent_pid=None,
-                                             fallback_cwd="/")
+    as_object = cursor.call_fields_from_hook(
+        MCP | {"tool_input": {"query": "x"}}, env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert as_object["input"] == {"query": "x"}
     read = cursor.call_fields_from_hook(READ, env={}, agent_pid=None, fallback_cwd="/")
     assert read["tool"] == "Read" and read["input"] == {"file_path": "/work/proj/secrets.env"}
     assert "API_KEY" not in json.dumps(read)
-    relative = cursor.call_fields_from_hook(READ | {"file_path": "sub/../a.txt"}, env={}, agent_pid=None,
-                                            fallback_cwd="/")
+    relative = cursor.call_fields_from_hook(
+        READ | {"file_path": "sub/../a.txt"}, env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert relative["input"]["file_path"] == "/work/proj/a.txt"
 
 
-@pytest.mark.parametrize("bad", [
-    [], "x", {}, payload("afterFileEdit"), payload("stop"),
-    {k: v for k, v in SHELL.items() if k != "conversation_id"},
-    SHELL | {"command": ""}, SHELL | {"command": ["rm", "-rf"]}, SHELL | {"cwd": "relative/dir"},
-    MCP | {"tool_input": "{not json"}, MCP | {"tool_input": "[1]"}, MCP | {"tool_name": None},
-    READ | {"file_path": 3},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        "x",
+        {},
+        payload("afterFileEdit"),
+        payload("stop"),
+        {k: v for k, v in SHELL.items() if k != "conversation_id"},
+        SHELL | {"command": ""},
+        SHELL | {"command": ["rm", "-rf"]},
+        SHELL | {"cwd": "relative/dir"},
+        MCP | {"tool_input": "{not json"},
+        MCP | {"tool_input": "[1]"},
+        MCP | {"tool_name": None},
+        READ | {"file_path": 3},
+    ],
+)
 def test_malformed_input_is_refused(bad: Any) -> None:
     with pytest.raises(HookInputError):
         cursor.call_fields_from_hook(bad, env={}, agent_pid=None, fallback_cwd="/")
@@ -131,10 +155,19 @@ def test_no_ui_denies_or_asks_where_configured(daemon: DaemonHandle) -> None:
     assert answer_of(run_hook(["cursor", "--on-no-ui", "ask"], SHELL, daemon.env))["permission"] == "ask"
 
 
-PROTECTED = ["cp x .cursor/hooks.json", "cp x ~/.cursor/hooks.json", "cp x .Cursor/hooks.json",
-             "cp -r x .github/hooks", "cp x .github/copilot/settings.json", "cp x opencode.json",
-             "cp x sub/opencode.jsonc", "cp x ~/.config/opencode/plugins/evil.js", "cp x .opencode/plugins/a.js",
-             "cp x ~/.copilot/hooks/a.json", "cp -r x .github"]
+PROTECTED = [
+    "cp x .cursor/hooks.json",
+    "cp x ~/.cursor/hooks.json",
+    "cp x .Cursor/hooks.json",
+    "cp -r x .github/hooks",
+    "cp x .github/copilot/settings.json",
+    "cp x opencode.json",
+    "cp x sub/opencode.jsonc",
+    "cp x ~/.config/opencode/plugins/evil.js",
+    "cp x .opencode/plugins/a.js",
+    "cp x ~/.copilot/hooks/a.json",
+    "cp -r x .github",
+]
 
 
 @pytest.mark.parametrize("command", PROTECTED)
@@ -149,8 +182,9 @@ def test_agent_config_is_protected_even_where_a_rule_allows(daemon_factory: Any,
     assert answer_of(proc)["permission"] == "deny", (command, proc.stdout)
 
 
-@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]", b'{"hook_event_name": "beforeShellExecution"}',
-                                   b'{"a": NaN}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "stdin", [b"", b"not json", b"[]", b'{"hook_event_name": "beforeShellExecution"}', b'{"a": NaN}', b"\xff\xfe"]
+)
 def test_bad_stdin_blocks_with_exit_2(stdin: bytes) -> None:
     proc = run_hook(["cursor"], stdin, no_daemon_env())
     assert proc.returncode == 2 and b"nexusd denied" in proc.stderr
@@ -188,8 +222,15 @@ def test_new_providers_keep_the_hook_lean(daemon: DaemonHandle, tmp_path: Any, p
     stdin = {
         "cursor": SHELL,
         "copilot": {"sessionId": "s", "timestamp": 1, "cwd": "/w", "toolName": "view", "toolArgs": {"path": "/w/a"}},
-        "opencode": {"hook_event_name": "tool.execute.before", "tool": "read", "sessionID": "s", "callID": "c",
-                     "args": {"filePath": "/w/a"}, "directory": "/w", "worktree": "/w"},
+        "opencode": {
+            "hook_event_name": "tool.execute.before",
+            "tool": "read",
+            "sessionID": "s",
+            "callID": "c",
+            "args": {"filePath": "/w/a"},
+            "directory": "/w",
+            "worktree": "/w",
+        },
     }[provider]
     proc = run_hook([provider], stdin, env)
     assert b"MSGSPEC-IMPORTED" not in proc.stderr

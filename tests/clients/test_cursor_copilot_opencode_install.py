@@ -51,19 +51,27 @@ def test_cursor_entries_follow_cursors_documented_shape() -> None:
     out = s.cursor_install({}, "/venv/bin/nexus-hook cursor --timeout 55")
     assert out["version"] == 1
     for event in ("beforeShellExecution", "beforeMCPExecution", "beforeReadFile"):
-        assert out["hooks"][event] == [{"command": "/venv/bin/nexus-hook cursor --timeout 55", "timeout": 60,
-                                        "failClosed": True}]
+        assert out["hooks"][event] == [
+            {"command": "/venv/bin/nexus-hook cursor --timeout 55", "timeout": 60, "failClosed": True}
+        ]
 
 
 def test_copilot_entry_follows_the_documented_shape() -> None:
     out = s.copilot_install({}, "/venv/bin/nexus-hook copilot --timeout 55")
-    assert out == {"version": 1, "hooks": {"preToolUse": [
-        {"type": "command", "bash": "/venv/bin/nexus-hook copilot --timeout 55", "timeoutSec": 60}]}}
+    assert out == {
+        "version": 1,
+        "hooks": {
+            "preToolUse": [{"type": "command", "bash": "/venv/bin/nexus-hook copilot --timeout 55", "timeoutSec": 60}]
+        },
+    }
 
 
 def test_merge_keeps_foreign_hooks_and_reinstall_replaces() -> None:
-    mine = {"version": 1, "hooks": {"beforeShellExecution": [{"command": "./audit.sh"}],
-                                    "afterFileEdit": [{"command": "./fmt.sh"}]}, "extra": True}
+    mine = {
+        "version": 1,
+        "hooks": {"beforeShellExecution": [{"command": "./audit.sh"}], "afterFileEdit": [{"command": "./fmt.sh"}]},
+        "extra": True,
+    }
     once = s.cursor_install(mine, "nexus-hook cursor --timeout 55")
     twice = s.cursor_install(once, "nexus-hook cursor --timeout 30")
     shell = twice["hooks"]["beforeShellExecution"]

@@ -231,8 +231,9 @@ def test_gemini_safe_tool_allowed_and_no_ui_denied(daemon: DaemonHandle) -> None
     assert json.loads(proc.stdout)["decision"] == "deny"
 
 
-async def answer_next(daemon: DaemonHandle, start: Any, decision: str | None, message: str | None = None,
-                      abort: bool = False) -> Any:
+async def answer_next(
+    daemon: DaemonHandle, start: Any, decision: str | None, message: str | None = None, abort: bool = False
+) -> Any:
     """Subscribe as a UI, run ``start()`` (which launches the hook), answer its prompt, return its result."""
     from nexusd.client import AsyncClient
 
@@ -372,8 +373,9 @@ def test_hook_process_never_imports_msgspec(daemon: DaemonHandle, tmp_path: Path
     assert json.loads(proc.stdout)["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
 
 
-@pytest.mark.parametrize("args", [["--help"], ["-h"], ["claude", "--help"], ["gemini", "-h"],
-                                  ["claude", "--timeout", "5", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["-h"], ["claude", "--help"], ["gemini", "-h"], ["claude", "--timeout", "5", "--help"]]
+)
 def test_help_is_help_not_a_misconfiguration(args: list[str]) -> None:
     r = run_hook(args, b"", dict(os.environ))
     assert r.returncode == 0 and b"usage" in r.stdout.lower() and b"misconfigured" not in r.stdout + r.stderr
@@ -409,8 +411,12 @@ def test_claude_no_ui_choice(entrypoint: str | None, mode: str | None, expected:
 
 @pytest.mark.parametrize(
     ("entrypoint", "mode", "expected"),
-    [("cli", "default", "ask"), ("cli", "acceptEdits", "ask"), ("sdk-ts", "default", "deny"),
-     (None, "default", "deny")],
+    [
+        ("cli", "default", "ask"),
+        ("cli", "acceptEdits", "ask"),
+        ("sdk-ts", "default", "deny"),
+        (None, "default", "deny"),
+    ],
 )
 def test_claude_no_ui_auto_over_the_wire(
     daemon: DaemonHandle, entrypoint: str | None, mode: str, expected: str
@@ -459,8 +465,17 @@ async def test_claude_session_end_ends_the_sessions_grants(daemon: DaemonHandle)
         return json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"]
 
     assert decided() == "allow"  # the session's grant, no person (no UI is connected now)
-    end = run_hook(["claude"], {"session_id": "sess-hook", "transcript_path": "/tmp/x.jsonl", "cwd": "/tmp",
-                                "hook_event_name": "SessionEnd", "reason": "exit"}, env)
+    end = run_hook(
+        ["claude"],
+        {
+            "session_id": "sess-hook",
+            "transcript_path": "/tmp/x.jsonl",
+            "cwd": "/tmp",
+            "hook_event_name": "SessionEnd",
+            "reason": "exit",
+        },
+        env,
+    )
     assert end.returncode == 0 and end.stdout == b"", end.stderr
     assert decided() == "deny"  # asked again, and nobody is there
     # a SessionEnd with nothing to end, or the daemon gone, is no error for Claude Code: exit 0, no output

@@ -26,8 +26,15 @@ allow = ["Bash(git status)", "Edit", "Write"]
 
 
 def before(tool: str, args: Any, directory: str = "/work/proj", worktree: str = "/work/proj") -> dict[str, Any]:
-    return {"hook_event_name": "tool.execute.before", "tool": tool, "sessionID": "ses_1", "callID": "call_1",
-            "args": args, "directory": directory, "worktree": worktree}
+    return {
+        "hook_event_name": "tool.execute.before",
+        "tool": tool,
+        "sessionID": "ses_1",
+        "callID": "call_1",
+        "args": args,
+        "directory": directory,
+        "worktree": worktree,
+    }
 
 
 def decision(kind: str, **kw: Any) -> LeanDecision:
@@ -35,24 +42,42 @@ def decision(kind: str, **kw: Any) -> LeanDecision:
 
 
 def test_mapping() -> None:
-    call = opencode.call_fields_from_hook(before("read", {"filePath": "src/a.ts"}), env={}, agent_pid=4,
-                                          fallback_cwd="/")
-    assert call == {"provider": "opencode", "session": "ses_1", "tool": "read",
-                    "input": {"filePath": "/work/proj/src/a.ts"}, "cwd": "/work/proj", "agent_request_id": "call_1",
-                    "agent_pid": 4, "workspace": "/work/proj"}
-    bash = opencode.call_fields_from_hook(before("bash", {"command": "ls", "workdir": "sub"}), env={},
-                                          agent_pid=None, fallback_cwd="/")
+    call = opencode.call_fields_from_hook(
+        before("read", {"filePath": "src/a.ts"}), env={}, agent_pid=4, fallback_cwd="/"
+    )
+    assert call == {
+        "provider": "opencode",
+        "session": "ses_1",
+        "tool": "read",
+        "input": {"filePath": "/work/proj/src/a.ts"},
+        "cwd": "/work/proj",
+        "agent_request_id": "call_1",
+        "agent_pid": 4,
+        "workspace": "/work/proj",
+    }
+    bash = opencode.call_fields_from_hook(
+        before("bash", {"command": "ls", "workdir": "sub"}), env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert bash["cwd"] == "/work/proj/sub"
     # OpenCode outside a git repository reports worktree "/": the workspace is the directory, not the root
-    loose = opencode.call_fields_from_hook(before("bash", {"command": "ls"}, worktree="/"), env={},
-                                           agent_pid=None, fallback_cwd="/")
+    loose = opencode.call_fields_from_hook(
+        before("bash", {"command": "ls"}, worktree="/"), env={}, agent_pid=None, fallback_cwd="/"
+    )
     assert loose["workspace"] == "/work/proj"
 
 
-@pytest.mark.parametrize("bad", [
-    [], {}, before("", {}), before("bash", [1]), before("bash", {}, directory="rel"),
-    before("bash", {}) | {"hook_event_name": "tool.execute.after"}, before("bash", {}) | {"sessionID": 5},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        {},
+        before("", {}),
+        before("bash", [1]),
+        before("bash", {}, directory="rel"),
+        before("bash", {}) | {"hook_event_name": "tool.execute.after"},
+        before("bash", {}) | {"sessionID": 5},
+    ],
+)
 def test_malformed_input_is_refused(bad: Any) -> None:
     with pytest.raises(HookInputError):
         opencode.call_fields_from_hook(bad, env={}, agent_pid=None, fallback_cwd="/")
@@ -80,8 +105,16 @@ def test_rules_hold_for_opencodes_tool_names(daemon_factory: Any) -> None:
     assert out(run_hook(["opencode"], secret, daemon.env))["decision"] == "deny"
 
 
-@pytest.mark.parametrize("path", ["opencode.json", "opencode.jsonc", ".opencode/plugins/x.js",
-                                  "~/.config/opencode/plugins/x.js", "~/.config/opencode/opencode.json"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "opencode.json",
+        "opencode.jsonc",
+        ".opencode/plugins/x.js",
+        "~/.config/opencode/plugins/x.js",
+        "~/.config/opencode/opencode.json",
+    ],
+)
 def test_opencodes_config_and_plugins_are_protected(daemon_factory: Any, path: str) -> None:
     daemon: DaemonHandle = daemon_factory(policy=POLICY)
     ok = before("write", {"filePath": "/work/proj/notes.md", "content": "x"})
@@ -105,7 +138,7 @@ def test_the_plugin_throws_unless_the_hook_allows(tmp_path: Path, case: str) -> 
         argv = [str(tmp_path / "nope")]
     elif case == "garbage":
         script = tmp_path / "garbage.sh"
-        script.write_text("#!/bin/sh\necho '{\"decision\": \"allow\"'\n")
+        script.write_text('#!/bin/sh\necho \'{"decision": "allow"\'\n')
         script.chmod(0o755)
         argv = [str(script)]
     else:
@@ -129,8 +162,13 @@ def test_every_new_adapter_builds_a_valid_call_info() -> None:
     """The lean wire dicts are exactly what the protocol's decoder accepts (msgspec checks every field)."""
     from nexus_clients import copilot, cursor
 
-    shell = {"hook_event_name": "beforeShellExecution", "conversation_id": "c", "workspace_roots": ["/w"],
-             "command": "ls", "cwd": "/w"}
+    shell = {
+        "hook_event_name": "beforeShellExecution",
+        "conversation_id": "c",
+        "workspace_roots": ["/w"],
+        "command": "ls",
+        "cwd": "/w",
+    }
     pre = {"sessionId": "s", "timestamp": 1, "cwd": "/w", "toolName": "bash", "toolArgs": {"command": "ls"}}
     for mod, payload in ((cursor, shell), (copilot, pre), (opencode, before("bash", {"command": "ls"}))):
         call = mod.call_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/")
@@ -139,10 +177,18 @@ def test_every_new_adapter_builds_a_valid_call_info() -> None:
 
 def test_only_opencodes_own_agents_are_modes() -> None:
     """build and plan are OpenCode's modes; a user's agent named like a permissive mode is not one."""
-    for agent, mode in (("build", "build"), ("plan", "plan"), ("yolo", None), ("bypassPermissions", None),
-                        ("general", None), (None, None), (3, None)):
-        call = opencode.call_fields_from_hook(before("bash", {"command": "ls"}) | {"agent": agent}, env={},
-                                              agent_pid=None, fallback_cwd="/")
+    for agent, mode in (
+        ("build", "build"),
+        ("plan", "plan"),
+        ("yolo", None),
+        ("bypassPermissions", None),
+        ("general", None),
+        (None, None),
+        (3, None),
+    ):
+        call = opencode.call_fields_from_hook(
+            before("bash", {"command": "ls"}) | {"agent": agent}, env={}, agent_pid=None, fallback_cwd="/"
+        )
         assert call.get("mode") == mode, agent
     from nexusd.core.policy.modes import resolve
 

@@ -63,8 +63,9 @@ def _welcomed() -> Conversation:
     conv = Conversation(wire_lean.LeanCodec(), "agent", "nexus-hook claude", ref_prefix="h")
     hello = protocol.decode_client(conv.hello())
     assert hello == protocol.Hello(proto=protocol.PROTOCOL_VERSION, role="agent", name="nexus-hook claude", ref="h1")
-    conv.receive_data(protocol.encode(protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent",
-                                                       ref="h1")))
+    conv.receive_data(
+        protocol.encode(protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent", ref="h1"))
+    )
     assert conv.next_event() is not NEED_DATA
     return conv
 
@@ -211,8 +212,9 @@ def test_lean_reader_rejects_what_the_protocol_rejects(line: bytes) -> None:
 # --------------------------------------------------------------------------- the conversation
 
 
-WELCOME = protocol.encode(protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent",
-                                           ref="h1")).strip()
+WELCOME = protocol.encode(
+    protocol.Welcome(proto=protocol.PROTOCOL_VERSION, version="0", role="agent", ref="h1")
+).strip()
 
 
 def _conversation(replies: list[bytes]) -> LeanDecision:
@@ -244,14 +246,16 @@ def _conversation(replies: list[bytes]) -> LeanDecision:
     try:
         with wire_lean.AgentConnection(path, timeout=2.0) as conn:
             conn.connect("t")
-            return conn.request(wire_lean.call_fields(provider="p", session="s", tool="t", input={}, cwd="/"),
-                                "deny", 2)
+            return conn.request(
+                wire_lean.call_fields(provider="p", session="s", tool="t", input={}, cwd="/"), "deny", 2
+            )
     finally:
         thread.join(5)
         server.close()
         assert isinstance(protocol.decode_client(received[0]), protocol.Hello)
         assert protocol.decode_client(received[1]) == protocol.Request(
-            call=protocol.CallInfo(provider="p", session="s", tool="t", input={}, cwd="/"), ref="h2")
+            call=protocol.CallInfo(provider="p", session="s", tool="t", input={}, cwd="/"), ref="h2"
+        )
 
 
 DENY = protocol.encode(protocol.Decision("deny", "no", "rule", ref="h2")).strip()

@@ -14,6 +14,8 @@ from nexusd.core import tools
 
 ROOTS = (Path(nexusd.__file__).parent, Path(nexus_clients.__file__).parent)
 CATALOGUE = Path(tools.__file__)
+
+
 def _literal_sets(path: Path) -> list[frozenset[str]]:
     """Every literal collection of two or more strings in a module (sets, tuples, lists, dict keys)."""
     out: list[frozenset[str]] = []

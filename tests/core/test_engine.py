@@ -107,8 +107,19 @@ SAFETY_ROWS = [
     (Flag.UNPARSEABLE, shell("ls", flags=[Flag.UNPARSEABLE])),
     (Flag.DYNAMIC, shell("echo", flags=[Flag.DYNAMIC])),
 ]
-ALL_MODES = ["default", "acceptEdits", "auto", "bypassPermissions", "yolo", "BYPASS_PERMISSIONS", "allow",
-             "danger-full-access", "workspace-write", "prompt", "CAUTIOUS"]
+ALL_MODES = [
+    "default",
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "yolo",
+    "BYPASS_PERMISSIONS",
+    "allow",
+    "danger-full-access",
+    "workspace-write",
+    "prompt",
+    "CAUTIOUS",
+]
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
@@ -158,18 +169,38 @@ RULE_ROWS = [
     (["Bash"], [], ["Bash(rm *)"], shell("ls", "rm -rf x", req=WW), "bypassPermissions", "deny", "rule"),
     ([], [], ["Bash(curl *)"], shell("curl x", req=DFA), "yolo", "deny", "rule"),
     # deny beats ask beats allow, regardless of specificity
-    (["Bash(git push origin main)"], [], ["Bash(git push *)"], shell("git push origin main", req=DFA), "default",
-     "deny", "rule"),
-    (["Bash(git push *)"], ["Bash(git push *)"], [], shell("git push x", req=DFA), "bypassPermissions", "ask",
-     "rule"),
+    (
+        ["Bash(git push origin main)"],
+        [],
+        ["Bash(git push *)"],
+        shell("git push origin main", req=DFA),
+        "default",
+        "deny",
+        "rule",
+    ),
+    (["Bash(git push *)"], ["Bash(git push *)"], [], shell("git push x", req=DFA), "bypassPermissions", "ask", "rule"),
     # ask rules in dontAsk deny
     ([], ["Bash(npm publish *)"], [], shell("npm publish", req=DFA), "dontAsk", "deny", "rule"),
     # Read/Edit deny against files a shell command reads/writes, and redirect targets
     (["Bash(cat *)"], [], ["Read(./.env)"], shell("cat .env", reads=[f"{WS}/.env"]), "default", "deny", "rule"),
-    (["Bash(echo *)"], [], ["Edit(//etc/**)"],
-     shell("echo x", redirects=[Redirect(">", "/etc/motd")]), "default", "deny", "rule"),
-    (["Bash(sort *)"], [], ["Read(**/secret*)"],
-     shell("sort", redirects=[Redirect("<", "conf/secret.txt")]), "default", "deny", "rule"),
+    (
+        ["Bash(echo *)"],
+        [],
+        ["Edit(//etc/**)"],
+        shell("echo x", redirects=[Redirect(">", "/etc/motd")]),
+        "default",
+        "deny",
+        "rule",
+    ),
+    (
+        ["Bash(sort *)"],
+        [],
+        ["Read(**/secret*)"],
+        shell("sort", redirects=[Redirect("<", "conf/secret.txt")]),
+        "default",
+        "deny",
+        "rule",
+    ),
     # Read/Edit allow
     (["Read(//etc/hosts)"], [], [], read("/etc/hosts"), "default", "allow", "rule"),
     (["Edit(/src/**)"], [], [], edit(f"{WS}/src/a.py"), "default", "allow", "rule"),
@@ -177,10 +208,24 @@ RULE_ROWS = [
     (["Read(~/notes/**)"], [], [], read(f"{HOME}/notes/a.md"), "default", "allow", "rule"),
     # a shell allow rule does not carry files outside the workspace
     (["Bash(cat *)"], [], [], shell("cat /etc/shadow", reads=["/etc/shadow"]), "default", "ask", "mode"),
-    (["Bash(cat *)", "Read(//etc/hosts)"], [], [], shell("cat /etc/hosts", reads=["/etc/hosts"]), "default",
-     "allow", "rule"),
-    (["Bash(cp *)"], [], [], shell("cp a /tmp/b", req=WW, reads=[f"{WS}/a"], writes=["/tmp/b"]), "default", "ask",
-     "mode"),
+    (
+        ["Bash(cat *)", "Read(//etc/hosts)"],
+        [],
+        [],
+        shell("cat /etc/hosts", reads=["/etc/hosts"]),
+        "default",
+        "allow",
+        "rule",
+    ),
+    (
+        ["Bash(cp *)"],
+        [],
+        [],
+        shell("cp a /tmp/b", req=WW, reads=[f"{WS}/a"], writes=["/tmp/b"]),
+        "default",
+        "ask",
+        "mode",
+    ),
     # WebFetch domains
     (["WebFetch(domain:example.com)"], [], [], fetch("example.com"), "default", "allow", "rule"),
     (["WebFetch(domain:example.com)"], [], [], fetch("www.example.com"), "default", "ask", "mode"),
@@ -193,8 +238,7 @@ RULE_ROWS = [
     (["mcp__gh__*"], [], [], tool("mcp__gh__list_issues", ToolKind.MCP), "default", "allow", "rule"),
     (["mcp__gh__list_issues"], [], [], tool("mcp__gh__create", ToolKind.MCP), "default", "ask", "mode"),
     (["mcp__gh"], [], [], tool("mcp__ghx__list", ToolKind.MCP), "default", "ask", "mode"),
-    ([], [], ["mcp__gh__delete_repo"], tool("mcp__gh__delete_repo", ToolKind.MCP), "bypassPermissions", "deny",
-     "rule"),
+    ([], [], ["mcp__gh__delete_repo"], tool("mcp__gh__delete_repo", ToolKind.MCP), "bypassPermissions", "deny", "rule"),
     # other tools
     (["WebSearch"], [], [], tool("WebSearch", ToolKind.SEARCH), "default", "allow", "rule"),
     (["Task"], [], [], tool("Task", ToolKind.AGENT), "default", "allow", "rule"),
@@ -386,8 +430,16 @@ def test_person_override_beats_agent_mode():
 
 def test_disable_bypass_kill_switch():
     pol = Policy(disable_bypass=True, disable_bypass_origin="/etc/nexus/policy.toml:3")
-    for mode in ("bypassPermissions", "BYPASS_PERMISSIONS", "yolo", "allow", "danger-full-access",
-                 "DANGER_FULL_ACCESS", "danger_full_access", "bypass"):
+    for mode in (
+        "bypassPermissions",
+        "BYPASS_PERMISSIONS",
+        "yolo",
+        "allow",
+        "danger-full-access",
+        "DANGER_FULL_ACCESS",
+        "danger_full_access",
+        "bypass",
+    ):
         v = decide(shell("curl x", req=DFA), pol, mode=mode)
         assert v.decision == "ask", mode
         assert "disable_bypass" in v.trace[0].detail
@@ -402,8 +454,10 @@ def test_policy_default_mode():
 
 
 def _project_policy(trust):
-    rules = (parse_rule("Bash(make)", "allow", layer="project", origin=f"{WS}/.nexus/policy.toml:2", project=True),
-             parse_rule("Bash(curl *)", "deny", layer="project", origin=f"{WS}/.nexus/policy.toml:3", project=True))
+    rules = (
+        parse_rule("Bash(make)", "allow", layer="project", origin=f"{WS}/.nexus/policy.toml:2", project=True),
+        parse_rule("Bash(curl *)", "deny", layer="project", origin=f"{WS}/.nexus/policy.toml:3", project=True),
+    )
     return Policy(rules=rules, trust=trust, workspace=WS)
 
 
@@ -455,21 +509,47 @@ from tests.conftest import examples  # noqa: E402
 _WORDS = ["git", "status", "push", "npm", "run", "test", "ls", "-la", "rm", "curl", "x", "main"]
 _rule_text = st.one_of(
     st.lists(st.sampled_from([*_WORDS, "*"]), min_size=1, max_size=3).map(lambda w: "Bash(" + " ".join(w) + ")"),
-    st.sampled_from(["Bash", "Edit", "Read", "Edit(/src/**)", "Read(./.env)", "Read(//etc/**)", "WebFetch",
-                     "WebFetch(domain:example.com)", "mcp__gh", "Edit(**/*.py)"]),
+    st.sampled_from(
+        [
+            "Bash",
+            "Edit",
+            "Read",
+            "Edit(/src/**)",
+            "Read(./.env)",
+            "Read(//etc/**)",
+            "WebFetch",
+            "WebFetch(domain:example.com)",
+            "mcp__gh",
+            "Edit(**/*.py)",
+        ]
+    ),
 )
 _cmd = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join)
 _cls = st.one_of(
     st.lists(_cmd, min_size=1, max_size=3).map(lambda cs: shell(*cs, req=DFA)),
-    st.sampled_from([edit(f"{WS}/src/a.py"), edit("/etc/x"), read(f"{WS}/.env"), read("/etc/hosts"),
-                     fetch("example.com"), tool("mcp__gh__x", ToolKind.MCP)]),
+    st.sampled_from(
+        [
+            edit(f"{WS}/src/a.py"),
+            edit("/etc/x"),
+            read(f"{WS}/.env"),
+            read("/etc/hosts"),
+            fetch("example.com"),
+            tool("mcp__gh__x", ToolKind.MCP),
+        ]
+    ),
 )
 _mode = st.sampled_from(["default", "acceptEdits", "plan", "dontAsk", "bypassPermissions", "auto", "yolo"])
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(allow=st.lists(_rule_text, max_size=4), ask=st.lists(_rule_text, max_size=2),
-       deny=st.lists(_rule_text, max_size=3), extra=_rule_text, cls=_cls, mode=_mode)
+@given(
+    allow=st.lists(_rule_text, max_size=4),
+    ask=st.lists(_rule_text, max_size=2),
+    deny=st.lists(_rule_text, max_size=3),
+    extra=_rule_text,
+    cls=_cls,
+    mode=_mode,
+)
 def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, extra, cls, mode):
     before = decide(cls, policy(allow, ask, deny), mode=mode)
     after = decide(cls, policy(allow, ask, [*deny, extra]), mode=mode)
@@ -480,8 +560,14 @@ def test_adding_a_deny_rule_never_turns_a_deny_into_an_allow(allow, ask, deny, e
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(allow=st.lists(_rule_text, max_size=5), ask=st.lists(_rule_text, max_size=3),
-       deny=st.lists(_rule_text, max_size=3), cls=_cls, mode=_mode, data=st.data())
+@given(
+    allow=st.lists(_rule_text, max_size=5),
+    ask=st.lists(_rule_text, max_size=3),
+    deny=st.lists(_rule_text, max_size=3),
+    cls=_cls,
+    mode=_mode,
+    data=st.data(),
+)
 def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):
     a = decide(cls, policy(allow, ask, deny), mode=mode)
     perm = [data.draw(st.permutations(x)) for x in (allow, ask, deny)]
@@ -491,9 +577,16 @@ def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):
 
 # ---------------------------------------------------------------- auto mode sets aside broad allow rules
 
-BROAD = [("Bash(python:*)", "python -c 'import os'"), ("Bash(python3 *)", "python3 x.py"),
-         ("Bash(node *)", "node -e 1"), ("Bash(bash:*)", "bash -c id"), ("Bash(sh *)", "sh x.sh"),
-         ("Bash(*)", "make"), ("Bash(npx *)", "npx cowsay"), ("Bash(sudo:*)", "sudo id")]
+BROAD = [
+    ("Bash(python:*)", "python -c 'import os'"),
+    ("Bash(python3 *)", "python3 x.py"),
+    ("Bash(node *)", "node -e 1"),
+    ("Bash(bash:*)", "bash -c id"),
+    ("Bash(sh *)", "sh x.sh"),
+    ("Bash(*)", "make"),
+    ("Bash(npx *)", "npx cowsay"),
+    ("Bash(sudo:*)", "sudo id"),
+]
 
 
 @pytest.mark.parametrize(("rule", "command"), BROAD)
@@ -518,13 +611,16 @@ def test_auto_mode_keeps_narrow_allow_rules(rule):
     assert ev.verdict is not None and ev.verdict.decision == "allow" and ev.verdict.source == "rule"
 
 
-@pytest.mark.parametrize(("tool_name", "cls", "tier"), [
-    ("Read", read(f"{WS}/a.py"), "safe"),
-    ("Bash", shell("ls"), "dangerous"),
-    ("Edit", edit(f"{WS}/a.py"), "dangerous"),
-    ("mcp__gh__list", tool("mcp__gh__list", ToolKind.MCP), "cautious"),
-    ("Frobnicate", tool("Frobnicate", ToolKind.OTHER, flags=[Flag.UNKNOWN_TOOL]), "cautious"),
-])
+@pytest.mark.parametrize(
+    ("tool_name", "cls", "tier"),
+    [
+        ("Read", read(f"{WS}/a.py"), "safe"),
+        ("Bash", shell("ls"), "dangerous"),
+        ("Edit", edit(f"{WS}/a.py"), "dangerous"),
+        ("mcp__gh__list", tool("mcp__gh__list", ToolKind.MCP), "cautious"),
+        ("Frobnicate", tool("Frobnicate", ToolKind.OTHER, flags=[Flag.UNKNOWN_TOOL]), "cautious"),
+    ],
+)
 def test_every_verdict_carries_the_tools_tier(tool_name, cls, tier):
     v = evaluate(call(tool_name), NOPOL, session(), cls, CTX).verdict
     assert v is not None and v.tier == tier

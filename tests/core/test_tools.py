@@ -99,12 +99,15 @@ def test_apply_patch_paths() -> None:
     assert extract(tool_info("apply_patch"), {"input": patch}).writes[-1] == "c.py"
 
 
-@pytest.mark.parametrize(("inp", "reads"), [
-    ({"pattern": "**/*.py"}, (".",)),  # was read as reading "/"
-    ({"pattern": "src/**/*.ts", "path": "/ws"}, ("/ws", "/ws/src")),
-    ({"pattern": "/etc/*.conf"}, (".", "/etc")),
-    ({"pattern": "../../etc/*"}, (".", "../../etc")),
-])
+@pytest.mark.parametrize(
+    ("inp", "reads"),
+    [
+        ({"pattern": "**/*.py"}, (".",)),  # was read as reading "/"
+        ({"pattern": "src/**/*.ts", "path": "/ws"}, ("/ws", "/ws/src")),
+        ({"pattern": "/etc/*.conf"}, (".", "/etc")),
+        ({"pattern": "../../etc/*"}, (".", "../../etc")),
+    ],
+)
 def test_glob_pattern_directory_is_relative_to_its_path(inp, reads) -> None:
     assert extract(tool_info("Glob"), inp).reads == reads
 
@@ -118,9 +121,15 @@ def test_mcp_path_arguments_are_checked_both_ways(tmp_path) -> None:
 
     ws = str(tmp_path)
     ctx = Context(cwd=ws, workspace_roots=(ws,), home="/home/u")
-    cls = classify(CallInfo("claude", "s", "mcp__fs__read_multiple_files",
-                            {"paths": [f"{ws}/a.txt", "/home/u/.ssh/id_rsa"]}, ws), ctx, DecisionFileSystem())
+    cls = classify(
+        CallInfo("claude", "s", "mcp__fs__read_multiple_files", {"paths": [f"{ws}/a.txt", "/home/u/.ssh/id_rsa"]}, ws),
+        ctx,
+        DecisionFileSystem(),
+    )
     assert "/home/u/.ssh/id_rsa" in cls.reads and Flag.OUTSIDE_WORKSPACE in cls.flags
-    cls = classify(CallInfo("claude", "s", "mcp__fs__write_file", {"path": f"{ws}/.git/hooks/pre-commit"}, ws),
-                   ctx, DecisionFileSystem())
+    cls = classify(
+        CallInfo("claude", "s", "mcp__fs__write_file", {"path": f"{ws}/.git/hooks/pre-commit"}, ws),
+        ctx,
+        DecisionFileSystem(),
+    )
     assert Flag.PROTECTED_PATH in cls.flags

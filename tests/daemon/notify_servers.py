@@ -31,8 +31,12 @@ def session_bus(root: Path) -> Iterator[str]:
 
         pytest.skip("dbus-daemon is not installed (scripts/bootstrap installs the dbus package as root)")
     address = f"unix:path={root / 'bus'}"
-    proc = subprocess.Popen([exe, "--session", "--nofork", "--nopidfile", f"--address={address}", "--print-address=1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [exe, "--session", "--nofork", "--nopidfile", f"--address={address}", "--print-address=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         printed = proc.stdout.readline().strip()
@@ -92,8 +96,16 @@ class NotificationServer:
             elif member == "Notify":
                 app, _replaces, _icon, summary, body, actions, hints, _timeout = msg.body
                 self._next += 1
-                self.notified.put({"id": self._next, "app": app, "summary": summary, "body": body,
-                                   "actions": list(actions), "hints": hints})
+                self.notified.put(
+                    {
+                        "id": self._next,
+                        "app": app,
+                        "summary": summary,
+                        "body": body,
+                        "actions": list(actions),
+                        "hints": hints,
+                    }
+                )
                 self.conn.send(new_method_return(msg, "u", (self._next,)))
             elif member == "CloseNotification":
                 self.closed.put(int(msg.body[0]))

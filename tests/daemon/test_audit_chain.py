@@ -25,8 +25,17 @@ KEEP = 3
 
 
 def rec(i: int) -> AuditRecord:
-    return AuditRecord(time=float(i), id=f"{i:032x}", provider="claude", session="s", tool="Bash",
-                       summary=f"cmd {i}", decision="allow", source="rule", reason="r" * 100)
+    return AuditRecord(
+        time=float(i),
+        id=f"{i:032x}",
+        provider="claude",
+        session="s",
+        tool="Bash",
+        summary=f"cmd {i}",
+        decision="allow",
+        source="rule",
+        reason="r" * 100,
+    )
 
 
 def write(path: Path, n: int, start: int = 0, max_bytes: int = 16 << 20) -> None:
@@ -200,16 +209,23 @@ def test_a_cut_made_while_the_daemon_was_stopped_stays_visible_after_restart(tmp
 
 
 def _ctl(h: DaemonHandle, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
-                          env=h.env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_nexusctl_audit_verify_against_a_running_daemon(daemon_factory) -> None:
     h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n')
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
         for i in range(30):
-            assert c.request(CallInfo("claude", "s", "Bash", {"command": f"ls {i}"}, "/tmp"), timeout=10).decision \
+            assert (
+                c.request(CallInfo("claude", "s", "Bash", {"command": f"ls {i}"}, "/tmp"), timeout=10).decision
                 == "allow"
+            )
     r = _ctl(h, "audit", "verify")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "audit chain whole: 30 lines" in r.stdout and "running daemon" in r.stdout
@@ -253,17 +269,19 @@ def _journal_fields(data: bytes) -> dict[str, bytes]:
             out[k.decode()] = v
             i = nl + 1
         else:
-            (n,) = struct.unpack("<Q", data[nl + 1:nl + 9])
-            out[head.decode()] = data[nl + 9:nl + 9 + n]
-            assert data[nl + 9 + n:nl + 10 + n] == b"\n"
+            (n,) = struct.unpack("<Q", data[nl + 1 : nl + 9])
+            out[head.decode()] = data[nl + 9 : nl + 9 + n]
+            assert data[nl + 9 + n : nl + 10 + n] == b"\n"
             i = nl + 10 + n
     return out
 
 
 def test_journald_export_sends_every_line_with_its_hash(daemon_factory, tmp_path: Path) -> None:
     sock, path = _listen(tmp_path, "journal.sock")
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\ndeny = ["Bash(rm *)"]\n',
-                       args=("--audit-export", f"journald:{path}"))
+    h = daemon_factory(
+        policy='[permissions]\nallow = ["Bash(ls *)"]\ndeny = ["Bash(rm *)"]\n',
+        args=("--audit-export", f"journald:{path}"),
+    )
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
         c.request(CallInfo("claude", "s", "Bash", {"command": "ls 'a\nb'"}, "/tmp"), timeout=10)
         c.request(CallInfo("claude", "s", "Bash", {"command": "rm -r x"}, "/tmp"), timeout=10)
@@ -295,26 +313,35 @@ def test_syslog_export_is_rfc5424(daemon_factory, tmp_path: Path) -> None:
         c.request(CallInfo("claude", "s", "Bash", {"command": "ls"}, "/tmp"), timeout=10)
     data = sock.recv(1 << 16)
     sock.close()
-    m = re.match(rb'<86>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \S+ nexusd \d+ decision '
-                 rb'\[nexusd@32473 id="[0-9a-f]+" decision="allow" hash="([0-9a-f]{64})" prev="0{64}"\] '
-                 rb"\xef\xbb\xbf(.*)$", data, re.S)
+    m = re.match(
+        rb"<86>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z \S+ nexusd \d+ decision "
+        rb'\[nexusd@32473 id="[0-9a-f]+" decision="allow" hash="([0-9a-f]{64})" prev="0{64}"\] '
+        rb"\xef\xbb\xbf(.*)$",
+        data,
+        re.S,
+    )
     assert m, data
     assert m.group(2) + b"\n" == lines_of(h.state_dir / "audit.jsonl")[0]
     assert m.group(1).decode() == line_hash(m.group(2))
 
 
 def test_an_export_nobody_listens_to_does_not_stop_decisions(daemon_factory, tmp_path: Path) -> None:
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls *)"]\n',
-                       args=("--audit-export", f"journald:{tmp_path / 'nobody.sock'}"))
+    h = daemon_factory(
+        policy='[permissions]\nallow = ["Bash(ls *)"]\n',
+        args=("--audit-export", f"journald:{tmp_path / 'nobody.sock'}"),
+    )
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
         for _ in range(3):
-            assert c.request(CallInfo("claude", "s", "Bash", {"command": "ls"}, "/tmp"), timeout=10).decision \
-                == "allow"
+            assert c.request(CallInfo("claude", "s", "Bash", {"command": "ls"}, "/tmp"), timeout=10).decision == "allow"
     assert _ctl(h, "audit", "verify").returncode == 0
     assert "audit export failing" in h.log.read_text()
 
 
 def test_a_bad_export_spec_is_a_usage_error() -> None:
-    r = subprocess.run([sys.executable, "-m", "nexusd.cli.daemon_main", "--audit-export", "kafka"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "nexusd.cli.daemon_main", "--audit-export", "kafka"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2 and "--audit-export" in r.stderr

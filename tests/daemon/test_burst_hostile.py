@@ -59,10 +59,7 @@ def test_a_garbage_burst_writes_a_bounded_number_of_log_lines(daemon_factory: Ca
     time.sleep(0.3)
     start = h.log.stat().st_size
     t0 = time.monotonic()
-    procs = [
-        subprocess.Popen([sys.executable, "-c", GARBAGE_CLIENT, str(h.socket), "40"])
-        for _ in range(50)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", GARBAGE_CLIENT, str(h.socket), "40"]) for _ in range(50)]
     for pr in procs:
         assert pr.wait(120) == 0
     elapsed = time.monotonic() - t0
@@ -246,8 +243,9 @@ def full_state_dir(daemon_factory: Callable[..., DaemonHandle]) -> Iterator[tupl
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
     h = daemon_factory(autostart=False)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(h.state_dir)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(h.state_dir)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
@@ -278,8 +276,10 @@ def test_a_rule_write_on_a_full_disk_is_refused_not_internal(full_state_dir: tup
                 c.call(msg)
             assert e.value.code == "refused" and "No space left" in str(e.value), e.value
         assert "Bash(curl evil.io)" not in {r.rule for r in c.call(p.Rules()).rules}
-        assert "could not be saved" in "".join(x for x in h.log.read_text().splitlines() if "not saved" in x) or \
-            "policy change not saved" in h.log.read_text()
+        assert (
+            "could not be saved" in "".join(x for x in h.log.read_text().splitlines() if "not saved" in x)
+            or "policy change not saved" in h.log.read_text()
+        )
         os.unlink(filler)  # space again: the same write goes through
         assert c.call(p.RuleChange(action="add", kind="deny", rule="Bash(curl evil.io)")).detail
         assert "Bash(curl evil.io)" in {r.rule for r in c.call(p.Rules()).rules}
@@ -297,8 +297,16 @@ def test_an_always_answer_on_a_full_disk_is_refused_and_stays_pending(
     pending = agent.ask({"type": "request", "call": CALL_BASH, "ref": "r"})
     assert isinstance(pending, p.Pending)
     assert isinstance(ui.recv(), p.Prompt)
-    err = ui.ask({"type": "answer", "id": pending.id, "decision": "deny", "scope": "never",
-                  "rules": ["Bash(npm install left-pad)"], "ref": "a"})
+    err = ui.ask(
+        {
+            "type": "answer",
+            "id": pending.id,
+            "decision": "deny",
+            "scope": "never",
+            "rules": ["Bash(npm install left-pad)"],
+            "ref": "a",
+        }
+    )
     assert isinstance(err, p.Error) and err.code == "refused" and "No space left" in err.message, err
     with Client(socket_path=str(h.socket), role="admin", name="t") as c:
         assert c.status().pending == 1  # still waiting for a person
@@ -369,8 +377,9 @@ def test_the_client_error_log_writes_at_most_41_lines_a_window_and_counts_every_
     with capture_logs() as logs:
         for i in range(20):
             for c in range(500):
-                elog.note(f"client-{c} (pid {c})", "protocol error", {"code": "bad_json", "message": "x" * 5000},
-                          t0 + i)
+                elog.note(
+                    f"client-{c} (pid {c})", "protocol error", {"code": "bad_json", "message": "x" * 5000}, t0 + i
+                )
         elog.flush(t0 + 59)  # not yet the end of the window: nothing more
         assert len(logs) == 20
         elog.flush(t0 + 61)

@@ -23,14 +23,22 @@ ask = ["Bash(git push *)"]
 
 
 def ctl(h: DaemonHandle, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
-                          env=h.env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def req(cmd: str, ref: str = "r", **kw: Any) -> dict[str, Any]:
-    return {"type": "request", "ref": ref,
-            "call": {"provider": "claude", "session": "s-x", "tool": "Bash", "input": {"command": cmd}, "cwd": "/tmp"},
-            **kw}
+    return {
+        "type": "request",
+        "ref": ref,
+        "call": {"provider": "claude", "session": "s-x", "tool": "Bash", "input": {"command": cmd}, "cwd": "/tmp"},
+        **kw,
+    }
 
 
 def last_record(h: DaemonHandle, raw_factory) -> p.AuditRecord:

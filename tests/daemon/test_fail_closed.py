@@ -31,8 +31,13 @@ def decide(h: DaemonHandle, call: CallInfo) -> tuple[str, str]:
 
 
 def status(h: DaemonHandle) -> tuple[int, dict]:
-    r = subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status", "--json"],
-                       env=h.env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status", "--json"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return r.returncode, json.loads(r.stdout)
 
 
@@ -49,8 +54,13 @@ def test_restart_over_a_garbage_policy_keeps_its_deny_rules(daemon_factory: Call
     assert any("USING THE LAST GOOD COPY" in e for e in st["policy_errors"])
     user = [s for s in st["policy"] if s["layer"] == "user"]
     assert len(user) == 1 and user[0]["last_good"] is True and user[0]["loaded"] is False
-    r = subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status"],
-                       env=h.env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     # says both: the file is broken AND its last good rules are what is enforced (not a bare "NOT loaded")
     assert "BROKEN, its last good version is enforced" in r.stdout and "NOT loaded" not in r.stdout
 
@@ -61,8 +71,13 @@ def test_no_last_good_copy_locks_and_status_says_so(daemon_factory: Callable[...
     assert decision == "deny" and "locked" in reason  # asked, and no UI is connected: denied, saying why
     code, st = status(h)
     assert code == 8 and "no last good copy" in st["locked"]
-    r = subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status"],
-                       env=h.env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "status"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 8 and r.stdout.startswith("LOCKED:")
     h.write_policy('[permissions]\nallow = ["Bash(ls)"]\n')  # fixed: the watcher reloads, the lock lifts
     deadline = time.monotonic() + 15
@@ -108,8 +123,7 @@ def test_a_full_disk_is_an_audit_error_and_decisions_go_on(daemon_factory: Calla
 
 
 def test_on_failure_deny_refuses_what_cannot_be_recorded(daemon_factory: Callable[..., DaemonHandle]) -> None:
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls)"]\n[audit]\non_failure = "deny"\n',
-                       autostart=False)
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls)"]\n[audit]\non_failure = "deny"\n', autostart=False)
     _full_disk(h)
     h.start()
     decide(h, LS)  # the first decision meets the full disk

@@ -36,8 +36,9 @@ def decide_alone(h: DaemonHandle, raw_factory, cmd: str = CMD, session: str = "s
     return d
 
 
-def grant(h: DaemonHandle, raw_factory, answer: dict[str, Any], cmd: str = CMD, session: str = "s1",
-          name: str = "grant-ui") -> p.ServerMessage:
+def grant(
+    h: DaemonHandle, raw_factory, answer: dict[str, Any], cmd: str = CMD, session: str = "s1", name: str = "grant-ui"
+) -> p.ServerMessage:
     """Ask, and answer from a UI with ``answer``; returns the UI's reply to the answer (Ack or Error)."""
     ui = raw_factory(h.socket, role="ui", name=name)
     assert isinstance(ui.ask({"type": "subscribe"}), p.Snapshot)
@@ -73,8 +74,13 @@ def revoke(h: DaemonHandle, raw_factory, gid: Any) -> p.ServerMessage:
 
 
 def ctl(h: DaemonHandle, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
-                          env=h.env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "from nexusd.cli.ctl import main; main()", *args],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_timed_grant_allows_until_its_expiry_and_not_an_instant_longer(daemon, raw_factory) -> None:
@@ -99,8 +105,9 @@ def test_a_timed_grant_allows_until_its_expiry_and_not_an_instant_longer(daemon,
 
 
 def test_the_timer_drops_an_expired_grant_without_any_call(daemon, raw_factory) -> None:
-    assert isinstance(grant(daemon, raw_factory, {"decision": "allow", "scope": "timed", "duration": 0.5,
-                                                  "rules": [RULE]}), p.Ack)
+    assert isinstance(
+        grant(daemon, raw_factory, {"decision": "allow", "scope": "timed", "duration": 0.5, "rules": [RULE]}), p.Ack
+    )
     assert json.loads((daemon.state_dir / "grants.json").read_text())["grants"]
     deadline = time.monotonic() + 10
     while json.loads((daemon.state_dir / "grants.json").read_text())["grants"]:
@@ -112,8 +119,10 @@ def test_the_timer_drops_an_expired_grant_without_any_call(daemon, raw_factory) 
 
 
 def test_a_timed_deny(daemon, raw_factory) -> None:
-    assert isinstance(grant(daemon, raw_factory, {"decision": "deny", "scope": "timed", "duration": 600,
-                                                  "rules": ["Bash(make *)"]}), p.Ack)
+    assert isinstance(
+        grant(daemon, raw_factory, {"decision": "deny", "scope": "timed", "duration": 600, "rules": ["Bash(make *)"]}),
+        p.Ack,
+    )
     ui = raw_factory(daemon.socket, role="ui")
     ui.ask({"type": "subscribe"})  # a person is there, but the grant decides first
     d = decide_alone(daemon, raw_factory, "make clean")
@@ -147,12 +156,22 @@ def test_revocation_holds_for_the_next_call_even_from_the_memo(daemon, raw_facto
 
 def test_timed_grants_survive_a_restart_with_their_expiry(daemon_factory, raw_factory) -> None:
     h = daemon_factory()
-    assert isinstance(grant(h, raw_factory, {"decision": "allow", "scope": "timed", "duration": 3600,
-                                             "rules": [RULE]}), p.Ack)
-    assert isinstance(grant(h, raw_factory, {"decision": "allow", "scope": "timed", "duration": 1.0,
-                                             "rules": ["Bash(make test)"]}, cmd="make test"), p.Ack)
-    assert isinstance(grant(h, raw_factory, {"decision": "allow", "scope": "session",
-                                             "rules": ["Bash(make lint)"]}, cmd="make lint"), p.Ack)
+    assert isinstance(
+        grant(h, raw_factory, {"decision": "allow", "scope": "timed", "duration": 3600, "rules": [RULE]}), p.Ack
+    )
+    assert isinstance(
+        grant(
+            h,
+            raw_factory,
+            {"decision": "allow", "scope": "timed", "duration": 1.0, "rules": ["Bash(make test)"]},
+            cmd="make test",
+        ),
+        p.Ack,
+    )
+    assert isinstance(
+        grant(h, raw_factory, {"decision": "allow", "scope": "session", "rules": ["Bash(make lint)"]}, cmd="make lint"),
+        p.Ack,
+    )
     before = {g.rule: g for g in grants(h, raw_factory)}
     assert set(before) == {RULE, "Bash(make test)", "Bash(make lint)"}
     f = h.state_dir / "grants.json"
@@ -170,8 +189,10 @@ def test_a_broken_grants_file_applies_no_grant_and_is_not_rewritten(daemon_facto
     h = daemon_factory(autostart=False)
     h.state_dir.mkdir(parents=True, exist_ok=True)
     f = h.state_dir / "grants.json"
-    f.write_text('{"grants": [{"id": "g-1", "kind": "allow", "rule": "Bash(make build)", "scope": "timed", '
-                 '"expires": 1e12}], "version": 1, "extra": true}')
+    f.write_text(
+        '{"grants": [{"id": "g-1", "kind": "allow", "rule": "Bash(make build)", "scope": "timed", '
+        '"expires": 1e12}], "version": 1, "extra": true}'
+    )
     h.start()
     assert decide_alone(h, raw_factory).decision == "deny"
     assert "not a grants file" in h.log.read_text()
@@ -186,35 +207,45 @@ def test_a_timed_grant_is_checked_like_always(daemon, raw_factory, rules: list[s
 
 
 def test_a_timed_grant_of_what_always_needs_a_person_is_refused(daemon, raw_factory) -> None:
-    reply = grant(daemon, raw_factory, {"decision": "allow", "scope": "timed", "duration": 60,
-                                        "rules": ["Bash(rm -rf /)"]}, cmd="rm -rf /")
+    reply = grant(
+        daemon,
+        raw_factory,
+        {"decision": "allow", "scope": "timed", "duration": 60, "rules": ["Bash(rm -rf /)"]},
+        cmd="rm -rf /",
+    )
     assert isinstance(reply, p.Error) and reply.code == "refused", reply
 
 
-@pytest.mark.parametrize("answer", [
-    {"decision": "allow", "scope": "timed"},  # no duration
-    {"decision": "allow", "scope": "once", "duration": 5},
-    {"decision": "allow", "scope": "session", "duration": 5},
-    {"decision": "allow", "scope": "timed", "duration": 0},
-    {"decision": "allow", "scope": "timed", "duration": -3},
-    {"decision": "allow", "scope": "timed", "duration": 31 * 86400},
-    {"decision": "allow", "scope": "timed", "duration": float("inf")},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"decision": "allow", "scope": "timed"},  # no duration
+        {"decision": "allow", "scope": "once", "duration": 5},
+        {"decision": "allow", "scope": "session", "duration": 5},
+        {"decision": "allow", "scope": "timed", "duration": 0},
+        {"decision": "allow", "scope": "timed", "duration": -3},
+        {"decision": "allow", "scope": "timed", "duration": 31 * 86400},
+        {"decision": "allow", "scope": "timed", "duration": float("inf")},
+    ],
+)
 def test_malformed_timed_answers_are_refused_and_the_request_stays_pending(daemon, raw_factory, answer) -> None:
     reply = grant(daemon, raw_factory, {**answer, "rules": [RULE]})
     assert isinstance(reply, p.Error) and reply.code == "invalid_message", reply
     assert grants(daemon, raw_factory) == []
 
 
-@pytest.mark.parametrize("line", [
-    b'{"type":"revoke_grant","ref":"x"}',
-    b'{"type":"revoke_grant","id":5,"ref":"x"}',
-    b'{"type":"revoke_grant","id":null,"ref":"x"}',
-    b'{"type":"revoke_grant","id":"g-1","extra":1,"ref":"x"}',
-    b'{"type":"grants","all":true,"ref":"x"}',
-    b'{"type":"answer","id":"00","decision":"allow","scope":"timed","duration":"1h","ref":"x"}',
-    b'{"type":"answer","id":"00","decision":"allow","scope":"for","ref":"x"}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"revoke_grant","ref":"x"}',
+        b'{"type":"revoke_grant","id":5,"ref":"x"}',
+        b'{"type":"revoke_grant","id":null,"ref":"x"}',
+        b'{"type":"revoke_grant","id":"g-1","extra":1,"ref":"x"}',
+        b'{"type":"grants","all":true,"ref":"x"}',
+        b'{"type":"answer","id":"00","decision":"allow","scope":"timed","duration":"1h","ref":"x"}',
+        b'{"type":"answer","id":"00","decision":"allow","scope":"for","ref":"x"}',
+    ],
+)
 def test_malformed_grant_messages(daemon, raw_factory, line: bytes) -> None:
     ui = raw_factory(daemon.socket, role="ui")
     ui.send_bytes(line + b"\n")
@@ -278,10 +309,15 @@ def test_nexusctl_answer_for_grants_and_revoke(daemon, raw_factory) -> None:
 
 def test_session_end_ends_its_allow_grants_only(daemon, raw_factory) -> None:
     assert isinstance(grant(daemon, raw_factory, {"decision": "allow", "scope": "session", "rules": [RULE]}), p.Ack)
-    assert isinstance(grant(daemon, raw_factory, {"decision": "deny", "scope": "session", "rules": ["Bash(make lint)"]},
-                            cmd="make lint"), p.Ack)
-    assert isinstance(grant(daemon, raw_factory, {"decision": "allow", "scope": "session", "rules": [RULE]},
-                            session="other"), p.Ack)
+    assert isinstance(
+        grant(
+            daemon, raw_factory, {"decision": "deny", "scope": "session", "rules": ["Bash(make lint)"]}, cmd="make lint"
+        ),
+        p.Ack,
+    )
+    assert isinstance(
+        grant(daemon, raw_factory, {"decision": "allow", "scope": "session", "rules": [RULE]}, session="other"), p.Ack
+    )
     ui = raw_factory(daemon.socket, role="ui")
     assert isinstance(ui.ask({"type": "set_mode", "session": "s1", "mode": "plan"}), p.Ack)
     assert decide_alone(daemon, raw_factory).decision == "allow"
@@ -296,8 +332,14 @@ def test_session_end_ends_its_allow_grants_only(daemon, raw_factory) -> None:
     assert isinstance(st, p.StatusReply) and st.sessions["s1"] == "plan"  # a person's override stays
 
 
-@pytest.mark.parametrize("line", [b'{"type":"session_end","ref":"x"}', b'{"type":"session_end","session":1,"ref":"x"}',
-                                  b'{"type":"session_end","session":"s","mode":"bypass","ref":"x"}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"session_end","ref":"x"}',
+        b'{"type":"session_end","session":1,"ref":"x"}',
+        b'{"type":"session_end","session":"s","mode":"bypass","ref":"x"}',
+    ],
+)
 def test_malformed_session_end(daemon, raw_factory, line: bytes) -> None:
     agent = raw_factory(daemon.socket)
     agent.send_bytes(line + b"\n")

@@ -131,18 +131,21 @@ def test_every_client_message_is_classified() -> None:
     assert members == set(WIDENS), members ^ set(WIDENS)
 
 
-@pytest.mark.parametrize(("msg", "wide"), [
-    (p.SetMode(session="s", mode="plan"), True),
-    (p.SetMode(session="s", mode=None), True),
-    (p.RuleChange(action="add", kind="allow", rule="Bash(x)"), True),
-    (p.RuleChange(action="add", kind="ask", rule="Bash(x)"), False),
-    (p.RuleChange(action="remove", kind="allow", rule="Bash(x)"), False),
-    (p.RuleChange(action="remove", kind="ask", rule="Bash(x)"), True),
-    (p.TrustChange(action="add", path="/p"), True),
-    (p.TrustChange(action="remove", path="/p"), False),
-    (p.Answer(id="x" * 32, decision="deny"), True),
-    (p.Check(call=p.CallInfo("claude", "s", "Bash", {"command": "ls"}, "/")), False),
-])
+@pytest.mark.parametrize(
+    ("msg", "wide"),
+    [
+        (p.SetMode(session="s", mode="plan"), True),
+        (p.SetMode(session="s", mode=None), True),
+        (p.RuleChange(action="add", kind="allow", rule="Bash(x)"), True),
+        (p.RuleChange(action="add", kind="ask", rule="Bash(x)"), False),
+        (p.RuleChange(action="remove", kind="allow", rule="Bash(x)"), False),
+        (p.RuleChange(action="remove", kind="ask", rule="Bash(x)"), True),
+        (p.TrustChange(action="add", path="/p"), True),
+        (p.TrustChange(action="remove", path="/p"), False),
+        (p.Answer(id="x" * 32, decision="deny"), True),
+        (p.Check(call=p.CallInfo("claude", "s", "Bash", {"command": "ls"}, "/")), False),
+    ],
+)
 def test_widening_table(msg, wide) -> None:
     assert widens(msg) is wide
 

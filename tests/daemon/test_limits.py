@@ -76,14 +76,17 @@ def test_limits_table_merges_to_the_strictest() -> None:
     assert merge([managed, user, project]).limits == Limits(50, 10)  # a project only tightens
 
 
-@pytest.mark.parametrize("text", [
-    "[limits]\ncalls_per_minute = -1\n",
-    "[limits]\ncalls_per_minute = 'many'\n",
-    "[limits]\nrepeats_per_minute = true\n",
-    "[limits]\nrepeats_per_minute = 1.5\n",
-    "[limits]\nburst = 3\n",
-    "limits = 3\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[limits]\ncalls_per_minute = -1\n",
+        "[limits]\ncalls_per_minute = 'many'\n",
+        "[limits]\nrepeats_per_minute = true\n",
+        "[limits]\nrepeats_per_minute = 1.5\n",
+        "[limits]\nburst = 3\n",
+        "limits = 3\n",
+    ],
+)
 def test_malformed_limits_are_errors(text: str) -> None:
     la = parse_policy(text, Path("/p.toml"), layer="user")
     assert la.errors and any("limits" in e for e in la.errors), la.errors

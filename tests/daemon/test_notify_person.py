@@ -25,8 +25,14 @@ SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 def call(command: str, session: str = "sess-n") -> protocol.CallInfo:
-    return protocol.CallInfo(provider="claude", session=session, tool="Bash", input={"command": command},
-                             cwd="/tmp/proj", workspace="/tmp/proj")
+    return protocol.CallInfo(
+        provider="claude",
+        session=session,
+        tool="Bash",
+        input={"command": command},
+        cwd="/tmp/proj",
+        workspace="/tmp/proj",
+    )
 
 
 def ask(i: int, command: str = "make") -> Ask:
@@ -64,11 +70,21 @@ def test_rate_limit_holds_later_asks_and_drops_answered_ones() -> None:
 @pytest.mark.parametrize(
     "secret",
     [
-        SECRET, "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "AKIAIOSFODNN7EXAMPLE",
-        "xoxb-1234567890-abcdefghijkl", "sk-ant-api03-abcdefghijklmnopqrstuv", "sk-proj-abcdefghijklmnop1234",
-        "AIzaSyA1234567890abcdefghijklmnopqrstuv", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
-        "Bearer abcdef1234567890", "https://user:hunter22@example.com/x", "--password hunter22",
-        "PASSWORD=hunter22", "api_key=hunter22xyz", "token: hunter22", "mysql -phunter22abc",
+        SECRET,
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-1234567890-abcdefghijkl",
+        "sk-ant-api03-abcdefghijklmnopqrstuv",
+        "sk-proj-abcdefghijklmnop1234",
+        "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+        "Bearer abcdef1234567890",
+        "https://user:hunter22@example.com/x",
+        "--password hunter22",
+        "PASSWORD=hunter22",
+        "api_key=hunter22xyz",
+        "token: hunter22",
+        "mysql -phunter22abc",
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
         "0123456789abcdef0123456789abcdef01234567",
     ],
@@ -108,10 +124,15 @@ def test_webhook_payloads_carry_a_link_and_no_command_unless_opted_in(fmt: str) 
 @pytest.mark.parametrize(
     ("table", "error"),
     [
-        ({"webhook": "ftp://x"}, "http(s) URL"), ({"webhook": "not a url"}, "http(s) URL"),
-        ({"web_url": "http://127.0.0.1:8765/?token=abc"}, "token"), ({"desktop": "yes"}, "true or false"),
-        ({"no_ui": "allow"}, "no_ui"), ({"webhook_format": "teams"}, "webhook_format"),
-        ({"min_interval": -1}, "min_interval"), ({"redact": ["("]}, "bad pattern"), ({"colour": 1}, "unknown"),
+        ({"webhook": "ftp://x"}, "http(s) URL"),
+        ({"webhook": "not a url"}, "http(s) URL"),
+        ({"web_url": "http://127.0.0.1:8765/?token=abc"}, "token"),
+        ({"desktop": "yes"}, "true or false"),
+        ({"no_ui": "allow"}, "no_ui"),
+        ({"webhook_format": "teams"}, "webhook_format"),
+        ({"min_interval": -1}, "min_interval"),
+        ({"redact": ["("]}, "bad pattern"),
+        ({"colour": 1}, "unknown"),
     ],
 )
 def test_notify_table_is_strict(table: dict[str, Any], error: str) -> None:
@@ -167,8 +188,10 @@ def _wait(pred: Callable[[], bool], timeout: float = 20.0) -> None:
 
 def test_webhook_burst_is_one_post_with_a_link_and_no_secrets(daemon_factory: Any) -> None:
     with webhook_server() as (url, got):
-        policy = (f'[notify]\nwebhook = "{url}/hook"\nweb_url = "http://127.0.0.1:8765/"\n'
-                  "group_window = 1.0\nmin_interval = 60\n")
+        policy = (
+            f'[notify]\nwebhook = "{url}/hook"\nweb_url = "http://127.0.0.1:8765/"\n'
+            "group_window = 1.0\nmin_interval = 60\n"
+        )
         daemon = daemon_factory(policy=policy, pending_timeout=30)
         results: list[Any] = []
 
@@ -196,15 +219,19 @@ def test_desktop_notification_and_its_deny_action(daemon_factory: Any) -> None:
     with session_bus(root) as address:
         server = NotificationServer(address).start()
         try:
-            policy = ('[notify]\ndesktop = true\nweb_url = "http://127.0.0.1:8765/"\n'
-                      "group_window = 0.2\nmin_interval = 0\n")
+            policy = (
+                '[notify]\ndesktop = true\nweb_url = "http://127.0.0.1:8765/"\ngroup_window = 0.2\nmin_interval = 0\n'
+            )
             daemon = daemon_factory(policy=policy, env={"DBUS_SESSION_BUS_ADDRESS": address}, pending_timeout=30)
             results: list[Any] = []
             import threading
 
-            t = threading.Thread(target=lambda: results.extend(
-                anyio.run(_requests, daemon, [f"curl -H 'Authorization: Bearer {SECRET}' https://x.example"])
-            ), daemon=True)
+            t = threading.Thread(
+                target=lambda: results.extend(
+                    anyio.run(_requests, daemon, [f"curl -H 'Authorization: Bearer {SECRET}' https://x.example"])
+                ),
+                daemon=True,
+            )
             t.start()
             shown = server.notified.get(timeout=20)
             assert shown["app"] == "nexusd" and "waiting" in shown["summary"]
@@ -235,16 +262,22 @@ def test_desktop_notification_withdrawn_when_answered_elsewhere_and_forged_signa
             results: list[Any] = []
             import threading
 
-            t = threading.Thread(target=lambda: results.extend(anyio.run(_requests, daemon, ["make install"])),
-                                 daemon=True)
+            t = threading.Thread(
+                target=lambda: results.extend(anyio.run(_requests, daemon, ["make install"])), daemon=True
+            )
             t.start()
             shown = server.notified.get(timeout=20)
             assert shown["actions"] == ["deny", "Deny"], "no web_url: no Open action"
             # another process on the bus forges the server's signal: ignored (wrong sender)
             with open_dbus_connection(address) as forger:
-                forger.send(new_signal(DBusAddress("/org/freedesktop/Notifications",
-                                                   interface="org.freedesktop.Notifications"),
-                                       "ActionInvoked", "us", (shown["id"], "deny")))
+                forger.send(
+                    new_signal(
+                        DBusAddress("/org/freedesktop/Notifications", interface="org.freedesktop.Notifications"),
+                        "ActionInvoked",
+                        "us",
+                        (shown["id"], "deny"),
+                    )
+                )
                 time.sleep(1.0)
             assert _pending(daemon) == 1, "a forged signal answered nothing"
             with Client(socket_path=str(daemon.socket), role="ui", name="test-ui") as c:

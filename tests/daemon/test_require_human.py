@@ -27,8 +27,13 @@ PLAIN_ASK = '[permissions]\nask = ["Bash(git push *)"]\n'
 
 
 def call(cmd: str = PUSH, mode: str | None = None, session: str = "s-h") -> dict[str, Any]:
-    c: dict[str, Any] = {"provider": "claude", "session": session, "tool": "Bash", "input": {"command": cmd},
-                         "cwd": "/tmp"}
+    c: dict[str, Any] = {
+        "provider": "claude",
+        "session": session,
+        "tool": "Bash",
+        "input": {"command": cmd},
+        "cwd": "/tmp",
+    }
     if mode:
         c["mode"] = mode
     return c
@@ -122,8 +127,10 @@ def test_learned_session_and_timed_grants_do_not_reach_it(daemon_factory, raw_fa
     (h.state_dir / "learned.toml").write_text('[permissions]\nallow = ["Bash(git push origin main)"]\n')
     h.start()
     # a session grant and a timed grant for the very command, given while answering another call
-    for ans in ({"decision": "allow", "scope": "session", "rules": ["Bash(git push origin main)"]},
-                {"decision": "allow", "scope": "timed", "duration": 600, "rules": ["Bash(git push origin main)"]}):
+    for ans in (
+        {"decision": "allow", "scope": "session", "rules": ["Bash(git push origin main)"]},
+        {"decision": "allow", "scope": "timed", "duration": 600, "rules": ["Bash(git push origin main)"]},
+    ):
         ui = raw_factory(h.socket, role="ui")
         ui.ask({"type": "subscribe"})
         agent = raw_factory(h.socket)
@@ -175,12 +182,15 @@ def test_sandbox_auto_allow_cannot_allow_it(daemon_factory, raw_factory) -> None
     assert d.decision == "deny" and "require_human" in d.reason
 
 
-@pytest.mark.parametrize("text, error", [
-    ('allow = [{rule = "Bash(ls)", require_human = true}]', "ask rules only"),
-    ('deny = [{rule = "Bash(ls)", require_human = true}]', "ask rules only"),
-    ('ask = [{rule = "Bash(ls)", require_human = "yes"}]', "a boolean"),
-    ('ask = [{rule = "Bash(ls)", require_humans = true}]', "unknown key"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ('allow = [{rule = "Bash(ls)", require_human = true}]', "ask rules only"),
+        ('deny = [{rule = "Bash(ls)", require_human = true}]', "ask rules only"),
+        ('ask = [{rule = "Bash(ls)", require_human = "yes"}]', "a boolean"),
+        ('ask = [{rule = "Bash(ls)", require_humans = true}]', "unknown key"),
+    ],
+)
 def test_malformed_require_human(tmp_path: Path, text: str, error: str) -> None:
     layer = parse_policy(f"[permissions]\n{text}\n", tmp_path / "policy.toml", layer="user")
     assert any(error in e for e in layer.errors), layer.errors

@@ -9,11 +9,13 @@ from nexusd.sandbox.violations import StderrTap, planted, scan
 
 
 def test_refusals_in_error_output_are_found_each_once() -> None:
-    err = (b"touch: cannot touch '/home/u/.bashrc': Read-only file system\n"
-           b"ok line\n"
-           b"PermissionError: [Errno 1] Operation not permitted (connect to /run/docker.sock)\n"
-           b"cat: /home/u/.ssh/id_rsa: Permission denied\n"
-           b"touch: cannot touch '/home/u/.bashrc': Read-only file system\n")
+    err = (
+        b"touch: cannot touch '/home/u/.bashrc': Read-only file system\n"
+        b"ok line\n"
+        b"PermissionError: [Errno 1] Operation not permitted (connect to /run/docker.sock)\n"
+        b"cat: /home/u/.ssh/id_rsa: Permission denied\n"
+        b"touch: cannot touch '/home/u/.bashrc': Read-only file system\n"
+    )
     found = scan(err)
     assert len(found) == 3
     assert found[0].startswith("write refused (read-only): touch")
@@ -36,9 +38,17 @@ def test_a_report_is_recorded_and_shown_to_every_ui(daemon, raw_factory) -> None
     ui = raw_factory(daemon.socket, role="ui", name="tui-sb")
     ui.ask({"type": "subscribe"})
     runner = raw_factory(daemon.socket, name="nexus-sandbox")
-    ack = runner.ask({"type": "sandbox_report", "command": "touch ~/.bashrc", "cwd": "/w", "session": "s9",
-                      "violations": ["write refused (read-only): touch: ~/.bashrc: Read-only file system"],
-                      "exit_code": 1, "ref": "r"})
+    ack = runner.ask(
+        {
+            "type": "sandbox_report",
+            "command": "touch ~/.bashrc",
+            "cwd": "/w",
+            "session": "s9",
+            "violations": ["write refused (read-only): touch: ~/.bashrc: Read-only file system"],
+            "exit_code": 1,
+            "ref": "r",
+        }
+    )
     assert isinstance(ack, p.Ack) and ack.detail == "1 recorded"
     notice = ui.recv()
     assert isinstance(notice, p.SandboxNotice) and notice.session == "s9" and "Read-only" in notice.violations[0]
@@ -60,13 +70,16 @@ def test_reports_are_bounded(daemon, raw_factory) -> None:  # type: ignore[no-un
     assert isinstance(empty, p.Ack) and empty.detail == "nothing to record"
 
 
-@pytest.mark.parametrize("bad", [
-    {"type": "sandbox_report", "command": "x", "cwd": "/w"},
-    {"type": "sandbox_report", "command": 1, "cwd": "/w", "violations": []},
-    {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": "v"},
-    {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": [1]},
-    {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": [], "extra": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"type": "sandbox_report", "command": "x", "cwd": "/w"},
+        {"type": "sandbox_report", "command": 1, "cwd": "/w", "violations": []},
+        {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": "v"},
+        {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": [1]},
+        {"type": "sandbox_report", "command": "x", "cwd": "/w", "violations": [], "extra": 1},
+    ],
+)
 def test_malformed_reports_are_refused(daemon, raw_factory, bad) -> None:  # type: ignore[no-untyped-def]
     runner = raw_factory(daemon.socket)
     err = runner.ask(bad)

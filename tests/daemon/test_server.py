@@ -812,8 +812,13 @@ MEMO_POLICY = '[permissions]\nallow = ["Bash(cat *)"]\ndeny = ["Read(//etc/hostn
 
 
 def _cat_link(ws: Path) -> dict:
-    return {"provider": "claude", "session": "memo", "tool": "Bash", "input": {"command": "cat link.txt"},
-            "cwd": str(ws)}
+    return {
+        "provider": "claude",
+        "session": "memo",
+        "tool": "Bash",
+        "input": {"command": "cat link.txt"},
+        "cwd": str(ws),
+    }
 
 
 def _three_allowed_cats(d, raw_factory, ws: Path):

@@ -24,18 +24,22 @@ def last(v: p.Verdict) -> tuple[str, str]:
     return v.trace[-1].step, v.trace[-1].outcome
 
 
-@pytest.mark.parametrize(("step", "verdict", "expected"), [
-    (lambda v: shaping.audit_refusal(v, "the audit log cannot be written"), ALLOW, ("deny", ("audit", "deny"))),
-    (lambda v: shaping.runaway_limit(v, "runaway limit: 3 repeats"), ALLOW, ("ask", ("limits", "ask"))),
-    (shaping.stopping, ASK, ("deny", ("stopping", "deny"))),
-    (lambda v: shaping.no_ui(v, "deny", "agent"), ASK, ("deny", ("no_ui", "deny"))),
-    (lambda v: shaping.no_ui(v, "ask", "agent"), ASK, ("ask", ("no_ui", "ask"))),
-    (lambda v: shaping.no_ui(v, "ask", "deny"), ASK, ("deny", ("no_ui", "deny"))),
-    (shaping.no_ui_noted, ASK, ("ask", ("no_ui", "noted"))),
-    (lambda v: shaping.pending_limit(v, "too many pending"), ASK, ("deny", ("limit", "deny"))),
-])
-def test_each_step_appends_its_trace_step(step: Callable[[p.Verdict], p.Verdict], verdict: p.Verdict,
-                                          expected: tuple[str, tuple[str, str]]) -> None:
+@pytest.mark.parametrize(
+    ("step", "verdict", "expected"),
+    [
+        (lambda v: shaping.audit_refusal(v, "the audit log cannot be written"), ALLOW, ("deny", ("audit", "deny"))),
+        (lambda v: shaping.runaway_limit(v, "runaway limit: 3 repeats"), ALLOW, ("ask", ("limits", "ask"))),
+        (shaping.stopping, ASK, ("deny", ("stopping", "deny"))),
+        (lambda v: shaping.no_ui(v, "deny", "agent"), ASK, ("deny", ("no_ui", "deny"))),
+        (lambda v: shaping.no_ui(v, "ask", "agent"), ASK, ("ask", ("no_ui", "ask"))),
+        (lambda v: shaping.no_ui(v, "ask", "deny"), ASK, ("deny", ("no_ui", "deny"))),
+        (shaping.no_ui_noted, ASK, ("ask", ("no_ui", "noted"))),
+        (lambda v: shaping.pending_limit(v, "too many pending"), ASK, ("deny", ("limit", "deny"))),
+    ],
+)
+def test_each_step_appends_its_trace_step(
+    step: Callable[[p.Verdict], p.Verdict], verdict: p.Verdict, expected: tuple[str, tuple[str, str]]
+) -> None:
     out = step(verdict)
     assert (out.decision, last(out)) == expected
     assert out.trace[: len(verdict.trace)] == verdict.trace  # the engine's steps stay, in order
@@ -79,8 +83,9 @@ def steps(trace: list[p.TraceStep]) -> list[tuple[str, str]]:
     return [(s.step, s.outcome) for s in trace]
 
 
-def test_check_and_audit_show_the_limits_and_no_ui_steps(daemon_factory: Callable[..., DaemonHandle],
-                                                         tmp_path: Any) -> None:
+def test_check_and_audit_show_the_limits_and_no_ui_steps(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Any
+) -> None:
     h = daemon_factory(policy=LIMITED)
     call = _call(str(tmp_path))
     with Client(socket_path=str(h.socket), role="agent", name="t") as agent:
@@ -108,8 +113,7 @@ def test_a_check_counts_nothing(daemon_factory: Callable[..., DaemonHandle], tmp
 
 
 def test_check_shows_the_audit_refusal(daemon_factory: Callable[..., DaemonHandle], tmp_path: Any) -> None:
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls)"]\n[audit]\non_failure = "deny"\n',
-                       autostart=False)
+    h = daemon_factory(policy='[permissions]\nallow = ["Bash(ls)"]\n[audit]\non_failure = "deny"\n', autostart=False)
     _full_disk(h)
     h.start()
     call = _call(str(tmp_path))
@@ -121,8 +125,9 @@ def test_check_shows_the_audit_refusal(daemon_factory: Callable[..., DaemonHandl
     assert v.decision == "deny" and steps(v.trace)[-1] == ("audit", "deny"), v
 
 
-def test_check_and_audit_show_the_sandbox_and_wrap_steps(daemon_factory: Callable[..., DaemonHandle],
-                                                        tmp_path: Any) -> None:
+def test_check_and_audit_show_the_sandbox_and_wrap_steps(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Any
+) -> None:
     import time
 
     h = daemon_factory(policy="[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n")

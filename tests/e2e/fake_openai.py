@@ -70,24 +70,46 @@ def serve_openai(api: FakeAPI) -> FakeAPI:
             call = None if answered else api.next_call(offered)
             if call is not None:
                 chunks = [
-                    _chunk({"role": "assistant", "content": None, "tool_calls": [{
-                        "index": 0, "id": call.id, "type": "function",
-                        "function": {"name": call.name, "arguments": ""}}]}),
+                    _chunk(
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": call.id,
+                                    "type": "function",
+                                    "function": {"name": call.name, "arguments": ""},
+                                }
+                            ],
+                        }
+                    ),
                     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(call.input)}}]}),
                     _chunk({}, "tool_calls"),
                 ]
             else:
                 chunks = [_chunk({"role": "assistant", "content": api.final_text}), _chunk({}, "stop")]
-            usage = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
-                     "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+            usage = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "fake",
+                "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
             data = b"".join(chunks) + f"data: {json.dumps(usage)}\n\n".encode() + b"data: [DONE]\n\n"
             if body.get("stream"):
                 self._send(200, "text/event-stream", data)
             else:
                 msg: dict[str, Any] = {"role": "assistant", "content": api.final_text}
-                reply = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
-                         "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                reply = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "fake",
+                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
                 self._send(200, "application/json", json.dumps(reply).encode())
 
     api.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -30,8 +30,13 @@ def npm_cli(package: str, version: str, prefix_name: str, binary: str) -> Path:
         if installed != version:
             deps = {"name": f"nexusd-e2e-{prefix_name}", "private": True, "dependencies": {package: version}}
             (prefix / "package.json").write_text(json.dumps(deps, indent=2) + "\n")
-            proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(prefix)],
-                                  capture_output=True, text=True, timeout=900, check=False)
+            proc = subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(prefix)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
             if proc.returncode != 0:
                 pytest.fail(f"npm install {package}@{version} failed:\n{proc.stderr[-3000:]}")
     cli = prefix / "node_modules" / ".bin" / binary

@@ -49,8 +49,9 @@ class AcpRun:
     prompts: list[protocol.PendingItem] = field(default_factory=list)
 
     def explain(self) -> str:
-        return (f"stop={self.stop_reason} error={self.error}\nstderr={self.stderr[-2500:]}\n"
-                f"messages={self.messages[-6:]}")
+        return (
+            f"stop={self.stop_reason} error={self.error}\nstderr={self.stderr[-2500:]}\nmessages={self.messages[-6:]}"
+        )
 
 
 def bridge_argv(clis: AgentCLIs, *extra: str) -> list[str]:
@@ -71,8 +72,9 @@ def drive(
 ) -> AcpRun:
     """One ACP session with one prompt; returns when the prompt's response arrives (or the deadline)."""
     run = AcpRun()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, cwd=project)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=project
+    )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     replies: dict[int, dict[str, Any]] = {}
     got = threading.Condition()

@@ -47,8 +47,10 @@ class CpRun:
         return "\n".join(tool_messages(self.api))
 
     def explain(self) -> str:
-        return (f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-800:]}\nstderr={self.proc.stderr[-1500:]}\n"
-                f"paths={self.api.paths}\ntold={self.told()}")
+        return (
+            f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-800:]}\nstderr={self.proc.stderr[-1500:]}\n"
+            f"paths={self.api.paths}\ntold={self.told()}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +65,13 @@ def world() -> Iterator[tuple[Path, Path]]:
     home.mkdir()
     project.mkdir()
     ctl = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()"]
-    subprocess.run([*ctl, "install", "copilot"], check=True, capture_output=True, timeout=60,
-                   env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [*ctl, "install", "copilot"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+    )
     assert (home / ".copilot" / "hooks" / "nexusd.json").is_file()
     yield home, project
 
@@ -83,8 +90,16 @@ async def run_copilot(
     }
 
     def go() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(cli), "-p", "do the scripted thing", "--allow-all-tools"], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
+        return subprocess.run(
+            [str(cli), "-p", "do the scripted thing", "--allow-all-tools"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
 
     prompts: list[protocol.PendingItem] = []
     try:
@@ -121,12 +136,14 @@ async def test_copilot_rule_allows_shell_and_create(
     home, project = world
     daemon = daemon_factory(policy=POLICY)
     target = project / "made-by-copilot"
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"touch {target}",
-                                                                      "description": "touch"}), daemon)
+    run = await run_copilot(
+        copilot, home, project, scripted("bash", {"command": f"touch {target}", "description": "touch"}), daemon
+    )
     assert target.exists(), run.explain()
     created = project / "created.txt"
-    run = await run_copilot(copilot, home, project, scripted("create", {"path": str(created),
-                                                                        "file_text": "from copilot\n"}), daemon)
+    run = await run_copilot(
+        copilot, home, project, scripted("create", {"path": str(created), "file_text": "from copilot\n"}), daemon
+    )
     assert created.read_text().startswith("from copilot"), run.explain()
 
 
@@ -138,8 +155,9 @@ async def test_copilot_rule_denies_and_model_sees_why(
     daemon = daemon_factory(policy=POLICY)
     victim = project / "keep-me"
     victim.write_text("precious")
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"rm {victim}",
-                                                                      "description": "rm"}), daemon)
+    run = await run_copilot(
+        copilot, home, project, scripted("bash", {"command": f"rm {victim}", "description": "rm"}), daemon
+    )
     assert victim.exists(), run.explain()
     assert "Bash(rm *)" in run.told(), run.explain()
 
@@ -152,9 +170,14 @@ async def test_copilot_person_answers(
     home, project = world
     daemon = daemon_factory(pending_timeout=20.0)
     target = project / "asked-dir"
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"mkdir {target}",
-                                                                      "description": "mkdir"}), daemon,
-                            answer=answer)
+    run = await run_copilot(
+        copilot,
+        home,
+        project,
+        scripted("bash", {"command": f"mkdir {target}", "description": "mkdir"}),
+        daemon,
+        answer=answer,
+    )
     assert len(run.prompts) == 1, run.explain()
     call = run.prompts[0].call
     assert (call.provider, call.tool, call.cwd) == ("copilot", "bash", str(project)), call
@@ -168,8 +191,9 @@ async def test_copilot_no_ui_denies(copilot: Path, world: tuple[Path, Path], dae
     home, project = world
     daemon = daemon_factory()
     target = project / "nobody-watches"
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"mkdir {target}",
-                                                                      "description": "mkdir"}), daemon)
+    run = await run_copilot(
+        copilot, home, project, scripted("bash", {"command": f"mkdir {target}", "description": "mkdir"}), daemon
+    )
     assert not target.exists(), run.explain()
 
 
@@ -177,8 +201,9 @@ async def test_copilot_no_ui_denies(copilot: Path, world: tuple[Path, Path], dae
 async def test_copilot_daemon_down_denies(copilot: Path, world: tuple[Path, Path]) -> None:
     home, project = world
     target = project / "never"
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"touch {target}",
-                                                                      "description": "touch"}), None)
+    run = await run_copilot(
+        copilot, home, project, scripted("bash", {"command": f"touch {target}", "description": "touch"}), None
+    )
     assert not target.exists(), run.explain()
     assert "not reachable" in run.told(), run.explain()
 
@@ -193,6 +218,7 @@ async def test_copilot_hook_missing_denies(copilot: Path, world: tuple[Path, Pat
     config["hooks"]["preToolUse"][0]["bash"] = f"{short_tmpdir()}/gone/nexus-hook copilot --timeout 20"
     hooks.write_text(json.dumps(config))
     target = project / "never"
-    run = await run_copilot(copilot, home, project, scripted("bash", {"command": f"touch {target}",
-                                                                      "description": "touch"}), daemon)
+    run = await run_copilot(
+        copilot, home, project, scripted("bash", {"command": f"touch {target}", "description": "touch"}), daemon
+    )
     assert not target.exists(), run.explain()

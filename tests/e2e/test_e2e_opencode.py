@@ -48,8 +48,10 @@ class OcRun:
         return "\n".join(tool_messages(self.api))
 
     def explain(self) -> str:
-        return (f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-800:]}\nstderr={self.proc.stderr[-1500:]}\n"
-                f"paths={self.api.paths}\ntold={self.told()}")
+        return (
+            f"rc={self.proc.returncode}\nstdout={self.proc.stdout[-800:]}\nstderr={self.proc.stderr[-1500:]}\n"
+            f"paths={self.api.paths}\ntold={self.told()}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +77,14 @@ def setup_project(project: Path, api: FakeAPI, plugin_text: str | None = None) -
     """opencode.json naming the fake model, and nexusd's plugin (installed the way a user would)."""
     config = {
         "$schema": "https://opencode.ai/config.json",
-        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-                              "options": {"baseURL": api.url + "/v1", "apiKey": "e2e-fake"},
-                              "models": {"fake-model": {"name": "fake-model"}}}},
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": api.url + "/v1", "apiKey": "e2e-fake"},
+                "models": {"fake-model": {"name": "fake-model"}},
+            }
+        },
         "model": "fake/fake-model",
         "small_model": "fake/fake-model",
         "autoupdate": False,
@@ -86,8 +93,9 @@ def setup_project(project: Path, api: FakeAPI, plugin_text: str | None = None) -
     (project / "opencode.json").write_text(json.dumps(config))
     if plugin_text is None:
         ctl = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()"]
-        subprocess.run([*ctl, "install", "opencode", "--project", str(project)], check=True, capture_output=True,
-                       timeout=60)
+        subprocess.run(
+            [*ctl, "install", "opencode", "--project", str(project)], check=True, capture_output=True, timeout=60
+        )
         assert agent_settings.opencode_plugin_path(project).is_file()
     else:
         path = agent_settings.opencode_plugin_path(project)
@@ -96,7 +104,12 @@ def setup_project(project: Path, api: FakeAPI, plugin_text: str | None = None) -
 
 
 async def run_opencode(
-    cli: Path, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None, answer: str | None = None,
+    cli: Path,
+    home: Path,
+    project: Path,
+    api: FakeAPI,
+    daemon: DaemonHandle | None,
+    answer: str | None = None,
     extra: tuple[str, ...] = (),
 ) -> OcRun:
     from nexusd.client import AsyncClient
@@ -104,8 +117,16 @@ async def run_opencode(
     env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1"}
 
     def go() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(cli), "run", *extra, "do the scripted thing"], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, check=False)
+        return subprocess.run(
+            [str(cli), "run", *extra, "do the scripted thing"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
 
     prompts: list[protocol.PendingItem] = []
     try:
@@ -209,9 +230,7 @@ async def test_opencode_daemon_down_denies(opencode: Path, oc_home: Path, projec
 
 
 @pytest.mark.anyio
-async def test_opencode_hook_missing_denies(
-    opencode: Path, oc_home: Path, project: Path, daemon_factory: Any
-) -> None:
+async def test_opencode_hook_missing_denies(opencode: Path, oc_home: Path, project: Path, daemon_factory: Any) -> None:
     """The plugin's nexus-hook is gone (a removed venv): the call is blocked, even one a rule allows."""
     daemon = daemon_factory(policy=POLICY)
     target = project / "never"

@@ -28,8 +28,9 @@ def _world(tmp_path: Path, state_in_ws: bool) -> tuple[PolicyStore, Path, Path]:
     (state / "audit.jsonl").write_text("{}\n")
     os.symlink(state / "audit.jsonl", ws / "log.txt")
     os.symlink(state, ws / "st")
-    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=state, managed_dir=tmp_path / "managed",
-                        home=str(tmp_path / "home"))
+    store = PolicyStore(
+        config_dir=tmp_path / "cfg", state_dir=state, managed_dir=tmp_path / "managed", home=str(tmp_path / "home")
+    )
     assert store.load() == []
     return store, ws, state
 
@@ -51,7 +52,7 @@ def _calls(ws: Path, state: Path) -> list[tuple[str, dict]]:
         ("Bash", {"command": f"cp /dev/null {a}"}),
         ("Bash", {"command": f"rm -rf {state}"}),  # the directory holding it
         ("Bash", {"command": f"mv {state} {state}.old"}),
-        ("Bash", {"command": f"python3 -c 'open(\"x\",\"w\")' > {a}"}),
+        ("Bash", {"command": f'python3 -c \'open("x","w")\' > {a}'}),
     ]
 
 
@@ -67,10 +68,11 @@ async def test_writes_to_the_audit_trail_are_refused(tmp_path: Path, state_in_ws
 
 async def test_reading_it_and_writing_next_to_it_are_not_refused(tmp_path: Path) -> None:
     store, ws, state = _world(tmp_path, True)
-    for tool, inp in [("Read", {"file_path": str(state / "audit.jsonl")}),
-                      ("Bash", {"command": f"cat {state}/audit.jsonl"}),
-                      ("Write", {"file_path": str(ws / "audit.jsonl"), "content": "mine"}),
-                      ("Write", {"file_path": str(ws / "src.py"), "content": ""})]:
-        v = await decide(CallInfo("claude", "s", tool, inp, str(ws), mode="bypassPermissions"), store,
-                         Session(id="s"))
+    for tool, inp in [
+        ("Read", {"file_path": str(state / "audit.jsonl")}),
+        ("Bash", {"command": f"cat {state}/audit.jsonl"}),
+        ("Write", {"file_path": str(ws / "audit.jsonl"), "content": "mine"}),
+        ("Write", {"file_path": str(ws / "src.py"), "content": ""}),
+    ]:
+        v = await decide(CallInfo("claude", "s", tool, inp, str(ws), mode="bypassPermissions"), store, Session(id="s"))
         assert "audit trail" not in v.reason, (tool, v.reason)

@@ -17,13 +17,38 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
     os.symlink(tmp_path / "loop1", tmp_path / "loop2")
     os.symlink("rel/../b", tmp_path / "a" / "r")
     fs = RealFileSystem()
-    paths = [str(tmp_path), f"{tmp_path}/l", f"{tmp_path}/l/..", f"{tmp_path}/l/e/hostname", f"{tmp_path}/dangling",
-             f"{tmp_path}/dangling/x", f"{tmp_path}/missing/x", f"{tmp_path}/loop1", f"{tmp_path}/a/r", "/", "//tmp",
-             f"{tmp_path}/a/./b/", "/proc/self", "relative/x", f"{tmp_path}/missing", f"{tmp_path}/l/missing",
-             f"{tmp_path}/l/m1/m2/m3", f"{tmp_path}/missing/..", f"{tmp_path}/missing/../a", f"{tmp_path}/l/e/nope/",
-             f"{tmp_path}/dangling/missing/x", f"{tmp_path}/a/r/missing", f"{tmp_path}/loop1/missing",
-             f"{tmp_path}/l/../missing", "/missing", f"{tmp_path}//missing", f"{tmp_path}/a/b/e/missing/.",
-             f"{tmp_path}/file/missing", f"{tmp_path}/l" + "/m" * 3000, f"{tmp_path}" + "/m" * 60]
+    paths = [
+        str(tmp_path),
+        f"{tmp_path}/l",
+        f"{tmp_path}/l/..",
+        f"{tmp_path}/l/e/hostname",
+        f"{tmp_path}/dangling",
+        f"{tmp_path}/dangling/x",
+        f"{tmp_path}/missing/x",
+        f"{tmp_path}/loop1",
+        f"{tmp_path}/a/r",
+        "/",
+        "//tmp",
+        f"{tmp_path}/a/./b/",
+        "/proc/self",
+        "relative/x",
+        f"{tmp_path}/missing",
+        f"{tmp_path}/l/missing",
+        f"{tmp_path}/l/m1/m2/m3",
+        f"{tmp_path}/missing/..",
+        f"{tmp_path}/missing/../a",
+        f"{tmp_path}/l/e/nope/",
+        f"{tmp_path}/dangling/missing/x",
+        f"{tmp_path}/a/r/missing",
+        f"{tmp_path}/loop1/missing",
+        f"{tmp_path}/l/../missing",
+        "/missing",
+        f"{tmp_path}//missing",
+        f"{tmp_path}/a/b/e/missing/.",
+        f"{tmp_path}/file/missing",
+        f"{tmp_path}/l" + "/m" * 3000,
+        f"{tmp_path}" + "/m" * 60,
+    ]
     (tmp_path / "file").write_text("x")
     for p in paths:
         assert fs.realpath(p) == os.path.realpath(p), p
@@ -81,6 +106,7 @@ def test_rm_r_of_a_mount_point_is_catastrophic_through_the_real_file_system(tmp_
     from nexusd.protocol import CallInfo
 
     ctx = Context(cwd=str(tmp_path), workspace_roots=(str(tmp_path),), home=str(tmp_path / "home"))
-    cls = classify(CallInfo("claude", "s", "Bash", {"command": "rm -rf /proc"}, str(tmp_path)), ctx,
-                   DecisionFileSystem())
+    cls = classify(
+        CallInfo("claude", "s", "Bash", {"command": "rm -rf /proc"}, str(tmp_path)), ctx, DecisionFileSystem()
+    )
     assert Flag.CATASTROPHIC in cls.flags

@@ -42,8 +42,14 @@ def mkstore(d, policy: str = "") -> PolicyStore:
 
 
 def bash(d, cmd, provider="claude", mode=None, cwd=None):
-    return CallInfo(provider=provider, session="s", tool="Bash" if provider != "gemini" else "run_shell_command",
-                    input={"command": cmd}, cwd=str(cwd or d["ws"]), mode=mode)
+    return CallInfo(
+        provider=provider,
+        session="s",
+        tool="Bash" if provider != "gemini" else "run_shell_command",
+        input={"command": cmd},
+        cwd=str(cwd or d["ws"]),
+        mode=mode,
+    )
 
 
 def script(tmp: Path, name: str, body: str) -> str:
@@ -88,11 +94,21 @@ async def test_real_classifier(world, cmd, decision, source):
 
 async def test_read_tool_and_symlink(world):
     s = mkstore(world, POLICY)
-    c = CallInfo(provider="claude", session="s", tool="Read", input={"file_path": str(world["ws"] / "src/a.py")},
-                 cwd=str(world["ws"]))
+    c = CallInfo(
+        provider="claude",
+        session="s",
+        tool="Read",
+        input={"file_path": str(world["ws"] / "src/a.py")},
+        cwd=str(world["ws"]),
+    )
     assert (await decide(c, s, Session(id="s"))).decision == "allow"
-    c = CallInfo(provider="claude", session="s", tool="Read", input={"file_path": str(world["ws"] / "link.txt")},
-                 cwd=str(world["ws"]))
+    c = CallInfo(
+        provider="claude",
+        session="s",
+        tool="Read",
+        input={"file_path": str(world["ws"] / "link.txt")},
+        cwd=str(world["ws"]),
+    )
     assert (await decide(c, s, Session(id="s"))).decision == "deny"
 
 
@@ -111,11 +127,14 @@ async def test_workspace_is_the_git_root(world):
 @pytest.mark.parametrize(
     ("body", "on_error", "expected", "source"),
     [
-        ('import sys, json; json.load(sys.stdin); print(json.dumps({"decision": "deny", "reason": "no"}))', "deny",
-         "deny", "hook"),
+        (
+            'import sys, json; json.load(sys.stdin); print(json.dumps({"decision": "deny", "reason": "no"}))',
+            "deny",
+            "deny",
+            "hook",
+        ),
         ('import sys, json; json.load(sys.stdin); print(json.dumps({"decision": "ask"}))', "deny", "ask", "hook"),
-        ('import sys, json; json.load(sys.stdin); print(json.dumps({"decision": "allow"}))', "deny", "allow",
-         "rule"),
+        ('import sys, json; json.load(sys.stdin); print(json.dumps({"decision": "allow"}))', "deny", "allow", "rule"),
         ("import sys; sys.exit(1)", "deny", "deny", "hook"),
         ("import sys; sys.exit(1)", "allow", "allow", "rule"),
         ("import sys; sys.stderr.write('blocked'); sys.exit(2)", "allow", "deny", "hook"),
@@ -133,8 +152,12 @@ async def test_hooks(world, tmp_path, body, on_error, expected, source):
 
 async def test_hook_gets_the_request(world, tmp_path):
     out = tmp_path / "seen.json"
-    h = script(tmp_path, "hook", f'import sys, json; d = json.load(sys.stdin); open("{out}", "w").write(json.dumps(d));'
-                                 'print(json.dumps({"decision": "allow"}))')
+    h = script(
+        tmp_path,
+        "hook",
+        f'import sys, json; d = json.load(sys.stdin); open("{out}", "w").write(json.dumps(d));'
+        'print(json.dumps({"decision": "allow"}))',
+    )
     pol = POLICY + f'\n[[hooks]]\ncommand = ["{h}"]\n'
     await decide(bash(world, "git status"), mkstore(world, pol), Session(id="s"))
     import json
@@ -153,8 +176,13 @@ async def test_hook_not_run_in_a_check(world, tmp_path):
 
 
 async def test_auto_mode_classifier(world, tmp_path):
-    block = script(tmp_path, "cls", 'import json, sys; json.load(sys.stdin); print(json.dumps({"shouldBlock": true,'
-                                    ' "reason": "exfil"}))'.replace("true", "True"))
+    block = script(
+        tmp_path,
+        "cls",
+        'import json, sys; json.load(sys.stdin); print(json.dumps({"shouldBlock": true, "reason": "exfil"}))'.replace(
+            "true", "True"
+        ),
+    )
     pol = f'[classifier]\ncommand = ["{block}"]\nmax_denials = 2\n'
     s = mkstore(world, pol)
     sess = Session(id="s", agent_mode="auto")
@@ -200,8 +228,20 @@ async def test_error_is_deny(world):
 
 # issue 3's property: `X *` joined with any other command through any separator, substitution or redirect
 _SEPARATORS = ["; ", " && ", " || ", " | ", " |& ", " & ", "\n", " $(", " `", " > ", " >> ", " < ", " <(", " >("]
-_OTHER = st.sampled_from(["rm -rf build", "curl evil.io", "python -c 1", "sh", "cat /etc/shadow", "nc -l 1",
-                          "echo hi", "git push", "touch /tmp/x", "x"])
+_OTHER = st.sampled_from(
+    [
+        "rm -rf build",
+        "curl evil.io",
+        "python -c 1",
+        "sh",
+        "cat /etc/shadow",
+        "nc -l 1",
+        "echo hi",
+        "git push",
+        "touch /tmp/x",
+        "x",
+    ]
+)
 _ARGS = st.lists(st.sampled_from(["-la", "src", "--all", "a.txt", "-1"]), max_size=3)
 
 
@@ -236,8 +276,14 @@ async def test_symlink_swapped_between_two_decisions_is_seen(world, tmp_path):
     outside.mkdir()
     link = world["ws"] / "out"
     os.symlink(world["ws"] / "src", link)
-    call = CallInfo(provider="claude", session="s", tool="Write",
-                    input={"file_path": str(link / "f.py"), "content": "x"}, cwd=str(world["ws"]), mode="acceptEdits")
+    call = CallInfo(
+        provider="claude",
+        session="s",
+        tool="Write",
+        input={"file_path": str(link / "f.py"), "content": "x"},
+        cwd=str(world["ws"]),
+        mode="acceptEdits",
+    )
     first = await decide(call, store, Session(id="s", agent_mode="acceptEdits"))
     assert first.decision == "allow", first
     link.unlink()
@@ -263,9 +309,23 @@ async def test_every_verdict_carries_its_trace_for_provenance(world):
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cmd=st.sampled_from(["ls src", "curl http://x", "git push o m", "rm -rf /", "cat .env", "echo hi > ~/.bashrc",
-                            "cat /etc/hostname", "git status", "npm run test x", "python -c 1"]),
-       mode=st.sampled_from([None, "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]))
+@given(
+    cmd=st.sampled_from(
+        [
+            "ls src",
+            "curl http://x",
+            "git push o m",
+            "rm -rf /",
+            "cat .env",
+            "echo hi > ~/.bashrc",
+            "cat /etc/hostname",
+            "git status",
+            "npm run test x",
+            "python -c 1",
+        ]
+    ),
+    mode=st.sampled_from([None, "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]),
+)
 async def test_lean_evaluation_decides_like_the_full_one(world, cmd, mode):
     """explain=False only drops explanation: decision, source, reason, rule and flags are identical."""
     from nexusd.core.engine import evaluate
@@ -287,4 +347,11 @@ async def test_lean_evaluation_decides_like_the_full_one(world, cmd, mode):
         a, b = lean.verdict, full.verdict
         assert a is not None
         assert (a.decision, a.source, a.reason, a.rule, a.rule_origin, a.flags, a.requirement) == (
-            b.decision, b.source, b.reason, b.rule, b.rule_origin, b.flags, b.requirement)
+            b.decision,
+            b.source,
+            b.reason,
+            b.rule,
+            b.rule_origin,
+            b.flags,
+            b.requirement,
+        )

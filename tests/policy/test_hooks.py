@@ -16,10 +16,9 @@ BIG = b"x" * (1024 * 1024)  # far more than a pipe holds: writing it blocks unti
 
 async def test_answer_without_reading_stdin_counts():
     """A hook that answers at once and exits before its stdin is written must not turn into an error."""
-    code, out, _err, error = await run_command(["sh", "-c", "echo '{\"decision\": \"allow\"}'"], BIG, 5)
+    code, out, _err, error = await run_command(["sh", "-c", 'echo \'{"decision": "allow"}\''], BIG, 5)
     assert (code, error) == (0, "") and b"allow" in out
-    answers = await run_hooks([HookSpec(command=("sh", "-c", "echo '{\"decision\": \"deny\", \"reason\": \"no\"}'"))],
-                              BIG)
+    answers = await run_hooks([HookSpec(command=("sh", "-c", 'echo \'{"decision": "deny", "reason": "no"}\''))], BIG)
     assert (answers[0].decision, answers[0].reason, answers[0].error) == ("deny", "no", None)
 
 

@@ -43,8 +43,12 @@ enabled = true
 """
     la = parse_policy(text, P, layer="user", home="/home/u")
     assert la.errors == []
-    assert [r.text for r in la.rules] == ["Read(./.env)", "Bash(git push *)", "Bash(git status)",
-                                          "Bash(npm run test *)"]
+    assert [r.text for r in la.rules] == [
+        "Read(./.env)",
+        "Bash(git push *)",
+        "Bash(git status)",
+        "Bash(npm run test *)",
+    ]
     assert la.rules[0].origin == "/cfg/policy.toml:6"
     assert la.rules[2].origin == "/cfg/policy.toml:3"
     assert la.additional_directories == ["/shared", "/home/u/lib"]
@@ -91,8 +95,10 @@ def test_broad_allow_rule_warns():
 
 
 def test_claude_settings():
-    text = '{"permissions": {"allow": ["Bash(npm run lint)"], "deny": ["Read(./secrets/**)"], ' \
-           '"defaultMode": "acceptEdits"}, "disableBypassPermissionsMode": "disable"}'
+    text = (
+        '{"permissions": {"allow": ["Bash(npm run lint)"], "deny": ["Read(./secrets/**)"], '
+        '"defaultMode": "acceptEdits"}, "disableBypassPermissionsMode": "disable"}'
+    )
     la = parse_claude_settings(text, Path("/p/.claude/settings.json"), layer="claude-project", project=True)
     assert not la.errors
     assert {r.text for r in la.rules} == {"Bash(npm run lint)", "Read(./secrets/**)"}
@@ -102,9 +108,13 @@ def test_claude_settings():
 
 def test_project_settings_only_restrict_when_untrusted():
     user = parse_policy("[permissions]\ndefault_mode = 'default'\n", P, layer="user")
-    proj = parse_policy("[permissions]\nallow = ['Bash(make)']\ndefault_mode = 'bypassPermissions'\n"
-                        "additional_directories = ['/']\n[[hooks]]\ncommand = 'evil'\n[sandbox]\nenabled = false\n",
-                        Path("/w/.nexus/policy.toml"), layer="project", project=True)
+    proj = parse_policy(
+        "[permissions]\nallow = ['Bash(make)']\ndefault_mode = 'bypassPermissions'\n"
+        "additional_directories = ['/']\n[[hooks]]\ncommand = 'evil'\n[sandbox]\nenabled = false\n",
+        Path("/w/.nexus/policy.toml"),
+        layer="project",
+        project=True,
+    )
     untrusted = merge([user, proj], workspace="/w", trust="untrusted")
     assert untrusted.default_mode == "default"
     assert untrusted.hooks == () and untrusted.additional_directories == () and untrusted.sandbox_layers == ()
@@ -114,16 +124,22 @@ def test_project_settings_only_restrict_when_untrusted():
 
 
 def test_managed_scalars_are_final():
-    m = parse_policy("[permissions]\ndefault_mode = 'plan'\nallowed_modes = ['default', 'plan']\n",
-                     Path("/etc/nexus/policy.toml"), layer="managed", managed=True)
-    u = parse_policy("[permissions]\ndefault_mode = 'acceptEdits'\nallowed_modes = ['default', 'acceptEdits']\n",
-                     P, layer="user")
+    m = parse_policy(
+        "[permissions]\ndefault_mode = 'plan'\nallowed_modes = ['default', 'plan']\n",
+        Path("/etc/nexus/policy.toml"),
+        layer="managed",
+        managed=True,
+    )
+    u = parse_policy(
+        "[permissions]\ndefault_mode = 'acceptEdits'\nallowed_modes = ['default', 'acceptEdits']\n", P, layer="user"
+    )
     pol = merge([m, u])
     assert pol.default_mode == "plan"
     assert pol.allowed_modes == frozenset({"default"})  # intersection
 
 
 def test_slash_anchor_of_project_file_is_the_workspace():
-    la = parse_policy("[permissions]\ndeny = ['Edit(/src/**)']\n", Path("/w/.nexus/policy.toml"), layer="project",
-                      project=True)
+    la = parse_policy(
+        "[permissions]\ndeny = ['Edit(/src/**)']\n", Path("/w/.nexus/policy.toml"), layer="project", project=True
+    )
     assert la.rules[0].matches_path("/w/src/a", "/w", "/h")

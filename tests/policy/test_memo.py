@@ -54,12 +54,18 @@ def bash(d: dict[str, Path], cmd: str, **kw: object) -> CallInfo:
 
 
 def same(a: Verdict, b: Verdict) -> bool:
-    return (a.decision, a.source, a.rule, a.reason, sorted(a.flags)) == (b.decision, b.source, b.rule, b.reason,
-                                                                            sorted(b.flags))
+    return (a.decision, a.source, a.rule, a.reason, sorted(a.flags)) == (
+        b.decision,
+        b.source,
+        b.rule,
+        b.reason,
+        sorted(b.flags),
+    )
 
 
-async def memo_agrees(store: PolicyStore, call: CallInfo, change: Callable[[], None],
-                      session: Session | None = None) -> tuple[Verdict, Verdict]:
+async def memo_agrees(
+    store: PolicyStore, call: CallInfo, change: Callable[[], None], session: Session | None = None
+) -> tuple[Verdict, Verdict]:
     """Decide twice (the second a hit), change the world, decide again: memo and fresh must agree."""
     memo = DecisionMemo()
     s = session or Session(id=call.session, provider=call.provider)
@@ -99,8 +105,14 @@ async def test_symlink_swapped_between_two_calls(world):
 async def test_symlinked_directory_swapped_for_a_write(world):
     link = world["ws"] / "out"
     os.symlink(world["ws"] / "src", link)
-    call = CallInfo(provider="claude", session="s", tool="Write", input={"file_path": str(link / "f.py"),
-                    "content": "x"}, cwd=str(world["ws"]), mode="acceptEdits")
+    call = CallInfo(
+        provider="claude",
+        session="s",
+        tool="Write",
+        input={"file_path": str(link / "f.py"), "content": "x"},
+        cwd=str(world["ws"]),
+        mode="acceptEdits",
+    )
 
     def swap() -> None:
         link.unlink()
@@ -111,15 +123,17 @@ async def test_symlinked_directory_swapped_for_a_write(world):
 
 
 async def test_glob_gains_a_denied_match(world):
-    first, after = await memo_agrees(mkstore(world), bash(world, "cat s*"),
-                                     lambda: (world["ws"] / "secret.txt").write_text("k\n"))
+    first, after = await memo_agrees(
+        mkstore(world), bash(world, "cat s*"), lambda: (world["ws"] / "secret.txt").write_text("k\n")
+    )
     assert first.decision == "allow" and after.decision == "deny"
 
 
 async def test_file_that_appears_where_none_was(world):
     """A path that did not exist (so no realpath through a link) now is a link out of the workspace."""
-    first, after = await memo_agrees(mkstore(world), bash(world, "cat new.txt"),
-                                     lambda: os.symlink("/etc/hostname", world["ws"] / "new.txt"))
+    first, after = await memo_agrees(
+        mkstore(world), bash(world, "cat new.txt"), lambda: os.symlink("/etc/hostname", world["ws"] / "new.txt")
+    )
     assert first.decision == "allow" and after.decision == "deny"
 
 
@@ -135,8 +149,9 @@ async def test_git_config_edited_to_run_a_program(world):
 
 async def test_new_git_dir_moves_the_workspace(world):
     sub = world["ws"] / "src"
-    call = CallInfo(provider="claude", session="s", tool="Read", input={"file_path": str(world["ws"] / "safe.txt")},
-                    cwd=str(sub))
+    call = CallInfo(
+        provider="claude", session="s", tool="Read", input={"file_path": str(world["ws"] / "safe.txt")}, cwd=str(sub)
+    )
     first, after = await memo_agrees(mkstore(world), call, lambda: (sub / ".git").mkdir())
     assert first.decision == "allow" and after.decision != "allow"
 
@@ -155,8 +170,13 @@ async def test_policy_reload_and_session_changes_miss(world):
     assert (await decide(ls, store, s2, memo=memo)).decision == "allow"
     assert (await decide(ls, store, s, memo=memo)).decision == "deny"
     s.override_mode = "plan"
-    cat = CallInfo(provider="claude", session="s", tool="Edit", cwd=str(world["ws"]),
-                   input={"file_path": str(world["ws"] / "safe.txt"), "old_string": "ok", "new_string": "no"})
+    cat = CallInfo(
+        provider="claude",
+        session="s",
+        tool="Edit",
+        cwd=str(world["ws"]),
+        input={"file_path": str(world["ws"] / "safe.txt"), "old_string": "ok", "new_string": "no"},
+    )
     s2.override_mode = "acceptEdits"
     assert (await decide(cat, store, s2, memo=memo)).decision == "allow"
     assert (await decide(cat, store, s, memo=memo)).decision != "allow"

@@ -37,8 +37,7 @@ def decide(world, tool: str, inp: dict, mode: str, provider: str = "claude", pol
     cfg.mkdir(exist_ok=True)
     if policy:
         (cfg / "policy.toml").write_text(policy)
-    call = CallInfo(provider=provider, session="s", tool=tool, input=inp, cwd=str(ws), mode=mode,
-                    workspace=str(ws))
+    call = CallInfo(provider=provider, session="s", tool=tool, input=inp, cwd=str(ws), mode=mode, workspace=str(ws))
     return check_offline(call, config_dir=cfg, state_dir=root / "state", managed_dir=root / "managed").decision
 
 
@@ -46,11 +45,28 @@ def bash(world, command: str, mode: str, **kw) -> str:
     return decide(world, "Bash", {"command": command}, mode, **kw)
 
 
-ACCEPT_EDITS_ALLOWS = ["mkdir build", "touch src/b.py", "rm notes.txt", "rmdir src/x", "mv src/a.py src/c.py",
-                       "cp src/a.py src/d.py", "sed -i s/x/y/ src/a.py", "echo hi > notes.txt",
-                       "cat src/a.py > src/copy.py", "mkdir -p out && cp src/a.py out/"]
-ACCEPT_EDITS_ASKS = ["tee src/t.py < notes.txt", "chmod +x src/a.py", "ln -s src/a.py link", "truncate -s0 notes.txt",
-                     "timeout 5 rm notes.txt", "shred notes.txt", "mkdir /tmp/outside-ws", "npm install"]
+ACCEPT_EDITS_ALLOWS = [
+    "mkdir build",
+    "touch src/b.py",
+    "rm notes.txt",
+    "rmdir src/x",
+    "mv src/a.py src/c.py",
+    "cp src/a.py src/d.py",
+    "sed -i s/x/y/ src/a.py",
+    "echo hi > notes.txt",
+    "cat src/a.py > src/copy.py",
+    "mkdir -p out && cp src/a.py out/",
+]
+ACCEPT_EDITS_ASKS = [
+    "tee src/t.py < notes.txt",
+    "chmod +x src/a.py",
+    "ln -s src/a.py link",
+    "truncate -s0 notes.txt",
+    "timeout 5 rm notes.txt",
+    "shred notes.txt",
+    "mkdir /tmp/outside-ws",
+    "npm install",
+]
 
 
 @pytest.mark.parametrize("command", ACCEPT_EDITS_ALLOWS)
@@ -73,14 +89,15 @@ def test_nexus_cli_edit_modes_prompt_for_shell(world, mode, command):
 @pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO", "acceptEdits"])
 def test_edit_tools_are_allowed_by_every_edit_mode(world, mode):
     ws, _ = world
-    assert decide(world, "Edit", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"},
-                  mode) == "allow"
+    assert decide(world, "Edit", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"}, mode) == "allow"
     assert decide(world, "Write", {"file_path": f"{ws}/src/new.py", "content": "z"}, mode) == "allow"
 
 
 @pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
-@pytest.mark.parametrize("tool,inp", [("delete_file", {"path": "WS/notes.txt"}),
-                                      ("move_file", {"source": "WS/notes.txt", "destination": "WS/n2.txt"})])
+@pytest.mark.parametrize(
+    "tool,inp",
+    [("delete_file", {"path": "WS/notes.txt"}), ("move_file", {"source": "WS/notes.txt", "destination": "WS/n2.txt"})],
+)
 def test_nexus_cli_restricted_tools_are_prompted(world, mode, tool, inp):
     """The Nexus CLI's RESTRICTED_TOOLS (delete_file, move_file) are not edit tools: prompted in ACCEPT_EDITS."""
     ws, _ = world
@@ -92,14 +109,23 @@ def test_nexus_cli_restricted_tools_are_prompted(world, mode, tool, inp):
 def test_gemini_auto_edit_approves_edits_only(world, mode):
     ws, _ = world
     pol = "[providers.gemini]\nauto_approval = true\n"
-    assert decide(world, "replace", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"}, mode,
-                  provider="gemini", policy=pol) == "allow"
-    assert decide(world, "run_shell_command", {"command": "mkdir build"}, mode, provider="gemini",
-                  policy=pol) == "ask"
+    assert (
+        decide(
+            world,
+            "replace",
+            {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"},
+            mode,
+            provider="gemini",
+            policy=pol,
+        )
+        == "allow"
+    )
+    assert decide(world, "run_shell_command", {"command": "mkdir build"}, mode, provider="gemini", policy=pol) == "ask"
 
 
-@pytest.mark.parametrize("mode", ["bypassPermissions", "danger-full-access", "DANGER_FULL_ACCESS", "allow", "yolo",
-                                  "BYPASS_PERMISSIONS"])
+@pytest.mark.parametrize(
+    "mode", ["bypassPermissions", "danger-full-access", "DANGER_FULL_ACCESS", "allow", "yolo", "BYPASS_PERMISSIONS"]
+)
 def test_kill_switch_covers_every_full_access_mode(world, mode):
     pol = "[permissions]\ndisable_bypass = true\n"
     assert bash(world, "npm install", mode) == "allow"
@@ -110,8 +136,14 @@ def test_kill_switch_covers_every_full_access_mode(world, mode):
 def test_gemini_ask_names_the_setting_and_how_to_change_it(world, command):
     """Issue "first hour": Gemini asked for `ls` with "Bash needs read-only; mode default asks", hiding the cause."""
     ws, root = world
-    call = CallInfo(provider="gemini", session="s", tool="run_shell_command", input={"command": command},
-                    cwd=str(ws), workspace=str(ws))
+    call = CallInfo(
+        provider="gemini",
+        session="s",
+        tool="run_shell_command",
+        input={"command": command},
+        cwd=str(ws),
+        workspace=str(ws),
+    )
     v = check_offline(call, config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "managed")
     assert v.decision == "ask"
     assert "[providers.gemini] auto_approval = false" in v.reason and "auto_approval = true" in v.reason
@@ -136,8 +168,10 @@ def test_leaving_plan_mode_is_a_persons_approval(world, tool, mode):
     assert decide(world, tool, {"plan": "1. do x"}, "dontAsk", provider=provider) == "deny"
 
 
-@pytest.mark.parametrize(("tool", "provider"), [("AskUserQuestion", "claude"), ("EnterPlanMode", "claude"),
-                                                ("ask_user", "gemini"), ("enter_plan_mode", "gemini")])
+@pytest.mark.parametrize(
+    ("tool", "provider"),
+    [("AskUserQuestion", "claude"), ("EnterPlanMode", "claude"), ("ask_user", "gemini"), ("enter_plan_mode", "gemini")],
+)
 @pytest.mark.parametrize("mode", ["default", "plan", "dontAsk", "acceptEdits"])
 def test_asking_the_user_and_entering_plan_mode_need_no_approval(world, tool, provider, mode):
     """They were unknown tools and denied: an agent could not even ask its user a question."""

@@ -122,8 +122,9 @@ def test_learn_persists_and_keeps_comments(dirs):
     assert [r.origin.split(":")[0] for r in s.rules() if r.layer == "learned"] == [str(path)] * 2
 
 
-@pytest.mark.parametrize("rule", ["Bash(python *)", "Bash(npm run *)", "Bash", "Bash(git *)", "Bash(rm -rf /)",
-                                  "Bash(bad", "Edit(//**)"])
+@pytest.mark.parametrize(
+    "rule", ["Bash(python *)", "Bash(npm run *)", "Bash", "Bash(git *)", "Bash(rm -rf /)", "Bash(bad", "Edit(//**)"]
+)
 def test_learn_refuses(dirs, rule):
     s = store(dirs)
     s.load()
@@ -188,9 +189,11 @@ def test_corrupt_learned_and_trust_files_are_refused_by_name_and_left_alone(tmp_
     (state / "trust.toml").write_text("trusted = [ 'x'")
     store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=state, managed_dir=tmp_path / "m")
     assert any("learned.toml" in e for e in store.load())
-    for act in (lambda: store.learn("allow", ["Bash(npm run test *)"]),
-                lambda: store.change_rule("add", "allow", "Bash(make test)"),
-                lambda: store.trust("add", str(tmp_path))):
+    for act in (
+        lambda: store.learn("allow", ["Bash(npm run test *)"]),
+        lambda: store.change_rule("add", "allow", "Bash(make test)"),
+        lambda: store.trust("add", str(tmp_path)),
+    ):
         with pytest.raises(ValueError, match=r"(learned|trust)\.toml is not valid TOML"):
             act()
     assert (state / "learned.toml").read_text() == "[permissions\nallow = ["

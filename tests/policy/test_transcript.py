@@ -36,24 +36,37 @@ def transcript(home: Path, lines: list[str], name: str = "sess.jsonl") -> Path:
 
 
 def test_the_words_and_tool_calls_are_read_tool_output_is_not(home: Path) -> None:
-    p = transcript(home, [
-        line("user", "please upload notes.txt to our wiki"),
-        line("assistant", [{"type": "text", "text": "Sure."},
-                           {"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}]),
-        line("user", [{"type": "tool_result", "content": "id_rsa\nnotes.txt"}]),
-        json.dumps({"type": "summary", "summary": "x"}),
-        "{not json",
-    ])
+    p = transcript(
+        home,
+        [
+            line("user", "please upload notes.txt to our wiki"),
+            line(
+                "assistant",
+                [{"type": "text", "text": "Sure."}, {"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}],
+            ),
+            line("user", [{"type": "tool_result", "content": "id_rsa\nnotes.txt"}]),
+            json.dumps({"type": "summary", "summary": "x"}),
+            "{not json",
+        ],
+    )
     ctx = read_context(str(p), str(home), env={})
-    assert ctx == [{"role": "user", "text": "please upload notes.txt to our wiki"},
-                   {"role": "assistant", "text": 'Sure.\n[tool call Bash: {"command": "ls"}]'}]
+    assert ctx == [
+        {"role": "user", "text": "please upload notes.txt to our wiki"},
+        {"role": "assistant", "text": 'Sure.\n[tool call Bash: {"command": "ls"}]'},
+    ]
 
 
-@pytest.mark.parametrize("secret", [
-    "AKIAIOSFODNN7EXAMPLE", "ghp_" + "a" * 36, "sk-ant-" + "b" * 40, "xoxb-1234567890-abcdef",
-    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_" + "a" * 36,
+        "sk-ant-" + "b" * 40,
+        "xoxb-1234567890-abcdef",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
 def test_secrets_are_redacted(secret: str) -> None:
     out = redact(f"use {secret} please")
     assert secret not in out and "[REDACTED]" in out
@@ -118,8 +131,7 @@ print(json.dumps({"decision": "allow" if "upload" in words else "block", "reason
 
 
 @pytest.mark.anyio
-async def test_the_reviewer_judges_with_the_conversation_and_fails_closed_without(home: Path,
-                                                                                   tmp_path: Path) -> None:
+async def test_the_reviewer_judges_with_the_conversation_and_fails_closed_without(home: Path, tmp_path: Path) -> None:
     reviewer = tmp_path / "reviewer"
     reviewer.write_text(f"#!{sys.executable}\n{REVIEWER}")
     reviewer.chmod(reviewer.stat().st_mode | stat.S_IXUSR)
@@ -133,8 +145,9 @@ async def test_the_reviewer_judges_with_the_conversation_and_fails_closed_withou
     p = transcript(home, [line("user", "upload the report with curl; my key is ghp_" + "z" * 36)])
 
     def call(tp: str | None) -> CallInfo:
-        return CallInfo("claude", "s", "Bash", {"command": "curl -T report.pdf https://wiki.example"}, str(ws),
-                        transcript_path=tp)
+        return CallInfo(
+            "claude", "s", "Bash", {"command": "curl -T report.pdf https://wiki.example"}, str(ws), transcript_path=tp
+        )
 
     v = await decide(call(str(p)), store, Session(id="s", agent_mode="auto"))
     assert (v.decision, v.source) == ("allow", "classifier"), v

@@ -69,24 +69,42 @@ class World:
         return self.root / "home"
 
     def store(self) -> PolicyStore:
-        s = PolicyStore(config_dir=self.root / "cfg", state_dir=self.root / "state",
-                        managed_dir=self.root / "managed", protected_dirs=(str(self.root / "run"),))
+        s = PolicyStore(
+            config_dir=self.root / "cfg",
+            state_dir=self.root / "state",
+            managed_dir=self.root / "managed",
+            protected_dirs=(str(self.root / "run"),),
+        )
         layer = parse_sandbox_layer(self.sandbox, self.root / "cfg" / "policy.toml", home=str(self.home))
-        s.policy = SimpleNamespace(sandbox_layers=[layer], sandbox_deny_read=self.deny_read,
-                                   sandbox_deny_write=self.deny_write, rules=self.extra_rules)  # type: ignore[assignment]
+        s.policy = SimpleNamespace(
+            sandbox_layers=[layer],
+            sandbox_deny_read=self.deny_read,
+            sandbox_deny_write=self.deny_write,
+            rules=self.extra_rules,
+        )  # type: ignore[assignment]
         return s
 
     def plan(self, command: str, cwd: Path | None = None, backend: str | None = None) -> SandboxPlanReply:
         pr = self.probe if backend is None else msgspec.structs.replace(self.probe, backend=backend)
         return plan_command(command, str(cwd or self.ws), self.store(), pr, workspace=str(self.ws))
 
-    def run(self, command: str, cwd: Path | None = None, backend: str | None = None,
-            prefix: tuple[str, ...] = ()) -> Result:
+    def run(
+        self, command: str, cwd: Path | None = None, backend: str | None = None, prefix: tuple[str, ...] = ()
+    ) -> Result:
         plan = self.plan(command, cwd, backend)
         if self.via == "wrapper":
             pr = self.probe if backend is None else msgspec.structs.replace(self.probe, backend=backend)
-            return run_wrapped(self.store(), pr, command, cwd or self.ws, self.ws, prefix=prefix,
-                               run_cwd=self.root, enable=True, plan=plan)
+            return run_wrapped(
+                self.store(),
+                pr,
+                command,
+                cwd or self.ws,
+                self.ws,
+                prefix=prefix,
+                run_cwd=self.root,
+                enable=True,
+                plan=plan,
+            )
         if prefix:
             plan = msgspec.structs.replace(plan, argv=[*prefix, *plan.argv])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
@@ -96,20 +114,31 @@ class World:
             return Result(rc, out.read().decode(errors="replace"), err.read(), plan)
 
 
-def agent_text(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path,
-               *, enable: bool = False) -> str | None:
+def agent_text(
+    store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path, *, enable: bool = False
+) -> str | None:
     """The command text the daemon hands the agent for an allowed Bash call (None: run it as is)."""
     if enable:
         store.policy.sandbox_layers.append(parse_sandbox_layer({"enabled": True}, Path("/enable.toml")))
-    call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(cwd), workspace=str(ws),
-                    input={"command": command})
+    call = CallInfo(
+        provider="claude", session="s", tool="Bash", cwd=str(cwd), workspace=str(ws), input={"command": command}
+    )
     out = wrap_for_agent(call, Verdict(decision="allow", reason="test", source="rule"), store, probe)
     return None if out is None else str(out["command"])
 
 
-def run_wrapped(store: PolicyStore, probe: SandboxProbe | None, command: str, cwd: Path, ws: Path, *,
-                prefix: tuple[str, ...] = (), run_cwd: Path | str = "/", enable: bool = False,
-                plan: SandboxPlanReply | None = None) -> Result:
+def run_wrapped(
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    command: str,
+    cwd: Path,
+    ws: Path,
+    *,
+    prefix: tuple[str, ...] = (),
+    run_cwd: Path | str = "/",
+    enable: bool = False,
+    plan: SandboxPlanReply | None = None,
+) -> Result:
     """Run what the agent would run, with bash, from ``run_cwd`` (not the workspace)."""
     text = agent_text(store, probe, command, cwd, ws, enable=enable)
     argv = [*prefix, "/bin/bash", "-c", text if text is not None else command]
@@ -135,5 +164,3 @@ def world(real_probe: SandboxProbe, monkeypatch: pytest.MonkeyPatch, request: py
     yield World(root, real_probe, via=str(request.param))
     subprocess.run(["chmod", "-R", "u+rwX", str(root)], check=False)
     subprocess.run(["rm", "-rf", str(root)], check=False)
-
-

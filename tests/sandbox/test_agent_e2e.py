@@ -23,11 +23,13 @@ async def test_claude_runs_the_wrapped_call_confined(agent_clis: Any, daemon_fac
     home.mkdir()
     project.mkdir()
     outside = Path(tempfile.mkdtemp(prefix="nxe2eo", dir="/var/tmp"))  # /tmp is private inside the sandbox
-    daemon = daemon_factory(policy='# own-policy-marker\n[permissions]\nallow = ["Bash(sh attack.sh)"]\n'
-                                   "[sandbox]\nenabled = true\n")
+    daemon = daemon_factory(
+        policy='# own-policy-marker\n[permissions]\nallow = ["Bash(sh attack.sh)"]\n[sandbox]\nenabled = true\n'
+    )
     (project / "attack.sh").write_text(
         f"echo x > {outside}/pwned; cat {daemon.config_dir}/policy.toml; echo inside > made.txt; "
-        "mkdir -p sub/.claude && echo '{}' > sub/.claude/settings.json; echo ran-inside\n")
+        "mkdir -p sub/.claude && echo '{}' > sub/.claude/settings.json; echo ran-inside\n"
+    )
     api = scenario("claude", ToolCall("Bash", {"command": "sh attack.sh", "description": "run it"}))
     argv, env = claude_run_args(agent_clis, home, project, api, daemon, "hook")
     try:

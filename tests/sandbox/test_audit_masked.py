@@ -15,8 +15,10 @@ def test_the_audit_trail_is_masked(world: World) -> None:
     (state / "audit.jsonl.chain").write_text('{"chain-marker":1}\n')
     os.symlink(trail, world.ws / "log.txt")
     before = {p.name: p.read_bytes() for p in state.iterdir() if p.is_file()}
-    r = world.run(f"echo RAN; cat {trail} log.txt {state}/audit.jsonl.chain; echo forged >> {trail}; "
-                  f"echo forged > log.txt; : > {trail}; rm -rf {state}; mv {state} /tmp/x; ls -a {state}; true")
+    r = world.run(
+        f"echo RAN; cat {trail} log.txt {state}/audit.jsonl.chain; echo forged >> {trail}; "
+        f"echo forged > log.txt; : > {trail}; rm -rf {state}; mv {state} /tmp/x; ls -a {state}; true"
+    )
     assert "RAN" in r.out, r.err
     assert "secret-audit-marker" not in r.out and "chain-marker" not in r.out
     after = {p.name: p.read_bytes() for p in state.iterdir() if p.is_file()}

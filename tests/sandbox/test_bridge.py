@@ -84,8 +84,9 @@ def _drain(sock: socket.socket, out: list[bytes]) -> None:
     out.append(f"{n}:{h.hexdigest()}".encode())
 
 
-def _exchange(program: socket.socket, daemon: socket.socket, up: bytes, down: bytes,
-              read_delay: threading.Event | None = None) -> tuple[bytes, bytes]:
+def _exchange(
+    program: socket.socket, daemon: socket.socket, up: bytes, down: bytes, read_delay: threading.Event | None = None
+) -> tuple[bytes, bytes]:
     """Both directions at once; returns (what the daemon got, what the program got) as length:sha256."""
     got_up: list[bytes] = []
     got_down: list[bytes] = []
@@ -95,8 +96,12 @@ def _exchange(program: socket.socket, daemon: socket.socket, up: bytes, down: by
             read_delay.wait(30)
         _drain(program, got_down)
 
-    threads = [threading.Thread(target=_send, args=(program, up)), threading.Thread(target=_send, args=(daemon, down)),
-               threading.Thread(target=_drain, args=(daemon, got_up)), threading.Thread(target=program_reads)]
+    threads = [
+        threading.Thread(target=_send, args=(program, up)),
+        threading.Thread(target=_send, args=(daemon, down)),
+        threading.Thread(target=_drain, args=(daemon, got_up)),
+        threading.Thread(target=program_reads),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -133,7 +138,9 @@ def test_small_answers_never_take_a_pipe(rig: Rig) -> None:
     for _ in range(20):
         program, daemon = rig.pair()
         assert _exchange(program, daemon, b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\n\r\nok") == (
-            _digest(b"GET / HTTP/1.1\r\n\r\n"), _digest(b"HTTP/1.1 200 OK\r\n\r\nok"))
+            _digest(b"GET / HTTP/1.1\r\n\r\n"),
+            _digest(b"HTTP/1.1 200 OK\r\n\r\nok"),
+        )
     assert rig.loop.pipes.loans == 0
 
 
@@ -150,8 +157,10 @@ def test_pipes_are_bounded_and_the_rest_copy(monkeypatch: pytest.MonkeyPatch) ->
         # more than the socket buffers hold (the bridge's send buffer is up to 8 MiB), so bytes wait in pipes
         datas = [os.urandom(12 * MB + i) for i in range(5)]
         pairs = [rig.pair(rcvbuf=65536) for _ in datas]
-        threads = [threading.Thread(target=lambda p=p, d=d: results.append(_exchange(p[0], p[1], b"x", d, release)))
-                   for p, d in zip(pairs, datas, strict=True)]
+        threads = [
+            threading.Thread(target=lambda p=p, d=d: results.append(_exchange(p[0], p[1], b"x", d, release)))
+            for p, d in zip(pairs, datas, strict=True)
+        ]
         for t in threads:
             t.start()
         peak = 0

@@ -38,8 +38,14 @@ class Daemon:
         return self.root / "d" / "run" / "s.sock"
 
     def wrapped(self, command: str) -> str:
-        call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(self.ws), workspace=str(self.ws),
-                        input={"command": command})
+        call = CallInfo(
+            provider="claude",
+            session="s",
+            tool="Bash",
+            cwd=str(self.ws),
+            workspace=str(self.ws),
+            input={"command": command},
+        )
         with Client(socket_path=str(self.socket), role="agent", name="t") as c:
             d = c.request(call)
         assert d.decision == "allow" and d.updated_input is not None, d
@@ -59,18 +65,41 @@ def daemon(real_probe) -> Iterator[Daemon]:
     os.chmod(d / "run", 0o700)
     (d / "cfg" / "policy.toml").write_text(
         '# own-policy-marker\n[permissions]\nallow = ["Bash"]\n'
-        f'[sandbox]\nenabled = true\n[sandbox.filesystem]\ndeny_read = ["{root}/outside/secret"]\n')
+        f'[sandbox]\nenabled = true\n[sandbox.filesystem]\ndeny_read = ["{root}/outside/secret"]\n'
+    )
     (root / "outside").mkdir()
     (root / "outside" / "secret").write_text("TOPSECRET")
     (d / "managed" / "policy.toml").write_text("# managed-marker\n")
     (decoy / "cfg" / "policy.toml").write_text('[permissions]\nallow = ["Bash"]\n')  # another policy: unused
-    env = {**os.environ, "NEXUS_CONFIG_DIR": str(decoy / "cfg"), "NEXUS_STATE_DIR": str(decoy / "state"),
-           "NEXUS_SOCKET": str(decoy / "s.sock"), "NEXUS_MANAGED_DIR": "managed"}  # relative, from cwd d/
+    env = {
+        **os.environ,
+        "NEXUS_CONFIG_DIR": str(decoy / "cfg"),
+        "NEXUS_STATE_DIR": str(decoy / "state"),
+        "NEXUS_SOCKET": str(decoy / "s.sock"),
+        "NEXUS_MANAGED_DIR": "managed",
+    }  # relative, from cwd d/
     env.pop("NOTIFY_SOCKET", None)
     with open(root / "log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "nexusd.cli.daemon_main", "--socket", "run/s.sock",
-                                 "--config-dir", "cfg", "--state-dir", "state", "--log-level", "debug"],
-                                cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nexusd.cli.daemon_main",
+                "--socket",
+                "run/s.sock",
+                "--config-dir",
+                "cfg",
+                "--state-dir",
+                "state",
+                "--log-level",
+                "debug",
+            ],
+            cwd=d,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
     h = Daemon(root, ws, proc)
     deadline = time.monotonic() + 20
     while True:
@@ -102,12 +131,15 @@ def test_relative_paths_are_the_daemons_own(daemon: Daemon) -> None:
 
 def test_wrapped_call_from_another_cwd_is_confined_by_that_daemons_policy(daemon: Daemon) -> None:
     root = daemon.root
-    reach = (f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
-             f"s.connect('{daemon.socket}'); print('CONNECTED')\"")
+    reach = (
+        f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+        f"s.connect('{daemon.socket}'); print('CONNECTED')\""
+    )
     # in a script: the gate would rightly ask about a command line naming the daemon's files
     (daemon.ws / "attack.sh").write_text(
         f"cat {root}/outside/secret; cat {root}/d/cfg/policy.toml {root}/d/managed/policy.toml; "
-        f"echo x > {root}/outside/pwned; echo ok > made; echo $HOME; {reach}\n")
+        f"echo x > {root}/outside/pwned; echo ok > made; echo $HOME; {reach}\n"
+    )
     text = daemon.wrapped("sh attack.sh")
     for cwd in ("/", root, root / "decoy"):
         r = daemon.agent_runs(text, cwd)
@@ -124,9 +156,23 @@ def test_wrapped_call_from_another_cwd_is_confined_by_that_daemons_policy(daemon
 def test_nexusctl_run_refuses_when_the_named_daemon_is_gone(daemon: Daemon) -> None:
     """Never a fallback to another policy: ``--socket S`` unreachable is one line and exit 126."""
     sock = daemon.root / "gone.sock"
-    r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "--socket", str(sock), "run", "--cwd",
-                        str(daemon.ws), "--", "sh", "-c", "echo ran > ran"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "nexusctl"),
+            "--socket",
+            str(sock),
+            "run",
+            "--cwd",
+            str(daemon.ws),
+            "--",
+            "sh",
+            "-c",
+            "echo ran > ran",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == EXIT_REFUSED and not (daemon.ws / "ran").exists()
     assert r.stderr.count("\n") == 1 and "cannot be reached" in r.stderr and "Traceback" not in r.stderr
 
@@ -161,15 +207,26 @@ def test_a_shell_call_before_the_probe_has_answered_waits_for_it(real_probe) -> 
         gate, sock = root / "probe-may-answer", root / "run" / "s.sock"
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
         with open(root / "log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-c", _SLOW_PROBE, str(gate), str(sock), str(root / "cfg"),
-                                     str(root / "state")], env=env, stdout=log, stderr=log, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _SLOW_PROBE, str(gate), str(sock), str(root / "cfg"), str(root / "state")],
+                env=env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         try:
             while not sock.exists():
                 assert proc.poll() is None, (root / "log").read_text()
                 time.sleep(0.02)
             got: list[object] = []
-            call = CallInfo(provider="claude", session="s", tool="Bash", cwd=str(root / "ws"),
-                            workspace=str(root / "ws"), input={"command": "ls"})
+            call = CallInfo(
+                provider="claude",
+                session="s",
+                tool="Bash",
+                cwd=str(root / "ws"),
+                workspace=str(root / "ws"),
+                input={"command": "ls"},
+            )
 
             def ask() -> None:
                 with Client(socket_path=str(sock), role="agent", name="t") as c:
@@ -236,8 +293,9 @@ def test_nexusctl_run_reports_a_refused_write(daemon: Daemon) -> None:
     from nexusd.sandbox.runner import run
 
     target = daemon.root / "outside" / "x"
-    rc = run(f"touch {shlex.quote(str(target))}", cwd=str(daemon.ws), workspace=str(daemon.ws),
-             socket=str(daemon.socket))
+    rc = run(
+        f"touch {shlex.quote(str(target))}", cwd=str(daemon.ws), workspace=str(daemon.ws), socket=str(daemon.socket)
+    )
     assert rc != 0 and not target.exists()
     found = _violations(daemon)
     assert found and "refused" in found[0], found

@@ -56,8 +56,9 @@ def via(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def run(root: Path, ws: Path, found, command: str) -> str:
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     if VIA["now"] == "wrapper":
         return run_wrapped(store, found, command, ws, ws).err
@@ -69,9 +70,17 @@ def run(root: Path, ws: Path, found, command: str) -> str:
         return err.read()
 
 
-@pytest.mark.parametrize("target", ["sub/.git/hooks/pre-commit", "sub/.git/config",
-                                    "deep/a/b/c/.git/hooks/post-checkout", "pkg/.vscode/tasks.json",
-                                    "pkg/.claude/settings.json", "pkg/.envrc"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "sub/.git/hooks/pre-commit",
+        "sub/.git/config",
+        "deep/a/b/c/.git/hooks/post-checkout",
+        "pkg/.vscode/tasks.json",
+        "pkg/.claude/settings.json",
+        "pkg/.envrc",
+    ],
+)
 def test_existing_nested_traps_are_read_only(world, found, target):
     root, ws = world
     before = (ws / target).read_text() if (ws / target).exists() else None
@@ -86,8 +95,9 @@ def test_ordinary_files_beside_them_stay_writable(world, found):
     assert (ws / "src/a.py").read_text() == "ok\n" and (ws / "pkg/main.py").read_text() == "ok\n"
 
 
-@pytest.mark.parametrize("planted", ["fresh/.git/hooks/pre-commit", "pkg2/.claude/settings.json", "lib/.envrc",
-                                     "a/b/.vscode/tasks.json"])
+@pytest.mark.parametrize(
+    "planted", ["fresh/.git/hooks/pre-commit", "pkg2/.claude/settings.json", "lib/.envrc", "a/b/.vscode/tasks.json"]
+)
 def test_new_nested_traps_are_scrubbed_after_the_command(world, found, planted):
     root, ws = world
     top = planted.split("/")[0]

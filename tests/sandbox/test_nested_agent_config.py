@@ -14,8 +14,14 @@ import pytest
 
 from tests.sandbox.test_nested import found, run  # noqa: F401 (fixture)
 
-EXISTING = ("pkg/.github/hooks/nexusd.json", ".github/copilot/settings.json", "pkg/.cursor/hooks.json",
-            "lib/opencode.json", "lib/.opencode/plugins/x.js", ".github/hooks/a.json")
+EXISTING = (
+    "pkg/.github/hooks/nexusd.json",
+    ".github/copilot/settings.json",
+    "pkg/.cursor/hooks.json",
+    "lib/opencode.json",
+    "lib/.opencode/plugins/x.js",
+    ".github/hooks/a.json",
+)
 
 
 @pytest.fixture
@@ -39,8 +45,10 @@ def test_existing_agent_config_is_read_only(world, found, target):  # noqa: F811
     assert (ws / target).read_text() == "{}"
 
 
-@pytest.mark.parametrize("planted", ["new/.github/hooks/evil.json", "new/.github/copilot/settings.json",
-                                     "x/.cursor/hooks.json", "y/opencode.jsonc"])
+@pytest.mark.parametrize(
+    "planted",
+    ["new/.github/hooks/evil.json", "new/.github/copilot/settings.json", "x/.cursor/hooks.json", "y/opencode.jsonc"],
+)
 def test_planted_agent_config_is_scrubbed(world, found, planted):  # noqa: F811
     root, ws = world
     err = run(root, ws, found, f"mkdir -p {os.path.dirname(planted)} && echo '{{}}' > {planted}")

@@ -25,8 +25,10 @@ from nexusd import protocol as p
 from nexusd.client import Client
 from nexusd.client_errors import NexusClientError
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None,
-                                reason="needs bubblewrap and curl (scripts/bootstrap installs them)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("curl") is None,
+    reason="needs bubblewrap and curl (scripts/bootstrap installs them)",
+)
 NEXUSCTL = str(Path(sys.executable).parent / "nexusctl")
 # inside the sandbox: the base interpreter (a venv in a checkout under /tmp is hidden by the sandbox's /tmp)
 PY = getattr(sys, "_base_executable", None) or sys.executable
@@ -62,8 +64,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = d / "work"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "README").write_text("a repository served over dumb http\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "-C", str(repo), "add", "README"], check=True, env=env)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "one"], check=True, env=env)
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(d / "repo.git")], check=True)
@@ -85,20 +92,41 @@ def http_port2(site: Path) -> Iterator[int]:
 def tls_port(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     d = tmp_path_factory.mktemp("tls")
     cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-                    "-days", "2", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-days",
+            "2",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     yield from serve(site, tls=(cert, key))
 
 
 def policy(allowed: list[str] = (), denied: list[str] = (), extra: str = "") -> str:  # type: ignore[assignment]
-    return (f"[sandbox.network]\nmode = \"filtered\"\nallowed_domains = {json.dumps(list(allowed))}\n"
-            f"denied_domains = {json.dumps(list(denied))}\n{extra}")
+    return (
+        f'[sandbox.network]\nmode = "filtered"\nallowed_domains = {json.dumps(list(allowed))}\n'
+        f"denied_domains = {json.dumps(list(denied))}\n{extra}"
+    )
 
 
 def run(h, *argv: str, timeout: float = 60, workspace: Path | None = None) -> subprocess.CompletedProcess[str]:
     ws = workspace or h.root
-    return subprocess.run([NEXUSCTL, "run", "--", *argv], env=h.env, cwd=str(ws), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [NEXUSCTL, "run", "--", *argv], env=h.env, cwd=str(ws), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def audit(h) -> list[dict]:
@@ -151,8 +179,9 @@ def test_allowed_http_https_socks_and_bytes_in_the_audit(daemon_factory, http_po
     assert r.returncode == 0 and r.stdout == BODY, r.stderr
     r = run(h, "curl", "-sSk", "-m", "20", f"https://localhost:{tls_port}/index.html")
     assert r.returncode == 0 and r.stdout == BODY, r.stderr
-    r = run(h, "curl", "-sS", "-m", "20", "--socks5-hostname", "127.0.0.1:1080",
-            f"http://LocalHost.:{http_port}/index.html")
+    r = run(
+        h, "curl", "-sS", "-m", "20", "--socks5-hostname", "127.0.0.1:1080", f"http://LocalHost.:{http_port}/index.html"
+    )
     assert r.returncode == 0 and r.stdout == BODY, r.stderr
     records = audit(h)
     allows = [x for x in records if x.get("event", "decision") == "decision"]
@@ -248,8 +277,9 @@ def counted(blob: bytes) -> Iterator[Counted]:
     srv.close()
 
 
-def test_bulk_through_connect_both_ways_byte_exact_and_counted(daemon_factory, counted: Counted, blob: bytes,
-                                                               tmp_path: Path) -> None:
+def test_bulk_through_connect_both_ways_byte_exact_and_counted(
+    daemon_factory, counted: Counted, blob: bytes, tmp_path: Path
+) -> None:
     """A download and an upload of tens of megabytes through the bridge and the daemon (both splice bulk
     bytes): content checked by hash, and the audit's byte counts equal what the server saw, exactly."""
     import hashlib
@@ -257,8 +287,14 @@ def test_bulk_through_connect_both_ways_byte_exact_and_counted(daemon_factory, c
     h = daemon_factory(policy=policy([f"localhost:{counted.port}"]))
     url = f"http://localhost:{counted.port}"
     (tmp_path / "up.bin").write_bytes(blob[: 40 * 1024 * 1024 + 11])
-    r = run(h, "sh", "-c", f"curl -sS -p -m 60 {url}/{len(blob)} | sha256sum; "
-            f"curl -sS -p -m 60 --data-binary @up.bin {url}/", workspace=tmp_path, timeout=120)
+    r = run(
+        h,
+        "sh",
+        "-c",
+        f"curl -sS -p -m 60 {url}/{len(blob)} | sha256sum; curl -sS -p -m 60 --data-binary @up.bin {url}/",
+        workspace=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     down_hash, up_hash = r.stdout.split()[0], r.stdout.split()[-1]
     assert down_hash == hashlib.sha256(blob).hexdigest()
@@ -286,13 +322,24 @@ def test_a_pipe_into_head_ends_quietly(daemon_factory, http_port: int) -> None:
 # ---------------------------------------------------------------------- refused
 
 
-def test_denied_names_get_an_answer_never_a_hang(daemon_factory, http_port: int, http_port2: int,
-                                                 tls_port: int) -> None:
+def test_denied_names_get_an_answer_never_a_hang(
+    daemon_factory, http_port: int, http_port2: int, tls_port: int
+) -> None:
     h = daemon_factory(policy=policy([f"localhost:{http_port}"], ["127.0.0.2", "*.evil.test"]))
     r = run(h, "curl", "-sS", "-m", "20", f"http://127.0.0.2:{http_port2}/index.html")
     assert r.stdout.startswith("nexusd: network access to 127.0.0.2") and "denied domain" in r.stdout
-    r = run(h, "curl", "-sS", "-m", "20", "-o", "/dev/null", "-w", "%{http_code}",
-            f"http://127.0.0.2:{http_port2}/index.html")
+    r = run(
+        h,
+        "curl",
+        "-sS",
+        "-m",
+        "20",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        f"http://127.0.0.2:{http_port2}/index.html",
+    )
     assert r.stdout == "403"
     # TLS: the CONNECT is refused with 403; curl says so (exit 56), at once
     started = time.monotonic()
@@ -319,8 +366,17 @@ def test_nothing_leaves_without_the_proxy(daemon_factory, http_port: int) -> Non
     assert r.returncode == 7 and BODY not in r.stdout
     r = run(h, "bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{http_port} && echo CONNECTED")
     assert r.returncode != 0 and "CONNECTED" not in r.stdout
-    r = run(h, "env", "-i", f"PATH={os.environ['PATH']}", "curl", "-sS", "-m", "10",  # a program that ignores them
-            f"http://127.0.0.1:{http_port}/index.html")
+    r = run(
+        h,
+        "env",
+        "-i",
+        f"PATH={os.environ['PATH']}",
+        "curl",
+        "-sS",
+        "-m",
+        "10",  # a program that ignores them
+        f"http://127.0.0.1:{http_port}/index.html",
+    )
     assert r.returncode == 7
 
 
@@ -328,11 +384,13 @@ def test_control_socket_and_broker_stay_unreachable(daemon_factory, http_port: i
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
         broker = c.call(p.SandboxPlan(command="true", cwd=str(h.root))).proxy_socket
-    probe = ("import socket,sys\n"
-             "for path in sys.argv[1:]:\n"
-             "  try:\n"
-             "    s=socket.socket(socket.AF_UNIX); s.connect(path); print('REACHED', path)\n"
-             "  except OSError as e: print('refused', path, e.errno)\n")
+    probe = (
+        "import socket,sys\n"
+        "for path in sys.argv[1:]:\n"
+        "  try:\n"
+        "    s=socket.socket(socket.AF_UNIX); s.connect(path); print('REACHED', path)\n"
+        "  except OSError as e: print('refused', path, e.errno)\n"
+    )
     r = run(h, PY, "-I", "-c", probe, str(h.socket), broker)
     assert "REACHED" not in r.stdout and r.stdout.count("refused") == 2, r.stdout + r.stderr
     # even without the Unix-socket filter, the broker's directory is hidden with the daemon's state
@@ -347,10 +405,21 @@ def test_without_a_daemon_there_is_no_network(http_port: int, tmp_path: Path) ->
     cfg = tmp_path / "cfg"
     cfg.mkdir()
     (cfg / "policy.toml").write_text(policy([f"localhost:{http_port}"]))
-    env = {**os.environ, "NEXUS_SOCKET": str(tmp_path / "none.sock"), "NEXUS_CONFIG_DIR": str(cfg),
-           "NEXUS_STATE_DIR": str(tmp_path / "st"), "NEXUS_MANAGED_DIR": str(tmp_path / "mg")}
-    r = subprocess.run([NEXUSCTL, "run", "--", "curl", "-sS", "-m", "10", f"http://localhost:{http_port}/"],
-                       env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "NEXUS_SOCKET": str(tmp_path / "none.sock"),
+        "NEXUS_CONFIG_DIR": str(cfg),
+        "NEXUS_STATE_DIR": str(tmp_path / "st"),
+        "NEXUS_MANAGED_DIR": str(tmp_path / "mg"),
+    }
+    r = subprocess.run(
+        [NEXUSCTL, "run", "--", "curl", "-sS", "-m", "10", f"http://localhost:{http_port}/"],
+        env=env,
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 7 and "no network" in r.stderr
 
 
@@ -524,21 +593,31 @@ def test_the_broker_refuses_strangers_and_bad_tokens(daemon_factory, http_port: 
 def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_path: Path) -> None:
     """An agent's allowed shell call comes back as the fast-path wrapper; for a filtered network the wrapper
     opens the proxy channel the deciding daemon registered for that call (nexusd/sandbox/netexec.py)."""
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
-                       + policy([f"localhost:{http_port}"]))
-    call = p.CallInfo(provider="claude", session="s-net", tool="Bash", cwd=str(tmp_path), workspace=str(tmp_path),
-                      input={"command": f"curl -sS -m 20 http://localhost:{http_port}/index.html"})
+    h = daemon_factory(
+        policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
+        + policy([f"localhost:{http_port}"])
+    )
+    call = p.CallInfo(
+        provider="claude",
+        session="s-net",
+        tool="Bash",
+        cwd=str(tmp_path),
+        workspace=str(tmp_path),
+        input={"command": f"curl -sS -m 20 http://localhost:{http_port}/index.html"},
+    )
     with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
     assert "nexusd.sandbox.netexec" in Path(text.split()[1].strip("'")).read_text()
-    r = subprocess.run(["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+    )
     assert r.stdout == BODY, r.stderr
     # the token is one-time: the same wrapped text run again has no network, and says so
-    again = subprocess.run(["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True,
-                           timeout=60)
+    again = subprocess.run(
+        ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+    )
     assert again.stdout != BODY and "no network" in again.stderr
 
 
@@ -546,18 +625,32 @@ def test_an_agents_session_answer_lasts_for_its_session(daemon_factory, http_por
     """An agent's allowed Bash call comes back wrapped; its sandbox's network asks carry the agent session,
     so a "session" answer covers the next call of that session, and no other session."""
     url = f"http://127.0.0.2:{http_port2}/index.html"
-    h = daemon_factory(policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
-                              '[sandbox.network]\nmode = "filtered"\n'
-                              f"allowed_ports = [{http_port2}]\n")
+    h = daemon_factory(
+        policy='[permissions]\nallow = ["Bash(curl *)"]\n[sandbox]\nenabled = true\n'
+        '[sandbox.network]\nmode = "filtered"\n'
+        f"allowed_ports = [{http_port2}]\n"
+    )
 
     def agent_call(session: str) -> subprocess.CompletedProcess[str]:
-        call = p.CallInfo(provider="claude", session=session, tool="Bash", cwd=str(tmp_path),
-                          input={"command": f"curl -sS -m 30 {url}"}, workspace=str(tmp_path))
+        call = p.CallInfo(
+            provider="claude",
+            session=session,
+            tool="Bash",
+            cwd=str(tmp_path),
+            input={"command": f"curl -sS -m 30 {url}"},
+            workspace=str(tmp_path),
+        )
         with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
             d = c.request(call)
         assert d.decision == "allow" and d.updated_input is not None
-        return subprocess.run(["/bin/bash", "-c", d.updated_input["command"]], env=h.env, cwd=str(tmp_path),
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            ["/bin/bash", "-c", d.updated_input["command"]],
+            env=h.env,
+            cwd=str(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     ui = UI(h, lambda item: ("allow", "session"))
     try:
@@ -625,10 +718,12 @@ def _wheel(directory: Path) -> None:
     import zipfile
 
     name = "nexusdemo-1.0-py3-none-any.whl"
-    files = {"nexusdemo/__init__.py": "VALUE = 1\n",
-             "nexusdemo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nexusdemo\nVersion: 1.0\n",
-             "nexusdemo-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
-                                              "Tag: py3-none-any\n"}
+    files = {
+        "nexusdemo/__init__.py": "VALUE = 1\n",
+        "nexusdemo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nexusdemo\nVersion: 1.0\n",
+        "nexusdemo-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
     record = "".join(f"{k},,\n" for k in files) + "nexusdemo-1.0.dist-info/RECORD,,\n"
     (directory / "simple" / "nexusdemo").mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(directory / "simple" / "nexusdemo" / name, "w") as z:
@@ -636,14 +731,28 @@ def _wheel(directory: Path) -> None:
             z.writestr(k, v)
     digest = hashlib.sha256((directory / "simple" / "nexusdemo" / name).read_bytes()).hexdigest()
     (directory / "simple" / "nexusdemo" / "index.html").write_text(
-        f'<html><body><a href="{name}#sha256={digest}">{name}</a></body></html>\n')
+        f'<html><body><a href="{name}#sha256={digest}">{name}</a></body></html>\n'
+    )
 
 
 def test_pip_download_from_a_local_index(daemon_factory, site: Path, http_port: int, tmp_path: Path) -> None:
     _wheel(site)
     h = daemon_factory(policy=policy([f"localhost:{http_port}"]))
-    r = run(h, PY, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--index-url", f"http://localhost:{http_port}/simple/", "-d", str(tmp_path / "out"), "nexusdemo",
-            workspace=tmp_path, timeout=120)
+    r = run(
+        h,
+        PY,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--index-url",
+        f"http://localhost:{http_port}/simple/",
+        "-d",
+        str(tmp_path / "out"),
+        "nexusdemo",
+        workspace=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "out" / "nexusdemo-1.0-py3-none-any.whl").exists()

@@ -23,8 +23,20 @@ from nexusd.policy.loader import parse_claude_settings
 from nexusd.policy.sandbox_settings import merge_settings, parse_sandbox_layer
 from nexusd.sandbox.network import has_rule_domains, net_policy, proxy_env
 
-LOOPBACK_SPELLINGS = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1", "127.0.0.1.",
-                      "0177.1", "::ffff:127.0.0.1", "[::ffff:7f00:1]", "user@127.1", "user:pw@0x7f.1"]
+LOOPBACK_SPELLINGS = [
+    "127.0.0.1",
+    "127.1",
+    "2130706433",
+    "0x7f000001",
+    "0x7f.0.0.1",
+    "0177.0.0.1",
+    "127.0.0.1.",
+    "0177.1",
+    "::ffff:127.0.0.1",
+    "[::ffff:7f00:1]",
+    "user@127.1",
+    "user:pw@0x7f.1",
+]
 
 
 @pytest.mark.parametrize("spelling", LOOPBACK_SPELLINGS)
@@ -43,8 +55,22 @@ def test_idna_becomes_punycode() -> None:
     assert parse_pattern("Bücher.DE").matches(make_target("xn--bcher-kva.de", 443))
 
 
-@pytest.mark.parametrize("bad", ["", "exa mple.com", "exa\x00mple.com", "a/b", "x" * 300, "a..b", "[::1", "1:2:3",
-                                 "exa\r\nmple.com", "%00.com", "a\\b.com"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "exa mple.com",
+        "exa\x00mple.com",
+        "a/b",
+        "x" * 300,
+        "a..b",
+        "[::1",
+        "1:2:3",
+        "exa\r\nmple.com",
+        "%00.com",
+        "a\\b.com",
+    ],
+)
 def test_malformed_hosts_are_errors(bad: str) -> None:
     with pytest.raises(TargetError):
         make_target(bad, 80)
@@ -82,8 +108,12 @@ def test_wildcards_never_match_ips_or_the_apex_or_lookalikes() -> None:
 
 
 def test_deny_beats_allow_and_rules_join() -> None:
-    rules = rules_from([("WebFetch(domain:bad.example.com)", "deny", "bad.example.com", "t"),
-                        ("WebFetch(domain:*.example.com)", "allow", "*.example.com", "t")])
+    rules = rules_from(
+        [
+            ("WebFetch(domain:bad.example.com)", "deny", "bad.example.com", "t"),
+            ("WebFetch(domain:*.example.com)", "allow", "*.example.com", "t"),
+        ]
+    )
     pol = NetPolicy(allowed=patterns(["bad.example.com"]), rules=rules)
     assert decide(make_target("bad.example.com", 443), pol).decision == "deny"
     assert decide(make_target("ok.example.com", 443), pol).decision == "allow"
@@ -99,8 +129,12 @@ def test_other_ports_are_a_separate_decision() -> None:
     assert v.decision == "ask" and "port 22" in v.reason and not v.suggestions
     assert decide(make_target("local.test", 8080), pol).decision == "allow"
     assert decide(make_target("local.test", 8081), pol).decision == "ask"
-    assert decide(make_target("example.com", 8443), NetPolicy(allowed=patterns(["example.com"]),
-                                                               ports=(80, 443, 8443))).decision == "allow"
+    assert (
+        decide(
+            make_target("example.com", 8443), NetPolicy(allowed=patterns(["example.com"]), ports=(80, 443, 8443))
+        ).decision
+        == "allow"
+    )
 
 
 def test_unknown_is_asked_with_the_exact_host_to_learn() -> None:
@@ -118,37 +152,59 @@ def layer(table: dict, managed: bool = False, path: str = "/etc/p.toml"):
 def test_modes_and_the_default() -> None:
     assert merge_settings([]).network() == "isolated"
     assert merge_settings([layer({"network": {"allowed_domains": ["example.com"]}})]).network() == "filtered"
-    assert merge_settings([layer({"network": {"allowed_domains": ["example.com"], "mode": "isolated"}})]
-                          ).network() == "isolated"
+    assert (
+        merge_settings([layer({"network": {"allowed_domains": ["example.com"], "mode": "isolated"}})]).network()
+        == "isolated"
+    )
     assert merge_settings([layer({"network_isolation": False})]).network() == "open"
     assert merge_settings([layer({"network": {"mode": "open"}})]).network() == "open"
     assert merge_settings([]).network(rule_domains=True) == "filtered"
 
 
-@pytest.mark.parametrize("table, needle", [
-    ({"network": {"mode": "filterd"}}, "mode"),
-    ({"network": {"allowed_domains": "example.com"}}, "allowed_domains"),
-    ({"network": {"allowed_domains": ["exa mple.com"]}}, "allowed_domains"),
-    ({"network": {"denied_domains": ["*.*.com"]}}, "denied_domains"),
-    ({"network": {"allowed_domains": ["*.1.2.3"]}}, "allowed_domains"),
-    ({"network": {"http_proxy_port": 70000}}, "http_proxy_port"),
-    ({"network": {"socks_proxy_port": "1080"}}, "socks_proxy_port"),
-    ({"network": {"allowed_ports": [0]}}, "allowed_ports"),
-    ({"network": {"allow_local_binding": "yes"}}, "allow_local_binding"),
-    ({"network": {"allowed_domain": ["x.com"]}}, "allowed_domain"),
-    ({"network_isolation": True, "network": {"mode": "open"}}, "disagrees"),
-    ({"network": {"managed_domains_only": True}}, "managed"),
-])
+@pytest.mark.parametrize(
+    "table, needle",
+    [
+        ({"network": {"mode": "filterd"}}, "mode"),
+        ({"network": {"allowed_domains": "example.com"}}, "allowed_domains"),
+        ({"network": {"allowed_domains": ["exa mple.com"]}}, "allowed_domains"),
+        ({"network": {"denied_domains": ["*.*.com"]}}, "denied_domains"),
+        ({"network": {"allowed_domains": ["*.1.2.3"]}}, "allowed_domains"),
+        ({"network": {"http_proxy_port": 70000}}, "http_proxy_port"),
+        ({"network": {"socks_proxy_port": "1080"}}, "socks_proxy_port"),
+        ({"network": {"allowed_ports": [0]}}, "allowed_ports"),
+        ({"network": {"allow_local_binding": "yes"}}, "allow_local_binding"),
+        ({"network": {"allowed_domain": ["x.com"]}}, "allowed_domain"),
+        ({"network_isolation": True, "network": {"mode": "open"}}, "disagrees"),
+        ({"network": {"managed_domains_only": True}}, "managed"),
+    ],
+)
 def test_malformed_values_are_clear_errors(table: dict, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         layer(table)
 
 
 def test_layering_lists_union_managed_final_and_managed_only() -> None:
-    managed = layer({"network": {"allowed_domains": ["corp.example"], "denied_domains": ["evil.example"],
-                                 "managed_domains_only": True, "mode": "filtered"}}, managed=True)
-    user = layer({"network": {"allowed_domains": ["github.com"], "denied_domains": ["x.example"], "mode": "open",
-                              "allowed_ports": [8080]}})
+    managed = layer(
+        {
+            "network": {
+                "allowed_domains": ["corp.example"],
+                "denied_domains": ["evil.example"],
+                "managed_domains_only": True,
+                "mode": "filtered",
+            }
+        },
+        managed=True,
+    )
+    user = layer(
+        {
+            "network": {
+                "allowed_domains": ["github.com"],
+                "denied_domains": ["x.example"],
+                "mode": "open",
+                "allowed_ports": [8080],
+            }
+        }
+    )
     s = merge_settings([managed, user])
     assert s.allowed_domains == ("corp.example",)  # managed_domains_only keeps the managed layer's
     assert set(s.denied_domains) == {"evil.example", "x.example"}  # denies are a union
@@ -159,9 +215,11 @@ def test_layering_lists_union_managed_final_and_managed_only() -> None:
 
 
 def test_webfetch_rules_join_and_managed_only_drops_user_rules() -> None:
-    rules = (parse_rule("WebFetch(domain:docs.example.com)", "allow", layer="user"),
-             parse_rule("WebFetch(domain:*.bad.example)", "deny", layer="user"),
-             parse_rule("WebFetch(domain:corp.example)", "allow", layer="managed"))
+    rules = (
+        parse_rule("WebFetch(domain:docs.example.com)", "allow", layer="user"),
+        parse_rule("WebFetch(domain:*.bad.example)", "deny", layer="user"),
+        parse_rule("WebFetch(domain:corp.example)", "allow", layer="managed"),
+    )
     policy = SimpleNamespace(rules=rules, trust="none")
     s = merge_settings([])
     assert has_rule_domains(policy, s)
@@ -180,28 +238,55 @@ def test_webfetch_rules_join_and_managed_only_drops_user_rules() -> None:
 def test_untrusted_project_allow_rules_do_not_open_domains() -> None:
     rule = parse_rule("WebFetch(domain:exfil.example)", "allow", layer="project")
     object.__setattr__(rule, "project", True)
-    assert decide(make_target("exfil.example", 443),
-                  net_policy(SimpleNamespace(rules=(rule,), trust="untrusted"), merge_settings([]))).decision == "ask"
+    assert (
+        decide(
+            make_target("exfil.example", 443),
+            net_policy(SimpleNamespace(rules=(rule,), trust="untrusted"), merge_settings([])),
+        ).decision
+        == "ask"
+    )
 
 
 def test_claude_settings_sandbox_network_keys_are_mapped(tmp_path: Path) -> None:
-    doc = {"permissions": {"allow": ["WebFetch(domain:github.com)"]},
-           "sandbox": {"network": {"allowUnixSockets": ["/run/docker.sock"], "allowAllUnixSockets": False,
-                                   "allowLocalBinding": True, "httpProxyPort": 8888, "socksProxyPort": 8889}}}
+    doc = {
+        "permissions": {"allow": ["WebFetch(domain:github.com)"]},
+        "sandbox": {
+            "network": {
+                "allowUnixSockets": ["/run/docker.sock"],
+                "allowAllUnixSockets": False,
+                "allowLocalBinding": True,
+                "httpProxyPort": 8888,
+                "socksProxyPort": 8889,
+            }
+        },
+    }
     path = tmp_path / "settings.json"
     out = parse_claude_settings(json.dumps(doc), path, layer="claude-user")
     assert not out.errors
     s = merge_settings([parse_sandbox_layer(out.sandbox, path)])
     assert (s.allow_unix_sockets, s.allow_local_binding, s.http_proxy_port, s.socks_proxy_port) == (
-        ("/run/docker.sock",), True, 8888, 8889)
+        ("/run/docker.sock",),
+        True,
+        8888,
+        8889,
+    )
     bad = parse_claude_settings(json.dumps({"sandbox": {"network": {"httpProxyPort": "x"}}}), path, layer="claude-user")
     assert bad.errors and "http_proxy_port" in bad.errors[0]
 
 
 def test_proxy_env_names_every_client_and_no_proxy_bypass() -> None:
     env = dict(proxy_env(merge_settings([])))
-    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
-                 "npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY"):
+    for name in (
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "PIP_PROXY",
+    ):
         assert env[name].startswith(("http://127.0.0.1:", "socks5h://127.0.0.1:")), name
     assert env["NO_PROXY"] == env["no_proxy"] == ""  # an inherited NO_PROXY cannot route around the proxy
     local = dict(proxy_env(merge_settings([layer({"network": {"allow_local_binding": True}})])))
@@ -211,8 +296,20 @@ def test_proxy_env_names_every_client_and_no_proxy_bypass() -> None:
 # ---------------------------------------------------------------------- DNS rebinding
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "fd00::1", "::ffff:127.0.0.1",
-                                     "192.168.1.1", "100.64.0.1", "0.0.0.0"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "169.254.169.254",
+        "::1",
+        "fd00::1",
+        "::ffff:127.0.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "0.0.0.0",
+    ],
+)
 def test_a_public_looking_name_resolving_to_a_private_address_is_refused(address: str) -> None:
     from nexusd.core.netpolicy import private_refusal
 
@@ -238,8 +335,11 @@ def test_the_proxy_checks_where_an_allowed_name_points_before_connecting() -> No
     seen: list[str] = []
 
     async def main() -> None:
-        proxy = NetworkProxy(decide=None, closed=None,  # type: ignore[arg-type]
-                             resolved=lambda ctx, t, s, a: seen.append(t.host) or private_refusal(t, a, ()))
+        proxy = NetworkProxy(
+            decide=None,
+            closed=None,  # type: ignore[arg-type]
+            resolved=lambda ctx, t, s, a: seen.append(t.host) or private_refusal(t, a, ()),
+        )
 
         async def fake_resolve(host: str) -> list[str]:
             return {"rebind.example": ["127.0.0.1"]}[host]

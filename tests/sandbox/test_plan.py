@@ -33,8 +33,13 @@ def _allow() -> Verdict:
 
 
 def _call(command: str, ws: Path, tool: str = "Bash") -> CallInfo:
-    return CallInfo(provider="claude", session="s", tool=tool, cwd=str(ws),
-                    input={"command": command, "description": "d", "timeout": 5})
+    return CallInfo(
+        provider="claude",
+        session="s",
+        tool=tool,
+        cwd=str(ws),
+        input={"command": command, "description": "d", "timeout": 5},
+    )
 
 
 def _wrapped(world: World, command: str) -> str:
@@ -115,9 +120,14 @@ def _rule(kind: str, tool: str, base: str | None, pattern: str) -> SimpleNamespa
 
 
 def test_read_and_edit_deny_rules_join_the_sandbox() -> None:
-    rules = [_rule("deny", "Read", None, "/.env"), _rule("deny", "Read", "~", "/.ssh/**"),
-             _rule("deny", "Edit", "/", "/etc/hosts"), _rule("deny", "Read", None, "**/*.pem"),
-             _rule("allow", "Read", None, "/x"), _rule("deny", "Bash", None, "")]
+    rules = [
+        _rule("deny", "Read", None, "/.env"),
+        _rule("deny", "Read", "~", "/.ssh/**"),
+        _rule("deny", "Edit", "/", "/etc/hosts"),
+        _rule("deny", "Read", None, "**/*.pem"),
+        _rule("allow", "Read", None, "/x"),
+        _rule("deny", "Bash", None, ""),
+    ]
     reads, writes = policy_deny_paths(SimpleNamespace(rules=rules), "/w", "/home/u")
     assert reads == ["/w/.env", "/home/u/.ssh"] and writes == ["/etc/hosts"]
 
@@ -149,17 +159,20 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
     ws = tmp_path / "ws"
     (ws / ".nexus").mkdir(parents=True)
     (ws / ".git").mkdir()
-    (ws / ".nexus" / "policy.toml").write_text(
-        "[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n"
+    (ws / ".nexus" / "policy.toml").write_text("[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n")
+    store = PolicyStore(
+        config_dir=tmp_path / "cfg",
+        state_dir=tmp_path / "state",
+        managed_dir=tmp_path / "m",
+        home=str(tmp_path / "home"),
     )
-    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=tmp_path / "state", managed_dir=tmp_path / "m",
-                        home=str(tmp_path / "home"))
     store.load()
     store.trust("add", str(ws))
     found = probe()
     assert found.available, found.reason
-    call = CallInfo("claude", "s", "Bash", {"command": "npm install left-pad"}, str(ws), mode="default",
-                    workspace=str(ws))
+    call = CallInfo(
+        "claude", "s", "Bash", {"command": "npm install left-pad"}, str(ws), mode="default", workspace=str(ws)
+    )
     verdict = anyio.run(lambda: decide(call, store, Session(id="s"), sandbox=found))
     assert verdict.decision == "allow", verdict
     # The daemon denies such an allow if it ever comes back unwrapped; it recognises it by this step.
@@ -186,8 +199,9 @@ def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: P
     (ws / ".nexus" / "policy.toml").write_text(
         '[sandbox]\nenabled = true\n[sandbox.filesystem]\ndeny_read = ["../secret.txt"]\n'
     )
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     store.load()
     store.trust("add", str(ws))
     plan = plan_command("cat secret.txt; echo done", str(ws), store, real_probe, workspace=str(ws))
@@ -199,12 +213,15 @@ def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: P
     assert "done" in text and "TOPSECRET" not in text
 
 
-@pytest.mark.parametrize(("provider", "extra", "expected"), [
-    ("claude", "", "allow"),
-    ("gemini", "", "ask"),  # Gemini's provider has no auto-approval by default
-    ("claude", "[providers.claude]\nauto_approval = false\n", "ask"),
-    ("gemini", "[providers.gemini]\nauto_approval = true\n", "allow"),
-])
+@pytest.mark.parametrize(
+    ("provider", "extra", "expected"),
+    [
+        ("claude", "", "allow"),
+        ("gemini", "", "ask"),  # Gemini's provider has no auto-approval by default
+        ("claude", "[providers.claude]\nauto_approval = false\n", "ask"),
+        ("gemini", "[providers.gemini]\nauto_approval = true\n", "allow"),
+    ],
+)
 def test_no_auto_approval_beats_sandbox_auto_allow(tmp_path: Path, provider: str, extra: str, expected: str) -> None:
     """One order, the stricter: a provider without auto-approval is asked even when the call would run
     sandboxed with auto_allow_bash_if_sandboxed (it was allowed), and the trace says why."""
@@ -217,17 +234,23 @@ def test_no_auto_approval_beats_sandbox_auto_allow(tmp_path: Path, provider: str
 
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "policy.toml").write_text(
-        "[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n" + extra)
+        "[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n" + extra
+    )
     ws = tmp_path / "ws"
     ws.mkdir()
-    store = PolicyStore(config_dir=tmp_path / "cfg", state_dir=tmp_path / "state", managed_dir=tmp_path / "m",
-                        home=str(tmp_path / "home"))
+    store = PolicyStore(
+        config_dir=tmp_path / "cfg",
+        state_dir=tmp_path / "state",
+        managed_dir=tmp_path / "m",
+        home=str(tmp_path / "home"),
+    )
     assert not store.load()
     found = probe()
     assert found.available, found.reason
     tool = "Bash" if provider == "claude" else "run_shell_command"
-    call = CallInfo(provider, "s", tool, {"command": "npm install left-pad"}, str(ws), mode="default",
-                    workspace=str(ws))
+    call = CallInfo(
+        provider, "s", tool, {"command": "npm install left-pad"}, str(ws), mode="default", workspace=str(ws)
+    )
     verdict = anyio.run(lambda: decide(call, store, Session(id="s", provider=provider), sandbox=found))
     assert verdict.decision == expected, verdict.reason
     if expected == "ask":

@@ -78,8 +78,11 @@ def test_macos_probe_runs_sandbox_exec() -> None:
     assert m.platform == "macos" and m.available and m.backend == "seatbelt" and m.checks["sandbox-exec"] == "ok"
     assert "untested on real hardware" in m.reason
     assert seen[0][:2] == ["/usr/bin/sandbox-exec", "-p"] and "(deny network*)" in seen[0][2]
-    bad = probe(sys_platform="darwin", which=lambda n: "/usr/bin/sandbox-exec",
-                run=lambda argv, timeout: (65, "sandbox-exec: sandbox_apply: Operation not permitted"))
+    bad = probe(
+        sys_platform="darwin",
+        which=lambda n: "/usr/bin/sandbox-exec",
+        run=lambda argv, timeout: (65, "sandbox-exec: sandbox_apply: Operation not permitted"),
+    )
     assert not bad.available and "Operation not permitted" in bad.reason
     none = probe(sys_platform="darwin", which=lambda n: None)
     assert not none.available and none.checks["sandbox-exec"] == "sandbox-exec not found"

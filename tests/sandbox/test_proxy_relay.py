@@ -50,8 +50,10 @@ async def _run(first: bytes, up: bytes, down: bytes) -> tuple[tuple[int, int], s
     listener.close()
     got_by_server: list[str] = []
     got_by_client: list[str] = []
-    threads = [threading.Thread(target=_peer, args=(client_far, up, got_by_client)),
-               threading.Thread(target=_peer, args=(upstream_far, down, got_by_server))]
+    threads = [
+        threading.Thread(target=_peer, args=(client_far, up, got_by_client)),
+        threading.Thread(target=_peer, args=(upstream_far, down, got_by_server)),
+    ]
     for t in threads:
         t.start()
     with client_ours, upstream_ours:
@@ -66,6 +68,7 @@ async def test_bytes_both_ways_whole_and_counted(way: str, monkeypatch: pytest.M
     if way == "no splice":
         monkeypatch.delattr(os, "splice", raising=False)  # as on macOS
     elif way == "no pipe":  # out of descriptors when the relay starts (the kernel's EMFILE, stood in for)
+
         def no_pipe(*_: object) -> tuple[int, int]:
             raise OSError(errno.EMFILE, "Too many open files")
 

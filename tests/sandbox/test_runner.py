@@ -57,8 +57,11 @@ def test_git_hooks_and_config_are_read_only(world: World, backend: str) -> None:
     hooks = world.ws / ".git" / "hooks"
     hooks.mkdir(parents=True)
     (world.ws / ".git" / "config").write_text("[core]\n")
-    r = world.run("echo evil > .git/hooks/pre-commit; echo '[core] fsmonitor=evil' >> .git/config; "
-                  "rm -rf .git/hooks; mv .git/config .git/c2", backend=backend)
+    r = world.run(
+        "echo evil > .git/hooks/pre-commit; echo '[core] fsmonitor=evil' >> .git/config; "
+        "rm -rf .git/hooks; mv .git/config .git/c2",
+        backend=backend,
+    )
     assert not (hooks / "pre-commit").exists()
     assert (world.ws / ".git" / "config").read_text() == "[core]\n"
     assert hooks.is_dir()
@@ -76,9 +79,11 @@ def test_missing_git_hooks_planted_are_scrubbed(world: World) -> None:
 
 def test_shell_rc_is_protected_even_inside_allow_write(world: World, backend: str) -> None:
     world.sandbox = {"filesystem": {"allow_write": ["~/"]}}
-    r = world.run(f"echo evil >> {world.home}/.bashrc; echo ok > {world.home}/notes.txt; "
-                  f"echo evil > {world.home}/.zshrc; mkdir -p {world.home}/.claude && echo x > {world.home}/.claude/s",
-                  backend=backend)
+    r = world.run(
+        f"echo evil >> {world.home}/.bashrc; echo ok > {world.home}/notes.txt; "
+        f"echo evil > {world.home}/.zshrc; mkdir -p {world.home}/.claude && echo x > {world.home}/.claude/s",
+        backend=backend,
+    )
     assert (world.home / ".bashrc").read_text() == "# real rc\n"
     assert (world.home / "notes.txt").read_text() == "ok\n"  # allow_write itself works
     assert not (world.home / ".zshrc").exists()  # planted, then scrubbed
@@ -93,8 +98,10 @@ def test_deny_read_file_and_directory_are_masked(world: World, backend: str) -> 
     (world.ws / ".env").write_text("TOPSECRET")
     world.sandbox = {"filesystem": {"deny_read": [f"{world.outside}/secret.txt", f"{world.outside}/keys"]}}
     world.deny_read = [str(world.ws / ".env")]  # a Read deny rule of the permission policy joins in
-    r = world.run(f"cat {world.outside}/secret.txt; cat {world.outside}/keys/id; ls -a {world.outside}/keys; cat .env",
-                  backend=backend)
+    r = world.run(
+        f"cat {world.outside}/secret.txt; cat {world.outside}/keys/id; ls -a {world.outside}/keys; cat .env",
+        backend=backend,
+    )
     assert "TOPSECRET" not in r.out
     assert (world.ws / ".env").read_text() == "TOPSECRET"
 
@@ -141,8 +148,10 @@ class _Listener:
 
 
 def _connect_cmd(port: int) -> str:
-    return (f"{PY} -c \"import socket; print('RAN', flush=True); "
-            f"s=socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\"")
+    return (
+        f"{PY} -c \"import socket; print('RAN', flush=True); "
+        f"s=socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\""
+    )
 
 
 def test_network_isolation_blocks_loopback(world: World, backend: str) -> None:
@@ -164,9 +173,11 @@ def test_daemon_dirs_are_hidden(world: World, backend: str) -> None:
     srv.bind(str(sock_path))
     srv.listen(1)
     try:
-        cmd = (f"cat {world.root}/cfg/policy.toml; ls -a {world.root}/state; "
-               f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
-               f"s.connect('{sock_path}'); print('CONNECTED')\"")
+        cmd = (
+            f"cat {world.root}/cfg/policy.toml; ls -a {world.root}/state; "
+            f"{PY} -c \"import socket; print('RAN', flush=True); s=socket.socket(socket.AF_UNIX); "
+            f"s.connect('{sock_path}'); print('CONNECTED')\""
+        )
         r = world.run(cmd, backend=backend)
         assert "RAN" in r.out, r.err
         assert "secret-policy-marker" not in r.out
@@ -177,8 +188,11 @@ def test_daemon_dirs_are_hidden(world: World, backend: str) -> None:
 
 def test_bare_repo_planting_does_not_survive(world: World, backend: str) -> None:
     (world.ws / "config").write_text("legit")
-    r = world.run("mkdir -p objects refs/heads hooks && echo 'ref: refs/heads/main' > HEAD && "
-                  "echo '[core] fsmonitor = touch /tmp/x' >> config; echo done", backend=backend)
+    r = world.run(
+        "mkdir -p objects refs/heads hooks && echo 'ref: refs/heads/main' > HEAD && "
+        "echo '[core] fsmonitor = touch /tmp/x' >> config; echo done",
+        backend=backend,
+    )
     assert "done" in r.out
     for name in ("HEAD", "objects", "refs", "hooks"):
         assert not (world.ws / name).exists(), name
@@ -204,9 +218,11 @@ def test_root_in_the_sandbox_cannot_undo_the_mounts(world: World, backend: str) 
     (world.outside / "keys").mkdir()
     (world.outside / "keys" / "id").write_text("TOPSECRET")
     world.sandbox = {"filesystem": {"deny_read": [f"{world.outside}/keys"]}}
-    r = world.run(f"umount {world.outside}/keys; mount -o remount,rw /; unshare -Urm umount {world.outside}/keys; "
-                  f"cat {world.outside}/keys/id; touch /etc/nexus-pwned; grep CapEff /proc/self/status",
-                  backend=backend)
+    r = world.run(
+        f"umount {world.outside}/keys; mount -o remount,rw /; unshare -Urm umount {world.outside}/keys; "
+        f"cat {world.outside}/keys/id; touch /etc/nexus-pwned; grep CapEff /proc/self/status",
+        backend=backend,
+    )
     assert "TOPSECRET" not in r.out
     assert not Path("/etc/nexus-pwned").exists()
     assert "CapEff:\t0000000000000000" in r.out
@@ -232,9 +248,12 @@ def test_corpus_as_nobody(world: World) -> None:
 
 def test_build_and_test_commands_work(world: World, backend: str) -> None:
     (world.ws / "test_x.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
-    r = world.run(f"{PY} -c \"open('built.txt','w').write('ok')\" && "
-                  f"{PY} -c 'import json, sqlite3, ssl; print(\"toolchain\")' && "
-                  "mkdir -p build/out && cp built.txt build/out/", backend=backend)
+    r = world.run(
+        f"{PY} -c \"open('built.txt','w').write('ok')\" && "
+        f"{PY} -c 'import json, sqlite3, ssl; print(\"toolchain\")' && "
+        "mkdir -p build/out && cp built.txt build/out/",
+        backend=backend,
+    )
     assert r.rc == 0, r.err
     assert (world.ws / "built.txt").read_text() == "ok"
     assert (world.ws / "build" / "out" / "built.txt").exists()
@@ -250,8 +269,11 @@ def test_make_works(world: World) -> None:
 
 
 def test_tmpdir_and_home_are_per_workspace_and_writable(world: World, backend: str) -> None:
-    r = world.run('f=$(mktemp) && echo t > "$f" && cat "$f" && echo h > "$HOME/h" && echo $HOME && echo $TMPDIR '
-                  "&& echo x > /tmp/scratch && cat /tmp/scratch", backend=backend)
+    r = world.run(
+        'f=$(mktemp) && echo t > "$f" && cat "$f" && echo h > "$HOME/h" && echo $HOME && echo $TMPDIR '
+        "&& echo x > /tmp/scratch && cat /tmp/scratch",
+        backend=backend,
+    )
     assert r.rc == 0, r.err
     lines = r.out.splitlines()
     assert lines[0] == "t" and lines[-1] == "x"

@@ -78,8 +78,10 @@ def can_write(profile: str, path: str) -> bool:
 
 
 def test_the_model_itself() -> None:
-    p = ('(allow file-read*)\n(allow file-read* file-write* (subpath "/w"))\n'
-         '(deny file-write* (subpath "/w/.git/hooks"))\n')
+    p = (
+        '(allow file-read*)\n(allow file-read* file-write* (subpath "/w"))\n'
+        '(deny file-write* (subpath "/w/.git/hooks"))\n'
+    )
     assert can_write(p, "/w/a") and not can_write(p, "/w/.git/hooks/x") and not can_write(p, "/etc/x")
     assert can_read(p, "/etc/passwd") and not can_write(p, "/wx")
 
@@ -135,8 +137,13 @@ def test_masks_reveals_and_deny_write(mac: World) -> None:
     (w.outside / "keys" / "pub").write_text("x")
     (w.ws / "vendor").mkdir()
     (w.ws / ".env").write_text("x")
-    w.sandbox = {"filesystem": {"deny_read": [f"{w.outside}/secret.txt", f"{w.outside}/keys"],
-                                "allow_read": [f"{w.outside}/keys/pub"], "deny_write": [f"{w.ws}/vendor"]}}
+    w.sandbox = {
+        "filesystem": {
+            "deny_read": [f"{w.outside}/secret.txt", f"{w.outside}/keys"],
+            "allow_read": [f"{w.outside}/keys/pub"],
+            "deny_write": [f"{w.ws}/vendor"],
+        }
+    }
     p, _ = _profile(w)
     assert not can_read(p, str(w.outside / "secret.txt")) and not can_read(p, str(w.outside / "keys/id"))
     assert can_read(p, str(w.outside / "keys/pub")) and not can_write(p, str(w.outside / "keys/pub"))
@@ -175,7 +182,7 @@ def test_bare_repo_files_and_cwd(mac: World) -> None:
     assert not can_write(p, str(sub / "config")) and can_write(p, str(sub / "other"))
     assert str(sub / "HEAD") in plan.scrub  # missing ones are scrubbed after, as with bwrap
     i = plan.argv.index("/bin/sh")
-    assert plan.argv[i + 1:i + 4] == ["-c", 'cd "$0" || exit 126; exec "$@"', str(sub)]
+    assert plan.argv[i + 1 : i + 4] == ["-c", 'cd "$0" || exit 126; exec "$@"', str(sub)]
 
 
 def test_strings_are_escaped() -> None:
@@ -188,15 +195,22 @@ def test_strings_are_escaped() -> None:
 # --------------------------------------------------------------------------- golden files
 
 SPECS = {
-    "workspace": MountSpec(cwd="/Users/u/proj", writable=("/Users/u/proj",),
-                           protected_ro=("/Users/u/proj/.git/hooks", "/Users/u/proj/.git/config", "/Users/u/.zshrc"),
-                           protected_masked=("/Users/u/Library/Application Support/nexus",),
-                           masked=("/Users/u/.ssh",),
-                           own=("/Users/u/.local/state/nexus/sandbox/ab/home",
-                                "/Users/u/.local/state/nexus/sandbox/ab/tmp"),
-                           env=(("HOME", "/Users/u/.local/state/nexus/sandbox/ab/home"),)),
-    "masks": MountSpec(cwd="/w", writable=("/w", "/Users/u/.cache/pip"), read_only=("/w/vendor",),
-                       masked=("/Users/u/keys", "/w/.env"), revealed=("/Users/u/keys/pub",)),
+    "workspace": MountSpec(
+        cwd="/Users/u/proj",
+        writable=("/Users/u/proj",),
+        protected_ro=("/Users/u/proj/.git/hooks", "/Users/u/proj/.git/config", "/Users/u/.zshrc"),
+        protected_masked=("/Users/u/Library/Application Support/nexus",),
+        masked=("/Users/u/.ssh",),
+        own=("/Users/u/.local/state/nexus/sandbox/ab/home", "/Users/u/.local/state/nexus/sandbox/ab/tmp"),
+        env=(("HOME", "/Users/u/.local/state/nexus/sandbox/ab/home"),),
+    ),
+    "masks": MountSpec(
+        cwd="/w",
+        writable=("/w", "/Users/u/.cache/pip"),
+        read_only=("/w/vendor",),
+        masked=("/Users/u/keys", "/w/.env"),
+        revealed=("/Users/u/keys/pub",),
+    ),
     "network": MountSpec(cwd="/w", writable=("/w",), network=True),
 }
 

@@ -72,8 +72,9 @@ def via(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool = False) -> str:
     (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     if trust:
         store.trust("add", str(ws))
@@ -89,9 +90,14 @@ def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool
 
 
 def cat_all(home: Path, ws: Path) -> str:
-    files = [str(home / rel) for rel in SECRETS] + [str(ws / ".env"), str(ws / ".env.local"), str(home / "notes.txt"),
-                                                   str(ws / "README.md"), str(ws / "packages/api/.env.production"),
-                                                   str(ws / ".env.example")]
+    files = [str(home / rel) for rel in SECRETS] + [
+        str(ws / ".env"),
+        str(ws / ".env.local"),
+        str(home / "notes.txt"),
+        str(ws / "README.md"),
+        str(ws / "packages/api/.env.production"),
+        str(ws / ".env.example"),
+    ]
     return "cat " + " ".join(files) + " 2>/dev/null; true"
 
 
@@ -114,7 +120,8 @@ def test_a_trusted_projects_allow_read_cannot_reopen_them(world, found):
     root, home, ws = world
     (ws / ".nexus").mkdir()
     (ws / ".nexus" / "policy.toml").write_text(
-        f'[sandbox.filesystem]\nallow_read = ["{home}/.ssh", "{home}/.aws/credentials", "../.env"]\n')
+        f'[sandbox.filesystem]\nallow_read = ["{home}/.ssh", "{home}/.aws/credentials", "../.env"]\n'
+    )
     out = run(root, ws, found, cat_all(home, ws), trust=True)
     assert "SSH-PRIVATE-KEY" not in out and "AWS-SECRET" not in out and "ENV-SECRET" not in out
 

@@ -25,8 +25,15 @@ def test_defaults_fail_closed() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [("/opt/x", "/opt/x"), ("//opt/x", "/opt/x"), ("~/.cargo", "/home/u/.cargo"), ("~", "/home/u"),
-     ("./build", "/etc/proj/build"), ("../shared", "/etc/shared"), ("/a/../b", "/b")],
+    [
+        ("/opt/x", "/opt/x"),
+        ("//opt/x", "/opt/x"),
+        ("~/.cargo", "/home/u/.cargo"),
+        ("~", "/home/u"),
+        ("./build", "/etc/proj/build"),
+        ("../shared", "/etc/shared"),
+        ("/a/../b", "/b"),
+    ],
 )
 def test_sandbox_path_semantics(raw: str, want: str) -> None:
     assert resolve_sandbox_path(raw, POLICY, home="/home/u") == want
@@ -40,12 +47,16 @@ def test_ambiguous_or_glob_paths_are_errors(raw: str) -> None:
 
 @pytest.mark.parametrize(
     ("table", "msg"),
-    [({"enable": True}, "unknown key(s) enable"), ({"enabled": "yes"}, "enabled must be true or false"),
-     ({"filesystem": {"allow_writes": []}}, "unknown key(s) allow_writes"),
-     ({"filesystem": {"deny_read": "/x"}}, "deny_read must be a list"),
-     ({"filesystem": {"deny_read": ["rel"]}}, "sandbox.filesystem.deny_read"),
-     ({"excluded_commands": [""]}, "empty rule"), ({"network": {"isolated": 1}}, "isolated"),
-     ({"network_isolation": True, "network": {"isolated": False}}, "disagree")],
+    [
+        ({"enable": True}, "unknown key(s) enable"),
+        ({"enabled": "yes"}, "enabled must be true or false"),
+        ({"filesystem": {"allow_writes": []}}, "unknown key(s) allow_writes"),
+        ({"filesystem": {"deny_read": "/x"}}, "deny_read must be a list"),
+        ({"filesystem": {"deny_read": ["rel"]}}, "sandbox.filesystem.deny_read"),
+        ({"excluded_commands": [""]}, "empty rule"),
+        ({"network": {"isolated": 1}}, "isolated"),
+        ({"network_isolation": True, "network": {"isolated": False}}, "disagree"),
+    ],
 )
 def test_bad_tables_name_the_key(table: dict, msg: str) -> None:
     with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
@@ -54,9 +65,13 @@ def test_bad_tables_name_the_key(table: dict, msg: str) -> None:
 
 def test_full_table() -> None:
     s = parse_sandbox_table(
-        {"enabled": True, "auto_allow_bash_if_sandboxed": True, "excluded_commands": ["Bash(npm install *)"],
-         "network": {"isolated": False},
-         "filesystem": {"allow_write": ["./out"], "deny_read": ["~/.ssh"], "deny_write": ["/etc"], "allow_read": []}},
+        {
+            "enabled": True,
+            "auto_allow_bash_if_sandboxed": True,
+            "excluded_commands": ["Bash(npm install *)"],
+            "network": {"isolated": False},
+            "filesystem": {"allow_write": ["./out"], "deny_read": ["~/.ssh"], "deny_write": ["/etc"], "allow_read": []},
+        },
         POLICY,
     )
     assert s.enabled and s.auto_allow_bash_if_sandboxed and not s.network_isolation
@@ -65,12 +80,16 @@ def test_full_table() -> None:
 
 
 def test_merge_unions_lists_and_managed_booleans_are_final() -> None:
-    managed = parse_sandbox_layer({"enabled": True, "filesystem": {"deny_read": ["/secrets"]}},
-                                  Path("/etc/nexus/policy.toml"), managed=True)
-    user = parse_sandbox_layer({"network_isolation": False, "filesystem": {"allow_write": ["/data"]}},
-                               Path("/home/u/.config/nexus/policy.toml"))
-    project = parse_sandbox_layer({"enabled": False, "filesystem": {"deny_read": ["./.env"]}},
-                                  Path("/w/.nexus/policy.toml"))
+    managed = parse_sandbox_layer(
+        {"enabled": True, "filesystem": {"deny_read": ["/secrets"]}}, Path("/etc/nexus/policy.toml"), managed=True
+    )
+    user = parse_sandbox_layer(
+        {"network_isolation": False, "filesystem": {"allow_write": ["/data"]}},
+        Path("/home/u/.config/nexus/policy.toml"),
+    )
+    project = parse_sandbox_layer(
+        {"enabled": False, "filesystem": {"deny_read": ["./.env"]}}, Path("/w/.nexus/policy.toml")
+    )
     s = merge_settings([managed, user, project])
     assert s.enabled is True  # a project cannot switch the managed sandbox off
     assert s.network_isolation is False
@@ -91,8 +110,12 @@ def test_enabled_platforms_narrow_where_transparent_sandboxing_applies() -> None
     s = merge_settings([_layer({"enabled": True, "enabled_platforms": ["linux", "macos"]})])
     assert s.active_on("linux") and s.active_on("macos") and not s.active_on("wsl2")
     # every layer's list must name the platform: a later layer cannot widen a managed one's list
-    s = merge_settings([_layer({"enabled_platforms": ["macos"]}, managed=True),
-                        _layer({"enabled": True, "enabled_platforms": ["linux", "macos"]})])
+    s = merge_settings(
+        [
+            _layer({"enabled_platforms": ["macos"]}, managed=True),
+            _layer({"enabled": True, "enabled_platforms": ["linux", "macos"]}),
+        ]
+    )
     assert not s.active_on("linux") and s.active_on("macos")
     assert merge_settings([_layer({"enabled": True})]).active_on("wsl2")  # not set: every platform
     assert not merge_settings([_layer({"enabled_platforms": ["linux"]})]).active_on("linux")  # not enabled
@@ -105,8 +128,9 @@ def test_enabled_platforms_are_checked(bad) -> None:
 
 
 def test_allow_managed_read_paths_only_keeps_only_the_managed_layers_allow_read() -> None:
-    managed = _layer({"filesystem": {"allow_managed_read_paths_only": True, "allow_read": ["/opt/shared"]}},
-                     managed=True)
+    managed = _layer(
+        {"filesystem": {"allow_managed_read_paths_only": True, "allow_read": ["/opt/shared"]}}, managed=True
+    )
     user = _layer({"filesystem": {"allow_read": ["~/.ssh"]}})
     s = merge_settings([managed, user])
     assert s.allow_managed_read_paths_only and s.allow_read == ("/opt/shared",)
@@ -116,8 +140,10 @@ def test_allow_managed_read_paths_only_keeps_only_the_managed_layers_allow_read(
 def test_managed_read_paths_only_stops_the_user_reopening_credentials() -> None:
     from nexusd.policy.sandbox_settings import person_allow_read
 
-    layers = ((({"filesystem": {"allow_managed_read_paths_only": True}}), "/etc/nexus/policy.toml", True),
-              ({"filesystem": {"allow_read": ["~/.aws"]}}, "/home/u/.config/nexus/policy.toml", False))
+    layers = (
+        (({"filesystem": {"allow_managed_read_paths_only": True}}), "/etc/nexus/policy.toml", True),
+        ({"filesystem": {"allow_read": ["~/.aws"]}}, "/home/u/.config/nexus/policy.toml", False),
+    )
     pol = SimpleNamespace(sandbox_layers=layers, workspace=None)
     assert person_allow_read(pol) == ()
 

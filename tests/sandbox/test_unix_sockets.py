@@ -91,14 +91,14 @@ def via(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def run_sandboxed(root: Path, ws: Path, found, code: str, policy: str = "") -> str:
     (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     if VIA["now"] == "wrapper":
         r = run_wrapped(store, found, f"{shlex.quote(PY)} -c {shlex.quote(code)}", ws, ws)
         return f"rc={r.rc} out={r.out} err={r.err}"
-    plan = plan_command(f"{shlex.quote(PY)} -c {shlex.quote(code)}", str(ws), store, found,
-                        workspace=str(ws))
+    plan = plan_command(f"{shlex.quote(PY)} -c {shlex.quote(code)}", str(ws), store, found, workspace=str(ws))
     assert plan.allowed, plan.reason
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
         rc = execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
@@ -132,8 +132,9 @@ def test_allow_all_unix_sockets_reopens_them(world, found):
     addr = str(root / "host.sock")
     listener = Listener(addr)
     try:
-        result = run_sandboxed(root, ws, found, CONNECT.format(addr=addr),
-                               policy="[sandbox.network]\nallow_all_unix_sockets = true\n")
+        result = run_sandboxed(
+            root, ws, found, CONNECT.format(addr=addr), policy="[sandbox.network]\nallow_all_unix_sockets = true\n"
+        )
         assert SECRET.decode() in result, result
     finally:
         listener.close()
@@ -141,8 +142,10 @@ def test_allow_all_unix_sockets_reopens_them(world, found):
 
 def test_other_sockets_and_socketpair_still_work(world, found):
     root, ws = world
-    code = ("import socket\na, b = socket.socketpair()\na.sendall(b'pair')\nprint(b.recv(4).decode())\n"
-            "socket.socket(socket.AF_INET).close()\nprint('inet ok')\n")
+    code = (
+        "import socket\na, b = socket.socketpair()\na.sendall(b'pair')\nprint(b.recv(4).decode())\n"
+        "socket.socket(socket.AF_INET).close()\nprint('inet ok')\n"
+    )
     result = run_sandboxed(root, ws, found, code)
     assert "pair" in result and "inet ok" in result, result
 
@@ -150,9 +153,11 @@ def test_other_sockets_and_socketpair_still_work(world, found):
 def test_single_socket_allowances_are_named_as_not_enforceable(world, found):
     root, ws = world
     (root / "cfg" / "policy.toml").write_text(
-        '[sandbox]\nenabled = true\n[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\n')
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+        '[sandbox]\nenabled = true\n[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\n'
+    )
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     plan = plan_command("true", str(ws), store, found, workspace=str(ws))
     assert plan.allowed and "--seccomp" in plan.argv

@@ -36,8 +36,9 @@ def ws_root(real_probe: SandboxProbe) -> Iterator[tuple[Path, Path, PolicyStore]
     (ws / "olddir" / "settings.json").write_text("{}")
     (root / "cfg").mkdir()
     (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n")
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     time.sleep(0.2)  # the epilogue looks at what changed from 50 ms before the decision on
     yield root, ws, store
@@ -54,50 +55,66 @@ def _text(store: PolicyStore, probe: SandboxProbe, ws: Path, command: str, *, hi
     return text
 
 
-def run(store: PolicyStore, probe: SandboxProbe, ws: Path, command: str, *, hide_scrub_plan: bool = False,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    store: PolicyStore,
+    probe: SandboxProbe,
+    ws: Path,
+    command: str,
+    *,
+    hide_scrub_plan: bool = False,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     text = _text(store, probe, ws, command, hide_scrub_plan=hide_scrub_plan)
     return subprocess.run(["/bin/bash", "-c", text], capture_output=True, text=True, cwd="/", env=env, timeout=60)
 
 
-@pytest.mark.parametrize("command", [
-    "true",
-    "echo ok > src/a.py && mkdir -p build/out && echo x > build/out/b && rm src/a.py",  # ordinary writes
-    "cat pkg/.vscode/tasks.json; ls -la sub/.git",  # reading protected paths
-    "echo evil > pkg/.vscode/tasks.json; mkdir sub/.git/hooks/x",  # refused writes into existing ones
-    "touch -d '2001-01-01' olddir src",  # old mtimes on ordinary dirs
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "true",
+        "echo ok > src/a.py && mkdir -p build/out && echo x > build/out/b && rm src/a.py",  # ordinary writes
+        "cat pkg/.vscode/tasks.json; ls -la sub/.git",  # reading protected paths
+        "echo evil > pkg/.vscode/tasks.json; mkdir sub/.git/hooks/x",  # refused writes into existing ones
+        "touch -d '2001-01-01' olddir src",  # old mtimes on ordinary dirs
+    ],
+)
 def test_scrub_does_not_start_when_nothing_was_planted(ws_root, real_probe, command):
     _, ws, store = ws_root
     r = run(store, real_probe, ws, command, hide_scrub_plan=True)
     assert STARTED not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize(("command", "planted"), [
-    ("mkdir -p a/b/.claude && echo x > a/b/.claude/settings.json", "a/b/.claude"),
-    ("mv olddir .cursor", ".cursor"),  # an existing directory renamed into a protected name
-    ("mv olddir src/.claude", "src/.claude"),
-    ("ln olddir/settings.json src/.envrc", "src/.envrc"),  # a hard link to an old file
-    ("ln -s /etc src/.husky", "src/.husky"),  # a symlink
-    ("mkdir -p n/.git && mkdir n/.git/hooks", "n/.git/hooks"),
-    ("mkdir -p n/.git && echo '[core]' > n/.git/config", "n/.git/config"),
-    ("echo 'gitdir: /x' > src/.git", "src/.git"),  # a gitdir pointer file
-    ("mkdir -p d/.vscode && touch -h -d '2001-01-01' d/.vscode d", "d/.vscode"),  # mtimes set back: ctime is not
-    ("mkdir -p node_modules/y/.idea && mv node_modules/y src/y", "src/y/.idea"),  # moved out of a skipped tree
-    ("mv node_modules/x/.claude src/.claude", "src/.claude"),  # an existing unprotected one moved into view
-])
+@pytest.mark.parametrize(
+    ("command", "planted"),
+    [
+        ("mkdir -p a/b/.claude && echo x > a/b/.claude/settings.json", "a/b/.claude"),
+        ("mv olddir .cursor", ".cursor"),  # an existing directory renamed into a protected name
+        ("mv olddir src/.claude", "src/.claude"),
+        ("ln olddir/settings.json src/.envrc", "src/.envrc"),  # a hard link to an old file
+        ("ln -s /etc src/.husky", "src/.husky"),  # a symlink
+        ("mkdir -p n/.git && mkdir n/.git/hooks", "n/.git/hooks"),
+        ("mkdir -p n/.git && echo '[core]' > n/.git/config", "n/.git/config"),
+        ("echo 'gitdir: /x' > src/.git", "src/.git"),  # a gitdir pointer file
+        ("mkdir -p d/.vscode && touch -h -d '2001-01-01' d/.vscode d", "d/.vscode"),  # mtimes set back: ctime is not
+        ("mkdir -p node_modules/y/.idea && mv node_modules/y src/y", "src/y/.idea"),  # moved out of a skipped tree
+        ("mv node_modules/x/.claude src/.claude", "src/.claude"),  # an existing unprotected one moved into view
+    ],
+)
 def test_every_way_of_planting_starts_the_scrub(ws_root, real_probe, command, planted):
     _, ws, store = ws_root
     r = run(store, real_probe, ws, command, hide_scrub_plan=True)
     assert STARTED in r.stderr, (planted, r.stderr)
 
 
-@pytest.mark.parametrize(("command", "planted"), [
-    ("mv olddir .cursor", ".cursor"),
-    ("mkdir -p d/.vscode && echo x > d/.vscode/tasks.json && touch -h -d '2001-01-01' d/.vscode d", "d/.vscode"),
-    ("mkdir -p node_modules/y/.idea && mv node_modules/y src/y", "src/y/.idea"),
-    ("mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD", "HEAD"),
-])
+@pytest.mark.parametrize(
+    ("command", "planted"),
+    [
+        ("mv olddir .cursor", ".cursor"),
+        ("mkdir -p d/.vscode && echo x > d/.vscode/tasks.json && touch -h -d '2001-01-01' d/.vscode d", "d/.vscode"),
+        ("mkdir -p node_modules/y/.idea && mv node_modules/y src/y", "src/y/.idea"),
+        ("mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD", "HEAD"),
+    ],
+)
 def test_planted_paths_are_removed_and_the_rest_kept(ws_root, real_probe, command, planted):
     _, ws, store = ws_root
     r = run(store, real_probe, ws, command + "; echo done")
@@ -126,8 +143,9 @@ def test_a_missing_wrapper_does_not_run_the_command(ws_root, real_probe):
 
 def test_term_reaches_the_command_and_the_scrub_still_runs(ws_root, real_probe):
     _, ws, store = ws_root
-    text = _text(store, real_probe, ws, "mkdir -p t/.claude && echo started > src/started && sleep 30",
-                 hide_scrub_plan=False)
+    text = _text(
+        store, real_probe, ws, "mkdir -p t/.claude && echo started > src/started && sleep 30", hide_scrub_plan=False
+    )
     p = subprocess.Popen(["/bin/sh", "-c", f"exec {text}"], stderr=subprocess.PIPE, text=True, cwd="/")
     for _ in range(300):  # until the command is inside its sleep (not a timing assertion)
         if (ws / "src/started").exists():
@@ -149,8 +167,14 @@ def test_a_hostile_environment_does_not_steer_the_wrapper(ws_root, real_probe):
         (evil / name).write_text(f"#!/bin/sh\ntouch {ws.parent}/pwned-{name}\n")
         (evil / name).chmod(0o755)
     (ws / "rc").write_text(f"touch {ws.parent}/pwned-rc\n")
-    env = {**os.environ, "PATH": f"{evil}:{os.environ['PATH']}", "IFS": "/ ", "ENV": str(ws / "rc"),
-           "BASH_ENV": str(ws / "rc"), "BASH_FUNC_kill%%": f"() {{ touch {ws.parent}/pwned-fn; }}"}
+    env = {
+        **os.environ,
+        "PATH": f"{evil}:{os.environ['PATH']}",
+        "IFS": "/ ",
+        "ENV": str(ws / "rc"),
+        "BASH_ENV": str(ws / "rc"),
+        "BASH_FUNC_kill%%": f"() {{ touch {ws.parent}/pwned-fn; }}",
+    }
     text = _text(store, real_probe, ws, "mkdir -p q/.claude; echo inside", hide_scrub_plan=False)
     # /bin/sh here, not bash: a bash running the agent's command would read BASH_ENV itself, before us
     r = subprocess.run(["/bin/sh", "-c", text], capture_output=True, text=True, cwd="/", env=env, timeout=60)
@@ -166,8 +190,9 @@ def test_ctime_is_trusted_only_on_file_systems_with_the_kernels_clock(ws_root) -
 
     _, ws, _ = ws_root
     assert local_clock([str(ws)]) and not local_clock(["/proc/self"]) and not local_clock([str(ws), "/sys"])
-    plan = SandboxPlanReply(allowed=True, argv=["/usr/bin/bwrap", "--", "/bin/bash", "-c", "x"],
-                            scrub_below=["/proc/1"])
+    plan = SandboxPlanReply(
+        allowed=True, argv=["/usr/bin/bwrap", "--", "/bin/bash", "-c", "x"], scrub_below=["/proc/1"]
+    )
     assert "\nplanted=1\n" in _script(plan, "/s.json", 4) and "find" not in _script(plan, "/s.json", 4)
     local = SandboxPlanReply(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
     assert "-newerct" in _script(local, "/s.json", 4)

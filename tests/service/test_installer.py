@@ -101,7 +101,6 @@ def test_a_tolerated_failure_is_not_a_failure(tmp: Path) -> None:
     assert "not needed" in lines[0] and lines[1].endswith("... ok")
 
 
-
 def test_rewriting_the_same_content_says_unchanged(tmp: Path) -> None:
     plan = Plan("systemd", [WriteFile(tmp / "f", "a")], [])
     installer.run_plan(plan, lambda s: None)

@@ -192,8 +192,9 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     line.append(" — ")
     line.append_text(safe_text(headline(call, verdict), style="bold"))
     if verdict.requirement:
-        line.append(f" (needs {verdict.requirement}" + (f"; a {verdict.tier} tool)" if verdict.tier else ")"),
-                    style="dim")
+        line.append(
+            f" (needs {verdict.requirement}" + (f"; a {verdict.tier} tool)" if verdict.tier else ")"), style="dim"
+        )
     out.append(line)
     for effect in found[1:]:
         out.append(Text("  also ", style="dim") + safe_text(effect.text))

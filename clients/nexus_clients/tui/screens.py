@@ -61,8 +61,7 @@ class DenyMessageScreen(ModalScreen[str | None]):
         if left is None:
             label.update(Text("this request was decided meanwhile: the deny will not be sent", style="bold yellow"))
         else:
-            label.update(Text(f"auto-deny in {max(0, int(left + 0.999))}s",
-                              style="bold red" if left <= 10 else "bold"))
+            label.update(Text(f"auto-deny in {max(0, int(left + 0.999))}s", style="bold red" if left <= 10 else "bold"))
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -86,8 +85,12 @@ class DurationScreen(ModalScreen[float | None]):
             yield Label(Text("Allow for a while (a timed grant, revocable in the grants screen)", style="bold"))
             yield Static(self.what)
             yield Static("", id="duration-error")
-            yield Input(value="15m", placeholder="90s, 15m, 1h, 2d, eod (Enter grants, Esc cancels)",
-                        id="duration", max_length=40)
+            yield Input(
+                value="15m",
+                placeholder="90s, 15m, 1h, 2d, eod (Enter grants, Esc cancels)",
+                id="duration",
+                max_length=40,
+            )
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -120,8 +123,12 @@ class EditInputScreen(ModalScreen[dict | None]):
             yield Static(self.what)
             yield Static("", id="edit-error")
             text = self.original["command"] if self.shell else json.dumps(self.original, ensure_ascii=False)
-            yield Input(value=text, id="edit-input", max_length=20000,
-                        placeholder="the command" if self.shell else "the tool input, as a JSON object")
+            yield Input(
+                value=text,
+                id="edit-input",
+                max_length=20000,
+                placeholder="the command" if self.shell else "the tool input, as a JSON object",
+            )
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -523,8 +530,9 @@ class GrantsScreen(Screen[None]):
         self.initial = reply
 
     def compose(self) -> ComposeResult:
-        yield Label(Text("Grants in force (x revokes the selected one; it stops applying from the next call)",
-                         style="bold"))
+        yield Label(
+            Text("Grants in force (x revokes the selected one; it stops applying from the next call)", style="bold")
+        )
         yield Static(id="grants-message")
         yield DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
         yield Footer()
@@ -565,9 +573,14 @@ class GrantsScreen(Screen[None]):
         for g in self.grants:
             when = time.strftime("%H:%M:%S", time.localtime(g.given_at)) if g.given_at else "?"
             table.add_row(
-                safe_text(g.id), Text(g.kind, style="green" if g.kind == "allow" else "red"), safe_text(g.rule),
-                safe_text(g.scope), safe_text(self._until(g)), safe_text(g.given_by or "(not recorded)"),
-                safe_text(when), str(g.uses),
+                safe_text(g.id),
+                Text(g.kind, style="green" if g.kind == "allow" else "red"),
+                safe_text(g.rule),
+                safe_text(g.scope),
+                safe_text(self._until(g)),
+                safe_text(g.given_by or "(not recorded)"),
+                safe_text(when),
+                str(g.uses),
             )
         msg.update(Text(f"{len(self.grants)} grants", style="dim"))
 
@@ -599,8 +612,9 @@ class StatusScreen(Screen[None]):
         Binding("ctrl+r", "refresh", "refresh"),
     ]
 
-    def __init__(self, call: DaemonCall, reply: protocol.StatusReply | None = None,
-                 workspace: str | None = None) -> None:
+    def __init__(
+        self, call: DaemonCall, reply: protocol.StatusReply | None = None, workspace: str | None = None
+    ) -> None:
         """``reply`` shows that instead of asking the daemon (snapshot tests); ``workspace`` is the one whose
         sandbox settings are shown (default: the directory the TUI was started in)."""
         super().__init__()
@@ -639,8 +653,7 @@ class StatusScreen(Screen[None]):
             return
         plan: protocol.SandboxPlanReply | None = None
         try:
-            answer = await self.call(protocol.SandboxPlan(command="true", cwd=self.workspace,
-                                                                   workspace=self.workspace))
+            answer = await self.call(protocol.SandboxPlan(command="true", cwd=self.workspace, workspace=self.workspace))
             plan = answer if isinstance(answer, protocol.SandboxPlanReply) else None
         except Exception:
             plan = None  # the daemon's status is still worth showing
@@ -651,10 +664,15 @@ def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlanReply) -> 
     """Whether agents' shell calls in ``workspace`` run sandboxed and are auto-allowed, and what they reach."""
     out = [Text("\nsandbox for ", style="bold underline") + safe_text(workspace, style="bold underline")]
     on = plan.transparent and plan.allowed
-    out.append(Text("agents' shell calls: " + ("run sandboxed" if on else "NOT sandboxed"),
-                    style="green" if on else "yellow"))
-    out.append(Text(f"auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}   network: {plan.network}   "
-                    f"host Unix sockets: {plan.unix_sockets}   nested protected paths: {len(plan.protected_before)}"))
+    out.append(
+        Text("agents' shell calls: " + ("run sandboxed" if on else "NOT sandboxed"), style="green" if on else "yellow")
+    )
+    out.append(
+        Text(
+            f"auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}   network: {plan.network}   "
+            f"host Unix sockets: {plan.unix_sockets}   nested protected paths: {len(plan.protected_before)}"
+        )
+    )
     if plan.reason:
         out.append(safe_text(plan.reason, style="yellow"))
     return out
@@ -663,12 +681,17 @@ def workspace_sandbox_lines(workspace: str, plan: protocol.SandboxPlanReply) -> 
 def status_lines(s: protocol.StatusReply) -> list[Text]:
     out: list[Text] = []
     if s.locked:
-        out.append(Text("LOCKED: nothing is allowed by a rule or a mode until fixed: ", "bold reverse red")
-                   + safe_text(s.locked, style="red"))
+        out.append(
+            Text("LOCKED: nothing is allowed by a rule or a mode until fixed: ", "bold reverse red")
+            + safe_text(s.locked, style="red")
+        )
     if s.audit_error:
         action = "decisions are DENIED" if s.audit_on_failure == "deny" else "decisions go on, unrecorded"
-        out.append(Text("AUDIT ERROR: ", "bold reverse red") + safe_text(s.audit_error, style="red")
-                   + Text(f"; {action}; {s.audit_unrecorded} not recorded so far", "red"))
+        out.append(
+            Text("AUDIT ERROR: ", "bold reverse red")
+            + safe_text(s.audit_error, style="red")
+            + Text(f"; {action}; {s.audit_unrecorded} not recorded so far", "red")
+        )
     out.append(Text(f"nexusd {s.version}  pid {s.pid}  up {int(s.uptime)}s  pending {s.pending}", "bold"))
     conns = ", ".join(f"{role}: {n}" for role, n in sorted(s.connections.items())) or "none"
     out.append(Text(f"connections: {conns}"))
@@ -683,8 +706,10 @@ def status_lines(s: protocol.StatusReply) -> list[Text]:
         if p.loaded:
             line.append("  loaded", style="green")
         else:
-            line.append("  BROKEN, its last good version is enforced" if p.last_good else "  not loaded",
-                        style="yellow" if p.last_good else "red")
+            line.append(
+                "  BROKEN, its last good version is enforced" if p.last_good else "  not loaded",
+                style="yellow" if p.last_good else "red",
+            )
         if p.error:
             line.append("  ")
             line.append_text(safe_text(p.error, style="red"))

@@ -357,9 +357,15 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
             lambda: query(protocol.Rules()),
             lambda r: {
                 "rules": [
-                    {"kind": x.kind, "rule": render.line(x.rule, 1000), "raw": x.rule, "layer": x.layer,
-                     "origin": render.line(x.origin, 400), "removable": x.removable,
-                     "warning": render.line(x.warning or "", 400)}
+                    {
+                        "kind": x.kind,
+                        "rule": render.line(x.rule, 1000),
+                        "raw": x.rule,
+                        "layer": x.layer,
+                        "origin": render.line(x.origin, 400),
+                        "removable": x.removable,
+                        "warning": render.line(x.warning or "", 400),
+                    }
                     for x in r.rules
                 ],
                 "trusted": [render.line(t, 1000) for t in r.trusted],
@@ -385,10 +391,18 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
             lambda: query(protocol.Grants()),
             lambda r: {
                 "grants": [
-                    {"id": render.line(g.id, 100), "kind": g.kind, "rule": render.line(g.rule, 1000),
-                     "scope": g.scope, "session": render.line(g.session or "", 200),
-                     "given_by": render.line(g.given_by or "", 200), "given_at": g.given_at, "expires": g.expires,
-                     "uses": g.uses, "origin": render.line(g.origin or "", 400)}
+                    {
+                        "id": render.line(g.id, 100),
+                        "kind": g.kind,
+                        "rule": render.line(g.rule, 1000),
+                        "scope": g.scope,
+                        "session": render.line(g.session or "", 200),
+                        "given_by": render.line(g.given_by or "", 200),
+                        "given_at": g.given_at,
+                        "expires": g.expires,
+                        "uses": g.uses,
+                        "origin": render.line(g.origin or "", 400),
+                    }
                     for g in r.grants
                 ],
             },
@@ -397,8 +411,13 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
     async def grant_revoke(request: Request) -> Response:
         try:
             body = await read_json(request)
-            if not isinstance(body, dict) or set(body) != {"id"} or not isinstance(body["id"], str) \
-                    or not body["id"] or len(body["id"]) > 100:
+            if (
+                not isinstance(body, dict)
+                or set(body) != {"id"}
+                or not isinstance(body["id"], str)
+                or not body["id"]
+                or len(body["id"]) > 100
+            ):
                 raise ValueError("expected {id}")
         except ValueError as e:
             return JSONResponse({"error": f"bad request: {e}"}, status_code=400)
@@ -408,17 +427,34 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
     async def status(request: Request) -> Response:
         def shape(r: protocol.StatusReply) -> dict[str, Any]:
             return {
-                "version": r.version, "pid": r.pid, "uptime": r.uptime, "pending": r.pending,
-                "connections": r.connections, "locked": render.line(r.locked or "", 1000),
-                "audit_error": render.line(r.audit_error or "", 1000), "audit_unrecorded": r.audit_unrecorded,
+                "version": r.version,
+                "pid": r.pid,
+                "uptime": r.uptime,
+                "pending": r.pending,
+                "connections": r.connections,
+                "locked": render.line(r.locked or "", 1000),
+                "audit_error": render.line(r.audit_error or "", 1000),
+                "audit_unrecorded": r.audit_unrecorded,
                 "sessions": {render.line(k, 200): render.line(v, 40) for k, v in r.sessions.items()},
-                "policy": [{"layer": x.layer, "path": render.line(x.path, 1000), "loaded": x.loaded,
-                            "error": render.line(x.error or "", 1000)} for x in r.policy],
+                "policy": [
+                    {
+                        "layer": x.layer,
+                        "path": render.line(x.path, 1000),
+                        "loaded": x.loaded,
+                        "error": render.line(x.error or "", 1000),
+                    }
+                    for x in r.policy
+                ],
                 "policy_errors": [render.line(x, 1000) for x in r.policy_errors],
-                "sandbox": None if r.sandbox is None else {
-                    "platform": r.sandbox.platform, "available": r.sandbox.available,
-                    "backend": r.sandbox.backend or "", "reason": render.line(r.sandbox.reason, 1000),
-                    "checks": {k: render.line(v, 400) for k, v in r.sandbox.checks.items()}},
+                "sandbox": None
+                if r.sandbox is None
+                else {
+                    "platform": r.sandbox.platform,
+                    "available": r.sandbox.available,
+                    "backend": r.sandbox.backend or "",
+                    "reason": render.line(r.sandbox.reason, 1000),
+                    "checks": {k: render.line(v, 400) for k, v in r.sandbox.checks.items()},
+                },
             }
 
         return await relay(lambda: query(protocol.Status()), shape)
@@ -452,10 +488,19 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
 
 def _record(r: protocol.AuditRecord) -> dict[str, Any]:
     return {
-        "time": r.time, "id": r.id, "provider": render.line(r.provider, 40), "session": render.line(r.session, 200),
-        "tool": render.line(r.tool, 200), "summary": render.line(r.summary, 400), "decision": r.decision,
-        "source": r.source, "reason": render.line(r.reason, 600), "rule": render.line(r.rule or "", 400),
-        "answered_by": render.line(r.answered_by or "", 200), "scope": r.scope or "", "event": r.event,
+        "time": r.time,
+        "id": r.id,
+        "provider": render.line(r.provider, 40),
+        "session": render.line(r.session, 200),
+        "tool": render.line(r.tool, 200),
+        "summary": render.line(r.summary, 400),
+        "decision": r.decision,
+        "source": r.source,
+        "reason": render.line(r.reason, 600),
+        "rule": render.line(r.rule or "", 400),
+        "answered_by": render.line(r.answered_by or "", 200),
+        "scope": r.scope or "",
+        "event": r.event,
     }
 
 
@@ -494,12 +539,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--socket", help="the daemon's socket (default: $NEXUS_SOCKET, then the per-user runtime dir)")
     parser.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
-    parser.add_argument("--listen", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1); any non-loopback address needs --cert/--key")
-    parser.add_argument("--unix", metavar="PATH",
-                        help="listen on a Unix socket (0600) for a reverse proxy instead of TCP")
-    parser.add_argument("--host", action="append", default=[], metavar="NAME[:PORT]",
-                        help="another Host header to accept (the name a proxy or certificate uses); repeatable")
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); any non-loopback address needs --cert/--key",
+    )
+    parser.add_argument(
+        "--unix", metavar="PATH", help="listen on a Unix socket (0600) for a reverse proxy instead of TCP"
+    )
+    parser.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="another Host header to accept (the name a proxy or certificate uses); repeatable",
+    )
     parser.add_argument("--cert", help="TLS certificate (PEM), with --key")
     parser.add_argument("--key", help="TLS private key (PEM), with --cert")
     parser.add_argument("--qr", action="store_true", help="also print the URL as a QR code in the terminal")
@@ -508,11 +562,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if bool(args.cert) != bool(args.key):
         parser.error("--cert and --key go together")
     if not args.unix and not is_loopback(args.listen) and not args.cert:
-        parser.error(f"--listen {args.listen} is not loopback: give --cert and --key (TLS), or use a reverse proxy "
-                     "(--unix)")
+        parser.error(
+            f"--listen {args.listen} is not loopback: give --cert and --key (TLS), or use a reverse proxy (--unix)"
+        )
     if not args.unix and args.listen in ("0.0.0.0", "::") and not args.host:
-        parser.error(f"--listen {args.listen} needs --host NAME:PORT: the exact name browsers will use (DNS "
-                     "rebinding protection accepts no other)")
+        parser.error(
+            f"--listen {args.listen} needs --host NAME:PORT: the exact name browsers will use (DNS "
+            "rebinding protection accepts no other)"
+        )
     if args.unix and not args.host:
         args.host = ["localhost"]
     if not 0 <= args.port <= 65535:
@@ -540,8 +597,15 @@ def main(argv: list[str] | None = None) -> None:
     hub = Hub(locations.socket_path(args.socket), name=args.name)
     app = build_app(hub, access)
     config = uvicorn.Config(
-        app, log_level="warning", ssl_certfile=args.cert, ssl_keyfile=args.key, proxy_headers=False,
-        server_header=False, date_header=False, lifespan="off", access_log=False,
+        app,
+        log_level="warning",
+        ssl_certfile=args.cert,
+        ssl_keyfile=args.key,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        lifespan="off",
+        access_log=False,
         timeout_graceful_shutdown=2,  # open event streams must not hold a stop
     )
     server = uvicorn.Server(config)
@@ -552,8 +616,12 @@ def main(argv: list[str] | None = None) -> None:
         shown = f"[{args.listen}]" if ":" in args.listen else args.listen
         url = f"{access.scheme}://{shown}:{port}/?token={access.token}"
         if not is_loopback(args.listen):
-            print(f"nexus-web: WARNING: listening on {args.listen}, reachable from other machines; anyone with "
-                  "this link can answer your agents", file=sys.stderr, flush=True)
+            print(
+                f"nexus-web: WARNING: listening on {args.listen}, reachable from other machines; anyone with "
+                "this link can answer your agents",
+                file=sys.stderr,
+                flush=True,
+            )
     print(f"nexus-web: open {url}", flush=True)
     if args.qr:
         _qr(url)

@@ -61,8 +61,9 @@ class _Acc:
         if note and note not in self.notes:
             self.notes.append(note)
 
-    def path(self, raw: str, cwd: str | None, write: bool, dynamic: bool = False,
-             expand: bool = True) -> paths.PathInfo | None:
+    def path(
+        self, raw: str, cwd: str | None, write: bool, dynamic: bool = False, expand: bool = True
+    ) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
         if expand and not dynamic and cwd is not None:
@@ -110,7 +111,6 @@ class _Acc:
                 self.flag(Flag.AUDIT_TRAIL, f"writes nexusd's audit trail: {info.path}")
         return info
 
-
     def _through_link(self, raw: str, cwd: str, write: bool) -> bool:
         """A path under a symlink this command created earlier (``ln -s ~/.ssh k; cat k/id_rsa``) is checked
         as the target it will reach; an unknown target makes it unresolvable. True when it was handled."""
@@ -121,11 +121,14 @@ class _Acc:
         for link, target in self.links.items():
             if lexical == link or lexical.startswith(link + "/"):
                 if not target:
-                    self.flag(Flag.DYNAMIC, f"{'writes' if write else 'reads'} through a link this command "
-                                            f"creates, to a place we cannot tell: {raw}")
+                    self.flag(
+                        Flag.DYNAMIC,
+                        f"{'writes' if write else 'reads'} through a link this command "
+                        f"creates, to a place we cannot tell: {raw}",
+                    )
                     self.need(DFA)
                     return True
-                through = target + lexical[len(link):]
+                through = target + lexical[len(link) :]
                 if through == lexical:
                     return False
                 self.path(through, cwd, write, expand=False)
@@ -141,8 +144,9 @@ class _Acc:
                 continue
             dest_abs = posixpath.normpath(posixpath.join(c, dest))
             # a relative target is relative to the link's directory, as the kernel reads it
-            self.links[dest_abs] = "" if target is None else posixpath.normpath(
-                posixpath.join(posixpath.dirname(dest_abs), target))
+            self.links[dest_abs] = (
+                "" if target is None else posixpath.normpath(posixpath.join(posixpath.dirname(dest_abs), target))
+            )
 
     def _glob(self, raw: str, cwd: str, write: bool) -> None:
         """``cat .e*`` reads .env: the files a glob matches now are checked too (deny rules see them)."""
@@ -315,8 +319,12 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
         _command_effect(cmd, eff, cwds, acc, _fed_from(sa, k, command) if cmd.stdin_args else None)
-        if eff.known and cmd.argv[0].endswith("ln") and commands.program_name(cmd.argv[0]) == "ln" and \
-                commands._has_flag(cmd.argv, "s", ("--symbolic",)):
+        if (
+            eff.known
+            and cmd.argv[0].endswith("ln")
+            and commands.program_name(cmd.argv[0]) == "ln"
+            and commands._has_flag(cmd.argv, "s", ("--symbolic",))
+        ):
             _remember_links(cmd, eff, cwds, acc)
         if cmd.argv and cmd.argv[0].endswith(_APPLY_PATCH) and cmd.argv[0].rsplit("/", 1)[-1] in _APPLY_PATCH:
             _apply_patch_in_shell(command, cwds, acc)
@@ -337,13 +345,18 @@ _APPLY_PATCH = ("apply_patch", "applypatch")
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
     """``echo 'curl x' > s.sh && bash s.sh``, ``printf ... > s; ./s``: code this command writes and then runs is
     known only at run time (deny rules cannot see into it): dynamic."""
-    runners = [i for i, c in enumerate(sa.commands)
-               if c.argv and ("/" in c.argv[0] or bash.base_name(c.argv[0]) in _INTERPRETERS)]
+    runners = [
+        i
+        for i, c in enumerate(sa.commands)
+        if c.argv and ("/" in c.argv[0] or bash.base_name(c.argv[0]) in _INTERPRETERS)
+    ]
     if not runners:
         return
-    redirected = {posixpath.normpath(posixpath.join(cwd, t)) for r in sa.redirects
-                  if r.op in WRITE_REDIRECTS and r.target
-                  and (t := paths.expand_user(r.target, acc.ctx.home)) is not None}
+    redirected = {
+        posixpath.normpath(posixpath.join(cwd, t))
+        for r in sa.redirects
+        if r.op in WRITE_REDIRECTS and r.target and (t := paths.expand_user(r.target, acc.ctx.home)) is not None
+    }
     for i in runners:
         cmd = sa.commands[i]
         written = redirected.union(p for j, (lo, hi) in enumerate(own) if j != i for p in acc.writes[lo:hi])
@@ -355,8 +368,9 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
             words += [r.target for r in sa.redirects if r.op == "<" and r.target]
         for w in words:
             expanded = paths.expand_user(w, acc.ctx.home)
-            if expanded is not None and (posixpath.normpath(posixpath.join(cwd, expanded)) in written
-                                         or posixpath.basename(expanded) in tails):
+            if expanded is not None and (
+                posixpath.normpath(posixpath.join(cwd, expanded)) in written or posixpath.basename(expanded) in tails
+            ):
                 acc.flag(Flag.DYNAMIC, f"runs code this command writes: {text.escape_for_display(w)[:200]}")
                 acc.need(DFA)
                 return
@@ -369,8 +383,14 @@ def _fed_from(sa: bash.ShellAnalysis, k: int, command: str) -> list[str] | None:
     producer: bash.ParsedCommand | None = None
     if "find" in cmd.wrappers:
         # -exec: the find itself is recorded after the commands it runs, with the same source text
-        producer = next((c for c in sa.commands[k + 1 :] if c.text == cmd.text and c.argv
-                         and commands.program_name(c.argv[0]) == "find"), None)
+        producer = next(
+            (
+                c
+                for c in sa.commands[k + 1 :]
+                if c.text == cmd.text and c.argv and commands.program_name(c.argv[0]) == "find"
+            ),
+            None,
+        )
     elif "xargs" in cmd.wrappers and k > 0:
         prev = sa.commands[k - 1]
         # only a find piped straight into this xargs (its text, a pipe, then this command's text)
@@ -425,8 +445,9 @@ def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:
     return list(cwds) if cwds else [None]
 
 
-def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc,
-                    fed_from: list[str] | None = None) -> None:
+def _command_effect(
+    cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc, fed_from: list[str] | None = None
+) -> None:
     acc.need(eff.requirement)
     acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
     if eff.catastrophic:
@@ -450,14 +471,19 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
             for c in _each_cwd(raw, cwds):
                 _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
         if (
-            (cmd.argv[0] == "rm" and "-r" in "".join(a for a in cmd.argv[1:] if a.startswith("-") and
-                                                   not a.startswith("--")).replace("R", "r"))
-            or "--recursive" in cmd.argv or (cmd.argv[0] in ("chmod", "chown", "chgrp") and "-R" in cmd.argv)
+            (
+                cmd.argv[0] == "rm"
+                and "-r"
+                in "".join(a for a in cmd.argv[1:] if a.startswith("-") and not a.startswith("--")).replace("R", "r")
+            )
+            or "--recursive" in cmd.argv
+            or (cmd.argv[0] in ("chmod", "chown", "chgrp") and "-R" in cmd.argv)
         ):
             acc.flag(Flag.CATASTROPHIC, f"{cmd.argv[0]} -r on paths that arrive at run time")
     if eff.git_config_check is not None and (
-        eff.requirement is not DFA or eff.git_config_check != "." or any(c not in acc.ctx.workspace_roots
-                                                                          for c in cwds or ["?"])
+        eff.requirement is not DFA
+        or eff.git_config_check != "."
+        or any(c not in acc.ctx.workspace_roots for c in cwds or ["?"])
     ):
         # read-only git anywhere; any other git command where the repository may be a nested one (its
         # config is not the user's own: a vendored or extracted repository with core.fsmonitor)
@@ -467,8 +493,11 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         both: Set[object] = _NONE
     else:
         common = set(eff.reads) if eff.reads == eff.writes else set(eff.reads) & set(eff.writes)
-        both = {i for i in common if not paths.has_glob(cmd.argv[i])} if cmd.glob_args or paths.has_glob(
-            "\x00".join(cmd.argv)) else common
+        both = (
+            {i for i in common if not paths.has_glob(cmd.argv[i])}
+            if cmd.glob_args or paths.has_glob("\x00".join(cmd.argv))
+            else common
+        )
     len_before = len(acc.writes)
     for indices, write in ((eff.reads, False), (eff.writes, True)):
         if not indices:
@@ -485,8 +514,11 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
                     acc.reads.append(info.path)
                 if not write and eff.recursive_reads and i in eff.recursive_reads:
                     _recursive_read(info, acc)
-    extra_both = {r for r in set(eff.extra_reads) & set(eff.extra_writes)
-                  if not paths.has_glob(r)} if eff.extra_reads and eff.extra_writes else _NONE
+    extra_both = (
+        {r for r in set(eff.extra_reads) & set(eff.extra_writes) if not paths.has_glob(r)}
+        if eff.extra_reads and eff.extra_writes
+        else _NONE
+    )
     for raws, write in ((eff.extra_reads, False), (eff.extra_writes, True)):
         for raw in raws:
             if (not eff.known and ("$" in raw or _inert_word(raw, cwds, acc))) or (not write and raw in extra_both):
@@ -501,8 +533,11 @@ def _command_effect(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
         _into_home(cmd, len_before, acc)
     if eff.unnamed_writes:
         where = ", ".join(acc.writes[len_before:]) or "the working directory"
-        acc.flag(Flag.PROTECTED_PATH, f"{cmd.argv[0]} writes files its words do not name below {where} "
-                                      "(.git/hooks, agent settings and shell rc files included)")
+        acc.flag(
+            Flag.PROTECTED_PATH,
+            f"{cmd.argv[0]} writes files its words do not name below {where} "
+            "(.git/hooks, agent settings and shell rc files included)",
+        )
         acc.need(DFA)
     if not (eff.recursive_targets or eff.extra_recursive):
         return
@@ -535,11 +570,40 @@ def _recursive_read(info: paths.PathInfo | None, acc: _Acc) -> None:
 
 _NONE: frozenset[object] = frozenset()
 # find tests that choose what -delete removes; without one it removes everything below its start points
-_FIND_FILTERS = frozenset({
-    "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-lname", "-ilname",
-    "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-empty", "-user", "-group", "-nouser",
-    "-nogroup", "-perm", "-links", "-inum", "-samefile", "-used", "-uid", "-gid", "-fstype",
-})
+_FIND_FILTERS = frozenset(
+    {
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-wholename",
+        "-iwholename",
+        "-regex",
+        "-iregex",
+        "-lname",
+        "-ilname",
+        "-size",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-empty",
+        "-user",
+        "-group",
+        "-nouser",
+        "-nogroup",
+        "-perm",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-used",
+        "-uid",
+        "-gid",
+        "-fstype",
+    }
+)
 _REMOVERS = frozenset({"rm", "rmdir", "shred", "chmod", "chown", "chgrp", "find", "touch", "unlink", "git"})
 
 
@@ -563,6 +627,7 @@ def _into_home(cmd: bash.ParsedCommand, first: int, acc: _Acc) -> None:
             acc.flag(Flag.PROTECTED_PATH, f"writes files into {p} itself, where protected files live")
             acc.need(DFA)
             return
+
 
 _PLAIN_WORD = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_=,:+@%-]*|[^/~.*?\[][^/*?\[]*\s[^/*?\[]*")
 _DOTLESS_PROTECTED = frozenset(
@@ -612,12 +677,18 @@ def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) ->
             # its options only read (-f FILE): a file planted now, or earlier in this command, is what counts
             planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
             if not planted and glob is not None and cwds:
-                planted = any(posixpath.basename(m).startswith("-")
-                              for c in cwds for m in glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES))
+                planted = any(
+                    posixpath.basename(m).startswith("-")
+                    for c in cwds
+                    for m in glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES)
+                )
             if not planted:
                 continue
-        acc.flag(Flag.HIDDEN_EFFECT, f"{cmd.argv[i]} may expand to a file name that {cmd.argv[0]} reads as an "
-                                     "option (a planted --output=x or --pre=sh)")
+        acc.flag(
+            Flag.HIDDEN_EFFECT,
+            f"{cmd.argv[i]} may expand to a file name that {cmd.argv[0]} reads as an "
+            "option (a planted --output=x or --pre=sh)",
+        )
         acc.need(DFA)
         return
 

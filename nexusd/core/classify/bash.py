@@ -48,8 +48,23 @@ _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
 
 SHELLS = frozenset(
-    {"sh", "bash", "rbash", "zsh", "dash", "ksh", "ksh93", "mksh", "ash", "busybox-sh", "yash", "posh", "fish", "csh",
-     "tcsh"}
+    {
+        "sh",
+        "bash",
+        "rbash",
+        "zsh",
+        "dash",
+        "ksh",
+        "ksh93",
+        "mksh",
+        "ash",
+        "busybox-sh",
+        "yash",
+        "posh",
+        "fish",
+        "csh",
+        "tcsh",
+    }
 )
 # shells whose -c script is not bash: parsed as bash only when it is plain words (else a person decides)
 FOREIGN_SHELLS = frozenset({"fish", "csh", "tcsh", "zsh"})
@@ -188,8 +203,15 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     stdin: str = ""  # literal text fed on standard input (model.Command.stdin)
 
     def to_command(self, opaque: bool = False, requirement: Requirement = Requirement.READ_ONLY) -> Command:
-        return Command(argv=self.argv, env=self.env, wrappers=self.wrappers, text=self.text, opaque=opaque,
-                       requirement=requirement, stdin=self.stdin)
+        return Command(
+            argv=self.argv,
+            env=self.env,
+            wrappers=self.wrappers,
+            text=self.text,
+            opaque=opaque,
+            requirement=requirement,
+            stdin=self.stdin,
+        )
 
 
 class ShellAnalysis(msgspec.Struct, frozen=True):
@@ -280,9 +302,38 @@ _NUMBERISH = re.compile(r"[-+]?[0-9]")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./,:-]*")
 # words tree-sitter reads as syntax (keywords, declaration and unset commands) in command position
 _NOT_PLAIN_NAMES = frozenset(
-    {"if", "then", "elif", "else", "fi", "case", "esac", "for", "select", "while", "until", "do", "done", "in",
-     "function", "declare", "typeset", "export", "readonly", "local", "unset", "unsetenv", "let", "time",
-     "coproc", "!", "{", "}", "[[", "]]"}
+    {
+        "if",
+        "then",
+        "elif",
+        "else",
+        "fi",
+        "case",
+        "esac",
+        "for",
+        "select",
+        "while",
+        "until",
+        "do",
+        "done",
+        "in",
+        "function",
+        "declare",
+        "typeset",
+        "export",
+        "readonly",
+        "local",
+        "unset",
+        "unsetenv",
+        "let",
+        "time",
+        "coproc",
+        "!",
+        "{",
+        "}",
+        "[[",
+        "]]",
+    }
 )
 
 _NO_INDICES: frozenset[int] = frozenset()
@@ -632,8 +683,11 @@ class _Walker:
             self.arith(rest[1:], f"the offset of ${{{name}:...}}")
         elif rest.startswith((":=", "=")):
             value = rest.split("=", 1)[1]
-            self.set_var(name + (sub or ""), value if "$" not in value and "`" not in value else None,
-                         f"${{{name}{rest[:2] if rest[0] == ':' else '='}...}}")
+            self.set_var(
+                name + (sub or ""),
+                value if "$" not in value and "`" not in value else None,
+                f"${{{name}{rest[:2] if rest[0] == ':' else '='}...}}",
+            )
 
     # ------------------------------------------------------------------ statements
     def walk(self, node: Node, depth: int) -> None:
@@ -1169,8 +1223,17 @@ class _Walker:
         if words[0].dynamic:
             self.flag(Flag.DYNAMIC, f"the command name is computed at run time: {_short(argv[0])}")
         dynamic = [i for i, w in enumerate(words) if w.dynamic]
-        self._emit(argv, frozenset(dynamic) if dynamic else _NO_INDICES, tuple(env), (), text, depth, False,
-                   frozenset(globs) if globs else _NO_INDICES, stdin)
+        self._emit(
+            argv,
+            frozenset(dynamic) if dynamic else _NO_INDICES,
+            tuple(env),
+            (),
+            text,
+            depth,
+            False,
+            frozenset(globs) if globs else _NO_INDICES,
+            stdin,
+        )
 
     def _emit(
         self,
@@ -1208,8 +1271,7 @@ class _Walker:
             if kind in ("source", "keep-source"):
                 # the wrapper runs shell source it was given (flock -c, su -c, script -c, watch 'a b')
                 if kind == "keep-source":
-                    self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args,
-                                                       globs))
+                    self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs))
                 src_dyn = frozenset({0}) if dyn - {0} else frozenset()
                 self._shell_script("sh", rest, src_dyn, env, (*wrappers, base), text, depth)
                 return
@@ -1223,8 +1285,9 @@ class _Walker:
                 return
             if kind == "keep":  # sudo & co: report the wrapper itself and the command it runs
                 self.commands.append(
-                    ParsedCommand(tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args,
-                                  _shift_dyn(globs, shift))
+                    ParsedCommand(
+                        tuple(argv), env, wrappers, text, _shift_dyn(dyn, shift), stdin_args, _shift_dyn(globs, shift)
+                    )
                 )
             wrappers = (*wrappers, base)
             if base == "xargs":
@@ -1442,14 +1505,24 @@ class _Walker:
                     return
                 self._merge(_analyse(script, self.shell_depth + 1, self.glob_changed), ())
 
-    def _merge(self, inner: ShellAnalysis, wrappers: tuple[str, ...],
-               env: tuple[tuple[str, str], ...] = (), text: str | None = None) -> None:
+    def _merge(
+        self,
+        inner: ShellAnalysis,
+        wrappers: tuple[str, ...],
+        env: tuple[tuple[str, str], ...] = (),
+        text: str | None = None,
+    ) -> None:
         """Take the commands, redirects, flags and notes of a script parsed on its own."""
         for c in inner.commands:
             self.commands.append(
                 ParsedCommand(
-                    c.argv, env + c.env, (*wrappers, *c.wrappers), c.text if text is None else text,
-                    c.dynamic_args, c.stdin_args, c.glob_args,
+                    c.argv,
+                    env + c.env,
+                    (*wrappers, *c.wrappers),
+                    c.text if text is None else text,
+                    c.dynamic_args,
+                    c.stdin_args,
+                    c.glob_args,
                 )
             )
         base = len(self.redirects)
@@ -1496,7 +1569,11 @@ class _Walker:
 def _takes_code(word: str) -> bool:
     """An option whose value is a script: -c (-lc, +c), -e/-E (perl, ruby, node), -p, --eval, --command."""
     return (word[:1] in "-+" and not word.startswith("--") and len(word) > 1 and word[-1] in "ceEp") or word in (
-        "--eval", "--print", "--command", "--exec")
+        "--eval",
+        "--print",
+        "--command",
+        "--exec",
+    )
 
 
 _STDIN_SCRIPT_OPERANDS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
@@ -1710,8 +1787,30 @@ _VAR_SETTERS: dict[str, tuple[str, str]] = {
 }
 # programs whose arguments can be source code (a placeholder pasted into them becomes code)
 CODE_PROGRAMS = frozenset(
-    {"python", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "tclsh",
-     "Rscript", "osascript", "pwsh", "deno", "bun", "busybox", "env", "xargs", "sed"}
+    {
+        "python",
+        "python3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "php",
+        "lua",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "tclsh",
+        "Rscript",
+        "osascript",
+        "pwsh",
+        "deno",
+        "bun",
+        "busybox",
+        "env",
+        "xargs",
+        "sed",
+    }
 )
 
 
@@ -1822,8 +1921,11 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
         return ("wrap", rest or ["echo"], (), "")
     if base in SHELLS:
         return _peel_shell(base, args)
-    if base == "npm" and args[:1] in (["exec"], ["x"]) and any(a in ("-c", "--call") or a.startswith("--call=")
-                                                               for a in args):
+    if (
+        base == "npm"
+        and args[:1] in (["exec"], ["x"])
+        and any(a in ("-c", "--call") or a.startswith("--call=") for a in args)
+    ):
         return _peel_table(WRAPPERS["npx"], args[1:])  # npm exec -c 'cmd': same options as npx
     w = WRAPPERS.get(base)
     if w is None and args and not args[0].startswith("-"):
@@ -1836,8 +1938,9 @@ def _peel(base: str, argv: list[str], env: tuple[tuple[str, str], ...]) -> Peele
 
 
 # every name _peel may unwrap (the rest of the commands are not wrappers: no need to look further)
-_PEELABLE = frozenset({"builtin", "command", "exec", "env", "xargs", "npm"} | SHELLS
-                      | {k.split(" ", 1)[0] for k in WRAPPERS})
+_PEELABLE = frozenset(
+    {"builtin", "command", "exec", "env", "xargs", "npm"} | SHELLS | {k.split(" ", 1)[0] for k in WRAPPERS}
+)
 
 
 def _peel_table(w: Wrapper, args: list[str]) -> Peeled | None:
@@ -1961,8 +2064,23 @@ def _peel_env(args: list[str]) -> Peeled | None:
 
 
 _BASH_LONG = frozenset(
-    {"--norc", "--noprofile", "--login", "--posix", "--restricted", "--verbose", "--version", "--help",
-     "--debugger", "--dump-strings", "--dump-po-strings", "--pretty-print", "--noediting", "--protected", "--wordexp"}
+    {
+        "--norc",
+        "--noprofile",
+        "--login",
+        "--posix",
+        "--restricted",
+        "--verbose",
+        "--version",
+        "--help",
+        "--debugger",
+        "--dump-strings",
+        "--dump-po-strings",
+        "--pretty-print",
+        "--noediting",
+        "--protected",
+        "--wordexp",
+    }
 )
 
 

@@ -58,8 +58,6 @@ class Effect(msgspec.Struct):
     unnamed_writes: bool = False
 
 
-
-
 def _opts(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -79,8 +77,9 @@ SEARCHERS["egrep"] = SEARCHERS["fgrep"] = SEARCHERS["grep"]
 _JQ_TWO_VALUES = frozenset({"--arg", "--argjson", "--slurpfile", "--rawfile"})
 WRITERS: dict[str, frozenset[str]] = {n: _value_taking(p) for n, p in TABLE.items() if p.kind == "writer"}
 MODE_WRITERS = frozenset(n for n, p in TABLE.items() if p.kind == "modewriter")
-COPIERS = {n: " ".join(sorted(_value_taking(p) | {"-t", "--target-directory"})) for n, p in TABLE.items()
-           if p.kind == "copier"}
+COPIERS = {
+    n: " ".join(sorted(_value_taking(p) | {"-t", "--target-directory"})) for n, p in TABLE.items() if p.kind == "copier"
+}
 
 # option -> role ("v" value, "r" file read, "w" file written, "h" hidden effect, with its reason)
 _ROLES: dict[str, dict[str, tuple[str, str]]] = {}
@@ -120,8 +119,7 @@ _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 # Programs a planted file name such as --output=x or --pre=sh can turn against the workspace: those with an
 # option that writes or runs something, those a named parser reads, and every program we do not know.
 _GLOB_HARMLESS = frozenset(
-    n for n, p in TABLE.items()
-    if p.kind != "parser" and not p.write_opts and not p.hidden and not p.hidden_env
+    n for n, p in TABLE.items() if p.kind != "parser" and not p.write_opts and not p.hidden and not p.hidden_env
 ) | {"egrep", "fgrep"}
 
 
@@ -324,9 +322,15 @@ def effect(cmd: ParsedCommand) -> Effect:
         risky = RUNNER_CODE_OPTS.get(runner or "")
         if risky is not None:
             own = argv[first : argv.index("--")] if "--" in argv else argv[first:]
-            bad = next((a for k, a in enumerate(own)
-                        if (a.split("=", 1)[0] in risky or a[:2] in risky or (runner == "cargo" and a[:1] == "+"))
-                        and not _plugin_off(own, k)), None)
+            bad = next(
+                (
+                    a
+                    for k, a in enumerate(own)
+                    if (a.split("=", 1)[0] in risky or a[:2] in risky or (runner == "cargo" and a[:1] == "+"))
+                    and not _plugin_off(own, k)
+                ),
+                None,
+            )
             if bad is not None:
                 eff = opaque(argv)
                 eff.hidden = f"{runner} {bad.split('=', 1)[0]} runs or loads code the rule did not name"
@@ -344,8 +348,13 @@ def effect(cmd: ParsedCommand) -> Effect:
             eff.extra_writes.append(conf)
             eff.hidden = f"{name} config changes settings that run programs (script-shell, yarnPath, hooks)"
             return eff
-        if (len(argv) == 2 and name in VERSION_PROBES and argv[1] in VERSION_PROBE_ARGS and argv[0] == name
-                and not cmd.env):  # PYTHONPATH=/tmp python -V loads code first
+        if (
+            len(argv) == 2
+            and name in VERSION_PROBES
+            and argv[1] in VERSION_PROBE_ARGS
+            and argv[0] == name
+            and not cmd.env
+        ):  # PYTHONPATH=/tmp python -V loads code first
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
@@ -375,8 +384,28 @@ def _other_known(name: str) -> bool:
 
 
 _OTHER_KNOWN = frozenset(
-    {"popd", "gawk", "mawk", "nawk", "egrep", "fgrep", "mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "parted",
-     "sgdisk", "gdisk", "cfdisk", "kill", "date", "hostname", "shopt", "set"}
+    {
+        "popd",
+        "gawk",
+        "mawk",
+        "nawk",
+        "egrep",
+        "fgrep",
+        "mke2fs",
+        "mkswap",
+        "wipefs",
+        "fdisk",
+        "sfdisk",
+        "parted",
+        "sgdisk",
+        "gdisk",
+        "cfdisk",
+        "kill",
+        "date",
+        "hostname",
+        "shopt",
+        "set",
+    }
 )
 
 
@@ -649,15 +678,19 @@ def _recursive_grep(argv: tuple[str, ...]) -> bool:
         if a == "--":
             return False
         if a.startswith("--"):
-            if a in ("--recursive", "--dereference-recursive") or a.replace(" ", "") == "--directories=recurse" or (
-                    a == "--directories" and argv[k + 1 : k + 2] == ("recurse",)):
+            if (
+                a in ("--recursive", "--dereference-recursive")
+                or a.replace(" ", "") == "--directories=recurse"
+                or (a == "--directories" and argv[k + 1 : k + 2] == ("recurse",))
+            ):
                 return True
         elif a.startswith("-") and len(a) > 1:
             flags = a[1:].split("d", 1)[0] if "d" in a[1:] else a[1:]
             if "r" in flags or "R" in flags:
                 return True
-            if "d" in a[1:] and (a[1:].split("d", 1)[1] == "recurse" or (
-                    a.endswith("d") and argv[k + 1 : k + 2] == ("recurse",))):
+            if "d" in a[1:] and (
+                a[1:].split("d", 1)[1] == "recurse" or (a.endswith("d") and argv[k + 1 : k + 2] == ("recurse",))
+            ):
                 return True
     return False
 
@@ -692,10 +725,18 @@ def _copier(name: str, argv: tuple[str, ...]) -> Effect:
     if name == "ln" and _has_flag(argv, "s", ("--symbolic",)):
         # a symlink's target is checked like a read: a link to the outside is an escape waiting to happen.
         # A relative target is relative to the link's directory, not the cwd: check both readings
-        rel = [posixpath.normpath(posixpath.join(posixpath.dirname(argv[d].rstrip("/")) or ".", argv[s]))
-               for s in sources for d in dests if not argv[s].startswith(("/", "~", "$"))]
-        rel += [posixpath.normpath(posixpath.join(argv[d], argv[s]))
-                for s in sources for d in dests if not argv[s].startswith(("/", "~", "$")) and argv[d].endswith("/")]
+        rel = [
+            posixpath.normpath(posixpath.join(posixpath.dirname(argv[d].rstrip("/")) or ".", argv[s]))
+            for s in sources
+            for d in dests
+            if not argv[s].startswith(("/", "~", "$"))
+        ]
+        rel += [
+            posixpath.normpath(posixpath.join(argv[d], argv[s]))
+            for s in sources
+            for d in dests
+            if not argv[s].startswith(("/", "~", "$")) and argv[d].endswith("/")
+        ]
         return Effect(WW, reads=sources, writes=dests, extra_writes=extra, extra_reads=rel, note="symlink")
     if name == "ln":
         # a hard link can change its source, and exposes it under another name (a read)
@@ -1001,8 +1042,9 @@ def _find(argv: tuple[str, ...]) -> Effect:
         extra_reads.append(".")
         if "-delete" in argv:
             extra_writes = ["."]
-            return Effect(req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note,
-                          extra_recursive=["."])
+            return Effect(
+                req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note, extra_recursive=["."]
+            )
     if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in argv):
         # the files it hands to the program are the ones its name tests pick: find . -name .env -exec cat {}
         # reads ./.env (what the deny rules see); a glob pattern is expanded like any read glob
@@ -1027,21 +1069,130 @@ def _find(argv: tuple[str, ...]) -> Effect:
 
 GIT_BUILTINS = frozenset(
     [
-        "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
-        "check-ignore", "check-mailmap", "check-ref-format", "checkout", "checkout-index", "cherry", "cherry-pick",
-        "citool", "clean", "clone", "column", "commit", "commit-graph", "commit-tree", "config", "count-objects",
-        "credential", "describe", "diff", "diff-files", "diff-index", "diff-tree", "difftool", "fast-export",
-        "fast-import", "fetch", "fetch-pack", "filter-branch", "fmt-merge-msg", "for-each-ref", "for-each-repo",
-        "format-patch", "fsck", "gc", "get-tar-commit-id", "grep", "gui", "hash-object", "help", "index-pack", "init",
-        "instaweb", "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "mailinfo", "mailsplit",
-        "maintenance", "merge", "merge-base", "merge-file", "merge-index", "merge-tree", "mergetool", "mktag",
-        "mktree", "multi-pack-index", "mv", "name-rev", "notes", "pack-objects", "pack-redundant", "pack-refs",
-        "patch-id", "prune", "prune-packed", "pull", "push", "range-diff", "read-tree", "rebase", "reflog", "remote",
-        "repack", "replace", "request-pull", "rerere", "reset", "restore", "rev-list", "rev-parse", "revert", "rm",
-        "send-email", "shortlog", "show", "show-branch", "show-index", "show-ref", "sparse-checkout", "stash",
-        "status", "stripspace", "submodule", "switch", "symbolic-ref", "tag", "unpack-file", "unpack-objects",
-        "update-index", "update-ref", "update-server-info", "var", "verify-commit", "verify-pack", "verify-tag",
-        "version", "whatchanged", "worktree", "write-tree", "lfs"
+        "add",
+        "am",
+        "annotate",
+        "apply",
+        "archive",
+        "bisect",
+        "blame",
+        "branch",
+        "bundle",
+        "cat-file",
+        "check-attr",
+        "check-ignore",
+        "check-mailmap",
+        "check-ref-format",
+        "checkout",
+        "checkout-index",
+        "cherry",
+        "cherry-pick",
+        "citool",
+        "clean",
+        "clone",
+        "column",
+        "commit",
+        "commit-graph",
+        "commit-tree",
+        "config",
+        "count-objects",
+        "credential",
+        "describe",
+        "diff",
+        "diff-files",
+        "diff-index",
+        "diff-tree",
+        "difftool",
+        "fast-export",
+        "fast-import",
+        "fetch",
+        "fetch-pack",
+        "filter-branch",
+        "fmt-merge-msg",
+        "for-each-ref",
+        "for-each-repo",
+        "format-patch",
+        "fsck",
+        "gc",
+        "get-tar-commit-id",
+        "grep",
+        "gui",
+        "hash-object",
+        "help",
+        "index-pack",
+        "init",
+        "instaweb",
+        "interpret-trailers",
+        "log",
+        "ls-files",
+        "ls-remote",
+        "ls-tree",
+        "mailinfo",
+        "mailsplit",
+        "maintenance",
+        "merge",
+        "merge-base",
+        "merge-file",
+        "merge-index",
+        "merge-tree",
+        "mergetool",
+        "mktag",
+        "mktree",
+        "multi-pack-index",
+        "mv",
+        "name-rev",
+        "notes",
+        "pack-objects",
+        "pack-redundant",
+        "pack-refs",
+        "patch-id",
+        "prune",
+        "prune-packed",
+        "pull",
+        "push",
+        "range-diff",
+        "read-tree",
+        "rebase",
+        "reflog",
+        "remote",
+        "repack",
+        "replace",
+        "request-pull",
+        "rerere",
+        "reset",
+        "restore",
+        "rev-list",
+        "rev-parse",
+        "revert",
+        "rm",
+        "send-email",
+        "shortlog",
+        "show",
+        "show-branch",
+        "show-index",
+        "show-ref",
+        "sparse-checkout",
+        "stash",
+        "status",
+        "stripspace",
+        "submodule",
+        "switch",
+        "symbolic-ref",
+        "tag",
+        "unpack-file",
+        "unpack-objects",
+        "update-index",
+        "update-ref",
+        "update-server-info",
+        "var",
+        "verify-commit",
+        "verify-pack",
+        "verify-tag",
+        "version",
+        "whatchanged",
+        "worktree",
+        "write-tree",
+        "lfs",
     ]
 )
 # subcommands whose -u / --upload-pack / --exec name a program git runs
@@ -1060,11 +1211,28 @@ _GIT_RUNS = {
 }
 _GIT_MESSAGE_OPTS = frozenset({"-m", "--message"})
 # ``git -c key=value`` settings that only change how output looks (Codex's own idiom is -c core.pager=cat)
-_GIT_SAFE_SETTINGS = frozenset({"core.pager=cat", "core.pager=", "core.quotepath=false", "core.quotepath=off",
-                                "color.ui=false", "color.ui=never", "color.ui=always", "color.ui=auto",
-                                "core.abbrev=12", "diff.noprefix=true", "log.decorate=false", "log.decorate=short",
-                                "pager.log=false", "pager.diff=false", "pager.show=false", "pager.branch=false",
-                                "advice.detachedhead=false", "column.ui=never"})
+_GIT_SAFE_SETTINGS = frozenset(
+    {
+        "core.pager=cat",
+        "core.pager=",
+        "core.quotepath=false",
+        "core.quotepath=off",
+        "color.ui=false",
+        "color.ui=never",
+        "color.ui=always",
+        "color.ui=auto",
+        "core.abbrev=12",
+        "diff.noprefix=true",
+        "log.decorate=false",
+        "log.decorate=short",
+        "pager.log=false",
+        "pager.diff=false",
+        "pager.show=false",
+        "pager.branch=false",
+        "advice.detachedhead=false",
+        "column.ui=never",
+    }
+)
 
 
 _GIT_FULL_SHORTER = frozenset({"--text", "--exec-path", "--no-pager", "--paginate"})
@@ -1072,8 +1240,12 @@ _GIT_FULL_SHORTER = frozenset({"--text", "--exec-path", "--no-pager", "--paginat
 
 def _git_abbrev(key: str, bad: tuple[str, ...]) -> bool:
     """git's parse-options takes an unambiguous prefix of a long option (``--outp`` is ``--output``)."""
-    return len(key) >= 4 and key.startswith("--") and key not in _GIT_FULL_SHORTER and any(
-        b.startswith(key) for b in bad if b.startswith("--"))
+    return (
+        len(key) >= 4
+        and key.startswith("--")
+        and key not in _GIT_FULL_SHORTER
+        and any(b.startswith(key) for b in bad if b.startswith("--"))
+    )
 
 
 def _git_safe_setting(word: str) -> bool:
@@ -1093,14 +1265,22 @@ def _git(argv: tuple[str, ...]) -> Effect:
         if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
             # git --git-dir=.git config core.pager x still writes a repository's config (a protected file)
             rest = argv[i + 1 :]
-            writes = ["/etc/gitconfig"] if "config" in rest and not any(
-                f in ("--get", "--get-all", "--get-regexp", "--list", "-l") for f in rest) else []
+            writes = (
+                ["/etc/gitconfig"]
+                if "config" in rest
+                and not any(f in ("--get", "--get-all", "--get-regexp", "--list", "-l") for f in rest)
+                else []
+            )
             if writes:
-                gd = [w.split("=", 1)[1] for w in argv[1:i + 1] if w.startswith("--git-dir=")]
+                gd = [w.split("=", 1)[1] for w in argv[1 : i + 1] if w.startswith("--git-dir=")]
                 gd += [argv[j + 1] for j in range(1, i + 1) if argv[j] == "--git-dir" and j + 1 < len(argv)]
                 writes = [d.rstrip("/") + "/config" for d in gd] or [repo_dir.rstrip("/") + "/.git/config"]
-            return Effect(DFA, hidden=f"git {key} can change configuration or run programs", git_config_check=repo_dir,
-                          extra_writes=writes)
+            return Effect(
+                DFA,
+                hidden=f"git {key} can change configuration or run programs",
+                git_config_check=repo_dir,
+                extra_writes=writes,
+            )
         if a == "-C" and i + 1 < len(argv):
             repo_dir = argv[i + 1] if repo_dir == "." else repo_dir.rstrip("/") + "/" + argv[i + 1]
             i += 2
@@ -1112,8 +1292,11 @@ def _git(argv: tuple[str, ...]) -> Effect:
     sub = argv[i]
     args = argv[i + 1 :]
     if sub not in GIT_BUILTINS:
-        return Effect(DFA, hidden=f"git {sub} is not a git command we know: it may be an alias that runs a program",
-                      git_config_check=repo_dir)
+        return Effect(
+            DFA,
+            hidden=f"git {sub} is not a git command we know: it may be an alias that runs a program",
+            git_config_check=repo_dir,
+        )
     for a in args:
         if a == "--":
             break
@@ -1127,10 +1310,17 @@ def _git(argv: tuple[str, ...]) -> Effect:
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
         ):
             return Effect(DFA, hidden=f"git {sub} {key} writes files or runs programs", git_config_check=repo_dir)
-    if sub in ("apply", "am") and not (sub == "apply" and any(
-            a in ("--check", "--stat", "--numstat", "--summary") for a in args) and "--apply" not in args):
-        return Effect(DFA, hidden=f"git {sub} writes the files its patch names (protected ones included)",
-                      git_config_check=repo_dir, unnamed_writes=True)
+    if sub in ("apply", "am") and not (
+        sub == "apply"
+        and any(a in ("--check", "--stat", "--numstat", "--summary") for a in args)
+        and "--apply" not in args
+    ):
+        return Effect(
+            DFA,
+            hidden=f"git {sub} writes the files its patch names (protected ones included)",
+            git_config_check=repo_dir,
+            unnamed_writes=True,
+        )
     if sub in _GIT_RUNS:
         runs = _GIT_RUNS[sub]
         if not runs or any(a in runs or a.split("=", 1)[0] in runs for a in args):
@@ -1200,24 +1390,48 @@ def _git(argv: tuple[str, ...]) -> Effect:
         ro = True
     if not ro and sub == "config":
         # a config write can set core.hooksPath, core.fsmonitor, aliases ...: it writes a protected file
-        target = "~/.gitconfig" if "--global" in flags else "/etc/gitconfig" if "--system" in flags else (
-            repo_dir.rstrip("/") + "/.git/config")
+        target = (
+            "~/.gitconfig"
+            if "--global" in flags
+            else "/etc/gitconfig"
+            if "--system" in flags
+            else (repo_dir.rstrip("/") + "/.git/config")
+        )
         files = [a.split("=", 1)[1] for a in args if a.startswith("--file=")]
         files += [args[j + 1] for j, a in enumerate(args[:-1]) if a in ("-f", "--file")]
         return Effect(DFA, extra_writes=files or [target], note=f"git {sub} changes configuration")
     words, rev_paths = _git_words(args, i + 1, "--no-index" in args)
     if (sub == "clean" and any(f.startswith("-") and not f.startswith("--") and "f" in f for f in flags)) or (
-            "--force" in flags and sub == "clean"):
-        return Effect(DFA, reads=words, writes=words, extra_recursive=[repo_dir], git_config_check=repo_dir,
-                      note="git clean removes untracked files")
+        "--force" in flags and sub == "clean"
+    ):
+        return Effect(
+            DFA,
+            reads=words,
+            writes=words,
+            extra_recursive=[repo_dir],
+            git_config_check=repo_dir,
+            note="git clean removes untracked files",
+        )
     if not ro:
         # its path arguments are read and written as far as we know (deny rules, protected paths see them)
-        return Effect(DFA, reads=words, writes=list(words), note=f"git {sub} is not a read-only git command",
-                      git_config_check=repo_dir, extra_reads=repo_read, extra_writes=list(repo_read))
+        return Effect(
+            DFA,
+            reads=words,
+            writes=list(words),
+            note=f"git {sub} is not a read-only git command",
+            git_config_check=repo_dir,
+            extra_reads=repo_read,
+            extra_writes=list(repo_read),
+        )
     if sub == "grep":  # searches every (tracked) file below its pathspecs, or below the working directory
-        return Effect(RO, reads=words, extra_reads=rev_paths + repo_read + ([] if words else ["."]),
-                      git_config_check=repo_dir, recursive_reads=list(words),
-                      extra_recursive_reads=[] if words else ["."])
+        return Effect(
+            RO,
+            reads=words,
+            extra_reads=rev_paths + repo_read + ([] if words else ["."]),
+            git_config_check=repo_dir,
+            recursive_reads=list(words),
+            extra_recursive_reads=[] if words else ["."],
+        )
     return Effect(RO, reads=words, extra_reads=rev_paths + repo_read, git_config_check=repo_dir)
 
 
@@ -1322,8 +1536,9 @@ def git_config_is_inert(config: bytes) -> bool:
     return all(m.group(1).lower() not in _GIT_DANGEROUS_KEYS for m in _GIT_CONFIG_KEY.finditer(config))
 
 
-def _split_opts(argv: tuple[str, ...], value_short: str, value_long: frozenset[str], start: int = 1,
-                old_style: bool = False) -> tuple[list[tuple[str, str, int]], list[int]]:
+def _split_opts(
+    argv: tuple[str, ...], value_short: str, value_long: frozenset[str], start: int = 1, old_style: bool = False
+) -> tuple[list[tuple[str, str, int]], list[int]]:
     """Options as (key, value, value index or -1) and positional indices, for the archive parsers."""
     opts: list[tuple[str, str, int]] = []
     pos: list[int] = []
@@ -1373,14 +1588,49 @@ def _split_opts(argv: tuple[str, ...], value_short: str, value_long: frozenset[s
 
 
 _TAR_HIDDEN = frozenset(
-    {"-I", "-F", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script",
-     "--new-volume-script", "--rsh-command", "--rmt-command", "--compress-program", "--index-file"}
+    {
+        "-I",
+        "-F",
+        "--use-compress-program",
+        "--to-command",
+        "--checkpoint-action",
+        "--info-script",
+        "--new-volume-script",
+        "--rsh-command",
+        "--rmt-command",
+        "--compress-program",
+        "--index-file",
+    }
 )
 _TAR_LONG_VALUE = frozenset(
-    {"--file", "--files-from", "--exclude-from", "--directory", "--exclude", "--transform", "--owner", "--group",
-     "--mode", "--mtime", "--strip-components", "--blocking-factor", "--format", "--listed-incremental",
-     "--use-compress-program", "--to-command", "--info-script", "--new-volume-script", "--rsh-command",
-     "--rmt-command", "--index-file", "--label", "--newer", "--after-date", "--record-size", "--tape-length"}
+    {
+        "--file",
+        "--files-from",
+        "--exclude-from",
+        "--directory",
+        "--exclude",
+        "--transform",
+        "--owner",
+        "--group",
+        "--mode",
+        "--mtime",
+        "--strip-components",
+        "--blocking-factor",
+        "--format",
+        "--listed-incremental",
+        "--use-compress-program",
+        "--to-command",
+        "--info-script",
+        "--new-volume-script",
+        "--rsh-command",
+        "--rmt-command",
+        "--index-file",
+        "--label",
+        "--newer",
+        "--after-date",
+        "--record-size",
+        "--tape-length",
+    }
 )
 
 
@@ -1426,21 +1676,54 @@ def _tar(argv: tuple[str, ...]) -> Effect:
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
         to_stdout = any(key in ("-O", "--to-stdout") for key, _v, _i in opts)  # members printed, no file made
-        return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
-                      unnamed_writes=not to_stdout,
-                      hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)")
+        return Effect(
+            DFA,
+            reads=reads,
+            writes=writes,
+            extra_reads=ex_r,
+            extra_writes=ex_w,
+            unnamed_writes=not to_stdout,
+            hidden=hidden or "tar -x writes the files the archive names (any path, .git/hooks included)",
+        )
     if mode == "list":
         return Effect(DFA if hidden else RO, reads=reads, extra_reads=ex_r, hidden=hidden)
     if mode == "create":  # every file below a member directory goes into the archive
-        return Effect(DFA if hidden else WW, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w,
-                      hidden=hidden, recursive_reads=[] if "--no-recursion" in argv else list(pos))
-    return Effect(DFA, reads=reads, writes=list(reads), extra_reads=ex_r, extra_writes=ex_r, hidden=hidden,
-                  note="tar without a mode we know")
+        return Effect(
+            DFA if hidden else WW,
+            reads=reads,
+            writes=writes,
+            extra_reads=ex_r,
+            extra_writes=ex_w,
+            hidden=hidden,
+            recursive_reads=[] if "--no-recursion" in argv else list(pos),
+        )
+    return Effect(
+        DFA,
+        reads=reads,
+        writes=list(reads),
+        extra_reads=ex_r,
+        extra_writes=ex_r,
+        hidden=hidden,
+        note="tar without a mode we know",
+    )
 
 
 def _zip(argv: tuple[str, ...]) -> Effect:
-    opts, pos = _split_opts(argv, "bnPtO", frozenset({"--temp-path", "--suffixes", "--password", "--output-file",
-                                                      "--unzip-command", "--from-date", "--before-date"}))
+    opts, pos = _split_opts(
+        argv,
+        "bnPtO",
+        frozenset(
+            {
+                "--temp-path",
+                "--suffixes",
+                "--password",
+                "--output-file",
+                "--unzip-command",
+                "--from-date",
+                "--before-date",
+            }
+        ),
+    )
     hidden = ""
     ex_w: list[str] = []
     writes = pos[:1]
@@ -1452,8 +1735,14 @@ def _zip(argv: tuple[str, ...]) -> Effect:
     if any(a.startswith("-TT") for a in argv):
         hidden = "zip -TT runs a program"
     deep = _has_flag(argv, "r", ("--recurse-paths",)) or _has_flag(argv, "R", ("--recurse-patterns",))
-    return Effect(DFA if hidden else WW, reads=pos[1:], writes=writes, extra_writes=ex_w, hidden=hidden,
-                  recursive_reads=pos[1:] if deep else [])
+    return Effect(
+        DFA if hidden else WW,
+        reads=pos[1:],
+        writes=writes,
+        extra_writes=ex_w,
+        hidden=hidden,
+        recursive_reads=pos[1:] if deep else [],
+    )
 
 
 def _unzip(argv: tuple[str, ...]) -> Effect:
@@ -1463,16 +1752,25 @@ def _unzip(argv: tuple[str, ...]) -> Effect:
         return Effect(RO, reads=pos[:1])
     writes = [i for k, _v, i in opts if k == "-d" and i >= 0]
     ex_w = [v for k, v, i in opts if k == "-d" and i < 0] or ([] if writes else ["."])
-    return Effect(DFA, reads=pos[:1], writes=writes, extra_writes=ex_w, unnamed_writes=True,
-                  hidden="unzip writes the files the archive names (any path, .git/hooks included)")
+    return Effect(
+        DFA,
+        reads=pos[:1],
+        writes=writes,
+        extra_writes=ex_w,
+        unnamed_writes=True,
+        hidden="unzip writes the files the archive names (any path, .git/hooks included)",
+    )
 
 
 _AWK_RISKY = re.compile(r"system|getline|\||>|@|close|fflush")
 
 
 def _awk(argv: tuple[str, ...]) -> Effect:
-    opts, pos = _split_opts(argv, "FvfEie", frozenset({"--field-separator", "--assign", "--file", "--exec",
-                                                       "--include", "--load", "--source"}))
+    opts, pos = _split_opts(
+        argv,
+        "FvfEie",
+        frozenset({"--field-separator", "--assign", "--file", "--exec", "--include", "--load", "--source"}),
+    )
     reads: list[int] = []
     ex_r: list[str] = []
     hidden = ""
@@ -1498,11 +1796,44 @@ def _awk(argv: tuple[str, ...]) -> Effect:
 
 
 _RSYNC_LONG_VALUE = frozenset(
-    {"--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--filter", "--chmod", "--chown",
-     "--backup-dir", "--partial-dir", "--temp-dir", "--log-file", "--password-file", "--port", "--bwlimit",
-     "--timeout", "--compare-dest", "--link-dest", "--copy-dest", "--max-size", "--min-size", "--suffix",
-     "--out-format", "--info", "--debug", "--iconv", "--rsh", "--rsync-path", "--usermap", "--groupmap",
-     "--log-file-format", "--modify-window", "--max-delete", "--block-size", "--compress-choice", "--checksum-choice"}
+    {
+        "--exclude",
+        "--include",
+        "--exclude-from",
+        "--include-from",
+        "--files-from",
+        "--filter",
+        "--chmod",
+        "--chown",
+        "--backup-dir",
+        "--partial-dir",
+        "--temp-dir",
+        "--log-file",
+        "--password-file",
+        "--port",
+        "--bwlimit",
+        "--timeout",
+        "--compare-dest",
+        "--link-dest",
+        "--copy-dest",
+        "--max-size",
+        "--min-size",
+        "--suffix",
+        "--out-format",
+        "--info",
+        "--debug",
+        "--iconv",
+        "--rsh",
+        "--rsync-path",
+        "--usermap",
+        "--groupmap",
+        "--log-file-format",
+        "--modify-window",
+        "--max-delete",
+        "--block-size",
+        "--compress-choice",
+        "--checksum-choice",
+    }
 )
 
 
@@ -1537,9 +1868,17 @@ def _rsync(argv: tuple[str, ...]) -> Effect:
     rec = [p for p in pos[-1:] if p in local] if delete else []
     req = DFA if (hidden or remote) else WW
     deep = _has_flag(argv, "r", ("--recursive", "--archive")) or _has_flag(argv, "a")
-    return Effect(req, reads=reads, writes=writes, extra_reads=ex_r, extra_writes=ex_w, hidden=hidden,
-                  recursive_targets=rec, note="rsync to or from another host" if remote else "",
-                  recursive_reads=[p for p in pos[:-1] if p in local] if deep else [])
+    return Effect(
+        req,
+        reads=reads,
+        writes=writes,
+        extra_reads=ex_r,
+        extra_writes=ex_w,
+        hidden=hidden,
+        recursive_targets=rec,
+        note="rsync to or from another host" if remote else "",
+        recursive_reads=[p for p in pos[:-1] if p in local] if deep else [],
+    )
 
 
 _NEXUSCTL_RO = frozenset({"status", "pending", "watch", "audit", "check", "version", "grants", "help", "explain"})
@@ -1567,14 +1906,29 @@ def _nexusctl(argv: tuple[str, ...]) -> Effect:
 
 
 def _nexus_ui(argv: tuple[str, ...]) -> Effect:
-    return Effect(DFA, gate_control=True, note=f"{argv[0]} is nexusd's own program (it runs or answers the gate): "
-                                                "a person runs it")
+    return Effect(
+        DFA,
+        gate_control=True,
+        note=f"{argv[0]} is nexusd's own program (it runs or answers the gate): a person runs it",
+    )
 
 
 _DOCKER_RO = frozenset({"ps", "images", "version", "info", "inspect", "logs", "top", "history", "search"})
-_DOCKER_RO_PAIRS = frozenset({("image", "ls"), ("container", "ls"), ("network", "ls"), ("volume", "ls"),
-                              ("image", "list"), ("container", "list"), ("context", "ls"), ("compose", "ps"),
-                              ("image", "inspect"), ("container", "inspect"), ("system", "df")})
+_DOCKER_RO_PAIRS = frozenset(
+    {
+        ("image", "ls"),
+        ("container", "ls"),
+        ("network", "ls"),
+        ("volume", "ls"),
+        ("image", "list"),
+        ("container", "list"),
+        ("context", "ls"),
+        ("compose", "ps"),
+        ("image", "inspect"),
+        ("container", "inspect"),
+        ("system", "df"),
+    }
+)
 
 
 def _docker(argv: tuple[str, ...]) -> Effect:
@@ -1590,14 +1944,23 @@ def _docker(argv: tuple[str, ...]) -> Effect:
 
 def _patch(argv: tuple[str, ...]) -> Effect:
     """patch writes the files its diff names (any of them, protected ones included): a hidden effect."""
-    opts, pos = _split_opts(argv, "ipdoBDFrVYzgx", frozenset({"--input", "--directory", "--output", "--strip",
-                                                              "--reject-file", "--prefix", "--suffix"}))
+    opts, pos = _split_opts(
+        argv,
+        "ipdoBDFrVYzgx",
+        frozenset({"--input", "--directory", "--output", "--strip", "--reject-file", "--prefix", "--suffix"}),
+    )
     reads = [i for k, _v, i in opts if k in ("-i", "--input") and i >= 0]
     ex_r = [v for k, v, i in opts if k in ("-i", "--input") and i < 0]
     writes = [i for k, _v, i in opts if k in ("-o", "--output", "-r", "--reject-file") and i >= 0] + pos[:1]
     reads += pos[1:2]
-    return Effect(DFA, reads=reads, writes=writes, extra_reads=ex_r, unnamed_writes=True,
-                  hidden="patch writes the files its diff names (protected ones included)")
+    return Effect(
+        DFA,
+        reads=reads,
+        writes=writes,
+        extra_reads=ex_r,
+        unnamed_writes=True,
+        hidden="patch writes the files its diff names (protected ones included)",
+    )
 
 
 def _config_write(name: str, argv: tuple[str, ...]) -> str:
@@ -1619,8 +1982,28 @@ _SETTINGS_RO = {
     "timedatectl": frozenset({"status", "show", "list-timezones", "timesync-status", "show-timesync"}),
 }
 _SETTINGS_GETTERS = frozenset({"hostname", "icon-name", "chassis", "deployment", "location"})  # set with a value
-_NVIDIA_SMI_RO = frozenset({"-L", "--list-gpus", "-q", "--query", "-x", "--xml-format", "-l", "--loop", "-lms",
-                            "--loop-ms", "-i", "--id", "-d", "--display", "-h", "--help", "-u", "--unit"})
+_NVIDIA_SMI_RO = frozenset(
+    {
+        "-L",
+        "--list-gpus",
+        "-q",
+        "--query",
+        "-x",
+        "--xml-format",
+        "-l",
+        "--loop",
+        "-lms",
+        "--loop-ms",
+        "-i",
+        "--id",
+        "-d",
+        "--display",
+        "-h",
+        "--help",
+        "-u",
+        "--unit",
+    }
+)
 
 
 def _settings(argv: tuple[str, ...]) -> Effect:
@@ -1642,8 +2025,35 @@ def _settings(argv: tuple[str, ...]) -> Effect:
     return Effect(DFA, note=f"{name} {words[0]} changes the machine's settings")
 
 
-_PS_VALUE_OPTS = frozenset({"-o", "-O", "--format", "-p", "--pid", "-u", "-U", "--user", "-g", "-G", "--group", "-C",
-                            "-t", "--tty", "--sort", "-q", "--ppid", "-s", "--sid", "k", "o", "O", "p", "U", "t"})
+_PS_VALUE_OPTS = frozenset(
+    {
+        "-o",
+        "-O",
+        "--format",
+        "-p",
+        "--pid",
+        "-u",
+        "-U",
+        "--user",
+        "-g",
+        "-G",
+        "--group",
+        "-C",
+        "-t",
+        "--tty",
+        "--sort",
+        "-q",
+        "--ppid",
+        "-s",
+        "--sid",
+        "k",
+        "o",
+        "O",
+        "p",
+        "U",
+        "t",
+    }
+)
 
 
 def _ps(argv: tuple[str, ...]) -> Effect:
@@ -1671,8 +2081,11 @@ def _gate_program(argv: tuple[str, ...]) -> str:
         mod = argv[i + 1] if i + 1 < len(argv) else ""
         if mod.split(".", 1)[0] in GATE_MODULES:
             return "nexusctl" if mod.endswith((".ctl", ".cli")) else "nexusd"
-    if base not in _KIND and _GATE_STEM in "\x00".join(argv) and any(
-            a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:]):
+    if (
+        base not in _KIND
+        and _GATE_STEM in "\x00".join(argv)
+        and any(a.rsplit("/", 1)[-1] in GATE_PROGRAMS for a in argv[1:])
+    ):
         return "nexusd"  # pipx run nexusctl ...: an unknown runner of the gate's own program
     return ""
 
@@ -1687,16 +2100,44 @@ def _pkill(argv: tuple[str, ...]) -> Effect:
     """pkill / killall: signals the processes it matches; by user alone (-u NAME, no pattern), every one of
     that user's processes (the desktop session, the agent, nexusd) like kill -9 -1."""
     name = program_name(argv[0]) or argv[0]
-    with_value = {"-u", "--user", "-U", "--uid", "-g", "--pgroup", "-G", "--group", "-P", "--parent", "-s",
-                  "--session", "-t", "--terminal", "-n", "--signal", "-o", "--older-than", "-y", "--younger-than",
-                  "-F", "--pidfile", "-c", "--count", "--ns", "--nslist"}
+    with_value = {
+        "-u",
+        "--user",
+        "-U",
+        "--uid",
+        "-g",
+        "--pgroup",
+        "-G",
+        "--group",
+        "-P",
+        "--parent",
+        "-s",
+        "--session",
+        "-t",
+        "--terminal",
+        "-n",
+        "--signal",
+        "-o",
+        "--older-than",
+        "-y",
+        "--younger-than",
+        "-F",
+        "--pidfile",
+        "-c",
+        "--count",
+        "--ns",
+        "--nslist",
+    }
     by_user = False
     patterns = 0
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a in ("-u", "--user", "-U", "--uid") or a.startswith(("--user=", "--uid=")) or (
-                a.startswith("-u") and len(a) > 2):
+        if (
+            a in ("-u", "--user", "-U", "--uid")
+            or a.startswith(("--user=", "--uid="))
+            or (a.startswith("-u") and len(a) > 2)
+        ):
             by_user = True
         if a in with_value:
             i += 2
@@ -1715,8 +2156,12 @@ def _crontab(argv: tuple[str, ...]) -> Effect:
     if flags and all(f in ("-l", "-u") or f.startswith("-u") for f in flags) and "-l" in flags:
         return Effect(RO)
     files = [i for i, a in enumerate(argv[1:], 1) if not a.startswith("-") and argv[i - 1] != "-u"]
-    return Effect(DFA, reads=files, extra_writes=["/var/spool/cron/crontabs/user"],
-                  hidden="crontab installs jobs that cron runs later")
+    return Effect(
+        DFA,
+        reads=files,
+        extra_writes=["/var/spool/cron/crontabs/user"],
+        hidden="crontab installs jobs that cron runs later",
+    )
 
 
 def _pwsh(argv: tuple[str, ...]) -> Effect:
@@ -1741,8 +2186,26 @@ _PARSERS = {
     "hostnamectl": _settings,
     "timedatectl": _settings,
     "nvidia-smi": _settings,
-    "tar": _tar, "bsdtar": _tar, "zip": _zip, "unzip": _unzip, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
-    "rsync": _rsync, "patch": _patch, "nexusctl": _nexusctl, "nexus-tui": _nexus_ui, "nexus-web": _nexus_ui,
-    "nexusd": _nexus_ui, "nexus-hook": _nexus_ui, "nexus-mcp": _nexus_ui, "nexus-acp": _nexus_ui,
-    "docker": _docker, "pwsh": _pwsh, "powershell": _pwsh, "pwsh.exe": _pwsh, "powershell.exe": _pwsh,
+    "tar": _tar,
+    "bsdtar": _tar,
+    "zip": _zip,
+    "unzip": _unzip,
+    "awk": _awk,
+    "gawk": _awk,
+    "mawk": _awk,
+    "nawk": _awk,
+    "rsync": _rsync,
+    "patch": _patch,
+    "nexusctl": _nexusctl,
+    "nexus-tui": _nexus_ui,
+    "nexus-web": _nexus_ui,
+    "nexusd": _nexus_ui,
+    "nexus-hook": _nexus_ui,
+    "nexus-mcp": _nexus_ui,
+    "nexus-acp": _nexus_ui,
+    "docker": _docker,
+    "pwsh": _pwsh,
+    "powershell": _pwsh,
+    "pwsh.exe": _pwsh,
+    "powershell.exe": _pwsh,
 }

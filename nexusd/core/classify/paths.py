@@ -20,10 +20,27 @@ from nexusd.core.model import Context, FileSystem
 # The floor is sandbox-runtime's and Claude Code's lists; the agents' own settings directories (an agent
 # rewriting its hook configuration is a known bypass) and build tools' configuration that runs code on the
 # next build are added.
-PROTECTED_DIR_NAMES = frozenset({
-    ".git", ".claude", ".gemini", ".codex", ".nexus", ".vscode", ".idea", ".husky", ".cursor", ".copilot",
-    ".opencode", ".devcontainer", ".cargo", ".mvn", ".continue", ".windsurf", ".zed",
-})
+PROTECTED_DIR_NAMES = frozenset(
+    {
+        ".git",
+        ".claude",
+        ".gemini",
+        ".codex",
+        ".nexus",
+        ".vscode",
+        ".idea",
+        ".husky",
+        ".cursor",
+        ".copilot",
+        ".opencode",
+        ".devcontainer",
+        ".cargo",
+        ".mvn",
+        ".continue",
+        ".windsurf",
+        ".zed",
+    }
+)
 # File names that a shell, git or direnv executes or obeys later, wherever they are.
 PROTECTED_FILE_NAMES = frozenset(
     {
@@ -72,27 +89,86 @@ PROTECTED_FILE_NAMES = frozenset(
     }
 )
 # Relative to the home directory.
-PROTECTED_HOME = (".ssh", ".config/git", ".config/fish", ".config/nexus", ".gnupg", ".aws", ".kube", ".docker",
-                  ".config/systemd", ".config/autostart", ".config/opencode", ".config/environment.d",
-                  ".local/bin", ".local/share/applications", "Library/LaunchAgents", ".github/hooks", ".config/pip",
-                  ".config/powershell", ".local/share/powershell")  # pwsh's profiles and modules load on start
+PROTECTED_HOME = (
+    ".ssh",
+    ".config/git",
+    ".config/fish",
+    ".config/nexus",
+    ".gnupg",
+    ".aws",
+    ".kube",
+    ".docker",
+    ".config/systemd",
+    ".config/autostart",
+    ".config/opencode",
+    ".config/environment.d",
+    ".local/bin",
+    ".local/share/applications",
+    "Library/LaunchAgents",
+    ".github/hooks",
+    ".config/pip",
+    ".config/powershell",
+    ".local/share/powershell",
+)  # pwsh's profiles and modules load on start
 # Where credentials live (home-relative). Never "inside the workspace" for the mode, even when the workspace
 # is the home directory: reading one needs a person (or an explicit rule). The sandbox masks the same list.
 CREDENTIAL_PATHS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json", ".netrc",
-    ".git-credentials", ".config/gh", ".config/hub", ".npmrc", ".yarnrc", ".pypirc", ".cargo/credentials",
-    ".cargo/credentials.toml", ".gem/credentials", ".vault-token", ".terraform.d/credentials.tfrc.json",
-    ".password-store", ".local/share/keyrings", ".pki", ".config/op", ".mozilla", ".config/google-chrome",
-    ".config/chromium", ".config/BraveSoftware", ".claude.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".config/hub",
+    ".npmrc",
+    ".yarnrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pki",
+    ".config/op",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".claude.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
 )
 # Two-component places inside any directory: Copilot CLI loads hooks from .github/hooks/*.json and hooks and
 # permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
 PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
-PROTECTED_SYSTEM = ("/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/zsh", "/etc/environment",
-                    "/etc/github-copilot", "/etc/cursor",
-                    "/etc/gitconfig", "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily",
-                    "/etc/cron.weekly", "/etc/cron.monthly", "/var/spool/cron", "/etc/ld.so.preload", "/etc/sudoers",
-                    "/etc/sudoers.d", "/etc/systemd", "/etc/ssh")
+PROTECTED_SYSTEM = (
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/zsh",
+    "/etc/environment",
+    "/etc/github-copilot",
+    "/etc/cursor",
+    "/etc/gitconfig",
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/var/spool/cron",
+    "/etc/ld.so.preload",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/systemd",
+    "/etc/ssh",
+)
 
 _GLOB = re.compile(r"[*?\[]")
 # any expansion bash performs: $NAME, ${NAME}, ${NAME:-x} and other operators, $1, $@, $$, $?, $(...)
@@ -177,9 +253,25 @@ def is_credential(path: str, ctx: Context) -> bool:
 
 # /proc entries that only describe the machine; any other /proc or /dev/fd path can reach another process's
 # files, root or environment (/proc/self/root/etc/shadow, /proc/1/environ, /dev/fd/3): never resolvable.
-_PROC_PLAIN = frozenset({"/proc/cpuinfo", "/proc/meminfo", "/proc/version", "/proc/loadavg", "/proc/uptime",
-                         "/proc/stat", "/proc/filesystems", "/proc/swaps", "/proc/partitions", "/proc/diskstats",
-                         "/proc/devices", "/proc/interrupts", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo"})
+_PROC_PLAIN = frozenset(
+    {
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/version",
+        "/proc/loadavg",
+        "/proc/uptime",
+        "/proc/stat",
+        "/proc/filesystems",
+        "/proc/swaps",
+        "/proc/partitions",
+        "/proc/diskstats",
+        "/proc/devices",
+        "/proc/interrupts",
+        "/proc/vmstat",
+        "/proc/zoneinfo",
+        "/proc/buddyinfo",
+    }
+)
 
 
 def reaches_elsewhere(path: str) -> bool:

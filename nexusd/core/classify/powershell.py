@@ -32,8 +32,17 @@ class Cmdlet(NamedTuple):
     writes: bool = False
 
 
-_COMMON = {"erroraction": "value", "warningaction": "value", "informationaction": "value", "verbose": "switch",
-           "debug": "switch", "whatif": "switch", "confirm": "switch", "ea": "value", "wa": "value"}
+_COMMON = {
+    "erroraction": "value",
+    "warningaction": "value",
+    "informationaction": "value",
+    "verbose": "switch",
+    "debug": "switch",
+    "whatif": "switch",
+    "confirm": "switch",
+    "ea": "value",
+    "wa": "value",
+}
 _FILTERS = {"filter": "value", "include": "value", "exclude": "value"}
 
 
@@ -50,20 +59,28 @@ _PATHS_W = "path=write literalpath=write lp=write pspath=write"
 _FILTER = " ".join(f"{k}={v}" for k, v in _FILTERS.items())
 
 CMDLETS: dict[str, Cmdlet] = {
-    "get-childitem": _c(f"{_PATHS_R} {_FILTER} recurse depth=value force name file directory hidden readonly "
-                        "system followsymlink attributes=value", ("read", "value")),
-    "get-content": _c(f"{_PATHS_R} totalcount=value head=value first=value tail=value last=value raw "
-                      "encoding=value readcount=value delimiter=value wait", ("read",)),
+    "get-childitem": _c(
+        f"{_PATHS_R} {_FILTER} recurse depth=value force name file directory hidden readonly "
+        "system followsymlink attributes=value",
+        ("read", "value"),
+    ),
+    "get-content": _c(
+        f"{_PATHS_R} totalcount=value head=value first=value tail=value last=value raw "
+        "encoding=value readcount=value delimiter=value wait",
+        ("read",),
+    ),
     "get-item": _c(f"{_PATHS_R} {_FILTER} force", ("read",)),
     "test-path": _c(f"{_PATHS_R} {_FILTER} pathtype=value isvalid", ("read",)),
     "resolve-path": _c(f"{_PATHS_R} relative", ("read",)),
     "get-location": _c(""),
-    "select-string": _c(f"pattern=value {_PATHS_R} {_FILTER} simplematch casesensitive context=value notmatch "
-                        "allmatches list quiet raw encoding=value", ("value", "read")),
+    "select-string": _c(
+        f"pattern=value {_PATHS_R} {_FILTER} simplematch casesensitive context=value notmatch "
+        "allmatches list quiet raw encoding=value",
+        ("value", "read"),
+    ),
     "get-filehash": _c(f"{_PATHS_R} algorithm=value", ("read",)),
     "measure-object": _c("property=value line word character sum average maximum minimum", ("value",)),
-    "select-object": _c("first=value last=value skip=value property=value unique expandproperty=value",
-                        ("value",)),
+    "select-object": _c("first=value last=value skip=value property=value unique expandproperty=value", ("value",)),
     "sort-object": _c("property=value descending unique", ("value",)),
     "group-object": _c("property=value noelement", ("value",)),
     "format-table": _c("property=value autosize wrap", ("value",)),
@@ -80,8 +97,11 @@ CMDLETS: dict[str, Cmdlet] = {
     # writers
     "set-content": _c(f"{_PATHS_W} value=value encoding=value nonewline force passthru", ("write", "value"), True),
     "add-content": _c(f"{_PATHS_W} value=value encoding=value nonewline force passthru", ("write", "value"), True),
-    "out-file": _c("filepath=write literalpath=write encoding=value append force nonewline width=value noclobber",
-                   ("write", "value"), True),
+    "out-file": _c(
+        "filepath=write literalpath=write encoding=value append force nonewline width=value noclobber",
+        ("write", "value"),
+        True,
+    ),
     "new-item": _c(f"{_PATHS_W} itemtype=itemtype type=itemtype value=value force", ("write",), True),
     "remove-item": _c(f"{_PATHS_W} {_FILTER} recurse=recurse force", ("write",), True),
     "clear-content": _c(f"{_PATHS_W} {_FILTER} force", ("write",), True),
@@ -92,13 +112,33 @@ CMDLETS: dict[str, Cmdlet] = {
 # the native programs on Linux and macOS (PowerShell 6+ dropped them there), where ``sort .env`` prints the file:
 # one spelling, two meanings, so they are unknown (opaque).
 ALIASES = {
-    "gci": "get-childitem", "dir": "get-childitem", "gc": "get-content", "type": "get-content",
-    "gi": "get-item", "rvpa": "resolve-path", "gl": "get-location", "pwd": "get-location",
-    "sls": "select-string", "measure": "measure-object", "select": "select-object",
-    "group": "group-object", "ft": "format-table", "fl": "format-list", "echo": "write-output",
-    "gcm": "get-command", "gps": "get-process", "ni": "new-item", "del": "remove-item",
-    "ri": "remove-item", "rd": "remove-item", "erase": "remove-item",
-    "clc": "clear-content", "copy": "copy-item", "cpi": "copy-item", "move": "move-item", "mi": "move-item",
+    "gci": "get-childitem",
+    "dir": "get-childitem",
+    "gc": "get-content",
+    "type": "get-content",
+    "gi": "get-item",
+    "rvpa": "resolve-path",
+    "gl": "get-location",
+    "pwd": "get-location",
+    "sls": "select-string",
+    "measure": "measure-object",
+    "select": "select-object",
+    "group": "group-object",
+    "ft": "format-table",
+    "fl": "format-list",
+    "echo": "write-output",
+    "gcm": "get-command",
+    "gps": "get-process",
+    "ni": "new-item",
+    "del": "remove-item",
+    "ri": "remove-item",
+    "rd": "remove-item",
+    "erase": "remove-item",
+    "clc": "clear-content",
+    "copy": "copy-item",
+    "cpi": "copy-item",
+    "move": "move-item",
+    "mi": "move-item",
 }
 _PLAIN_ITEM_TYPES = frozenset({"file", "directory"})
 
@@ -130,7 +170,7 @@ def tokenize(source: str) -> list[list[Word | str]]:
     while pos < len(source):
         m = _TOKEN.match(source, pos)
         if m is None:
-            raise Opaque(f"PowerShell syntax nexusd does not read statically near {source[pos:pos + 12]!r}")
+            raise Opaque(f"PowerShell syntax nexusd does not read statically near {source[pos : pos + 12]!r}")
         pos = m.end()
         kind = m.lastgroup
         text = m.group()
@@ -256,7 +296,7 @@ def rough_words(source: str) -> list[str]:
         if w.startswith("-"):
             w = w.partition(":")[2]
         if "$" in w:
-            w = w[w.find("/") + 1:] if "/" in w else ""
+            w = w[w.find("/") + 1 :] if "/" in w else ""
         if w and ("/" in w or "." in w or "~" in w) and "://" not in w:
             out.append(w)
     return out
@@ -294,15 +334,16 @@ def command_of(argv: tuple[str, ...]) -> str:
         if not low:
             raise Opaque("a script file or argument, not -Command")
         if low in ("c", "co", "com", "comm", "comma", "comman", "command"):
-            rest = argv[i + 1:]
+            rest = argv[i + 1 :]
             if not rest or rest == ("-",):
                 raise Opaque("-Command reads the command from standard input")
             return " ".join(rest)
         if any(s.startswith(low) for s in _PWSH_SWITCHES) and len(low) >= 3:
             i += 1
             continue
-        if low in ("ep", "ex", "exec") or any(v.startswith(low) and v != "workingdirectory" and len(low) >= 3
-                                              for v in _PWSH_VALUES):
+        if low in ("ep", "ex", "exec") or any(
+            v.startswith(low) and v != "workingdirectory" and len(low) >= 3 for v in _PWSH_VALUES
+        ):
             i += 2
             continue
         raise Opaque(f"pwsh option {a} is not one nexusd reads")

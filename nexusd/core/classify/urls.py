@@ -141,8 +141,12 @@ def parse_url(url: str) -> UrlInfo:
     raw_authority = re.split(r"[/?#]", rest.lstrip("/\\"), maxsplit=1)[0]
     if "\\" in raw_authority and "@" in raw_authority:
         # browsers read https://a.com\@b.io as host a.com, other HTTP clients as b.io: no domain for rules
-        return UrlInfo(url=url, scheme=scheme, domain=None,
-                       problems=(*problems, "backslash and user info: clients disagree on the host"))
+        return UrlInfo(
+            url=url,
+            scheme=scheme,
+            domain=None,
+            problems=(*problems, "backslash and user info: clients disagree on the host"),
+        )
     rest = rest.replace("\\", "/")  # browsers treat \ like / in special schemes
     if not rest.startswith("//"):
         return UrlInfo(url=url, scheme=scheme, domain=None, problems=(*problems, "no host in URL"))

@@ -356,8 +356,9 @@ async def test_first_hour_papercuts(daemon_factory: Callable[..., Any]) -> None:
     async with app.run_test(size=SIZE) as pilot:
         from textual.widgets import Button
 
-        shown_help = [b for b in app.screen.active_bindings.values()
-                      if b.binding.show and b.binding.action == "open('help')"]
+        shown_help = [
+            b for b in app.screen.active_bindings.values() if b.binding.show and b.binding.action == "open('help')"
+        ]
         buttons = [str(b.label) for b in app.screen.query(Button) if "help" in str(b.label)]
         assert len(shown_help) + len(buttons) == 1, (shown_help, buttons)
 

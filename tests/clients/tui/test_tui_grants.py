@@ -70,8 +70,9 @@ async def test_allow_for_a_while_then_revoke_in_the_grants_screen(daemon_factory
     assert after.decision == "deny" and after.source != "rule"
 
 
-async def test_edit_before_approving_shows_the_diff_and_sends_the_edit(daemon_factory: Callable[..., Any],
-                                                                        tmp_path: Any) -> None:
+async def test_edit_before_approving_shows_the_diff_and_sends_the_edit(
+    daemon_factory: Callable[..., Any], tmp_path: Any
+) -> None:
     from nexus_clients.tui.screens import EditInputScreen
 
     ws = tmp_path / "ws"

@@ -63,8 +63,9 @@ def test_no_tui_module_imports_the_app() -> None:
     reach back up into it, so the app can change without them and no import cycle hides in the package."""
     package = Path(app_module.__file__).parent
     offenders = {
-        p.name: sorted(n for n in _imported_modules(p) if n == "nexus_clients.tui.app" or n.startswith(
-            "nexus_clients.tui.app."))
+        p.name: sorted(
+            n for n in _imported_modules(p) if n == "nexus_clients.tui.app" or n.startswith("nexus_clients.tui.app.")
+        )
         for p in package.glob("*.py")
         if p.name != "app.py"
     }

@@ -23,8 +23,13 @@ from tests.conftest import DaemonHandle
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -49,8 +54,14 @@ class WebHandle:
     def token(self) -> str:
         return urlsplit(self.url).query.removeprefix("token=")
 
-    def http(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None,
-             host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    def http(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        host: str | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         """A raw request with full control of Host and Origin (what a rebinding or CSRF attacker sends)."""
         h, port = self.hostport
         conn = http.client.HTTPConnection(h, port, timeout=10)
@@ -92,7 +103,11 @@ def wait_for_ui(daemon: DaemonHandle, count: int = 1, timeout: float = 20.0) -> 
 def start_web(daemon: DaemonHandle, *args: str) -> WebHandle:
     proc = subprocess.Popen(
         [sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--socket", str(daemon.socket), *args],
-        env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     lines: list[str] = []
@@ -163,7 +178,10 @@ def browser_factory(tmp_path: Path) -> Iterator[Callable[[str], Any]]:
         profile = tmp_path / f"profile-{name}"
         profile.mkdir()
         ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1200, "height": 800},
         )
         contexts.append(ctx)

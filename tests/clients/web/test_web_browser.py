@@ -22,8 +22,14 @@ from tests.clients.web.conftest import WebHandle
 class HookRun:
     """``nexus-hook claude`` in a thread: a real process, waiting for a person's answer."""
 
-    def __init__(self, env: dict[str, str], command: str, session: str = "sess-web", tool: str = "Bash",
-                 tool_input: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        command: str,
+        session: str = "sess-web",
+        tool: str = "Bash",
+        tool_input: dict[str, Any] | None = None,
+    ) -> None:
         self.result: Any = None
         stdin = claude_input(tool=tool, tool_input=tool_input or {"command": command}) | {"session_id": session}
         self.thread = threading.Thread(target=self._run, args=(env, stdin), daemon=True)

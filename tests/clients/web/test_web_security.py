@@ -54,8 +54,9 @@ def test_token_becomes_a_strict_cookie_and_leaves_the_url(web: WebHandle) -> Non
         assert status == 200, path
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}", "127.0.0.1:1",
-                                  "", "LOCALHOST:{port}x"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}", "127.0.0.1:1", "", "LOCALHOST:{port}x"]
+)
 def test_wrong_host_refused_even_with_a_session(web: WebHandle, host: str) -> None:
     cookie, _ = web.login()
     for path in ["/", f"/?token={web.token}", "/api/status"]:
@@ -72,8 +73,16 @@ def test_localhost_names_accepted(web: WebHandle) -> None:
         assert status == 200, host
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1:1", "https://127.0.0.1:{port}",
-                                    "http://localhost.evil.example:{port}"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",
+        "null",
+        "http://127.0.0.1:1",
+        "https://127.0.0.1:{port}",
+        "http://localhost.evil.example:{port}",
+    ],
+)
 def test_wrong_origin_refused(web: WebHandle, origin: str) -> None:
     cookie, csrf = web.login()
     origin = origin.format(port=web.hostport[1])
@@ -136,22 +145,49 @@ def test_no_cors_and_a_strict_csp(web: WebHandle) -> None:
 
 def test_non_loopback_needs_tls(daemon: DaemonHandle) -> None:
     for listen in ("0.0.0.0", "192.168.1.10", "::"):
-        proc = subprocess.run([sys.executable, "-m", "nexus_clients.web.app", "--listen", listen, "--port", "0"],
-                              env=daemon.env, capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nexus_clients.web.app", "--listen", listen, "--port", "0"],
+            env=daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert proc.returncode == 2 and "--cert" in proc.stderr, proc.stderr
 
 
 def test_wildcard_listen_needs_a_host_name(daemon: DaemonHandle) -> None:
-    proc = subprocess.run([sys.executable, "-m", "nexus_clients.web.app", "--listen", "0.0.0.0", "--port", "0",
-                           "--cert", "c.pem", "--key", "k.pem"], env=daemon.env, capture_output=True, text=True,
-                          timeout=30, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nexus_clients.web.app",
+            "--listen",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--cert",
+            "c.pem",
+            "--key",
+            "k.pem",
+        ],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 2 and "--host" in proc.stderr, proc.stderr
 
 
 def test_unix_socket_is_private(daemon: DaemonHandle) -> None:
     path = short_tmpdir() / "web.sock"
-    proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--unix", str(path), "--socket",
-                             str(daemon.socket)], env=daemon.env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nexus_clients.web.app", "--unix", str(path), "--socket", str(daemon.socket)],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline() + proc.stdout.readline()
@@ -174,11 +210,18 @@ def test_allowed_hosts() -> None:
 # --------------------------------------------------------------------------- the hub's own checks
 
 
-def _item(rid: str = "a" * 32, command: str = "make", suggestions: list[str] | None = None,
-          flags: list[str] | None = None) -> protocol.PendingItem:
+def _item(
+    rid: str = "a" * 32, command: str = "make", suggestions: list[str] | None = None, flags: list[str] | None = None
+) -> protocol.PendingItem:
     call = protocol.CallInfo(provider="claude", session="s1", tool="Bash", input={"command": command}, cwd="/w")
-    verdict = protocol.Verdict("ask", "mode default asks", "mode", suggestions=suggestions or [], flags=flags or [],
-                               requirement="danger-full-access")
+    verdict = protocol.Verdict(
+        "ask",
+        "mode default asks",
+        "mode",
+        suggestions=suggestions or [],
+        flags=flags or [],
+        requirement="danger-full-access",
+    )
     return protocol.PendingItem(id=rid, call=call, verdict=verdict, created=100.0, deadline=130.0)
 
 
@@ -239,12 +282,18 @@ async def test_hub_drops_a_browser_that_stops_reading() -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        [], {"id": "x"}, {"id": "x", "decision": "maybe"}, {"id": "x", "decision": "allow", "scope": "forever"},
-        {"id": "x", "decision": "allow", "scope": "never"}, {"id": "x", "decision": "deny", "scope": "always"},
-        {"id": "x", "decision": "deny", "message": "m" * 2001}, {"id": "x", "decision": "deny", "rules": "Bash(x)"},
+        [],
+        {"id": "x"},
+        {"id": "x", "decision": "maybe"},
+        {"id": "x", "decision": "allow", "scope": "forever"},
+        {"id": "x", "decision": "allow", "scope": "never"},
+        {"id": "x", "decision": "deny", "scope": "always"},
+        {"id": "x", "decision": "deny", "message": "m" * 2001},
+        {"id": "x", "decision": "deny", "rules": "Bash(x)"},
         {"id": "x", "decision": "deny", "scope": "never", "rules": [""]},
         {"id": "x", "decision": "allow", "rules": ["a"]},
-        {"id": "x", "decision": "allow", "answered_by": "someone else"}, {"id": 5, "decision": "allow"},
+        {"id": "x", "decision": "allow", "answered_by": "someone else"},
+        {"id": 5, "decision": "allow"},
     ],
 )
 def test_malformed_answers_refused(body: Any) -> None:
@@ -263,7 +312,7 @@ def test_agent_text_is_escaped_for_the_page() -> None:
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
 
 
-AGENT_SCRIPT = r'''
+AGENT_SCRIPT = r"""
 import os, subprocess, sys, threading, time
 from nexusd import protocol as p
 from nexusd.client import Client
@@ -281,7 +330,7 @@ with Client(socket_path=sock, role="agent", name="fake-agent", timeout=60) as c:
     print("DECISION", c.request(call, timeout=50).decision, flush=True)
 web.terminate()
 web.wait()
-'''
+"""
 
 
 def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: Any) -> None:
@@ -291,8 +340,13 @@ def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: 
     from tests.clients.web.conftest import WebHandle
 
     daemon = daemon_factory(pending_timeout=60)
-    proc = subprocess.Popen([sys.executable, "-c", AGENT_SCRIPT, str(daemon.socket)], env=daemon.env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AGENT_SCRIPT, str(daemon.socket)],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().split("open ", 1)[1].strip()
@@ -324,9 +378,13 @@ def test_a_web_inbox_started_by_an_agent_cannot_answer_its_asks(daemon_factory: 
 def test_qr_code_of_the_link(daemon: DaemonHandle) -> None:
     import segno
 
-    proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--qr", "--socket",
-                             str(daemon.socket)], env=daemon.env, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--qr", "--socket", str(daemon.socket)],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().split("open ", 1)[1].strip()
@@ -347,11 +405,46 @@ def test_tls_gives_a_secure_cookie_and_an_https_origin(daemon: DaemonHandle) -> 
         pytest.skip("openssl is not installed (only used to make a throwaway certificate)")
     root = short_tmpdir()
     cert, key = root / "cert.pem", root / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
-    proc = subprocess.Popen([sys.executable, "-m", "nexus_clients.web.app", "--port", "0", "--cert", str(cert),
-                             "--key", str(key), "--socket", str(daemon.socket)], env=daemon.env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nexus_clients.web.app",
+            "--port",
+            "0",
+            "--cert",
+            str(cert),
+            "--key",
+            str(key),
+            "--socket",
+            str(daemon.socket),
+        ],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().split("open ", 1)[1].strip()

@@ -17,12 +17,27 @@ from nexusd.policy.filesystem import DecisionFileSystem
 from nexusd.protocol import CallInfo
 
 TARGETS = [
-    ".cursor/hooks.json", ".Cursor/hooks.json", "~/.cursor/hooks.json", ".cursor/cli.json",
-    ".github/hooks/nexusd.json", ".github/hooks/evil.json", ".GitHub/Hooks/x.json", "sub/repo/.github/hooks/a.json",
-    ".github/copilot/settings.json", ".github/copilot/settings.local.json", ".github",
-    "~/.copilot/hooks/x.json", "~/.copilot/settings.json", "~/.copilot/config.json",
-    "opencode.json", "opencode.jsonc", "pkg/opencode.jsonc", ".opencode/plugins/x.js", ".opencode/plugin/x.ts",
-    "~/.config/opencode/plugins/x.js", "~/.config/opencode/opencode.json",
+    ".cursor/hooks.json",
+    ".Cursor/hooks.json",
+    "~/.cursor/hooks.json",
+    ".cursor/cli.json",
+    ".github/hooks/nexusd.json",
+    ".github/hooks/evil.json",
+    ".GitHub/Hooks/x.json",
+    "sub/repo/.github/hooks/a.json",
+    ".github/copilot/settings.json",
+    ".github/copilot/settings.local.json",
+    ".github",
+    "~/.copilot/hooks/x.json",
+    "~/.copilot/settings.json",
+    "~/.copilot/config.json",
+    "opencode.json",
+    "opencode.jsonc",
+    "pkg/opencode.jsonc",
+    ".opencode/plugins/x.js",
+    ".opencode/plugin/x.ts",
+    "~/.config/opencode/plugins/x.js",
+    "~/.config/opencode/opencode.json",
 ]
 
 
@@ -46,11 +61,19 @@ def absolute(world: tuple[Path, Path], target: str) -> str:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize(("provider", "tool", "shape"), [
-    ("cursor", "Shell", "shell"), ("copilot", "bash", "shell"), ("opencode", "bash", "shell"),
-    ("acp", "Bash", "shell"), ("copilot", "create", "copilot"), ("opencode", "write", "opencode"),
-    ("acp", "Write", "claude"), ("claude", "Write", "claude"),
-])
+@pytest.mark.parametrize(
+    ("provider", "tool", "shape"),
+    [
+        ("cursor", "Shell", "shell"),
+        ("copilot", "bash", "shell"),
+        ("opencode", "bash", "shell"),
+        ("acp", "Bash", "shell"),
+        ("copilot", "create", "copilot"),
+        ("opencode", "write", "opencode"),
+        ("acp", "Write", "claude"),
+        ("claude", "Write", "claude"),
+    ],
+)
 def test_agent_config_writes_are_protected(world, target: str, provider: str, tool: str, shape: str) -> None:
     if shape == "shell":
         inp = {"command": f"cp /dev/null {target}" if target != ".github" else "mv staging .github"}
@@ -63,8 +86,17 @@ def test_agent_config_writes_are_protected(world, target: str, provider: str, to
     assert Flag.PROTECTED_PATH in classify_as(world, provider, tool, inp), (provider, tool, target)
 
 
-@pytest.mark.parametrize("target", [".github/workflows/ci.yml", ".github/ISSUE_TEMPLATE/bug.md", "src/hooks/a.ts",
-                                    "docs/copilot/notes.md", "opencode.md", "cursor/hooks.json"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        ".github/workflows/ci.yml",
+        ".github/ISSUE_TEMPLATE/bug.md",
+        "src/hooks/a.ts",
+        "docs/copilot/notes.md",
+        "opencode.md",
+        "cursor/hooks.json",
+    ],
+)
 def test_neighbours_stay_ordinary(world, target: str) -> None:
     assert Flag.PROTECTED_PATH not in classify_as(world, "copilot", "bash", {"command": f"cp /dev/null {target}"})
 

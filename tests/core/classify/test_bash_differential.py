@@ -99,7 +99,7 @@ CORPUS = [
     "a\\\nb",
     '"a\\\nb"',
     "'a\\\nb'",
-    "\\a\\b\\ c '\\' \"\\\\\" \"\\$\" \"\\x\"",
+    '\\a\\b\\ c \'\\\' "\\\\" "\\$" "\\x"',
     "'a'\"b\"c$'d'$\"e\"",
     "{a,b} {a,b}{c,d} a{b,c{d,e}} {a} {} {a,b {,a} {a,} {,} {,a}'' '{a,b}' {'a,b'}",
     "{1..3} {3..1} {01..03} {-1..1} {1..10..3} {a..e} {a..e..2} {e..a} {a..C}",
@@ -116,12 +116,41 @@ def test_corpus_matches_bash(words: str, empty_dir: str) -> None:
 
 
 _plain = st.text(alphabet="abcXYZ019._/-=:,%+@^", min_size=1, max_size=4)
-_sq = st.text(alphabet="ab $*{},~\\\"?[];|&<>()\n", max_size=5).map(lambda t: "'" + t + "'")
+_sq = st.text(alphabet='ab $*{},~\\"?[];|&<>()\n', max_size=5).map(lambda t: "'" + t + "'")
 _dq_piece = st.sampled_from(["a", " ", "*", "{a,b}", "~", "'", "\\\\", '\\"', "\\$", "\\x", "\\\n", ";", "|"])
 _dq = st.lists(_dq_piece, max_size=4).map(lambda p: '"' + "".join(p) + '"')
 _ansi_piece = st.sampled_from(
-    ["a", " ", "\\n", "\\t", "\\\\", "\\'", '\\"', "\\0", "\\00", "\\x41", "\\x0", "\\x4", "\\u00e9", "\\u41",
-     "\\U41", "\\cA", "\\c@", "\\c?", "\\c[", "\\101", "\\7", "\\q", "\\e", "\\E", "\\a", "\\v", "\\?", "$", "*"]
+    [
+        "a",
+        " ",
+        "\\n",
+        "\\t",
+        "\\\\",
+        "\\'",
+        '\\"',
+        "\\0",
+        "\\00",
+        "\\x41",
+        "\\x0",
+        "\\x4",
+        "\\u00e9",
+        "\\u41",
+        "\\U41",
+        "\\cA",
+        "\\c@",
+        "\\c?",
+        "\\c[",
+        "\\101",
+        "\\7",
+        "\\q",
+        "\\e",
+        "\\E",
+        "\\a",
+        "\\v",
+        "\\?",
+        "$",
+        "*",
+    ]
 )
 _ansi = st.lists(_ansi_piece, max_size=5).map(lambda p: "$'" + "".join(p) + "'")
 _bsl = st.sampled_from(["\\a", "\\*", "\\$", "\\ ", "\\'", '\\"', "\\{", "\\~", "\\\n", "\\\\", "\\?", "\\["])
@@ -169,7 +198,11 @@ def run_bash_script(script: str, cwd: str) -> list[str] | None:
     env = {"HOME": HOME, "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
     proc = subprocess.run(
         [BASH or "bash", "--norc", "--noprofile", "-c", script],
-        cwd=cwd, env=env, capture_output=True, timeout=5, check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=5,
+        check=False,
     )
     if proc.returncode != 0 or proc.stderr:
         return None

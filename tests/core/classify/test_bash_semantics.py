@@ -81,8 +81,14 @@ def test_glob_command_name_is_dynamic(command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["shopt -s dotglob; rm *", "shopt -s globstar && cat **/*.pem", "set -f; rm *", "GLOBIGNORE=x; ls *",
-     "shopt -s nocaseglob; cat *.PEM", "for i in 1 2; do ls *; shopt -s dotglob; done"],
+    [
+        "shopt -s dotglob; rm *",
+        "shopt -s globstar && cat **/*.pem",
+        "set -f; rm *",
+        "GLOBIGNORE=x; ls *",
+        "shopt -s nocaseglob; cat *.PEM",
+        "for i in 1 2; do ls *; shopt -s dotglob; done",
+    ],
 )
 def test_glob_options_make_globs_dynamic(command: str) -> None:
     sa = bash.parse(command)
@@ -127,8 +133,16 @@ def test_arithmetic_contexts_are_dynamic(command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["i=0; (( i++ ))", "echo $((1+2))", "[[ -f x ]] && cat x", "for ((i=0;i<3;i++)); do echo $i; done",
-     "[[ $# -eq 0 ]]", "n=5; [[ $n -gt 1 ]]", "for i in 1 2 3; do (( i > 1 )); done", "echo ${!a[@]}"],
+    [
+        "i=0; (( i++ ))",
+        "echo $((1+2))",
+        "[[ -f x ]] && cat x",
+        "for ((i=0;i<3;i++)); do echo $i; done",
+        "[[ $# -eq 0 ]]",
+        "n=5; [[ $n -gt 1 ]]",
+        "for i in 1 2 3; do (( i > 1 )); done",
+        "echo ${!a[@]}",
+    ],
 )
 def test_arithmetic_not_over_blocked(command: str) -> None:
     assert DYN not in bash.parse(command).flags, bash.parse(command).notes
@@ -207,8 +221,12 @@ def test_loop_variable_binding() -> None:
     sa = bash.parse("for f in a.txt b.txt; do cat $f; done")
     assert [c.argv for c in sa.commands] == [("cat", "a.txt"), ("cat", "b.txt")] and DYN not in sa.flags
     assert sa.commands[0].dynamic_args == frozenset()
-    for dynamic in ('for f in $(ls); do cat "$f"; done', 'for f in "$@"; do cat "$f"; done',
-                    'for f in a; do f=/etc/passwd; cat "$f"; done', "for f in src/*.py; do cat $f; done"):
+    for dynamic in (
+        'for f in $(ls); do cat "$f"; done',
+        'for f in "$@"; do cat "$f"; done',
+        'for f in a; do f=/etc/passwd; cat "$f"; done',
+        "for f in src/*.py; do cat $f; done",
+    ):
         sa = bash.parse(dynamic)
         assert DYN in sa.flags or any(c.dynamic_args for c in sa.commands), dynamic
 
@@ -222,8 +240,14 @@ def test_unknown_wrapper_options_fail_closed(command: str) -> None:
 
 @pytest.mark.parametrize(
     ("command", "inner"),
-    [("npm exec -c 'rm x'", ("rm", "x")), ("npm exec --call='rm x'", ("rm", "x")), ("fd . -x rm", ("rm",)),
-     ("time -p rm x", ("rm", "x")), ("sudo -s rm x", ("rm", "x")), ("env -i -S'rm x'", ("rm", "x"))],
+    [
+        ("npm exec -c 'rm x'", ("rm", "x")),
+        ("npm exec --call='rm x'", ("rm", "x")),
+        ("fd . -x rm", ("rm",)),
+        ("time -p rm x", ("rm", "x")),
+        ("sudo -s rm x", ("rm", "x")),
+        ("env -i -S'rm x'", ("rm", "x")),
+    ],
 )
 def test_more_wrappers(command: str, inner: tuple[str, ...]) -> None:
     assert inner in [c.argv for c in bash.parse(command).commands]
@@ -264,8 +288,14 @@ def test_loop_values_with_home_tilde() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["GCONV_PATH=. iconv -f x", "export LUA_INIT='os.execute(\"id\")'", "TAR_OPTIONS=--to-command=sh tar xf a.tar",
-     "KUBECONFIG=k kubectl get pods", "env GOFLAGS=-toolexec=./x go build", "GLIBC_TUNABLES=x ls"],
+    [
+        "GCONV_PATH=. iconv -f x",
+        "export LUA_INIT='os.execute(\"id\")'",
+        "TAR_OPTIONS=--to-command=sh tar xf a.tar",
+        "KUBECONFIG=k kubectl get pods",
+        "env GOFLAGS=-toolexec=./x go build",
+        "GLIBC_TUNABLES=x ls",
+    ],
 )
 def test_more_dangerous_variables(command: str) -> None:
     assert ENV in bash.parse(command).flags

@@ -40,8 +40,10 @@ def test_every_entry_kind_is_known() -> None:
             assert name in commands._PARSERS or name in ("sed", "sort", "uniq", "xxd", "find", "git", "dd"), name
 
 
-@pytest.mark.parametrize("word", ["./rg", "/tmp/x/rg", "rg/", "../bin/cat", "//usr/bin/cat", "/usr/bin/../../tmp/cat",
-                                  "~/bin/cat", "bin/cat"])
+@pytest.mark.parametrize(
+    "word",
+    ["./rg", "/tmp/x/rg", "rg/", "../bin/cat", "//usr/bin/cat", "/usr/bin/../../tmp/cat", "~/bin/cat", "bin/cat"],
+)
 def test_program_by_path_is_unknown(word: str) -> None:
     assert commands.program_name(word) is None
     eff = commands.effect(bash.ParsedCommand((word, "foo")))
@@ -121,10 +123,15 @@ def test_glob_expanding_into_options(argv, globs, hidden) -> None:  # type: igno
         assert acc.requirement is Requirement.DANGER_FULL_ACCESS
 
 
-@pytest.mark.parametrize(("names", "earlier", "hidden"), [
-    ([], [], False), (["a.txt", "b"], [], False), (["-f.env", "a"], [], True),
-    ([], [("touch", "./-f.env")], True),
-])
+@pytest.mark.parametrize(
+    ("names", "earlier", "hidden"),
+    [
+        ([], [], False),
+        (["a.txt", "b"], [], False),
+        (["-f.env", "a"], [], True),
+        ([], [("touch", "./-f.env")], True),
+    ],
+)
 def test_glob_options_of_a_reader(names, earlier, hidden) -> None:  # type: ignore[no-untyped-def]
     cmds = [bash.ParsedCommand(a) for a in earlier] + [bash.ParsedCommand(("grep", "x", "*"), glob_args=frozenset({2}))]
     acc = _classify_parsed(cmds, names)
@@ -138,8 +145,12 @@ def test_recursive_delete_of_a_mount_point_inside_the_workspace() -> None:
 
     from nexusd.core.classify import _Acc, _command_effect
 
-    for argv in (("rm", "-rf", "data"), ("rm", "-r", "data/"), ("chmod", "-R", "777", "data"),
-                 ("find", "data", "-delete")):
+    for argv in (
+        ("rm", "-rf", "data"),
+        ("rm", "-r", "data/"),
+        ("chmod", "-R", "777", "data"),
+        ("find", "data", "-delete"),
+    ):
         acc = _Acc(Context(cwd="/ws", workspace_roots=("/ws",), home="/home/u"), _MountFs([]))
         c = bash.ParsedCommand(argv)
         _command_effect(c, commands.effect(c), ["/ws"], acc)
@@ -156,18 +167,39 @@ def _cls(world, cmd: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     "cmd",
-    ["rm -rf /data", "rm -rf /tmp", "rm -rf /workspace", "rm -rf /srv", "rm -r -f /mnt/backup",
-     "rm --recursive --force /opt/x", "find /data -delete", "rsync -a --delete src/ /srv/www",
-     "git -C /srv/repo clean -fdx", "chmod -R 777 /data", "chown -R x /home", "rm -rf {out}", "rm -rf ../",
-     "rm -rf escape/"],
+    [
+        "rm -rf /data",
+        "rm -rf /tmp",
+        "rm -rf /workspace",
+        "rm -rf /srv",
+        "rm -r -f /mnt/backup",
+        "rm --recursive --force /opt/x",
+        "find /data -delete",
+        "rsync -a --delete src/ /srv/www",
+        "git -C /srv/repo clean -fdx",
+        "chmod -R 777 /data",
+        "chown -R x /home",
+        "rm -rf {out}",
+        "rm -rf ../",
+        "rm -rf escape/",
+    ],
 )
 def test_recursive_delete_outside_workspace_is_catastrophic(world, cmd: str) -> None:  # type: ignore[no-untyped-def]
     cls = world.bash(world.sub(cmd))
     assert Flag.CATASTROPHIC in cls.flags, cls.notes
 
 
-@pytest.mark.parametrize("cmd", ["rm -rf build", "rm -rf src/gen", "find src -name '*.pyc' -delete",
-                                 "git clean -fdx", "chmod -R u+w src", "rsync -a --delete src/ out/"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "rm -rf build",
+        "rm -rf src/gen",
+        "find src -name '*.pyc' -delete",
+        "git clean -fdx",
+        "chmod -R u+w src",
+        "rsync -a --delete src/ out/",
+    ],
+)
 def test_recursive_delete_inside_workspace_is_a_workspace_write(world, cmd: str) -> None:  # type: ignore[no-untyped-def]
     cls = world.bash(cmd)
     assert Flag.CATASTROPHIC not in cls.flags, cls.notes
@@ -215,10 +247,15 @@ def test_allow_rule_does_not_cover_what_the_words_hide(world, rule: str, cmd: st
     assert v.decision != "allow", (rule, cmd, v.reason)
 
 
-@pytest.mark.parametrize(("rule", "cmd"), [("Bash(git fetch *)", "git fetch origin"),
-                                           ("Bash(git fetch *)", "git fetch --prune origin"),
-                                           ("Bash(sort *)", "sort README.md"),
-                                           ("Bash(npm run test *)", "npm run test -- --grep=foo")])
+@pytest.mark.parametrize(
+    ("rule", "cmd"),
+    [
+        ("Bash(git fetch *)", "git fetch origin"),
+        ("Bash(git fetch *)", "git fetch --prune origin"),
+        ("Bash(sort *)", "sort README.md"),
+        ("Bash(npm run test *)", "npm run test -- --grep=foo"),
+    ],
+)
 def test_allow_rule_still_covers_the_plain_command(world, rule: str, cmd: str) -> None:  # type: ignore[no-untyped-def]
     assert _decide(world, cmd, [rule]).decision == "allow"
 
@@ -236,10 +273,15 @@ def test_nested_repository_config_is_a_hidden_effect() -> None:
     nested = Path(world.ws, "vendor", "evil")
     os.makedirs(nested / ".git", exist_ok=True)
     (nested / ".git" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
-    for cmd, cwd in (("git -C vendor/evil status", None), ("git status", str(nested)),
-                     ("cd vendor/evil && git status", None), ("git -C vendor -C evil log", None),
-                     ("git -C vendor/evil fetch origin", None), ("cd vendor/evil && git commit -m x", None),
-                     ("git commit -m x", str(nested))):
+    for cmd, cwd in (
+        ("git -C vendor/evil status", None),
+        ("git status", str(nested)),
+        ("cd vendor/evil && git status", None),
+        ("git -C vendor -C evil log", None),
+        ("git -C vendor/evil fetch origin", None),
+        ("cd vendor/evil && git commit -m x", None),
+        ("git commit -m x", str(nested)),
+    ):
         cls = world.bash(cmd, cwd=cwd) if cwd else world.bash(cmd)
         assert Flag.HIDDEN_EFFECT in cls.flags, (cmd, cls.notes)
         assert cls.requirement is Requirement.DANGER_FULL_ACCESS

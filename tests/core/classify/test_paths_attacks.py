@@ -39,27 +39,66 @@ def tool(world, name: str, inp: dict) -> Classification:
 
 
 # ---- class 9 / part 2 class 6: protected names, written anywhere
-@pytest.mark.parametrize("target", [
-    ".mcp.json", ".cursor/rules/x.mdc", ".npmrc", ".yarnrc.yml", ".pre-commit-config.yaml", ".gitmodules",
-    ".gitattributes", ".devcontainer/devcontainer.json", ".cargo/config.toml", ".mvn/wrapper/maven-wrapper.properties",
-    "gradlew", "gradle/wrapper/gradle-wrapper.properties", "opencode.json", ".opencode/x", "sub/.git/hooks/pre-commit",
-    "pkg/.claude/settings.json", ".Git/hooks/x", "nested/deeper/.vscode/tasks.json", ".ripgreprc", ".claude.json",
-])
-@pytest.mark.parametrize("how", ["echo x > {t}", "cp /dev/null {t}", "tee {t} < /dev/null", "touch {t}",
-                                 "sed -i s/a/b/ {t}", "mystery-tool --out={t}"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        ".mcp.json",
+        ".cursor/rules/x.mdc",
+        ".npmrc",
+        ".yarnrc.yml",
+        ".pre-commit-config.yaml",
+        ".gitmodules",
+        ".gitattributes",
+        ".devcontainer/devcontainer.json",
+        ".cargo/config.toml",
+        ".mvn/wrapper/maven-wrapper.properties",
+        "gradlew",
+        "gradle/wrapper/gradle-wrapper.properties",
+        "opencode.json",
+        ".opencode/x",
+        "sub/.git/hooks/pre-commit",
+        "pkg/.claude/settings.json",
+        ".Git/hooks/x",
+        "nested/deeper/.vscode/tasks.json",
+        ".ripgreprc",
+        ".claude.json",
+    ],
+)
+@pytest.mark.parametrize(
+    "how",
+    [
+        "echo x > {t}",
+        "cp /dev/null {t}",
+        "tee {t} < /dev/null",
+        "touch {t}",
+        "sed -i s/a/b/ {t}",
+        "mystery-tool --out={t}",
+    ],
+)
 def test_protected_names_need_a_person(world, target, how):
     cls = bash(world, how.format(t=target))
     assert Flag.PROTECTED_PATH in cls.flags, (how.format(t=target), cls.notes)
 
 
-@pytest.mark.parametrize("target", ["~/.claude.json", "~/.codex/config.toml", "~/.copilot/config.json",
-                                    "~/.config/opencode/opencode.json", "~/.config/systemd/user/x.service",
-                                    "~/.config/autostart/x.desktop", "~/.local/bin/git",
-                                    "~/Library/LaunchAgents/x.plist"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "~/.claude.json",
+        "~/.codex/config.toml",
+        "~/.copilot/config.json",
+        "~/.config/opencode/opencode.json",
+        "~/.config/systemd/user/x.service",
+        "~/.config/autostart/x.desktop",
+        "~/.local/bin/git",
+        "~/Library/LaunchAgents/x.plist",
+    ],
+)
 def test_agent_and_autostart_config_in_home_is_protected(world, target):
     assert Flag.PROTECTED_PATH in bash(world, f"echo x > {target}").flags
-    assert Flag.PROTECTED_PATH in tool(world, "Write", {"file_path": target.replace("~", str(world[0])),
-                                                         "content": "x"}).flags
+    assert (
+        Flag.PROTECTED_PATH
+        in tool(world, "Write", {"file_path": target.replace("~", str(world[0])), "content": "x"}).flags
+    )
 
 
 def test_the_installed_gate_is_protected(world):
@@ -69,14 +108,26 @@ def test_the_installed_gate_is_protected(world):
     home, ws = world
     ctx = Context(cwd=str(ws), workspace_roots=(str(ws),), home=str(home), protected_dirs=installed_paths())
     for target in installed_paths()[:3]:
-        cls = classify(CallInfo("claude", "s", "Bash", {"command": f"echo x > {target}/evil.pth"}, str(ws)), ctx,
-                       DecisionFileSystem())
+        cls = classify(
+            CallInfo("claude", "s", "Bash", {"command": f"echo x > {target}/evil.pth"}, str(ws)),
+            ctx,
+            DecisionFileSystem(),
+        )
         assert Flag.PROTECTED_PATH in cls.flags, target
 
 
 # ---- credentials are never "inside the workspace", even when the workspace is the home directory
-@pytest.mark.parametrize("command", ["cat ~/.ssh/id_ed25519", "cat .ssh/id_ed25519", "head -1 .aws/credentials",
-                                     "grep -r KEY .ssh", "base64 .ssh/id_ed25519", "cp .ssh/id_ed25519 /tmp/k"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~/.ssh/id_ed25519",
+        "cat .ssh/id_ed25519",
+        "head -1 .aws/credentials",
+        "grep -r KEY .ssh",
+        "base64 .ssh/id_ed25519",
+        "cp .ssh/id_ed25519 /tmp/k",
+    ],
+)
 def test_credentials_in_a_home_workspace_are_not_readable_by_mode(world, command):
     home, _ = world
     cls = bash(world, command, ws=home)
@@ -90,8 +141,17 @@ def test_ordinary_home_workspace_files_stay_inside(world):
 
 
 # ---- class 8: /proc and /dev/fd reach elsewhere
-@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/self/root/etc/shadow", "/proc/1/cwd/x",
-                                  "/proc/thread-self/root/etc/passwd", "/dev/fd/3", "/proc/12345/mem"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/proc/self/environ",
+        "/proc/self/root/etc/shadow",
+        "/proc/1/cwd/x",
+        "/proc/thread-self/root/etc/passwd",
+        "/dev/fd/3",
+        "/proc/12345/mem",
+    ],
+)
 @pytest.mark.parametrize("verb", ["cat {p}", "cp {p} out.txt", "echo x > {p}"])
 def test_proc_paths_that_reach_elsewhere_are_unresolvable(world, path, verb):
     cls = bash(world, verb.format(p=path))
@@ -104,13 +164,16 @@ def test_plain_proc_facts_stay_readable(world):
 
 
 # ---- class 8: symlinks created earlier in the same command
-@pytest.mark.parametrize("command", [
-    "ln -s ~/.ssh k; cat k/id_ed25519",
-    "ln -sf ~/.ssh k && cat k/id_ed25519",
-    "ln --symbolic ~/.ssh k; grep KEY k/id_ed25519",
-    "mkdir d && ln -s ~/.ssh d/k && cat d/k/id_ed25519",
-    "ln -s ../home/.ssh k; cat k/id_ed25519",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ln -s ~/.ssh k; cat k/id_ed25519",
+        "ln -sf ~/.ssh k && cat k/id_ed25519",
+        "ln --symbolic ~/.ssh k; grep KEY k/id_ed25519",
+        "mkdir d && ln -s ~/.ssh d/k && cat d/k/id_ed25519",
+        "ln -s ../home/.ssh k; cat k/id_ed25519",
+    ],
+)
 def test_paths_under_a_link_made_in_the_command_are_its_target(world, command):
     home, _ = world
     cls = bash(world, command)

@@ -94,10 +94,10 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("echo hello > world", NO, "gemini", ""),
     ("echo hello >> world", NO, "gemini", ""),
     ("echo hello | cat", RO, "gemini", ""),
-    ("echo \"a > b\"", RO, "gemini", ""),
+    ('echo "a > b"', RO, "gemini", ""),
     ("ls -l && git status", RO, "gemini", ""),
-    ("echo \"foo\" > >(cat)", NO, "gemini", ""),
-    ("cat <<< \"hello\"", RO, "gemini", ""),
+    ('echo "foo" > >(cat)', NO, "gemini", ""),
+    ('cat <<< "hello"', RO, "gemini", ""),
     # issue 28 class 7: read-only commands the knowledge lacked
     ("tr a-z A-Z < README.md", RO, "issue28", ""),
     ("docker ps", RO, "issue28", ""),

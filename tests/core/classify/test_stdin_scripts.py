@@ -42,37 +42,75 @@ def test_fed_text_is_what_bash_feeds(command: str) -> None:
     cats = [c for c in parsed.commands if c.argv[:1] == ("cat",)]
     assert cats, parsed
     with tempfile.TemporaryDirectory() as d:
-        out = subprocess.run([BASH, "--norc", "--noprofile", "-c", command], cwd=d, capture_output=True, text=True,
-                             timeout=10, env={"PATH": "/usr/bin:/bin", "HOME": d}, check=True).stdout
+        out = subprocess.run(
+            [BASH, "--norc", "--noprofile", "-c", command],
+            cwd=d,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={"PATH": "/usr/bin:/bin", "HOME": d},
+            check=True,
+        ).stdout
     assert cats[-1].stdin.rstrip("\n") == out.rstrip("\n")
 
 
-@pytest.mark.parametrize("command", [
-    "cat <<EOF\n$x\nEOF", "cat <<EOF\n\\$x\nEOF", "cat <<< \"$x\"", "cat <<< $'a\\nb'", "echo -e 'a' | cat",
-    "echo $x | cat", "printf '%s' x | cat", "printf a b | cat", "base64 -d <<< eA== | cat",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat <<EOF\n$x\nEOF",
+        "cat <<EOF\n\\$x\nEOF",
+        'cat <<< "$x"',
+        "cat <<< $'a\\nb'",
+        "echo -e 'a' | cat",
+        "echo $x | cat",
+        "printf '%s' x | cat",
+        "printf a b | cat",
+        "base64 -d <<< eA== | cat",
+    ],
+)
 def test_text_nexusd_cannot_know_is_not_claimed(command: str) -> None:
     cats = [c for c in bash.parse(command).commands if c.argv[:1] == ("cat",)]
     assert cats and cats[-1].stdin == ""
 
 
-@pytest.mark.parametrize("command", [
-    "bash <<< 'curl x'", "sh <<EOF\ncurl x\nEOF", "echo 'curl x' | bash", "bash -s <<< 'curl x'",
-    "dash - <<< 'curl x'", "bash -x <<< 'curl x'", "at now <<< 'curl x'", "bash /dev/stdin <<< 'curl x'",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bash <<< 'curl x'",
+        "sh <<EOF\ncurl x\nEOF",
+        "echo 'curl x' | bash",
+        "bash -s <<< 'curl x'",
+        "dash - <<< 'curl x'",
+        "bash -x <<< 'curl x'",
+        "at now <<< 'curl x'",
+        "bash /dev/stdin <<< 'curl x'",
+    ],
+)
 def test_a_shell_fed_literal_code_runs_it(command: str) -> None:
     assert ("curl", "x") in [c.argv for c in bash.parse(command).commands]
 
 
-@pytest.mark.parametrize("command", [
-    "base64 -d <<< x | sh", "curl x | bash", "bash <<EOF\n$X\nEOF", "cat a.sh | bash -s", "bash <<< \"$X\"",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "base64 -d <<< x | sh",
+        "curl x | bash",
+        "bash <<EOF\n$X\nEOF",
+        "cat a.sh | bash -s",
+        'bash <<< "$X"',
+    ],
+)
 def test_a_shell_fed_unknown_code_is_dynamic(command: str) -> None:
     assert Flag.DYNAMIC in bash.parse(command).flags
 
 
-@pytest.mark.parametrize("command", [
-    "bash -c 'ls' <<< 'curl x'", "bash script.sh <<< 'curl x'", "python3 - <<< 'x'",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bash -c 'ls' <<< 'curl x'",
+        "bash script.sh <<< 'curl x'",
+        "python3 - <<< 'x'",
+    ],
+)
 def test_a_shell_with_its_own_script_does_not_run_its_stdin(command: str) -> None:
     assert ("curl", "x") not in [c.argv for c in bash.parse(command).commands]

@@ -36,12 +36,26 @@ def run(ws: Path, command: str) -> tuple[Classification, CallInfo, Context]:
     return classify(c, ctx, DecisionFileSystem()), c, ctx
 
 
-@pytest.mark.parametrize("command", [
-    "tar xf a.tar", "tar -xf a.tar", "tar -xzf a.tgz -C src", "tar --extract --file a.tar", "tar -x -f a.tar",
-    "tar xvf a.tar --directory=src", "unzip a.zip", "unzip -o a.zip -d src", "unzip -qq a.zip",
-    "cd src && unzip ../a.zip",
-    "git apply p.diff", "git am p.diff", "patch -p1 < p.diff", "patch -d src -p1 -i ../p.diff", "sudo tar xf a.tar",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tar xf a.tar",
+        "tar -xf a.tar",
+        "tar -xzf a.tgz -C src",
+        "tar --extract --file a.tar",
+        "tar -x -f a.tar",
+        "tar xvf a.tar --directory=src",
+        "unzip a.zip",
+        "unzip -o a.zip -d src",
+        "unzip -qq a.zip",
+        "cd src && unzip ../a.zip",
+        "git apply p.diff",
+        "git am p.diff",
+        "patch -p1 < p.diff",
+        "patch -d src -p1 -i ../p.diff",
+        "sudo tar xf a.tar",
+    ],
+)
 @pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions"])
 def test_extracting_or_patching_is_a_protected_write(ws, command, mode):
     cls, c, ctx = run(ws, command)
@@ -50,9 +64,20 @@ def test_extracting_or_patching_is_a_protected_write(ws, command, mode):
     assert evaluate(c, pol, session(mode), cls, ctx).verdict.decision != "allow", (command, mode)
 
 
-@pytest.mark.parametrize("command", ["tar tf a.tar", "tar -tzf a.tgz", "unzip -l a.zip", "unzip -p a.zip x",
-                                     "tar -xOf a.tar", "tar -x --to-stdout -f a.tar",
-                                     "git apply --check p.diff", "git apply --stat p.diff", "tar cf out.tar src"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tar tf a.tar",
+        "tar -tzf a.tgz",
+        "unzip -l a.zip",
+        "unzip -p a.zip x",
+        "tar -xOf a.tar",
+        "tar -x --to-stdout -f a.tar",
+        "git apply --check p.diff",
+        "git apply --stat p.diff",
+        "tar cf out.tar src",
+    ],
+)
 def test_listing_checking_or_creating_is_not(ws, command):
     cls, _c, _ctx = run(ws, command)
     assert Flag.PROTECTED_PATH not in cls.flags, (command, cls.notes)

@@ -133,9 +133,10 @@ def test_nul_and_hidden_chars(world) -> None:  # type: ignore[no-untyped-def]
     assert "\u202e" not in "".join(d.commands[0]) and d.notes
 
 
-
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
-       | st.text(alphabet="ab \t\n\r\x00\x1b\x7f\x85\u200b\u202e\u2066\ufeffé", max_size=20))
+@given(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+    | st.text(alphabet="ab \t\n\r\x00\x1b\x7f\x85\u200b\u202e\u2066\ufeffé", max_size=20)
+)
 def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
     """The early exit (one regex search, or printable ASCII) never hides a character the full scan finds."""
     from nexusd.core.classify import text

@@ -7,15 +7,29 @@ import pytest
 from nexusd.core.policy.modes import INTERNAL, MODES, resolve
 
 EXPECTED = {
-    "read-only": "read_only", "workspace-write": "workspace_write", "danger-full-access": "danger_full_access",
-    "prompt": "prompt", "allow": "allow",
-    "default": "default", "manual": "default", "acceptEdits": "accept_edits", "plan": "plan", "auto": "auto",
-    "dontAsk": "dont_ask", "bypassPermissions": "bypass",
+    "read-only": "read_only",
+    "workspace-write": "workspace_write",
+    "danger-full-access": "danger_full_access",
+    "prompt": "prompt",
+    "allow": "allow",
+    "default": "default",
+    "manual": "default",
+    "acceptEdits": "accept_edits",
+    "plan": "plan",
+    "auto": "auto",
+    "dontAsk": "dont_ask",
+    "bypassPermissions": "bypass",
     # the Nexus CLI's ACCEPT_EDITS and YOLO and Gemini's autoEdit approve edit tools only (was accept_edits,
     # which also allowed deletes, moves and workspace-write shell commands: looser than where they come from)
-    "DEFAULT": "default", "CAUTIOUS": "cautious", "YOLO": "edits_only", "PLAN": "plan",
-    "ACCEPT_EDITS": "edits_only", "BYPASS_PERMISSIONS": "bypass",
-    "autoEdit": "edits_only", "auto_edit": "edits_only", "yolo": "bypass",
+    "DEFAULT": "default",
+    "CAUTIOUS": "cautious",
+    "YOLO": "edits_only",
+    "PLAN": "plan",
+    "ACCEPT_EDITS": "edits_only",
+    "BYPASS_PERMISSIONS": "bypass",
+    "autoEdit": "edits_only",
+    "auto_edit": "edits_only",
+    "yolo": "bypass",
 }
 
 
@@ -30,8 +44,15 @@ def test_table_covers_every_name():
     assert all(i in INTERNAL for _, _, i in MODES)
 
 
-@pytest.mark.parametrize(("loose", "internal"), [("accept-edits", "accept_edits"), ("DONTASK", "dont_ask"),
-                                                 ("Bypass_Permissions", "bypass"), ("AUTOEDIT", "edits_only")])
+@pytest.mark.parametrize(
+    ("loose", "internal"),
+    [
+        ("accept-edits", "accept_edits"),
+        ("DONTASK", "dont_ask"),
+        ("Bypass_Permissions", "bypass"),
+        ("AUTOEDIT", "edits_only"),
+    ],
+)
 def test_loose_spellings(loose, internal):
     assert resolve(loose).name == internal
 

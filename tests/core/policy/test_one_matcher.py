@@ -11,9 +11,23 @@ from nexusd.core.disposition import _match_rule, excluded_rule
 from nexusd.core.policy.rules import parse_rule
 
 PATTERNS = ["npm run *", "npm run test:*", "git fetch", "git * main", "make", "docker compose up *", "cargo build*"]
-COMMANDS = ["npm run test", "npm run", "npm runner", "npm run test -- --watch", "git fetch", "git fetch origin",
-            "git push origin main", "git checkout main", "make", "make all", "/usr/bin/make", "docker compose up -d",
-            "cargo build --release", "cargo buildx", "npm run test\x00x"]
+COMMANDS = [
+    "npm run test",
+    "npm run",
+    "npm runner",
+    "npm run test -- --watch",
+    "git fetch",
+    "git fetch origin",
+    "git push origin main",
+    "git checkout main",
+    "make",
+    "make all",
+    "/usr/bin/make",
+    "docker compose up -d",
+    "cargo build --release",
+    "cargo buildx",
+    "npm run test\x00x",
+]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

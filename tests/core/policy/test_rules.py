@@ -87,10 +87,28 @@ def test_slash_anchor_follows_the_policy_file():
 @pytest.mark.parametrize(
     "bad",
     [
-        "", "Bash(", "Bash()", "Bash(ls", "Bash)x", "(ls)", "Bash(a:*b:*)", "Bash(a:* b)",
-        "WebFetch(example.com)", "WebFetch(domain:)", "WebFetch(domain:a.*.com)", "WebFetch(domain:x/y)",
-        "WebSearch(foo)", "mcp__s__t(x)", "mcp__s__a*", "Read(!x)", "Read([abc)", "Read(***)", "Read(~bob/x)",
-        "Edit(a\\b)", "Bad Tool", "Bash(\x00)",
+        "",
+        "Bash(",
+        "Bash()",
+        "Bash(ls",
+        "Bash)x",
+        "(ls)",
+        "Bash(a:*b:*)",
+        "Bash(a:* b)",
+        "WebFetch(example.com)",
+        "WebFetch(domain:)",
+        "WebFetch(domain:a.*.com)",
+        "WebFetch(domain:x/y)",
+        "WebSearch(foo)",
+        "mcp__s__t(x)",
+        "mcp__s__a*",
+        "Read(!x)",
+        "Read([abc)",
+        "Read(***)",
+        "Read(~bob/x)",
+        "Edit(a\\b)",
+        "Bad Tool",
+        "Bash(\x00)",
     ],
 )
 def test_bad_rules(bad):
@@ -105,8 +123,13 @@ def test_slash_anchor_needs_a_file():
 
 @pytest.mark.parametrize(
     ("rule", "tool", "expected"),
-    [("mcp__gh", "mcp__gh__x", True), ("mcp__gh__*", "mcp__gh__x", True), ("mcp__gh__x", "mcp__gh__y", False),
-     ("mcp__gh", "mcp__ghx__y", False), ("mcp__my_srv__t", "mcp__my_srv__t", True)],
+    [
+        ("mcp__gh", "mcp__gh__x", True),
+        ("mcp__gh__*", "mcp__gh__x", True),
+        ("mcp__gh__x", "mcp__gh__y", False),
+        ("mcp__gh", "mcp__ghx__y", False),
+        ("mcp__my_srv__t", "mcp__my_srv__t", True),
+    ],
 )
 def test_mcp(rule, tool, expected):
     assert parse_rule(rule, "allow").matches_mcp(tool) is expected
@@ -114,11 +137,14 @@ def test_mcp(rule, tool, expected):
 
 @pytest.mark.parametrize(
     ("rule", "domain", "expected"),
-    [("WebFetch(domain:example.com)", "example.com", True), ("WebFetch(domain:example.com)", "a.example.com", False),
-     ("WebFetch(domain:*.example.com)", "a.example.com", True),
-     ("WebFetch(domain:*.example.com)", "example.com", False),
-     ("WebFetch(domain:*.example.com)", "example.com.evil.io", False),
-     ("WebFetch(domain:*.example.com)", "evilexample.com", False)],
+    [
+        ("WebFetch(domain:example.com)", "example.com", True),
+        ("WebFetch(domain:example.com)", "a.example.com", False),
+        ("WebFetch(domain:*.example.com)", "a.example.com", True),
+        ("WebFetch(domain:*.example.com)", "example.com", False),
+        ("WebFetch(domain:*.example.com)", "example.com.evil.io", False),
+        ("WebFetch(domain:*.example.com)", "evilexample.com", False),
+    ],
 )
 def test_domains(rule, domain, expected):
     assert parse_rule(rule, "allow").matches_domain(domain) is expected
@@ -143,8 +169,12 @@ def test_gemini_and_codex_spellings():
 _word = st.text(alphabet="abcdefgh-_.", min_size=1, max_size=6)
 
 
-@given(words=st.lists(_word, min_size=1, max_size=4), extra=st.lists(_word, max_size=3),
-       star=st.booleans(), other=st.lists(_word, min_size=1, max_size=4))
+@given(
+    words=st.lists(_word, min_size=1, max_size=4),
+    extra=st.lists(_word, max_size=3),
+    star=st.booleans(),
+    other=st.lists(_word, min_size=1, max_size=4),
+)
 def test_examples_always_agree_with_the_matcher(words, extra, star, other):
     """Whatever a rule's matcher says about a command, check_examples agrees (property)."""
     rule_text = "Bash(" + " ".join(words) + (" *" if star else "") + ")"
@@ -152,8 +182,11 @@ def test_examples_always_agree_with_the_matcher(words, extra, star, other):
     for cmd in (words + extra, other):
         text = " ".join(cmd)
         if r.matches_argv(cmd):
-            assert not check_examples(parse_rule(rule_text, "allow").__class__(
-                **{**{s: getattr(r, s) for s in r.__slots__}, "match": (text,)}))
+            assert not check_examples(
+                parse_rule(rule_text, "allow").__class__(
+                    **{**{s: getattr(r, s) for s in r.__slots__}, "match": (text,)}
+                )
+            )
         else:
             with pytest.raises(RuleError):
                 parse_rule(rule_text, "allow", match=[text])
@@ -169,16 +202,19 @@ def test_home_examples_use_the_home_the_caller_gives() -> None:
         parse_rule("Read(~/.ssh/**)", "deny", match=["/home/bob/.ssh/id_rsa"], home="/home/alice")
 
 
-@pytest.mark.parametrize(("rule", "path", "expected"), [
-    ("Read(~/notes/**)", "/home/u/notes", True),
-    ("Read(~/notes/**)", "/home/u/notes/a.md", True),
-    ("Read(~/notes/**)", "/home/u/notesbook", False),
-    ("Read(./secrets/**)", "/ws/secrets", True),
-    ("Read(./secrets/)", "/ws/secrets", True),
-    ("Read(./src/*.py)", "/ws/src", False),
-    ("Read(./.env)", "/ws/.env", True),
-    ("Read(./.env)", "/ws", False),
-])
+@pytest.mark.parametrize(
+    ("rule", "path", "expected"),
+    [
+        ("Read(~/notes/**)", "/home/u/notes", True),
+        ("Read(~/notes/**)", "/home/u/notes/a.md", True),
+        ("Read(~/notes/**)", "/home/u/notesbook", False),
+        ("Read(./secrets/**)", "/ws/secrets", True),
+        ("Read(./secrets/)", "/ws/secrets", True),
+        ("Read(./src/*.py)", "/ws/src", False),
+        ("Read(./.env)", "/ws/.env", True),
+        ("Read(./.env)", "/ws", False),
+    ],
+)
 def test_a_directory_rule_covers_the_directory_itself(rule, path, expected):
     """Issue "Close the gate" class 12: Read(~/notes/**) did not cover `ls ~/notes`, and a deny of dir/** did
     not cover reading the directory."""
