@@ -566,7 +566,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                                        else "allowed by rules " + ", ".join(r.text for r in used), "rule", rules=used))
         elif cls.rule_allowable:
             run.step("allow_rules", "passed", "no allow rule covers the call")
-        v = _mode_check(run, writes)
+        v = _mode_check(run, reads, writes)
         if v is not None:
             return Evaluation(v)
         # auto mode: the external classifier decides what the mode alone does not allow.
@@ -607,10 +607,9 @@ def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]
     return kept, broad
 
 
-def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
+def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
     need = int(cls.requirement)
-    reads, _ = _file_paths(run.call, cls, run.ctx)
     outside = [p for p in (*reads, *writes) if not _inside(p, run.ctx.workspace_roots)]
     if Flag.OUTSIDE_WORKSPACE in cls.flags or outside:
         need = int(Requirement.DANGER_FULL_ACCESS)

@@ -111,8 +111,18 @@ class Policy:
     audit_on_failure: Literal["continue", "deny"] = "continue"
     limits: Limits = Limits()
     notify: NotifySpec = NotifySpec()
+    # Answers derived from the fields above, kept for the policy's life (it is immutable): every decision
+    # asks for the rules of each kind and its provider's settings, so they are computed once per policy.
+    _derived: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def provider(self, name: str) -> ProviderSettings:
+        key = ("provider", name)
+        got = self._derived.get(key)
+        if got is None:
+            got = self._derived[key] = self._provider(name)
+        return got  # type: ignore[no-any-return]
+
+    def _provider(self, name: str) -> ProviderSettings:
         configured = self.providers.get(name)
         default = PROVIDER_DEFAULTS.get(name, ProviderSettings())
         if configured is None:
@@ -125,4 +135,8 @@ class Policy:
         )
 
     def of_kind(self, kind: str) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if r.kind == kind)
+        key = ("kind", kind)
+        got = self._derived.get(key)
+        if got is None:
+            got = self._derived[key] = tuple(r for r in self.rules if r.kind == kind)
+        return got  # type: ignore[no-any-return]
