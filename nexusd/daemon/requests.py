@@ -63,7 +63,11 @@ class RequestLifecycle:
         started = time.monotonic()
         call = msg.call
         try:
-            self.server.agents.saw(conn.peer.ppid, call.agent_pid)
+            seen = conn.seen
+            if seen is not None and seen[0] == call.agent_pid:
+                self.server.agents.touch(seen[1])
+            else:
+                conn.seen = (call.agent_pid, self.server.agents.saw(conn.peer.ppid, call.agent_pid))
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
         if (
@@ -309,10 +313,7 @@ class RequestLifecycle:
                 trace=trace or [],
             ),
             call.input,
-        )
-        log.debug(
-            "decision", tool=call.tool, decision=decision.decision, source=decision.source, reason=decision.reason
-        )
+        )  # no log line besides: the audit trail is the record of every decision
 
     def ask(
         self,
