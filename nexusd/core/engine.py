@@ -98,7 +98,13 @@ class _Run:
 
 
 def effective_mode(session: Session, policy: Policy, provider: str | None = None) -> tuple[ModeSpec, str]:
-    """The session's mode: a person's override, else the agent's, else the policy's default; clamped."""
+    """The session's mode: a person's override, else the agent's, else the policy's default; clamped.
+    A function of the policy and these four strings: kept with the policy (every call asks)."""
+    key = ("mode", provider, session.provider, session.override_mode, session.agent_mode)
+    return policy.derived(key, lambda: _effective_mode(session, policy, provider))  # type: ignore[no-any-return]
+
+
+def _effective_mode(session: Session, policy: Policy, provider: str | None) -> tuple[ModeSpec, str]:
     prov = policy.provider(provider or session.provider)
     if session.override_mode:
         raw, why = session.override_mode, "set by a person"
