@@ -200,6 +200,7 @@ def _env_neutral(c: Command) -> bool:
 
 
 _SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
+_SPACE = re.compile(r"\s")
 _OPTION_HEAD = re.compile(r"^(?:[^=\s]*=|[:+!@]+)+")
 
 
@@ -210,7 +211,7 @@ def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str,
     for i in range(1, len(argv)):
         yield argv[i:]
     for word in (*argv[1:], stdin):
-        if not any(ch.isspace() for ch in word):
+        if _SPACE.search(word) is None:  # \s is str.isspace: one word, nothing more to split
             continue
         for piece in _SHELL_SEPARATORS.split(word):
             words = tuple(w.strip("'\"") for w in piece.split())
