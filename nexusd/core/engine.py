@@ -131,7 +131,14 @@ def _effective_mode(session: Session, policy: Policy, provider: str | None) -> t
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    """``path`` is a root or below one (without building ``root + "/"`` for every path and root)."""
+    for r in roots:
+        if r.endswith("/"):
+            if path == r or path.startswith(r.rstrip("/") + "/"):
+                return True
+        elif path.startswith(r) and (len(path) == len(r) or path[len(r)] == "/"):
+            return True
+    return False
 
 
 def _abs(p: str, ctx: Context) -> str:

@@ -340,10 +340,11 @@ class RequestLifecycle:
             return
         if conn.closed or self.server.stopping_now:
             return
+        verdict_json = _json_encoder.encode(verdict)
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            pack(_json_encoder.encode(verdict)),
+            pack(verdict_json),
             conn,
             msg.ref,
             now,
@@ -356,7 +357,7 @@ class RequestLifecycle:
         if self.server.alerts.waits:
             self.server.alerts.asked(rid, entry.call, entry.deadline_wall)
         if self.server.subscribers:
-            prompt = p.encode(p.Prompt(item=entry.item()))
+            prompt = p.encode(p.Prompt(item=entry.item(verdict_json)))  # not unpacked again
             for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
 
