@@ -67,7 +67,8 @@ class RequestLifecycle:
             if seen is not None and seen[0] == call.agent_pid:
                 self.server.agents.touch(seen[1])
             else:
-                conn.seen = (call.agent_pid, self.server.agents.saw(conn.peer.ppid, call.agent_pid))
+                found = self.server.agents.saw(conn.peer.ppid, call.agent_pid)
+                conn.seen = (call.agent_pid, found) if found else None  # nothing readable: look again next time
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
         if (
