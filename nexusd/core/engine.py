@@ -99,7 +99,13 @@ class _Run:
 
 
 def effective_mode(session: Session, policy: Policy, provider: str | None = None) -> tuple[ModeSpec, str]:
-    """The session's mode: a person's override, else the agent's, else the policy's default; clamped."""
+    """The session's mode: a person's override, else the agent's, else the policy's default; clamped.
+    A function of the policy and these four strings: kept with the policy (every call asks)."""
+    key = ("mode", provider, session.provider, session.override_mode, session.agent_mode)
+    return policy.derived(key, lambda: _effective_mode(session, policy, provider))  # type: ignore[no-any-return]
+
+
+def _effective_mode(session: Session, policy: Policy, provider: str | None) -> tuple[ModeSpec, str]:
     prov = policy.provider(provider or session.provider)
     if session.override_mode:
         raw, why = session.override_mode, "set by a person"
@@ -126,7 +132,14 @@ def effective_mode(session: Session, policy: Policy, provider: str | None = None
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    """``path`` is a root or below one (without building ``root + "/"`` for every path and root)."""
+    for r in roots:
+        if r.endswith("/"):
+            if path == r or path.startswith(r.rstrip("/") + "/"):
+                return True
+        elif path.startswith(r) and (len(path) == len(r) or path[len(r)] == "/"):
+            return True
+    return False
 
 
 def _abs(p: str, ctx: Context) -> str:
@@ -195,6 +208,7 @@ def _env_neutral(c: Command) -> bool:
 
 
 _SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
+_SPACE = re.compile(r"\s")
 _OPTION_HEAD = re.compile(r"^(?:[^=\s]*=|[:+!@]+)+")
 
 
@@ -205,7 +219,7 @@ def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str,
     for i in range(1, len(argv)):
         yield argv[i:]
     for word in (*argv[1:], stdin):
-        if not any(ch.isspace() for ch in word):
+        if _SPACE.search(word) is None:  # \s is str.isspace: one word, nothing more to split
             continue
         for piece in _SHELL_SEPARATORS.split(word):
             words = tuple(w.strip("'\"") for w in piece.split())
@@ -567,7 +581,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                                        else "allowed by rules " + ", ".join(r.text for r in used), "rule", rules=used))
         elif cls.rule_allowable:
             run.step("allow_rules", "passed", "no allow rule covers the call")
-        v = _mode_check(run, writes)
+        v = _mode_check(run, reads, writes)
         if v is not None:
             return Evaluation(v)
         # auto mode: the external classifier decides what the mode alone does not allow.
@@ -608,10 +622,9 @@ def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]
     return kept, broad
 
 
-def _mode_check(run: _Run, writes: Sequence[str]) -> Verdict | None:
+def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
     need = int(cls.requirement)
-    reads, _ = _file_paths(run.call, cls, run.ctx)
     outside = [p for p in (*reads, *writes) if not _inside(p, run.ctx.workspace_roots)]
     if Flag.OUTSIDE_WORKSPACE in cls.flags or outside:
         need = int(Requirement.DANGER_FULL_ACCESS)

@@ -81,6 +81,7 @@ class Connection(asyncio.Protocol):
         "queued",
         "read_mark",
         "role",
+        "seen",
         "sent",
         "server",
         "subscribed",
@@ -114,6 +115,8 @@ class Connection(asyncio.Protocol):
         self.read_mark = 0  # bytes it had read by then (``sent`` minus unread)
         # (declared agent pid, the agent pids its asks are guarded against): resolved at its first ask
         self.agents: tuple[int | None, frozenset[int]] | None = None
+        # (declared agent pid, the agents guard.AgentRegistry.saw found for it): touched on later requests
+        self.seen: tuple[int | None, tuple[tuple[int, int], ...]] | None = None
         self.outbox: list[bytes] | None = None  # pushed lines not yet written (see ``post``)
         self.outbox_bytes = 0
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -122,8 +122,10 @@ class AgentRegistry:
         self.agents: OrderedDict[Identity, None] = OrderedDict()
         self._resolved: OrderedDict[Identity, Identity | None] = OrderedDict()  # requester parent -> agent
 
-    def saw(self, ppid: int | None, agent_pid: int | None) -> None:
-        """Remember the agent behind a request: the requester's parent (at accept) and the declared pid."""
+    def saw(self, ppid: int | None, agent_pid: int | None) -> tuple[Identity, ...]:
+        """Remember the agent behind a request: the requester's parent (at accept) and the declared pid.
+        Returns the agents remembered, for ``touch`` on the connection's next requests with the same pair."""
+        found: list[Identity] = []
         for pid in {ppid, agent_pid}:
             if pid is None or pid <= 1 or pid in self.never:
                 continue
@@ -140,10 +142,19 @@ class AgentRegistry:
                 if len(self._resolved) > MAX_AGENTS:
                     self._resolved.popitem(last=False)
             if agent is not None:
-                self.agents[agent] = None
-                self.agents.move_to_end(agent)
-                if len(self.agents) > MAX_AGENTS:
-                    self.agents.popitem(last=False)
+                found.append(agent)
+        self.touch(found)
+        return tuple(found)
+
+    def touch(self, agents: Sequence[Identity]) -> None:
+        """Remember ``agents`` as the most recently seen. A connection's requester and its parent stay the
+        same processes for the connection's life, so its later requests touch what ``saw`` found then
+        instead of reading /proc again (a bridge asks many times on one connection)."""
+        for agent in agents:
+            self.agents[agent] = None
+            self.agents.move_to_end(agent)
+            if len(self.agents) > MAX_AGENTS:
+                self.agents.popitem(last=False)
 
     def _resolve(self, pid: int, st: tuple[int, int]) -> Identity | None:
         current, (parent, start) = pid, st

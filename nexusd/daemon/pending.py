@@ -87,12 +87,13 @@ class PendingEntry:
             self._verdict = _verdict_decoder.decode(unpack(self.verdict_raw))
         return self._verdict
 
-    def item(self) -> p.PendingItem:
-        """As UIs see it; call and verdict go out as the stored JSON, verbatim."""
+    def item(self, verdict_json: bytes | None = None) -> p.PendingItem:
+        """As UIs see it; call and verdict go out as the stored JSON, verbatim. ``verdict_json``: the JSON
+        this entry's verdict was packed from, when the caller still holds it (the ask's own prompt)."""
         return p.PendingItem(
             id=self.id,
             call=msgspec.Raw(self.call_raw),  # type: ignore[arg-type]
-            verdict=msgspec.Raw(unpack(self.verdict_raw)),  # type: ignore[arg-type]
+            verdict=msgspec.Raw(verdict_json if verdict_json is not None else unpack(self.verdict_raw)),  # type: ignore[arg-type]
             created=self.created,
             deadline=self.deadline_wall,
             peer_pid=self.conn.peer.pid,

@@ -63,7 +63,12 @@ class RequestLifecycle:
         started = time.monotonic()
         call = msg.call
         try:
-            self.server.agents.saw(conn.peer.ppid, call.agent_pid)
+            seen = conn.seen
+            if seen is not None and seen[0] == call.agent_pid:
+                self.server.agents.touch(seen[1])
+            else:
+                found = self.server.agents.saw(conn.peer.ppid, call.agent_pid)
+                conn.seen = (call.agent_pid, found) if found else None  # nothing readable: look again next time
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
         if (
@@ -309,10 +314,7 @@ class RequestLifecycle:
                 trace=trace or [],
             ),
             call.input,
-        )
-        log.debug(
-            "decision", tool=call.tool, decision=decision.decision, source=decision.source, reason=decision.reason
-        )
+        )  # no log line besides: the audit trail is the record of every decision
 
     def ask(
         self,
@@ -339,10 +341,11 @@ class RequestLifecycle:
             return
         if conn.closed or self.server.stopping_now:
             return
+        verdict_json = _json_encoder.encode(verdict)
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            pack(_json_encoder.encode(verdict)),
+            pack(verdict_json),
             conn,
             msg.ref,
             now,
@@ -355,7 +358,7 @@ class RequestLifecycle:
         if self.server.alerts.waits:
             self.server.alerts.asked(rid, entry.call, entry.deadline_wall)
         if self.server.subscribers:
-            prompt = p.encode(p.Prompt(item=entry.item()))
+            prompt = p.encode(p.Prompt(item=entry.item(verdict_json)))  # not unpacked again
             for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
 

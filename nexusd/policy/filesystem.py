@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob as _glob
 import itertools
 import os
+import stat
 
 _O_PATH = getattr(os, "O_PATH", 0) if os.path.isdir("/proc/self/fd") else 0
 
@@ -94,7 +95,7 @@ class RealFileSystem:
             st = os.stat(path)
         except (OSError, ValueError):
             return None
-        return st.st_size if not os.path.isdir(path) else None
+        return None if stat.S_ISDIR(st.st_mode) else st.st_size  # the same answer as isdir, one stat fewer
 
     def head(self, path: str, n: int) -> bytes | None:
         # O_NONBLOCK so a FIFO planted in the workspace cannot hang the daemon.
@@ -103,8 +104,6 @@ class RealFileSystem:
         except (OSError, ValueError):
             return None
         try:
-            import stat
-
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             return os.read(fd, n)

@@ -59,6 +59,7 @@ class GrantTable:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = Path(state_dir) / GRANTS_FILE
+        self._learned_prefix = str(self.path.parent)  # learned rules' origins start with it (count_use)
         self._grants: dict[str, GrantInfo] = {}
         self._timed: tuple[tuple[str, str, str], ...] = ()  # (kind, rule, id), what the engine sees
         self._timed_expiries: tuple[float, ...] = ()
@@ -162,7 +163,7 @@ class GrantTable:
         elif use.origin.startswith("session:"):
             g = next((x for x in self._grants.values() if x.scope == "session" and x.session == use.session
                       and x.rule == use.rule), None)
-        elif use.origin.startswith(str(self.path.parent)):  # learned.toml:LINE
+        elif use.origin.startswith(self._learned_prefix):  # learned.toml:LINE
             g = next((x for x in self._grants.values() if x.scope == "learned" and x.rule == use.rule), None)
             if g is None:
                 return

@@ -22,6 +22,7 @@ from nexusd.core.policy.rules import RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 from nexusd.policy import lastgood
 from nexusd.policy import learned as learned_file
+from nexusd.policy.filesystem import lexists
 from nexusd.policy.loader import (
     CLAUDE_MANAGED,
     Layer,
@@ -244,8 +245,12 @@ class PolicyStore:
         base = ws.rstrip("/")
         stamps: list[int | None] = []
         for rel, _, _ in names:
+            path = base + rel
+            if not lexists(path):  # the common answer, without raising and catching FileNotFoundError
+                stamps.append(None)
+                continue
             try:
-                stamps.append(os.stat(base + rel).st_mtime_ns)
+                stamps.append(os.stat(path).st_mtime_ns)
             except (OSError, ValueError):
                 stamps.append(None)
         if all(s is None for s in stamps):

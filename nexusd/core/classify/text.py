@@ -51,6 +51,8 @@ def _escape_char(m: re.Match[str]) -> str:
 
 def escape_for_display(text: str, max_line: int = MAX_DISPLAY_LINE, max_lines: int = MAX_DISPLAY_LINES) -> str:
     """Make ``text`` safe to show a person: escape controls, bidi and zero-width chars; cut long lines."""
+    if max_lines > 0 and len(text) <= max_line and "\n" not in text and _DISPLAY_RE.search(text) is None:
+        return text  # nearly every word of a call: one scan, nothing to escape or cut
     escaped = _DISPLAY_RE.sub(_escape_char, text)
     lines = escaped.split("\n")
     out = []

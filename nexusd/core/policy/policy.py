@@ -7,7 +7,7 @@ their layer so the engine can ignore a project's allow rules in an untrusted wor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -87,6 +87,9 @@ class Limits:
     repeats_per_minute: int = 60  # the same call (tool, input, cwd)
 
 
+MAX_DERIVED = 4096  # Policy.derived's answers kept per policy
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     rules: tuple[Rule, ...] = ()
@@ -111,8 +114,25 @@ class Policy:
     audit_on_failure: Literal["continue", "deny"] = "continue"
     limits: Limits = Limits()
     notify: NotifySpec = NotifySpec()
+    # Answers derived from the fields above, kept for the policy's life (it is immutable): every decision
+    # asks for the rules of each kind and its provider's settings, so they are computed once per policy.
+    _derived: dict[tuple[str | None, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per policy and ``key`` (a pure function of the policy and the key).
+        Keys may carry strings a client sent (a provider, a mode): at most ``MAX_DERIVED`` are kept."""
+        got = self._derived.get(key)
+        if got is None:
+            if len(self._derived) >= MAX_DERIVED:
+                self._derived.clear()
+            got = self._derived[key] = make()
+        return got
 
     def provider(self, name: str) -> ProviderSettings:
+        got = self._derived.get(("provider", name))
+        return got if got is not None else self.derived(("provider", name), lambda: self._provider(name))
+
+    def _provider(self, name: str) -> ProviderSettings:
         configured = self.providers.get(name)
         default = PROVIDER_DEFAULTS.get(name, ProviderSettings())
         if configured is None:
@@ -125,4 +145,7 @@ class Policy:
         )
 
     def of_kind(self, kind: str) -> tuple[Rule, ...]:
-        return tuple(r for r in self.rules if r.kind == kind)
+        got = self._derived.get(("kind", kind))
+        if got is None:
+            got = self.derived(("kind", kind), lambda: tuple(r for r in self.rules if r.kind == kind))
+        return got  # type: ignore[no-any-return]

@@ -164,11 +164,12 @@ class Rule:
     def matches_argv(self, argv: Sequence[str]) -> bool:
         if self.bash is None:
             return True
-        if any(SEP in a for a in argv):
+        joined = SEP.join(argv)
+        if argv and joined.count(SEP) >= len(argv):  # more joiners than the len(argv) - 1 put between words
             # the joiner inside a word would let one word pose as two; bash cuts words at NUL, so a
             # word holding one was not evaluated as bash does: never covered by an allow
             return self.kind != "allow"
-        if self.bash.fullmatch(SEP.join(argv)) is not None:
+        if self.bash.fullmatch(joined) is not None:
             return True
         # deny/ask `Bash(curl *)` also means /usr/bin/curl and ./curl; an allow stays exact
         if self.kind != "allow" and argv and "/" in argv[0]:
