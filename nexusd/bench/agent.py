@@ -23,15 +23,70 @@ DEFAULT_SEED = 1
 
 _PACKAGES = ("api", "auth", "billing", "cli", "core", "db", "jobs", "search", "storage", "web")
 _WORDS = (
-    "account", "adapter", "batch", "buffer", "cache", "client", "config", "cursor", "event", "export",
-    "filter", "handler", "index", "invoice", "loader", "mapper", "metrics", "order", "parser", "payload",
-    "queue", "record", "registry", "report", "request", "retry", "router", "schema", "session", "token",
-    "upload", "user", "validator", "worker",
+    "account",
+    "adapter",
+    "batch",
+    "buffer",
+    "cache",
+    "client",
+    "config",
+    "cursor",
+    "event",
+    "export",
+    "filter",
+    "handler",
+    "index",
+    "invoice",
+    "loader",
+    "mapper",
+    "metrics",
+    "order",
+    "parser",
+    "payload",
+    "queue",
+    "record",
+    "registry",
+    "report",
+    "request",
+    "retry",
+    "router",
+    "schema",
+    "session",
+    "token",
+    "upload",
+    "user",
+    "validator",
+    "worker",
 )
-_VERBS = ("build", "check", "create", "delete", "fetch", "find", "load", "merge", "parse", "render", "save",
-          "send", "sync", "update", "validate")
-_HOT = ("git status", "git diff", "git diff --stat", "ls", "git log --oneline -10", "pytest -q", "ls -la",
-        "git status --short", "python -m pytest -x -q", "ruff check .")
+_VERBS = (
+    "build",
+    "check",
+    "create",
+    "delete",
+    "fetch",
+    "find",
+    "load",
+    "merge",
+    "parse",
+    "render",
+    "save",
+    "send",
+    "sync",
+    "update",
+    "validate",
+)
+_HOT = (
+    "git status",
+    "git diff",
+    "git diff --stat",
+    "ls",
+    "git log --oneline -10",
+    "pytest -q",
+    "ls -la",
+    "git status --short",
+    "python -m pytest -x -q",
+    "ruff check .",
+)
 
 
 def project_files(seed: int = DEFAULT_SEED) -> list[str]:
@@ -77,8 +132,9 @@ class _Session:
         return f"{r.choice(_VERBS)}_{r.choice(_WORDS)}"
 
     def _call(self, tool: str, data: dict[str, object]) -> protocol.CallInfo:
-        return protocol.CallInfo(provider="claude", session="bench", tool=tool, input=data, cwd=self.ws,
-                                 mode="acceptEdits")
+        return protocol.CallInfo(
+            provider="claude", session="bench", tool=tool, input=data, cwd=self.ws, mode="acceptEdits"
+        )
 
     def _bash(self, command: str) -> protocol.CallInfo:
         return self._call("Bash", {"command": command, "description": "agent"})
@@ -92,33 +148,52 @@ class _Session:
         f = r.choice(self.files)
         if kind < 0.22:  # a test run narrowed to what was just touched
             t = r.choice(self.tests)
-            return self._bash(r.choice((
-                f"pytest {t} -k {self._ident()} -q",
-                f"python -m pytest {t}::test_{self._ident()} -x",
-                f"pytest {t} -q --no-header -rN",
-                f"pytest tests/{t.split('/')[1]} -q -x --maxfail=1",
-            )))
+            return self._bash(
+                r.choice(
+                    (
+                        f"pytest {t} -k {self._ident()} -q",
+                        f"python -m pytest {t}::test_{self._ident()} -x",
+                        f"pytest {t} -q --no-header -rN",
+                        f"pytest tests/{t.split('/')[1]} -q -x --maxfail=1",
+                    )
+                )
+            )
         if kind < 0.38:  # looking for a name
             pkg = r.choice(_PACKAGES)
-            return self._bash(r.choice((
-                f'grep -rn "{self._ident()}" src/{pkg}',
-                f"rg -n '{self._ident()}' --type py",
-                f"git grep -n {self._ident()}",
-                f'grep -rln "{r.choice(_WORDS)}" src tests | head -20',
-            )))
+            return self._bash(
+                r.choice(
+                    (
+                        f'grep -rn "{self._ident()}" src/{pkg}',
+                        f"rg -n '{self._ident()}' --type py",
+                        f"git grep -n {self._ident()}",
+                        f'grep -rln "{r.choice(_WORDS)}" src tests | head -20',
+                    )
+                )
+            )
         if kind < 0.56:  # looking at a file
-            return self._bash(r.choice((
-                f"cat {f}",
-                f"head -n {r.randint(20, 120)} {f}",
-                f"sed -n '{(a := r.randint(1, 200))},{a + r.randint(10, 60)}p' {f}",
-                f"wc -l {f} {r.choice(self.files)}",
-                f"ls -la {f.rsplit('/', 1)[0] if '/' in f else '.'}",
-            )))
+            return self._bash(
+                r.choice(
+                    (
+                        f"cat {f}",
+                        f"head -n {r.randint(20, 120)} {f}",
+                        f"sed -n '{(a := r.randint(1, 200))},{a + r.randint(10, 60)}p' {f}",
+                        f"wc -l {f} {r.choice(self.files)}",
+                        f"ls -la {f.rsplit('/', 1)[0] if '/' in f else '.'}",
+                    )
+                )
+            )
         if kind < 0.66:  # git on a path
-            return self._bash(r.choice((
-                f"git diff {f}", f"git log --oneline -5 -- {f}", f"git add {f}",
-                f"git commit -m 'Fix {self._ident().replace('_', ' ')}'", f"git show HEAD~{r.randint(1, 9)} --stat",
-            )))
+            return self._bash(
+                r.choice(
+                    (
+                        f"git diff {f}",
+                        f"git log --oneline -5 -- {f}",
+                        f"git add {f}",
+                        f"git commit -m 'Fix {self._ident().replace('_', ' ')}'",
+                        f"git show HEAD~{r.randint(1, 9)} --stat",
+                    )
+                )
+            )
         if kind < 0.70:  # asked by the benchmark policy, answered by the automatic UI
             return self._bash(f"git push origin feature/{self._ident().replace('_', '-')}")
         if kind < 0.90:

@@ -40,8 +40,11 @@ async def _ui(conn: Conn, counts: Counter[str], subscribed: asyncio.Event) -> No
 
 async def _agent(conn: Conn, agent: int, asks: int, out: Counter[str]) -> None:
     call = protocol.CallInfo(
-        provider="claude", session=f"bench-burst-{agent}", tool="Bash",
-        input={"command": "git push origin main", "description": "bench"}, cwd="/tmp",
+        provider="claude",
+        session=f"bench-burst-{agent}",
+        tool="Bash",
+        input={"command": "git push origin main", "description": "bench"},
+        cwd="/tmp",
     )
     for k in range(asks):
         conn.send(protocol.encode(protocol.Request(call=call, on_no_ui="deny", ref=f"{agent}.{k}")))
@@ -143,14 +146,16 @@ def errors(out: dict[str, Any]) -> int:
 def render(out: dict[str, Any]) -> str:
     p = out["params"]
     r = out["rss_mb"]
-    return "\n".join([
-        f"burst: {p['agents']} agents × {p['asks_per_agent']} asks = {out['asks']:,} at once, answered by an "
-        f"automatic UI (deadline {p['timeout_s']:g} s)",
-        f"answered {out['answered']:,}, timed out {out['timed_out']:,}, missing {out['missing']:,}, "
-        f"other {out['other']:,}; settled in {out['settled_s']:.2f} s; pending after: {out['pending_after']}",
-        "",
-        report.table(
-            ["daemon RSS MB", "idle", "peak", "after", "peak over idle"],
-            [["", r["idle"], r["peak"], r["after"], out["over_idle_mb"]]],
-        ),
-    ])
+    return "\n".join(
+        [
+            f"burst: {p['agents']} agents × {p['asks_per_agent']} asks = {out['asks']:,} at once, answered by an "
+            f"automatic UI (deadline {p['timeout_s']:g} s)",
+            f"answered {out['answered']:,}, timed out {out['timed_out']:,}, missing {out['missing']:,}, "
+            f"other {out['other']:,}; settled in {out['settled_s']:.2f} s; pending after: {out['pending_after']}",
+            "",
+            report.table(
+                ["daemon RSS MB", "idle", "peak", "after", "peak over idle"],
+                [["", r["idle"], r["peak"], r["after"], out["over_idle_mb"]]],
+            ),
+        ]
+    )

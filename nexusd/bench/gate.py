@@ -64,8 +64,10 @@ def run(calls: int = 2000, rounds: int = 5, seed: int = agent.DEFAULT_SEED, clie
 
 def render(out: dict[str, Any]) -> str:
     cpu = out["cpu_us_per_call"]
-    return (f"gate.begin, agent scenario, memo off: {out['params']['calls']} calls x {out['params']['rounds']} rounds; "
-            f"CPU per call best {cpu['best']:.1f} µs, median {cpu['median']:.1f} µs; outcomes {out['outcomes']}")
+    return (
+        f"gate.begin, agent scenario, memo off: {out['params']['calls']} calls x {out['params']['rounds']} rounds; "
+        f"CPU per call best {cpu['best']:.1f} µs, median {cpu['median']:.1f} µs; outcomes {out['outcomes']}"
+    )
 
 
 if __name__ == "__main__":

@@ -96,12 +96,20 @@ def _daemon(root: Path, ports: tuple[int, int]) -> tuple[subprocess.Popen[bytes]
     run, cfg, state, managed = root / "run", root / "cfg", root / "state", root / "managed"
     for d in (run, cfg, state, managed):
         d.mkdir(mode=0o700)
-    (cfg / "policy.toml").write_text('[sandbox.network]\nmode = "filtered"\nallowed_domains = ["localhost"]\n'
-                                     f"allowed_ports = [{ports[0]}, {ports[1]}]\n")
-    env = {**os.environ, "NEXUS_SOCKET": str(run / "nexusd.sock"), "NEXUS_CONFIG_DIR": str(cfg),
-           "NEXUS_STATE_DIR": str(state), "NEXUS_MANAGED_DIR": str(managed)}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "nexusd")], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    (cfg / "policy.toml").write_text(
+        '[sandbox.network]\nmode = "filtered"\nallowed_domains = ["localhost"]\n'
+        f"allowed_ports = [{ports[0]}, {ports[1]}]\n"
+    )
+    env = {
+        **os.environ,
+        "NEXUS_SOCKET": str(run / "nexusd.sock"),
+        "NEXUS_CONFIG_DIR": str(cfg),
+        "NEXUS_STATE_DIR": str(state),
+        "NEXUS_MANAGED_DIR": str(managed),
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "nexusd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 15
     while not (run / "nexusd.sock").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -114,8 +122,13 @@ def _starts(env: dict[str, str], cwd: Path, n: int) -> float:
     times = []
     for _ in range(n):
         t = time.perf_counter()
-        subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "run", "--", "true"], env=env, cwd=str(cwd),
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "nexusctl"), "run", "--", "true"],
+            env=env,
+            cwd=str(cwd),
+            check=True,
+            capture_output=True,
+        )
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -139,10 +152,30 @@ def main(argv: list[str] | None = None) -> int:
         args = [str(small), str(big), str(ns.requests), str(size)]
         runs: dict[str, list[dict[str, Any]]] = {"direct": [], "proxy": []}
         for _ in range(ns.rounds):  # interleaved, so that a busy moment of the machine hits both alike
-            runs["direct"].append(json.loads(subprocess.run([sys.executable, "-c", CLIENT, "direct", *args],
-                                                            check=True, capture_output=True, text=True).stdout))
-            r = subprocess.run([str(Path(sys.executable).parent / "nexusctl"), "run", "--", sys.executable, "-I",
-                                "-c", CLIENT, "proxy", *args], env=env, cwd=str(root), capture_output=True, text=True)
+            runs["direct"].append(
+                json.loads(
+                    subprocess.run(
+                        [sys.executable, "-c", CLIENT, "direct", *args], check=True, capture_output=True, text=True
+                    ).stdout
+                )
+            )
+            r = subprocess.run(
+                [
+                    str(Path(sys.executable).parent / "nexusctl"),
+                    "run",
+                    "--",
+                    sys.executable,
+                    "-I",
+                    "-c",
+                    CLIENT,
+                    "proxy",
+                    *args,
+                ],
+                env=env,
+                cwd=str(root),
+                capture_output=True,
+                text=True,
+            )
             if r.returncode != 0:
                 print(r.stderr, file=sys.stderr)
                 return 1
@@ -165,14 +198,23 @@ def main(argv: list[str] | None = None) -> int:
 
     md, mp, sd, sp = latency("direct"), latency("proxy"), speed("direct"), speed("proxy")
     # each round's proxy download against the direct one just before it (same moment of a shared machine)
-    per_round = [(p["bytes"] / p["seconds"]) / (d["bytes"] / d["seconds"])
-                 for d, p in zip(runs["direct"], runs["proxy"], strict=True)]
+    per_round = [
+        (p["bytes"] / p["seconds"]) / (d["bytes"] / d["seconds"])
+        for d, p in zip(runs["direct"], runs["proxy"], strict=True)
+    ]
     out = {
-        "request_median_ms": {"direct": round(md * 1000, 3), "proxy": round(mp * 1000, 3),
-                              "overhead": round((mp - md) * 1000, 3)},
-        "download_MBps": {"direct": round(sd / 1e6, 1), "connect": round(sp / 1e6, 1), "ratio": round(sp / sd, 3),
-                          "ratio_per_round": [round(x, 3) for x in per_round],
-                          "ratio_per_round_median": round(statistics.median(per_round), 3)},
+        "request_median_ms": {
+            "direct": round(md * 1000, 3),
+            "proxy": round(mp * 1000, 3),
+            "overhead": round((mp - md) * 1000, 3),
+        },
+        "download_MBps": {
+            "direct": round(sd / 1e6, 1),
+            "connect": round(sp / 1e6, 1),
+            "ratio": round(sp / sd, 3),
+            "ratio_per_round": [round(x, 3) for x in per_round],
+            "ratio_per_round_median": round(statistics.median(per_round), 3),
+        },
         "download_MB": ns.megabytes,
         "rounds": ns.rounds,
         "sandbox_start_median_ms": {"isolated": round(isolated * 1000, 1), "filtered": round(filtered * 1000, 1)},

@@ -247,8 +247,14 @@ def _ask_rows(cell: dict[str, Any], allow_p50: float | None) -> list[dict[str, A
     if cpu is not None:
         found.append(_row(f"daemon CPU per ask (prompt x{n})", cpu, t["ask_cpu_us"], "µs"))
     if n >= 32 and allow_p50:
-        found.append(_row(f"ask p50 / allow p50 (x{n})", stats.ratio(d["latency_us"]["p50"], allow_p50),
-                          t["ask_p50_over_allow"], "x"))
+        found.append(
+            _row(
+                f"ask p50 / allow p50 (x{n})",
+                stats.ratio(d["latency_us"]["p50"], allow_p50),
+                t["ask_p50_over_allow"],
+                "x",
+            )
+        )
     for row in found:
         if d["errors"] or d["unexpected"]:
             row["result"] = "invalid"

@@ -40,8 +40,9 @@ def _once(text: str) -> tuple[float, float, int]:
     """(wall ms, CPU ms, exit code) of ``/bin/sh -c text``."""
     cpu0 = _children_cpu()
     t0 = time.perf_counter()
-    rc = subprocess.run(["/bin/sh", "-c", text], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, cwd="/").returncode
+    rc = subprocess.run(
+        ["/bin/sh", "-c", text], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/"
+    ).returncode
     wall = (time.perf_counter() - t0) * 1000.0
     return wall, (_children_cpu() - cpu0) * 1000.0, rc
 
@@ -61,8 +62,9 @@ def wrapped_true(daemon: procs.Spawned) -> str:
         probe = c.status().sandbox
     if probe is None or not probe.available:
         raise RuntimeError(f"no sandbox on this machine: {probe.reason if probe else 'not probed'}")
-    call = CallInfo(provider="claude", session="nexus-bench-sandbox", tool="Bash", cwd=ws, workspace=ws,
-                    input={"command": "true"})
+    call = CallInfo(
+        provider="claude", session="nexus-bench-sandbox", tool="Bash", cwd=ws, workspace=ws, input={"command": "true"}
+    )
     with Client(socket_path=str(daemon.socket), role="agent", name="nexus-bench") as c:
         d = c.request(call)
     if d.decision != "allow" or not d.updated_input:
@@ -109,23 +111,30 @@ def run(pairs: int = 60, warmup: int = 5) -> dict[str, Any]:
         "overhead_ms": stats.summarize(diffs) | {"median": over},
         "wrapped_cpu_ms": stats.summarize(wrapped_cpu) | {"median": stats.median(wrapped_cpu)},
         "bare_cpu_ms": stats.summarize(bare_cpu) | {"median": stats.median(bare_cpu)},
-        "checks": [{
-            "metric": "wrapped true over bare bwrap, median of pairs",
-            "value": over,
-            "target": f"≤ {TARGET_MS:g} ms (aim {AIM_MS:g} ms)",
-            "result": report.check(over, TARGET_MS),
-        }],
+        "checks": [
+            {
+                "metric": "wrapped true over bare bwrap, median of pairs",
+                "value": over,
+                "target": f"≤ {TARGET_MS:g} ms (aim {AIM_MS:g} ms)",
+                "result": report.check(over, TARGET_MS),
+            }
+        ],
     }
     return stats.json_safe(out)
 
 
 def render(out: dict[str, Any]) -> str:
     rows = []
-    for label, key in (("wrapped true (ms)", "wrapped_ms"), ("bare bwrap true (ms)", "bare_ms"),
-                       ("difference per pair (ms)", "overhead_ms"), ("wrapped CPU (ms)", "wrapped_cpu_ms"),
-                       ("bare CPU (ms)", "bare_cpu_ms")):
+    for label, key in (
+        ("wrapped true (ms)", "wrapped_ms"),
+        ("bare bwrap true (ms)", "bare_ms"),
+        ("difference per pair (ms)", "overhead_ms"),
+        ("wrapped CPU (ms)", "wrapped_cpu_ms"),
+        ("bare CPU (ms)", "bare_cpu_ms"),
+    ):
         s = out[key]
         rows.append([label, s["count"], s["median"], s["p90"], s["max"]])
-    checks = "\n".join(f"{c['metric']}: {report.fmt(c['value'])} ms, target {c['target']}: {c['result']}"
-                       for c in out["checks"])
+    checks = "\n".join(
+        f"{c['metric']}: {report.fmt(c['value'])} ms, target {c['target']}: {c['result']}" for c in out["checks"]
+    )
     return report.table(["metric", "runs", "median", "p90", "max"], rows) + "\n\n" + checks

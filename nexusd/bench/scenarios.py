@@ -137,9 +137,15 @@ def per_client(
     for c in range(clients):
         session = f"bench-agent-{clients}-{c}"
         stream = agent.session_calls(seed, c, length, workspace, commands)
-        out.append([
-            (protocol.encode(protocol.Request(call=msgspec.structs.replace(call, session=session), on_no_ui="deny")),
-             None)
-            for call in stream
-        ])
+        out.append(
+            [
+                (
+                    protocol.encode(
+                        protocol.Request(call=msgspec.structs.replace(call, session=session), on_no_ui="deny")
+                    ),
+                    None,
+                )
+                for call in stream
+            ]
+        )
     return out

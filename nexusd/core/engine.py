@@ -102,7 +102,7 @@ def effective_mode(session: Session, policy: Policy, provider: str | None = None
     """The session's mode: a person's override, else the agent's, else the policy's default; clamped.
     A function of the policy and these four strings: kept with the policy (every call asks)."""
     key = ("mode", provider, session.provider, session.override_mode, session.agent_mode)
-    return policy.derived(key, lambda: _effective_mode(session, policy, provider))  # type: ignore[no-any-return]
+    return policy.derived(key, lambda: _effective_mode(session, policy, provider))
 
 
 def _effective_mode(session: Session, policy: Policy, provider: str | None) -> tuple[ModeSpec, str]:
@@ -185,8 +185,11 @@ def _redirect_file(target: str | None) -> bool:
 
 
 def _redirect_writes(cls: Classification, ctx: Context) -> list[str]:
-    return [_abs(r.target, ctx) for r in cls.redirects  # type: ignore[arg-type]
-            if r.op in WRITE_REDIRECTS and _redirect_file(r.target)]
+    return [
+        _abs(r.target, ctx)
+        for r in cls.redirects
+        if r.target is not None and r.op in WRITE_REDIRECTS and _redirect_file(r.target)
+    ]
 
 
 # ---------------------------------------------------------------------- rule matching
@@ -195,12 +198,40 @@ def _redirect_writes(cls: Classification, ctx: Context) -> list[str]:
 # Variables that only tune output, locale or test runners: in front of a command they do not change
 # which program runs or what it loads, so a Bash allow rule still covers ``CI=1 npm test``. Any other
 # assignment is part of what runs (``FOO=bar npm test`` under ``Bash(npm test:*)`` is asked, as peers do).
-HARMLESS_ENV = frozenset({
-    "CI", "NODE_ENV", "RAILS_ENV", "RACK_ENV", "APP_ENV", "DEBUG", "VERBOSE", "LOG_LEVEL", "RUST_LOG",
-    "RUST_BACKTRACE", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES",
-    "LANG", "LANGUAGE", "TZ", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-    "PYTHONIOENCODING", "PYTHONUTF8", "CGO_ENABLED", "GOOS", "GOARCH", "NODE_NO_WARNINGS", "TIMEFORMAT",
-})  # not PYTHONWARNINGS: ``error::mod.Cls`` imports mod
+HARMLESS_ENV = frozenset(
+    {
+        "CI",
+        "NODE_ENV",
+        "RAILS_ENV",
+        "RACK_ENV",
+        "APP_ENV",
+        "DEBUG",
+        "VERBOSE",
+        "LOG_LEVEL",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "TERM",
+        "COLUMNS",
+        "LINES",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "PYTHONUNBUFFERED",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "CGO_ENABLED",
+        "GOOS",
+        "GOARCH",
+        "NODE_NO_WARNINGS",
+        "TIMEFORMAT",
+    }
+)  # not PYTHONWARNINGS: ``error::mod.Cls`` imports mod
 
 
 def _env_neutral(c: Command) -> bool:
@@ -228,7 +259,7 @@ def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str,
                 # a command inside a setting or an editor command: ProxyCommand=curl x, :!curl x, +!curl
                 head = _OPTION_HEAD.sub("", words[i])
                 if head and head != words[i]:
-                    yield (head.strip("'\""), *words[i + 1:])
+                    yield (head.strip("'\""), *words[i + 1 :])
 
 
 def _argv_hit(rule: Rule, c: Command) -> bool:
@@ -284,8 +315,9 @@ def _covered_outside(paths: Sequence[str], family: str, allows: Sequence[Rule], 
     for p in paths:
         if _inside(p, ctx.workspace_roots):
             continue
-        hit = next((r for r in allows if r.family == family and not r.bare and r.matches_path(p, ctx.cwd, ctx.home)),
-                   None)
+        hit = next(
+            (r for r in allows if r.family == family and not r.bare and r.matches_path(p, ctx.cwd, ctx.home)), None
+        )
         if hit is None:
             return None
         if hit not in used:
@@ -354,8 +386,13 @@ def _details(cls: Classification) -> CallDetails:
         from nexusd.core.classify import details as classify_details
     except ImportError:
         return CallDetails(
-            kind=str(cls.kind), tool=cls.tool, commands=[list(c.argv) for c in cls.commands],
-            reads=list(cls.reads), writes=list(cls.writes), domain=cls.domain, notes=list(cls.notes),
+            kind=str(cls.kind),
+            tool=cls.tool,
+            commands=[list(c.argv) for c in cls.commands],
+            reads=list(cls.reads),
+            writes=list(cls.writes),
+            domain=cls.domain,
+            notes=list(cls.notes),
         )
     return classify_details(cls)
 
@@ -366,8 +403,16 @@ def _origin(rules: Sequence[Rule]) -> tuple[str | None, str | None]:
     return "; ".join(r.text for r in rules), "; ".join(dict.fromkeys(r.origin for r in rules))
 
 
-def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Sequence[Rule] = (),
-             suggestions: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Verdict:
+def _verdict(
+    run: _Run,
+    decision: str,
+    reason: str,
+    source: str,
+    *,
+    rules: Sequence[Rule] = (),
+    suggestions: Sequence[str] = (),
+    extra_flags: Sequence[str] = (),
+) -> Verdict:
     rule, origin = _origin(rules)
     if decision == "allow" and run.cls.flags & _SURFACED:
         reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
@@ -390,28 +435,50 @@ def _verdict(run: _Run, decision: str, reason: str, source: str, *, rules: Seque
 
 
 def _runs_or_writes(cls: Classification, writes: Sequence[str]) -> bool:
-    return bool(writes) or cls.kind == ToolKind.EDIT or (
-        cls.kind == ToolKind.SHELL and cls.requirement > Requirement.READ_ONLY
+    return (
+        bool(writes)
+        or cls.kind == ToolKind.EDIT
+        or (cls.kind == ToolKind.SHELL and cls.requirement > Requirement.READ_ONLY)
     )
 
 
-def _ask(run: _Run, writes: Sequence[str], reason: str, source: str, *, step: str, rules: Sequence[Rule] = (),
-         suggestions: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Verdict:
+def _ask(
+    run: _Run,
+    writes: Sequence[str],
+    reason: str,
+    source: str,
+    *,
+    step: str,
+    rules: Sequence[Rule] = (),
+    suggestions: Sequence[str] = (),
+    extra_flags: Sequence[str] = (),
+) -> Verdict:
     """Every ask goes through here: where the mode cannot ask, it becomes a deny."""
     if not run.mode.prompts:
         run.step("escalation", "deny", f"{run.mode.name} never asks")
-        return _verdict(run, "deny", f"{reason}; mode {run.mode.name} never asks, so denied", source, rules=rules,
-                        extra_flags=extra_flags)
+        return _verdict(
+            run,
+            "deny",
+            f"{reason}; mode {run.mode.name} never asks, so denied",
+            source,
+            rules=rules,
+            extra_flags=extra_flags,
+        )
     if run.mode.deny_writes and _runs_or_writes(run.cls, writes):
         run.step("escalation", "deny", "plan mode: writes and commands are denied")
-        return _verdict(run, "deny", f"{reason}; plan mode does not write or run commands, so denied", source,
-                        rules=rules, extra_flags=extra_flags)
+        return _verdict(
+            run,
+            "deny",
+            f"{reason}; plan mode does not write or run commands, so denied",
+            source,
+            rules=rules,
+            extra_flags=extra_flags,
+        )
     run.step("escalation", "ask", step)
     return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
 
 
-def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str],
-                ctx: Context) -> Rule | None:
+def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> Rule | None:
     """The first require_human ask rule that matches the call, if any."""
     for rule in policy.of_kind("ask"):
         if rule.human and _deny_hit(rule, cls, reads, writes, ctx):
@@ -499,8 +566,16 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 human = _human_rule(policy, cls, reads, writes, ctx)
                 if human is not None:
                     run.step("ask_rules", "matched", f"{human.text} ({human.origin}) requires a person")
-                return Evaluation(_ask(run, writes, reason.rstrip(": "), "hook", step="hook asked",
-                                       extra_flags=[HUMAN_FLAG] if human is not None else []))
+                return Evaluation(
+                    _ask(
+                        run,
+                        writes,
+                        reason.rstrip(": "),
+                        "hook",
+                        step="hook asked",
+                        extra_flags=[HUMAN_FLAG] if human is not None else [],
+                    )
+                )
     else:
         run.step("hooks", "skipped", "no hook applies")
 
@@ -517,8 +592,17 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         rule, hit = asked
         only = " (require_human: only a person answering this call)" if rule.human else ""
         run.step("ask_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}{only}")
-        return Evaluation(_ask(run, writes, f"rule {rule.text} asks: {hit}{only}", "rule", step="ask rule",
-                               rules=[rule], extra_flags=[HUMAN_FLAG] if rule.human else []))
+        return Evaluation(
+            _ask(
+                run,
+                writes,
+                f"rule {rule.text} asks: {hit}{only}",
+                "rule",
+                step="ask rule",
+                rules=[rule],
+                extra_flags=[HUMAN_FLAG] if rule.human else [],
+            )
+        )
     run.step("ask_rules", "passed")
 
     # (4) safety checks: a person in every mode, never learnable.
@@ -538,19 +622,26 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     # nothing is allowed by a rule, a mode, the classifier or a grant; a person still decides every ask.
     if policy.locked:
         run.step("locked", "ask", policy.locked)
-        return Evaluation(_ask(run, writes, f"nexusd is locked, so a person decides: {policy.locked}", "safety",
-                               step="locked"))
+        return Evaluation(
+            _ask(run, writes, f"nexusd is locked, so a person decides: {policy.locked}", "safety", step="locked")
+        )
 
     # (4b) folder trust: an unknown workspace with a project policy asks a person to trust it.
     trusted = policy.trust == "trusted"
     if policy.trust == "unknown" and policy.workspace:
         run.step("trust", "ask", f"{policy.workspace} has a project policy and is not trusted yet")
         sugg = [f"Trust({policy.workspace})", *suggest(cls, ctx.workspace_roots)]
-        return Evaluation(_ask(
-            run, writes,
-            f"workspace {policy.workspace} has a project policy; trust it (its allow rules then apply)?",
-            "safety", step="trust", suggestions=sugg, extra_flags=[UNTRUSTED_FLAG],
-        ))
+        return Evaluation(
+            _ask(
+                run,
+                writes,
+                f"workspace {policy.workspace} has a project policy; trust it (its allow rules then apply)?",
+                "safety",
+                step="trust",
+                suggestions=sugg,
+                extra_flags=[UNTRUSTED_FLAG],
+            )
+        )
     if policy.trust == "untrusted":
         run.step("trust", "untrusted", "project allow rules, hooks and settings ignored")
 
@@ -570,15 +661,26 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 allows, broad = _strip_broad(run, allows)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
-                run.why_not_mode = (f"auto mode sets aside the broad allow rule {broad[0].text} "
-                                    f"({_broad(broad[0].text)}); a reviewer or a person decides")
+                run.why_not_mode = (
+                    f"auto mode sets aside the broad allow rule {broad[0].text} "
+                    f"({_broad(broad[0].text)}); a reviewer or a person decides"
+                )
         else:
             bad = sorted(str(f) for f in cls.flags & NOT_RULE_ALLOWABLE)
             run.step("allow_rules", "skipped", "no rule can cover it: " + ", ".join(bad))
         if used:
             run.step("allow_rules", "matched", "; ".join(f"{r.text} ({r.origin})" for r in used))
-            return Evaluation(_verdict(run, "allow", f"allowed by rule {used[0].text}" if len(used) == 1
-                                       else "allowed by rules " + ", ".join(r.text for r in used), "rule", rules=used))
+            return Evaluation(
+                _verdict(
+                    run,
+                    "allow",
+                    f"allowed by rule {used[0].text}"
+                    if len(used) == 1
+                    else "allowed by rules " + ", ".join(r.text for r in used),
+                    "rule",
+                    rules=used,
+                )
+            )
         elif cls.rule_allowable:
             run.step("allow_rules", "passed", "no allow rule covers the call")
         v = _mode_check(run, reads, writes)
@@ -595,10 +697,14 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     need = cls.requirement.label
     if mode.escalation == "deny":
         run.step("final", "deny", f"mode {mode.name} does not reach {need}")
-        return Evaluation(_verdict(run, "deny", f"mode {mode.name} does not allow {need}, and it never asks",
-                                   "default"))
-    reason = f"{cls.tool} needs {need}; mode {mode.name} asks" if cls.auto_allowable else (
-        f"{cls.tool} cannot be allowed automatically: {'; '.join(cls.notes) or 'flagged'}")
+        return Evaluation(
+            _verdict(run, "deny", f"mode {mode.name} does not allow {need}, and it never asks", "default")
+        )
+    reason = (
+        f"{cls.tool} needs {need}; mode {mode.name} asks"
+        if cls.auto_allowable
+        else (f"{cls.tool} cannot be allowed automatically: {'; '.join(cls.notes) or 'flagged'}")
+    )
     if run.why_not_mode and cls.auto_allowable:
         reason = f"{cls.tool} asks because {run.why_not_mode}"
     return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg))
@@ -617,8 +723,12 @@ def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]
     for r in allows:
         (broad if _broad(r.text) else kept).append(r)
     if broad:
-        run.step("allow_rules", "stripped", "auto mode sets aside broad allow rules: "
-                 + "; ".join(f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad))
+        run.step(
+            "allow_rules",
+            "stripped",
+            "auto mode sets aside broad allow rules: "
+            + "; ".join(f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad),
+        )
     return kept, broad
 
 
@@ -638,7 +748,8 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
         run.why_not_mode = (
             f"the {name} provider has no auto-approval ([providers.{name}] auto_approval = false"
             f"{', its default' if name == 'gemini' else ''}): only allow rules and file reads inside the workspace "
-            f"pass without a person; add an allow rule, or set auto_approval = true to let the mode decide")
+            f"pass without a person; add an allow rule, or set auto_approval = true to let the mode decide"
+        )
         run.step("mode_check", "passed", f"provider {name} has no auto-approval")
         return None
     if cls.kind == ToolKind.SHELL and not mode.shell_auto:
@@ -657,8 +768,11 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
 # Claude Code's acceptEdits also runs these without a prompt when they stay inside the workspace.
 ACCEPT_EDITS_COMMANDS = frozenset({"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"})
 _EDIT_ONLY_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "ApplyPatch"})  # not Delete, Move
-_SCOPE_TEXT = {"all": "workspace writes", "edits_fs": "file edits and common filesystem commands",
-               "edits": "file edits"}
+_SCOPE_TEXT = {
+    "all": "workspace writes",
+    "edits_fs": "file edits and common filesystem commands",
+    "edits": "file edits",
+}
 
 
 def _in_write_scope(mode: ModeSpec, cls: Classification, writes: Sequence[str]) -> bool:
@@ -670,13 +784,21 @@ def _in_write_scope(mode: ModeSpec, cls: Classification, writes: Sequence[str]) 
     if mode.write_scope == "edits" or cls.kind != ToolKind.SHELL or not cls.commands:
         return False
     # read-only commands (their redirects into the workspace are file edits) and the filesystem commands
-    return all(c.requirement == Requirement.READ_ONLY or (c.argv and c.argv[0] in ACCEPT_EDITS_COMMANDS
-                                                          and not c.wrappers and not c.opaque)
-               for c in cls.commands)
+    return all(
+        c.requirement == Requirement.READ_ONLY
+        or (c.argv and c.argv[0] in ACCEPT_EDITS_COMMANDS and not c.wrappers and not c.opaque)
+        for c in cls.commands
+    )
 
 
-def _classifier_step(run: _Run, session: Session, writes: Sequence[str], answer: ClassifierAnswer | None,
-                     dry_run: bool, uncovered: list[Command] | None) -> Evaluation | None:
+def _classifier_step(
+    run: _Run,
+    session: Session,
+    writes: Sequence[str],
+    answer: ClassifierAnswer | None,
+    dry_run: bool,
+    uncovered: list[Command] | None,
+) -> Evaluation | None:
     spec = run.policy.classifier
     if spec is None:
         run.step("classifier", "skipped", "auto mode without a [classifier]: asking")
@@ -691,15 +813,20 @@ def _classifier_step(run: _Run, session: Session, writes: Sequence[str], answer:
         return Evaluation(need="classifier")
     if answer.decision == "allow":
         run.step("classifier", "allow", answer.reason)
-        return Evaluation(_verdict(run, "allow", f"auto mode classifier allowed: {answer.reason}".rstrip(": "),
-                                   "classifier"), classifier_outcome="allow")
+        return Evaluation(
+            _verdict(run, "allow", f"auto mode classifier allowed: {answer.reason}".rstrip(": "), "classifier"),
+            classifier_outcome="allow",
+        )
     if answer.decision == "deny":
         run.step("classifier", "deny", answer.reason)
-        return Evaluation(_verdict(run, "deny", f"auto mode classifier blocked: {answer.reason}".rstrip(": "),
-                                   "classifier"), classifier_outcome="deny")
+        return Evaluation(
+            _verdict(run, "deny", f"auto mode classifier blocked: {answer.reason}".rstrip(": "), "classifier"),
+            classifier_outcome="deny",
+        )
     if spec.on_error == "ask":
         run.step("classifier", "error", f"{answer.reason}; on_error=ask")
         return None
     run.step("classifier", "error", f"{answer.reason}; fail closed")
-    return Evaluation(_verdict(run, "deny", f"auto mode classifier failed ({answer.reason}); fail closed",
-                               "classifier"))
+    return Evaluation(
+        _verdict(run, "deny", f"auto mode classifier failed ({answer.reason}); fail closed", "classifier")
+    )

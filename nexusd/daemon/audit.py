@@ -81,8 +81,14 @@ def escape(text: str) -> str:
 class AuditLog:
     """Queue records from the loop (cheap); a daemon thread batches them onto disk."""
 
-    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP,
-                 export: Exporter | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        keep: int = DEFAULT_KEEP,
+        export: Exporter | None = None,
+    ) -> None:
         self.path = path
         self.export = export  # a copy of every line to the system journal or syslog
         self.max_bytes = max_bytes
@@ -167,9 +173,13 @@ class AuditLog:
                 head = lines[-1].hash if lines else want.last
                 self._first_prev = lines[0].prev if lines else want.first_prev
             else:
-                log.error("audit trail does not match its chain checkpoint (truncated or rewritten while the "
-                          "daemon was stopped); the next line will show the break", file=str(self.path),
-                          checkpoint_lines=want.lines, file_lines=len(lines))
+                log.error(
+                    "audit trail does not match its chain checkpoint (truncated or rewritten while the "
+                    "daemon was stopped); the next line will show the break",
+                    file=str(self.path),
+                    checkpoint_lines=want.lines,
+                    file_lines=len(lines),
+                )
                 head, self._first_prev = want.last, want.first_prev
         self.chain = (head, len(lines))
         if intact:

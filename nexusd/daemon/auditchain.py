@@ -152,8 +152,9 @@ def verify(audit: Path, keep: int, live: tuple[str, int] | None = None) -> Repor
         cp = None
     present = [rotated_path(audit, i) for i in range(keep, 0, -1)] + [audit]
     if cp is None and any(f.exists() for f in present) and not rep.problems:
-        rep.problems.append(f"{checkpoint_path(audit)}: missing (removed, or the audit files were not written "
-                            "by nexusd)")
+        rep.problems.append(
+            f"{checkpoint_path(audit)}: missing (removed, or the audit files were not written by nexusd)"
+        )
     expected: dict[Path, FileMark] = {}
     if cp is not None:
         expected[audit] = cp.current
@@ -181,23 +182,31 @@ def verify(audit: Path, keep: int, live: tuple[str, int] | None = None) -> Repor
             anchor = prev_hash if prev_hash is not None else (want.first_prev if want is not None else None)
             if anchor is not None and first.prev != anchor:
                 where = f"the end of {prev_where}" if prev_hash is not None else "the checkpoint"
-                rep.problems.append(f"{path}:{first.number}: chain broken: does not follow {where} "
-                                    "(a file removed, swapped or replaced, or lines cut)")
+                rep.problems.append(
+                    f"{path}:{first.number}: chain broken: does not follow {where} "
+                    "(a file removed, swapped or replaced, or lines cut)"
+                )
             for a, b in zip(s.lines, s.lines[1:], strict=False):
                 if b.prev != a.hash:
-                    rep.problems.append(f"{path}:{b.number}: chain broken: line {a.number} before it was edited, "
-                                        "or lines between them removed or inserted")
+                    rep.problems.append(
+                        f"{path}:{b.number}: chain broken: line {a.number} before it was edited, "
+                        "or lines between them removed or inserted"
+                    )
                     break
         if want is not None:
             mark = s.mark(want.first_prev)
             if path == audit:  # the live file may have grown since the checkpoint: its prefix must match
                 if want.lines and (len(s.lines) < want.lines or s.lines[want.lines - 1].hash != want.last):
-                    rep.problems.append(f"{path}: truncated or rewritten: the checkpoint has {want.lines} lines "
-                                        f"ending in {want.last[:12]}, the file {len(s.lines)}")
+                    rep.problems.append(
+                        f"{path}: truncated or rewritten: the checkpoint has {want.lines} lines "
+                        f"ending in {want.last[:12]}, the file {len(s.lines)}"
+                    )
             elif (mark.lines, mark.last, mark.first_prev) != (want.lines, want.last, want.first_prev):
-                rep.problems.append(f"{path}: does not match the checkpoint ({want.lines} lines ending in "
-                                    f"{want.last[:12]} expected, {mark.lines} ending in {mark.last[:12]} found): "
-                                    "truncated, swapped or replaced")
+                rep.problems.append(
+                    f"{path}: does not match the checkpoint ({want.lines} lines ending in "
+                    f"{want.last[:12]} expected, {mark.lines} ending in {mark.last[:12]} found): "
+                    "truncated, swapped or replaced"
+                )
         if s.lines:
             prev_hash, prev_where = s.lines[-1].hash, str(path)
     if live is not None:
@@ -206,9 +215,13 @@ def verify(audit: Path, keep: int, live: tuple[str, int] | None = None) -> Repor
         lines = s.lines if s is not None else []
         rotated_ok = cp is not None and cp.rotated and cp.rotated[0].last == head and n == cp.rotated[0].lines
         if n and not rotated_ok and (len(lines) < n or lines[n - 1].hash != head):
-            rep.problems.append(f"{audit}: truncated or rewritten: the running daemon has written {n} lines "
-                                f"ending in {head[:12]}, the file has {len(lines)}")
+            rep.problems.append(
+                f"{audit}: truncated or rewritten: the running daemon has written {n} lines "
+                f"ending in {head[:12]}, the file has {len(lines)}"
+            )
         elif not n and lines and lines[0].prev != head and not rotated_ok:
-            rep.problems.append(f"{audit}:{lines[0].number}: chain broken: the running daemon wrote no line "
-                                "to this file since it was started or rotated")
+            rep.problems.append(
+                f"{audit}:{lines[0].number}: chain broken: the running daemon wrote no line "
+                "to this file since it was started or rotated"
+            )
     return rep

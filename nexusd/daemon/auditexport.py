@@ -118,8 +118,10 @@ class SyslogExport(_Datagram):
         pri = SYSLOG_FACILITY * 8 + _priority(record)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.time)) + f".{int(record.time % 1 * 1e6):06d}Z"
         msgid = "".join(c for c in record.event if 33 <= ord(c) <= 126)[:32] or "-"
-        sd = (f'[{_SD_ID} id="{_sd_escape(record.id)}" decision="{_sd_escape(record.decision)}" '
-              f'hash="{digest}" prev="{_sd_escape(record.prev)}"]')
+        sd = (
+            f'[{_SD_ID} id="{_sd_escape(record.id)}" decision="{_sd_escape(record.decision)}" '
+            f'hash="{digest}" prev="{_sd_escape(record.prev)}"]'
+        )
         head = f"<{pri}>1 {stamp} {self._host} nexusd {os.getpid()} {msgid} {sd} "
         self._send(head.encode() + b"\xef\xbb\xbf" + line)
 

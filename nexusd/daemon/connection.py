@@ -203,8 +203,10 @@ class Connection(asyncio.Protocol):
 
     def _drop_slow_reader(self, unread: int, limit: int) -> bool:
         self.server.client_fault(
-            self, "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
-            unread_bytes=unread, limit=limit,
+            self,
+            "client stopped reading its messages; dropping it (its asks stay pending for other UIs)",
+            unread_bytes=unread,
+            limit=limit,
         )
         self.kill()
         return False
@@ -513,15 +515,24 @@ class ClientErrorLog:
                 continue
             if written < self.max_lines:
                 written += 1
-                log.warning(f"{event} (repeated)", client=_cut(client), count=count, interval_s=self.interval,
-                         **{f"last_{k}": _cut(v) for k, v in (fields or {}).items()})
+                log.warning(
+                    f"{event} (repeated)",
+                    client=_cut(client),
+                    count=count,
+                    interval_s=self.interval,
+                    **{f"last_{k}": _cut(v) for k, v in (fields or {}).items()},
+                )
             else:
                 rest_clients += 1
                 rest_faults += count
         rest_faults += self.overflow
         if rest_faults:
-            log.warning("client faults not logged one by one (rate limit)", clients=rest_clients,
-                        faults=rest_faults, interval_s=self.interval)
+            log.warning(
+                "client faults not logged one by one (rate limit)",
+                clients=rest_clients,
+                faults=rest_faults,
+                interval_s=self.interval,
+            )
         self.counts = {}
         self.overflow = 0
         self.lines = 0

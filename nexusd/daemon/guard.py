@@ -39,6 +39,7 @@ Identity = tuple[int, int]  # (pid, start time in clock ticks since boot)
 
 # --------------------------------------------------------------------------- what widens
 
+
 def _rule_change_widens(m: p.RuleChange) -> bool:
     return (m.action == "add" and m.kind == "allow") or (m.action == "remove" and m.kind in ("deny", "ask"))
 
@@ -75,6 +76,7 @@ def widens(msg: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- processes
+
 
 def _stat(pid: int) -> tuple[int, int] | None:
     """(parent pid, start time) of ``pid``, or None when it is gone or unreadable."""

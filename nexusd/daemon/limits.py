@@ -65,11 +65,15 @@ class RunawayLimiter:
         w = self._window(call.session, now)
         repeats = w.counts.get(call_key(call), 0)
         if limits.repeats_per_minute and repeats >= limits.repeats_per_minute:
-            return (f"runaway limit: the same call was allowed {repeats} times in the last minute in this session "
-                    f"([limits] repeats_per_minute = {limits.repeats_per_minute}); a person decides the next one")
+            return (
+                f"runaway limit: the same call was allowed {repeats} times in the last minute in this session "
+                f"([limits] repeats_per_minute = {limits.repeats_per_minute}); a person decides the next one"
+            )
         if limits.calls_per_minute and len(w.stamps) >= limits.calls_per_minute:
-            return (f"runaway limit: {len(w.stamps)} calls were allowed in the last minute in this session "
-                    f"([limits] calls_per_minute = {limits.calls_per_minute}); a person decides the next one")
+            return (
+                f"runaway limit: {len(w.stamps)} calls were allowed in the last minute in this session "
+                f"([limits] calls_per_minute = {limits.calls_per_minute}); a person decides the next one"
+            )
         return None
 
     def count(self, call: CallInfo, limits: Limits, now: float) -> None:

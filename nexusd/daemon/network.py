@@ -65,10 +65,20 @@ class NetworkGate:
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
         return p.CallInfo(
-            provider=ctx.provider, session=ctx.session, tool=TOOL, cwd=ctx.cwd, workspace=ctx.workspace,
+            provider=ctx.provider,
+            session=ctx.session,
+            tool=TOOL,
+            cwd=ctx.cwd,
+            workspace=ctx.workspace,
             # "url" first in what people see (UIs and the audit summarize by it); the command is beside it
-            input={"url": f"{scheme}://{target.display}", "host": target.host, "port": target.port,
-                   "scheme": scheme, "sandboxed_command": ctx.command, "workspace": ctx.workspace},
+            input={
+                "url": f"{scheme}://{target.display}",
+                "host": target.host,
+                "port": target.port,
+                "scheme": scheme,
+                "sandboxed_command": ctx.command,
+                "workspace": ctx.workspace,
+            },
         )
 
     def verdict(self, ctx: Context, target: Target) -> NetVerdict:
@@ -111,14 +121,25 @@ class NetworkGate:
         reason = f"{v.reason}; asked by the sandboxed command {call.input['sandboxed_command'][:200]!r}"
         if wild and v.suggestions:
             reason += f" (answer with rule {wild} to allow its siblings too)"
-        verdict = p.Verdict("ask", reason, "default", suggestions=list(v.suggestions), requirement="network",
-                            flags=["network"])
+        verdict = p.Verdict(
+            "ask", reason, "default", suggestions=list(v.suggestions), requirement="network", flags=["network"]
+        )
         rid = secrets.token_hex(16)
         now = time.time()
         timeout = srv.requests.prompt_timeout(call, None)
         req = _Requester("nexusd proxy")
-        entry = PendingEntry(rid, _json.encode(call), pack(_json.encode(verdict)), req,  # type: ignore[arg-type]
-                             None, now, now + timeout, time.monotonic() + timeout, started, ctx.guard)
+        entry = PendingEntry(
+            rid,
+            _json.encode(call),
+            pack(_json.encode(verdict)),
+            req,  # type: ignore[arg-type]
+            None,
+            now,
+            now + timeout,
+            time.monotonic() + timeout,
+            started,
+            ctx.guard,
+        )
         srv.pending.add(entry)
         prompt = p.encode(p.Prompt(item=entry.item()))
         for ui in list(srv.subscribers):
@@ -127,8 +148,9 @@ class NetworkGate:
             d = await req.future
         except BaseException:
             if srv.pending.get(rid) is entry:  # the proxy went away first: the ask is cancelled
-                srv.answers.resolve(entry, "deny", "cancelled", "the sandboxed connection went away",
-                                   notify_requester=False)
+                srv.answers.resolve(
+                    entry, "deny", "cancelled", "the sandboxed connection went away", notify_requester=False
+                )
             raise
         return Outcome(d.decision == "allow", d.reason, rid)
 
@@ -149,17 +171,34 @@ class NetworkGate:
         """The audit line at close: which allowed connection moved how many bytes."""
         call = self.call(ctx, target, scheme)
         self.server.audit.write(
-            p.AuditRecord(time=time.time(), id=outcome.record or self.server.requests.record_id(),
-                          provider=call.provider,
-                          session=call.session, tool=TOOL, summary="", decision="allow", source="rule",
-                          reason=f"closed: {up} bytes up, {down} bytes down", cwd=call.cwd, event="network_close",
-                          bytes_up=up, bytes_down=down),
+            p.AuditRecord(
+                time=time.time(),
+                id=outcome.record or self.server.requests.record_id(),
+                provider=call.provider,
+                session=call.session,
+                tool=TOOL,
+                summary="",
+                decision="allow",
+                source="rule",
+                reason=f"closed: {up} bytes up, {down} bytes down",
+                cwd=call.cwd,
+                event="network_close",
+                bytes_up=up,
+                bytes_down=down,
+            ),
             call.input,
         )
 
-    def register(self, command: str, cwd: str, workspace: str, session: str | None,
-                 guard: frozenset[int] = frozenset(), store: PolicyStore | None = None,
-                 provider: str | None = None) -> tuple[str, str]:
+    def register(
+        self,
+        command: str,
+        cwd: str,
+        workspace: str,
+        session: str | None,
+        guard: frozenset[int] = frozenset(),
+        store: PolicyStore | None = None,
+        provider: str | None = None,
+    ) -> tuple[str, str]:
         """A context for one planned command: (broker socket path, one-time token). ``session`` is the agent's
         for its wrapped call, a plan query's for ``nexusctl run``; without one, "session" answers last for
         this one command."""
@@ -169,6 +208,14 @@ class NetworkGate:
         if store is not None:
             settings = sandbox_settings(store.policy_for(workspace))
             http_port, socks_port = settings.http_proxy_port, settings.socks_proxy_port
-        ctx = Context(command=command, cwd=cwd, workspace=workspace, session=sid, guard=guard, provider=provider,
-                      http_upstream=http_port, socks_upstream=socks_port)
+        ctx = Context(
+            command=command,
+            cwd=cwd,
+            workspace=workspace,
+            session=sid,
+            guard=guard,
+            provider=provider,
+            http_upstream=http_port,
+            socks_upstream=socks_port,
+        )
         return str(self.proxy.broker), self.proxy.register(ctx)

@@ -154,22 +154,37 @@ def webhook_payload(spec: NotifySpec, asks: list[Ask], redact: Callable[[str], s
     text = "\n".join(lines)
     headers = {"Content-Type": "application/json", "User-Agent": "nexusd"}
     if spec.webhook_format == "ntfy":  # publish as a message body with ntfy's headers
-        headers = {"Content-Type": "text/plain; charset=utf-8", "Title": title, "Tags": "robot",
-                   "Priority": "high", "User-Agent": "nexusd"}
+        headers = {
+            "Content-Type": "text/plain; charset=utf-8",
+            "Title": title,
+            "Tags": "robot",
+            "Priority": "high",
+            "User-Agent": "nexusd",
+        }
         if link:
             headers["Click"] = link
         return text.encode(), headers
     if spec.webhook_format == "slack":
         body: dict[str, Any] = {"text": f"*{title}*\n{text}" + (f"\n<{link}|Open the nexus-web inbox>" if link else "")}
     elif spec.webhook_format == "discord":
-        body = {"content": f"**{title}**\n{text}" + (f"\n{link}" if link else ""),
-                "allowed_mentions": {"parse": []}}
+        body = {"content": f"**{title}**\n{text}" + (f"\n{link}" if link else ""), "allowed_mentions": {"parse": []}}
     else:
         body = {
-            "event": "nexusd.ask", "title": title, "text": text, "count": len(asks), "link": link,
-            "items": [{"provider": a.provider, "tool": a.tool, "workspace": redact(a.workspace),
-                       "deadline": a.deadline, **({"summary": redact(a.summary)} if spec.include_command else {})}
-                      for a in asks[:MAX_LISTED]],
+            "event": "nexusd.ask",
+            "title": title,
+            "text": text,
+            "count": len(asks),
+            "link": link,
+            "items": [
+                {
+                    "provider": a.provider,
+                    "tool": a.tool,
+                    "workspace": redact(a.workspace),
+                    "deadline": a.deadline,
+                    **({"summary": redact(a.summary)} if spec.include_command else {}),
+                }
+                for a in asks[:MAX_LISTED]
+            ],
         }
     return json.dumps(body).encode(), headers
 
@@ -246,8 +261,9 @@ class Desktop:
             if len(asks) == 1:
                 actions += ["deny", "Deny"]
         hints = {"urgency": ("y", 2), "category": ("s", "im.received")}
-        msg = new_method_call(self.addr, "Notify", "susssasa{sv}i",
-                              (APP_NAME, 0, "dialog-question", title, body, actions, hints, 0))
+        msg = new_method_call(
+            self.addr, "Notify", "susssasa{sv}i", (APP_NAME, 0, "dialog-question", title, body, actions, hints, 0)
+        )
         reply = await self.router.send_and_get_reply(msg)
         nid = int(reply.body[0])
         self.shown[nid] = [a.id for a in asks]
@@ -266,8 +282,9 @@ class Desktop:
                     del self.shown[nid]
                     if self.router is not None:
                         with contextlib.suppress(Exception):
-                            await self.router.send_and_get_reply(new_method_call(self.addr, "CloseNotification",
-                                                                                 "u", (nid,)))
+                            await self.router.send_and_get_reply(
+                                new_method_call(self.addr, "CloseNotification", "u", (nid,))
+                            )
 
     async def listen(self) -> None:
         """Deny / open on the server's signals; a signal from any other sender is ignored."""
@@ -299,15 +316,24 @@ class Desktop:
         url, opener = self.web_url(), shutil.which("xdg-open")
         if url and opener:
             with contextlib.suppress(OSError):
-                subprocess.Popen([opener, url], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+                subprocess.Popen(
+                    [opener, url],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
 
 
 class PersonNotifier:
     """One per daemon. ``spec`` is read at each use, so a policy reload takes effect at once."""
 
-    def __init__(self, spec: Callable[[], NotifySpec], on_deny: Callable[[str], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        spec: Callable[[], NotifySpec],
+        on_deny: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spec = spec
         self.clock = clock
         self.desktop_batch = Batcher(2.0, 30.0)

@@ -200,9 +200,7 @@ class RequestLifecycle:
     ) -> None:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
-        decision = self.decision(
-            call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun
-        )
+        decision = self.decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun)
         conn.send(p.encode(decision))
         self.record(
             self.record_id(),

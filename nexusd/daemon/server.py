@@ -59,8 +59,18 @@ log = structlog.get_logger("nexusd")
 # Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
 # their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
 ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset({p.Request, p.Cancel, p.Check, p.Status, p.SandboxPlan,  # nexusctl run
-                        p.SandboxReport, p.Ping, p.SessionEnd}),  # and the sandbox's scrub reporting what it refused
+    "agent": frozenset(
+        {
+            p.Request,
+            p.Cancel,
+            p.Check,
+            p.Status,
+            p.SandboxPlan,  # nexusctl run
+            p.SandboxReport,
+            p.Ping,
+            p.SessionEnd,
+        }
+    ),  # and the sandbox's scrub reporting what it refused
     "ui": frozenset(
         {
             p.Subscribe,
@@ -119,7 +129,6 @@ class _RefOnly(msgspec.Struct):
 _ref_decoder = msgspec.json.Decoder(_RefOnly)
 
 
-
 @dataclass
 class Stats:
     counters: dict[str, int] = field(default_factory=dict)
@@ -168,8 +177,11 @@ class Server:
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.grants = GrantTable(config.state_dir)
-        self.audit = AuditLog(config.state_dir / locations.AUDIT_NAME, max_bytes=config.audit_max_bytes,
-                              export=exporter(config.audit_export) if config.audit_export else None)
+        self.audit = AuditLog(
+            config.state_dir / locations.AUDIT_NAME,
+            max_bytes=config.audit_max_bytes,
+            export=exporter(config.audit_export) if config.audit_export else None,
+        )
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
         self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
@@ -315,13 +327,13 @@ class Server:
         try:
             cred = peer_credentials(conn.transport.get_extra_info("socket"))
         except OSError as e:
-            self.errlog.note("unknown peer", "peer credentials unavailable; refusing", {"error": str(e)},
-                             time.monotonic())
+            self.errlog.note(
+                "unknown peer", "peer credentials unavailable; refusing", {"error": str(e)}, time.monotonic()
+            )
             self._refuse(conn, "peer credentials unavailable")
             return
         if cred.uid != self.uid:
-            self.errlog.note(f"uid {cred.uid} (pid {cred.pid})", "refused a peer of another uid", {},
-                             time.monotonic())
+            self.errlog.note(f"uid {cred.uid} (pid {cred.pid})", "refused a peer of another uid", {}, time.monotonic())
             self._refuse(conn, "only processes of the daemon's user are served")
             return
         conn.peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
@@ -342,8 +354,9 @@ class Server:
             for rid in list(conn.pending):
                 entry = self.pending.get(rid)
                 if entry is not None:
-                    self.answers.resolve(entry, "deny", "cancelled", "the requester disconnected",
-                                         notify_requester=False)
+                    self.answers.resolve(
+                        entry, "deny", "cancelled", "the requester disconnected", notify_requester=False
+                    )
         conn.pending = None
 
     def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
@@ -407,9 +420,7 @@ class Server:
             self.reply_error(conn, "invalid_message", "already said hello", msg.ref)
             return True
         if kind not in ROLE_MESSAGES[conn.role]:
-            self.reply_error(
-                conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref
-            )
+            self.reply_error(conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref)
             return True
         # an Answer is checked in answers.on_answer, where the refusal is audited against its request
         if kind is not p.Request and kind is not p.Answer and widens(msg) and self.from_agent(conn):
@@ -437,13 +448,20 @@ class Server:
         tag = msg.__struct_config__.tag
         self.client_fault(conn, "gate change from an agent refused", message=tag)
         body = msgspec.to_builtins(msg)
-        call = p.CallInfo(provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}",
-                          input=body, cwd="/")
-        self.requests.record(self.requests.record_id(), call,
-                     p.Decision("deny", f"{tag} refused: it came from an agent's process tree", "user"),
-                     time.monotonic(), peer=conn.peer, event="gate_control_refused")
+        call = p.CallInfo(
+            provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}", input=body, cwd="/"
+        )
+        self.requests.record(
+            self.requests.record_id(),
+            call,
+            p.Decision("deny", f"{tag} refused: it came from an agent's process tree", "user"),
+            time.monotonic(),
+            peer=conn.peer,
+            event="gate_control_refused",
+        )
         self.reply_error(
-            conn, "self_approval",
+            conn,
+            "self_approval",
             f"refused: {tag} widens what agents may do, and this process descends from an agent; a person must "
             "do it from a terminal or UI outside the agents",
             msg.ref,
@@ -480,9 +498,14 @@ class Server:
         conn.name = _clean(msg.name)
         conn.send(
             p.encode(
-                p.Welcome(proto=p.PROTOCOL_VERSION, version=__version__, role=msg.role, sandbox=self.probe,
-                          idle_timeout=(self.config.idle_timeout or None) if msg.role != "agent" else None,
-                          ref=msg.ref)
+                p.Welcome(
+                    proto=p.PROTOCOL_VERSION,
+                    version=__version__,
+                    role=msg.role,
+                    sandbox=self.probe,
+                    idle_timeout=(self.config.idle_timeout or None) if msg.role != "agent" else None,
+                    ref=msg.ref,
+                )
             )
         )
         return True
@@ -586,8 +609,9 @@ class Server:
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
 
 
-_CLIENT_FAULTS = frozenset({"bad_json", "line_too_long", "invalid_message", "unknown_type", "wrong_role",
-                            "protocol_version"})
+_CLIENT_FAULTS = frozenset(
+    {"bad_json", "line_too_long", "invalid_message", "unknown_type", "wrong_role", "protocol_version"}
+)
 
 
 def _ref_of(line: bytes) -> str | None:

@@ -60,8 +60,9 @@ async def watch_policy(files: Callable[[], list[Path]], reload: Callable[[], Awa
             if not dirs:
                 await anyio.sleep(5)
                 continue
-            async for changes in awatch(*dirs, recursive=False, debounce=DEBOUNCE_MS, step=50,
-                                        rust_timeout=5000, yield_on_timeout=False):
+            async for changes in awatch(
+                *dirs, recursive=False, debounce=DEBOUNCE_MS, step=50, rust_timeout=5000, yield_on_timeout=False
+            ):
                 if any(_matters(path, relevant) for _, path in changes):
                     log.info("policy file changed; reloading", paths=sorted({p for _, p in changes})[:5])
                     await reload()
@@ -71,7 +72,6 @@ async def watch_policy(files: Callable[[], list[Path]], reload: Callable[[], Awa
             raise
         except Exception as e:
             if not warned:
-                log.warning("cannot watch the policy files; retrying", error=str(e),
-                            dirs=[os.fspath(d) for d in dirs])
+                log.warning("cannot watch the policy files; retrying", error=str(e), dirs=[os.fspath(d) for d in dirs])
                 warned = True
             await anyio.sleep(5)

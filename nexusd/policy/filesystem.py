@@ -69,7 +69,7 @@ class RealFileSystem:
         answers (it appends a name it cannot lstat), without an lstat per component. None for anything
         else (use the library). ``known_missing``: this decision's lexists already said so."""
         cut = path.rfind("/")
-        name = path[cut + 1:]
+        name = path[cut + 1 :]
         if cut < 0 or name in ("", ".", "..") or "\x00" in path or path.count("/") > _MAX_MISSING_DEPTH:
             return None  # the library walks deep paths without recursion
         if not known_missing:

@@ -48,8 +48,13 @@ def installed_paths() -> tuple[str, ...]:
 
     import nexusd
 
-    found = [os.path.dirname(nexusd.__file__), os.path.dirname(nexus_clients.__file__), sys.executable,
-             os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    found = [
+        os.path.dirname(nexusd.__file__),
+        os.path.dirname(nexus_clients.__file__),
+        sys.executable,
+        os.path.realpath(sys.executable),
+        os.path.join(sys.prefix, "pyvenv.cfg"),
+    ]
     for key in ("purelib", "platlib", "scripts"):
         with contextlib.suppress(KeyError):
             found.append(sysconfig.get_path(key))
@@ -67,8 +72,11 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
         return cached[1]  # a pure function of the store's settings
     if _INSTALLED is None:
         _INSTALLED = installed_paths()
-    protected = tuple(dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir),
-                                     str(store.managed_dir), *_INSTALLED)))
+    protected = tuple(
+        dict.fromkeys(
+            (*store.protected_dirs, str(store.config_dir), str(store.state_dir), str(store.managed_dir), *_INSTALLED)
+        )
+    )
     store._gate_protected = (key, protected)  # type: ignore[attr-defined]
     return protected
 
@@ -83,17 +91,24 @@ def _audit_trail(store: PolicyStore) -> str:
     return trail
 
 
-def context_for(call: CallInfo, store: PolicyStore, policy: Policy, workspace: str,
-                fs: RealFileSystem | None = None) -> Context:
+def context_for(
+    call: CallInfo, store: PolicyStore, policy: Policy, workspace: str, fs: RealFileSystem | None = None
+) -> Context:
     fs = fs or DecisionFileSystem()
     if policy.additional_directories:
-        roots: tuple[str, ...] = tuple(dict.fromkeys(
-            [workspace, *(fs.realpath(d) for d in policy.additional_directories)]))
+        roots: tuple[str, ...] = tuple(
+            dict.fromkeys([workspace, *(fs.realpath(d) for d in policy.additional_directories)])
+        )
     else:
         roots = (workspace,)
     cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
-    return Context(cwd=cwd, workspace_roots=roots, home=store.home, protected_dirs=_protected_dirs(store),
-                   audit_trail=_audit_trail(store))
+    return Context(
+        cwd=cwd,
+        workspace_roots=roots,
+        home=store.home,
+        protected_dirs=_protected_dirs(store),
+        audit_trail=_audit_trail(store),
+    )
 
 
 def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
@@ -118,8 +133,7 @@ def _payload(call: CallInfo, cls: Classification, session: Session, policy: Poli
     return msgspec.json.encode(doc)
 
 
-async def _review(policy: Policy, call: CallInfo, cls: Classification, session: Session,
-                  home: str) -> ClassifierAnswer:
+async def _review(policy: Policy, call: CallInfo, cls: Classification, session: Session, home: str) -> ClassifierAnswer:
     """Auto mode's reviewer, with the recent conversation when the agent names its transcript; a transcript
     that is named but unusable fails closed (the reviewer's on_error), never a review without it."""
     assert policy.classifier is not None
@@ -184,8 +198,15 @@ async def decide(
         return failed(e)
 
 
-def begin(call: CallInfo, store: PolicyStore, session: Session, *, dry_run: bool = False,
-          sandbox: SandboxProbe | None = None, memo: DecisionMemo | None = None) -> Begun:
+def begin(
+    call: CallInfo,
+    store: PolicyStore,
+    session: Session,
+    *,
+    dry_run: bool = False,
+    sandbox: SandboxProbe | None = None,
+    memo: DecisionMemo | None = None,
+) -> Begun:
     """Everything of a decision that needs no waiting: most calls are settled here, inline on the
     daemon's loop, without a task. May raise; ``decide`` and the daemon turn that into deny."""
     fs = DecisionFileSystem()  # one snapshot of realpath/lexists answers, for this decision only
@@ -232,6 +253,7 @@ async def run_rounds(b: Begun) -> Verdict:
             classifier = await _review(policy, call, cls, session, ctx.home)
         else:
             break
-        ev = evaluate(call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run,
-                      explain=True)
+        ev = evaluate(
+            call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run, explain=True
+        )
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")

@@ -99,9 +99,18 @@ class GrantTable:
 
     # ------------------------------------------------------------------ giving and taking back
 
-    def add(self, kind: Kind, rules: Iterable[str], scope: Literal["session", "timed", "learned"], *, now: float,
-            session: str | None = None, given_by: str | None = None, ui: str | None = None,
-            expires: float | None = None) -> list[GrantInfo]:
+    def add(
+        self,
+        kind: Kind,
+        rules: Iterable[str],
+        scope: Literal["session", "timed", "learned"],
+        *,
+        now: float,
+        session: str | None = None,
+        given_by: str | None = None,
+        ui: str | None = None,
+        expires: float | None = None,
+    ) -> list[GrantInfo]:
         """Record a grant per rule (persisted when timed or always). A rule already granted the same way
         is given a fresh record (a newer expiry replaces the older one)."""
         out: list[GrantInfo] = []
@@ -110,8 +119,17 @@ class GrantTable:
                 if (g.kind, g.rule, g.scope, g.session) == (kind, rule, scope, session if scope == "session" else None):
                     del self._grants[gid]
             gid = learned_id(kind, rule) if scope == "learned" else "g-" + secrets.token_hex(8)
-            g = GrantInfo(id=gid, kind=kind, rule=rule, scope=scope, session=session if scope == "session" else None,
-                          given_by=given_by, ui=ui, given_at=now, expires=expires if scope == "timed" else None)
+            g = GrantInfo(
+                id=gid,
+                kind=kind,
+                rule=rule,
+                scope=scope,
+                session=session if scope == "session" else None,
+                given_by=given_by,
+                ui=ui,
+                given_at=now,
+                expires=expires if scope == "timed" else None,
+            )
             self._grants[gid] = g
             out.append(g)
         self._rebuild()
@@ -161,8 +179,14 @@ class GrantTable:
         if use.origin.startswith("grant:"):
             g = self._grants.get(use.origin[6:])
         elif use.origin.startswith("session:"):
-            g = next((x for x in self._grants.values() if x.scope == "session" and x.session == use.session
-                      and x.rule == use.rule), None)
+            g = next(
+                (
+                    x
+                    for x in self._grants.values()
+                    if x.scope == "session" and x.session == use.session and x.rule == use.rule
+                ),
+                None,
+            )
         elif use.origin.startswith(self._learned_prefix):  # learned.toml:LINE
             g = next((x for x in self._grants.values() if x.scope == "learned" and x.rule == use.rule), None)
             if g is None:
@@ -170,8 +194,9 @@ class GrantTable:
         if g is not None:
             g.uses += 1  # persisted with the next change (a count, not a permission)
 
-    def listing(self, learned: list[RuleInfo], live_session_rules: dict[str, tuple[set[str], set[str]]],
-                now: float) -> list[GrantInfo]:
+    def listing(
+        self, learned: list[RuleInfo], live_session_rules: dict[str, tuple[set[str], set[str]]], now: float
+    ) -> list[GrantInfo]:
         """Every grant in force: timed ones not yet expired, session ones whose session still holds the
         rule, and every learned rule (with who gave it when the table knows)."""
         out: list[GrantInfo] = []
@@ -189,6 +214,7 @@ class GrantTable:
             if known is not None and known.scope == "learned":
                 out.append(msgspec.structs.replace(known, origin=r.origin))
             else:
-                out.append(GrantInfo(id=learned_id(r.kind, r.rule), kind=r.kind, rule=r.rule,
-                                     scope="learned", origin=r.origin))
+                out.append(
+                    GrantInfo(id=learned_id(r.kind, r.rule), kind=r.kind, rule=r.rule, scope="learned", origin=r.origin)
+                )
         return out

@@ -87,5 +87,4 @@ async def run_hooks(hooks: Sequence[HookSpec], payload: bytes) -> list[HookAnswe
     async with anyio.create_task_group() as tg:
         for i, h in enumerate(hooks):
             tg.start_soon(one, i, h)
-    return [a if a is not None else HookAnswer(h, "deny", "", "no answer") for a, h in zip(answers, hooks,
-                                                                                               strict=True)]
+    return [a if a is not None else HookAnswer(h, "deny", "", "no answer") for a, h in zip(answers, hooks, strict=True)]

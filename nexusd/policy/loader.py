@@ -26,12 +26,14 @@ from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 from nexusd.policy.sandbox_settings import parse_sandbox_layer
 
-TOP_KEYS = frozenset({"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits",
-                      "notify"})
+TOP_KEYS = frozenset(
+    {"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits", "notify"}
+)
 AUDIT_KEYS = frozenset({"on_failure"})
 LIMIT_KEYS = frozenset({"calls_per_minute", "repeats_per_minute"})
-PERM_KEYS = frozenset({"allow", "ask", "deny", "default_mode", "additional_directories", "allowed_modes",
-                       "disable_bypass"})
+PERM_KEYS = frozenset(
+    {"allow", "ask", "deny", "default_mode", "additional_directories", "allowed_modes", "disable_bypass"}
+)
 PROVIDER_KEYS = frozenset({"allowed_modes", "auto_approval", "prompt_timeout", "default_mode"})
 HOOK_KEYS = frozenset({"command", "tools", "timeout", "on_error"})
 CLASSIFIER_KEYS = frozenset({"command", "timeout", "on_error", "max_denials"})
@@ -141,8 +143,9 @@ def _unknown(table: dict[str, Any], allowed: Iterable[str], where: str) -> list[
     return sorted(set(table) - set(allowed))
 
 
-def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, root: str, base_line: int,
-                     home: str | None = None) -> None:
+def parse_rules_into(
+    layer: Layer, perms: dict[str, Any], lines: _Lines | None, root: str, base_line: int, home: str | None = None
+) -> None:
     for kind in ("deny", "ask", "allow"):
         items = perms.get(kind, [])
         kline = lines.key(kind, base_line) if lines else 0
@@ -162,11 +165,15 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
                 if not isinstance(human, bool) or (human and kind != "ask"):
                     layer.errors.append(f"{at}: require_human = true goes on ask rules only (a boolean)")
                     continue
-                if bad or not isinstance(text, str) or not all(
-                    isinstance(x, list) and all(isinstance(y, str) for y in x) for x in (match, not_match)
+                if (
+                    bad
+                    or not isinstance(text, str)
+                    or not all(isinstance(x, list) and all(isinstance(y, str) for y in x) for x in (match, not_match))
                 ):
-                    layer.errors.append(f"{at}: a rule table is {{rule = '...', match = [...], not_match = [...]}}"
-                                        + (f"; unknown key(s) {', '.join(bad)}" if bad else ""))
+                    layer.errors.append(
+                        f"{at}: a rule table is {{rule = '...', match = [...], not_match = [...]}}"
+                        + (f"; unknown key(s) {', '.join(bad)}" if bad else "")
+                    )
                     continue
             elif isinstance(item, str):
                 text = item
@@ -175,8 +182,17 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
                 continue
             line = lines.at(lines.value(text, kline)) if lines else layer.path
             try:
-                rule = parse_rule(text, kind, layer=layer.layer, origin=line, policy_root=root,
-                                  project=layer.project, match=match, not_match=not_match, home=home)
+                rule = parse_rule(
+                    text,
+                    kind,
+                    layer=layer.layer,
+                    origin=line,
+                    policy_root=root,
+                    project=layer.project,
+                    match=match,
+                    not_match=not_match,
+                    home=home,
+                )
             except RuleError as e:
                 layer.errors.append(f"{line}: {e}")
                 continue
@@ -189,8 +205,9 @@ def parse_rules_into(layer: Layer, perms: dict[str, Any], lines: _Lines | None, 
             layer.rules.append(rule)
 
 
-def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, managed: bool = False,
-                 home: str | None = None) -> Layer:
+def parse_policy(
+    text: str, path: Path, *, layer: str, project: bool = False, managed: bool = False, home: str | None = None
+) -> Layer:
     """Parse one nexusd policy file; never raises (errors are collected with file and line)."""
     out = Layer(layer=layer, path=str(path), project=project, managed=managed)
     try:
@@ -210,8 +227,9 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
         out.errors.append(f"{path}: permissions must be a table")
         perms = {}
     for k in _unknown(perms, PERM_KEYS, ""):
-        out.errors.append(f"{lines.at(lines.key(k, pl))}: unknown key permissions.{k} "
-                          f"(known: {', '.join(sorted(PERM_KEYS))})")
+        out.errors.append(
+            f"{lines.at(lines.key(k, pl))}: unknown key permissions.{k} (known: {', '.join(sorted(PERM_KEYS))})"
+        )
     parse_rules_into(out, perms, lines, root, pl, home=home)
 
     def guard(where: str, line: int, fn: Any) -> Any:
@@ -237,8 +255,11 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                 p = home + d[1:] if d == "~" or d.startswith("~/") else d
                 out.additional_directories.append(os.path.normpath(os.path.join(root, p)))
     if "allowed_modes" in perms:
-        out.allowed_modes = guard("permissions.allowed_modes", lines.key("allowed_modes", pl),
-                                  lambda: _modes(perms["allowed_modes"], "allowed_modes"))
+        out.allowed_modes = guard(
+            "permissions.allowed_modes",
+            lines.key("allowed_modes", pl),
+            lambda: _modes(perms["allowed_modes"], "allowed_modes"),
+        )
     if "disable_bypass" in perms:
         ln = lines.key("disable_bypass", pl)
         if not isinstance(perms["disable_bypass"], bool):
@@ -255,17 +276,28 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
             out.errors.append(f"{lines.at(tl)}: providers.{name} must be a table")
             continue
         for k in _unknown(t, PROVIDER_KEYS, ""):
-            out.errors.append(f"{lines.at(lines.key(k, tl))}: unknown key providers.{name}.{k} "
-                              f"(known: {', '.join(sorted(PROVIDER_KEYS))})")
-        allowed = guard(f"providers.{name}.allowed_modes", tl, lambda t=t: _modes(t["allowed_modes"], "allowed_modes")
-                        ) if "allowed_modes" in t else None
+            out.errors.append(
+                f"{lines.at(lines.key(k, tl))}: unknown key providers.{name}.{k} "
+                f"(known: {', '.join(sorted(PROVIDER_KEYS))})"
+            )
+        allowed = (
+            guard(f"providers.{name}.allowed_modes", tl, lambda t=t: _modes(t["allowed_modes"], "allowed_modes"))
+            if "allowed_modes" in t
+            else None
+        )
         auto = t.get("auto_approval")
         if auto is not None and not isinstance(auto, bool):
             out.errors.append(f"{lines.at(lines.key('auto_approval', tl))}: auto_approval must be true or false")
             auto = None
-        timeout = guard(f"providers.{name}.prompt_timeout", lines.key("prompt_timeout", tl),
-                        lambda t=t: _number(t["prompt_timeout"], "prompt_timeout", 1, 3600)
-                        ) if "prompt_timeout" in t else None
+        timeout = (
+            guard(
+                f"providers.{name}.prompt_timeout",
+                lines.key("prompt_timeout", tl),
+                lambda t=t: _number(t["prompt_timeout"], "prompt_timeout", 1, 3600),
+            )
+            if "prompt_timeout" in t
+            else None
+        )
         dm = t.get("default_mode")
         if dm is not None and (not isinstance(dm, str) or internal_name(dm) is None):
             out.errors.append(f"{lines.at(lines.key('default_mode', tl))}: unknown default_mode {dm!r}")
@@ -277,8 +309,7 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
         hooks = []
     hl = 0
     for h in hooks:
-        hl = next((i for i in range(hl, len(lines.lines)) if re.match(r"^\s*\[\[\s*hooks\s*\]\]", lines.lines[i])),
-                  hl)
+        hl = next((i for i in range(hl, len(lines.lines)) if re.match(r"^\s*\[\[\s*hooks\s*\]\]", lines.lines[i])), hl)
         at = lines.at(hl)
         hl += 1
         if not isinstance(h, dict):
@@ -320,9 +351,13 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                 md = c.get("max_denials", 3)
                 if isinstance(md, bool) or not isinstance(md, int) or not 1 <= md <= 100:
                     raise ValueError("classifier.max_denials must be an integer between 1 and 100")
-                out.classifier = ClassifierSpec(_command(c.get("command"), "classifier.command"),
-                                                _number(c.get("timeout", 10), "classifier.timeout", 0.05, 600),
-                                                on_error, md, at)
+                out.classifier = ClassifierSpec(
+                    _command(c.get("command"), "classifier.command"),
+                    _number(c.get("timeout", 10), "classifier.timeout", 0.05, 600),
+                    on_error,
+                    md,
+                    at,
+                )
             except ValueError as e:
                 out.errors.append(f"{at}: {e}")
     if "sandbox" in doc:
@@ -348,7 +383,7 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
                 out.errors.append(f"{at}: audit: unknown key(s) {', '.join(unknown)} (known: on_failure)")
             if "on_failure" in a:
                 if a["on_failure"] not in ("continue", "deny"):
-                    out.errors.append(f"{at}: audit.on_failure must be \"continue\" or \"deny\"")
+                    out.errors.append(f'{at}: audit.on_failure must be "continue" or "deny"')
                 else:
                     out.audit_on_failure = a["on_failure"]
     if "limits" in doc:
@@ -359,8 +394,9 @@ def parse_policy(text: str, path: Path, *, layer: str, project: bool = False, ma
         else:
             unknown = sorted(set(lim) - LIMIT_KEYS)
             if unknown:
-                out.errors.append(f"{at}: limits: unknown key(s) {', '.join(unknown)} (known: "
-                                  f"{', '.join(sorted(LIMIT_KEYS))})")
+                out.errors.append(
+                    f"{at}: limits: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(LIMIT_KEYS))})"
+                )
             for key in sorted(LIMIT_KEYS & set(lim)):
                 v = lim[key]
                 if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1_000_000:
@@ -442,11 +478,18 @@ def parse_notify(t: Any) -> NotifySpec:
                 raise ValueError(f"redact: bad pattern {x!r}: {e}") from None
         kw["redact"] = tuple(pats)
     return NotifySpec(**kw)
+
+
 # Claude Code's sandbox.network keys -> ours in [sandbox.network] (its domains come from WebFetch rules)
-CLAUDE_NETWORK_KEYS = {"allowUnixSockets": "allow_unix_sockets", "allowAllUnixSockets": "allow_all_unix_sockets",
-                       "allowLocalBinding": "allow_local_binding", "httpProxyPort": "http_proxy_port",
-                       "socksProxyPort": "socks_proxy_port", "allowedDomains": "allowed_domains",
-                       "deniedDomains": "denied_domains"}
+CLAUDE_NETWORK_KEYS = {
+    "allowUnixSockets": "allow_unix_sockets",
+    "allowAllUnixSockets": "allow_all_unix_sockets",
+    "allowLocalBinding": "allow_local_binding",
+    "httpProxyPort": "http_proxy_port",
+    "socksProxyPort": "socks_proxy_port",
+    "allowedDomains": "allowed_domains",
+    "deniedDomains": "denied_domains",
+}
 
 
 def claude_sandbox(doc: Any, path: Path, managed: bool = False) -> dict[str, Any] | None:
@@ -479,8 +522,9 @@ def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = 
     dm = perms.get("defaultMode")
     if isinstance(dm, str) and internal_name(dm):
         out.default_mode = dm
-    if (isinstance(doc, dict) and doc.get("disableBypassPermissionsMode") == "disable") or \
-            perms.get("disableBypassPermissionsMode") == "disable":
+    if (isinstance(doc, dict) and doc.get("disableBypassPermissionsMode") == "disable") or perms.get(
+        "disableBypassPermissionsMode"
+    ) == "disable":
         out.disable_bypass = str(path)
     for d in perms.get("additionalDirectories", []) or []:
         if isinstance(d, str) and d:
@@ -576,8 +620,12 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         for name, p in layer.providers.items():
             old = providers.get(name, ProviderSettings())
             providers[name] = ProviderSettings(
-                allowed_modes=(p.allowed_modes if old.allowed_modes is None or p.allowed_modes is None
-                               else old.allowed_modes & p.allowed_modes) or old.allowed_modes,
+                allowed_modes=(
+                    p.allowed_modes
+                    if old.allowed_modes is None or p.allowed_modes is None
+                    else old.allowed_modes & p.allowed_modes
+                )
+                or old.allowed_modes,
                 auto_approval=p.auto_approval if p.auto_approval is not None else old.auto_approval,
                 prompt_timeout=p.prompt_timeout or old.prompt_timeout,
                 default_mode=p.default_mode or old.default_mode,
@@ -592,10 +640,21 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         if layer.notify is not None and not notify_final and not layer.project:  # the user's or managed, whole
             notify, notify_final = layer.notify, layer.managed
     return Policy(
-        rules=tuple(rules), default_mode=default_mode, additional_directories=tuple(dirs), allowed_modes=allowed,
-        disable_bypass=bool(disable_bypass), disable_bypass_origin=disable_bypass, providers=providers,
-        hooks=tuple(hooks), classifier=classifier, sandbox_layers=tuple(sandbox), workspace=workspace, trust=trust,
-        builtin=builtin, warnings=tuple(warnings), audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
+        rules=tuple(rules),
+        default_mode=default_mode,
+        additional_directories=tuple(dirs),
+        allowed_modes=allowed,
+        disable_bypass=bool(disable_bypass),
+        disable_bypass_origin=disable_bypass,
+        providers=providers,
+        hooks=tuple(hooks),
+        classifier=classifier,
+        sandbox_layers=tuple(sandbox),
+        workspace=workspace,
+        trust=trust,
+        builtin=builtin,
+        warnings=tuple(warnings),
+        audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
         limits=_merge_limits(limit_sets, project_limits),
         notify=notify,
     )

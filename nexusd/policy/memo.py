@@ -74,8 +74,9 @@ class RecordingFileSystem:
 class _Entry:
     __slots__ = ("cost", "log", "policy", "verdict")
 
-    def __init__(self, policy: Policy, log: tuple[tuple[str, tuple[Any, ...], Any], ...], verdict: Verdict,
-                 cost: int) -> None:
+    def __init__(
+        self, policy: Policy, log: tuple[tuple[str, tuple[Any, ...], Any], ...], verdict: Verdict, cost: int
+    ) -> None:
         self.policy, self.log, self.verdict, self.cost = policy, log, verdict, cost
 
 
@@ -93,8 +94,7 @@ def _cost(key: tuple[Any, ...], log: tuple[tuple[str, tuple[Any, ...], Any], ...
 
 def session_state(s: Session) -> tuple[Any, ...]:
     """Everything of a session the engine reads (the id is in the call)."""
-    return (s.provider, s.agent_mode, s.override_mode, s.allow_rules, s.deny_rules, s.grant_rules,
-            s.classifier_denials)
+    return (s.provider, s.agent_mode, s.override_mode, s.allow_rules, s.deny_rules, s.grant_rules, s.classifier_denials)
 
 
 def cacheable(verdict: Verdict) -> bool:
@@ -120,8 +120,18 @@ class DecisionMemo:
     @staticmethod
     def key(call: CallInfo, workspace: str, session: Session, fixed: tuple[Any, ...]) -> tuple[Any, ...]:
         # The input as canonical bytes: dicts are not hashable, and equal bytes mean an equal input.
-        return (call.provider, call.session, call.tool, _encode(call.input), call.cwd, call.workspace, call.mode,
-                workspace, session_state(session), fixed)
+        return (
+            call.provider,
+            call.session,
+            call.tool,
+            _encode(call.input),
+            call.cwd,
+            call.workspace,
+            call.mode,
+            workspace,
+            session_state(session),
+            fixed,
+        )
 
     def get(self, key: tuple[Any, ...], policy: Policy, fs: DecisionFileSystem) -> Verdict | None:
         entry = self._entries.get(key)

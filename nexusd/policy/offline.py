@@ -17,8 +17,9 @@ from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, TraceStep, Verdict
 
 
-def check_offline(call: CallInfo, *, config_dir: Path | None = None, state_dir: Path | None = None,
-                  managed_dir: Path | None = None) -> Verdict:
+def check_offline(
+    call: CallInfo, *, config_dir: Path | None = None, state_dir: Path | None = None, managed_dir: Path | None = None
+) -> Verdict:
     store = PolicyStore(
         config_dir=Path(config_dir or locations.config_dir()),
         state_dir=Path(state_dir or locations.state_dir()),

@@ -16,19 +16,46 @@ from typing import Any
 
 from nexusd.core.policy.policy import Policy
 
-BOOL_KEYS = ("enabled", "fail_if_unavailable", "auto_allow_bash_if_sandboxed", "allow_unsandboxed_commands",
-             "network_isolation", "allow_all_unix_sockets", "allow_managed_read_paths_only", "allow_local_binding",
-             "managed_domains_only")
+BOOL_KEYS = (
+    "enabled",
+    "fail_if_unavailable",
+    "auto_allow_bash_if_sandboxed",
+    "allow_unsandboxed_commands",
+    "network_isolation",
+    "allow_all_unix_sockets",
+    "allow_managed_read_paths_only",
+    "allow_local_binding",
+    "managed_domains_only",
+)
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
 FS_BOOL_KEYS = ("allow_managed_read_paths_only",)  # booleans that live in [sandbox.filesystem]
 PLATFORMS = frozenset({"linux", "wsl2", "wsl1", "macos", "other"})  # nexusd.sandbox.probe.detect_platform
 NETWORK_BOOL_KEYS = ("allow_all_unix_sockets", "allow_local_binding", "managed_domains_only")  # in [sandbox.network]
 NETWORK_MODES = ("isolated", "filtered", "open")
-TOP_KEYS = frozenset((*(k for k in BOOL_KEYS if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)), "excluded_commands",
-                      "filesystem", "network", "enabled_platforms"))
-NETWORK_KEYS = frozenset(("isolated", "allow_all_unix_sockets", "allow_unix_sockets", "mode", "allowed_domains",
-                          "denied_domains", "allowed_ports", "managed_domains_only", "allow_local_binding",
-                          "http_proxy_port", "socks_proxy_port"))
+TOP_KEYS = frozenset(
+    (
+        *(k for k in BOOL_KEYS if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)),
+        "excluded_commands",
+        "filesystem",
+        "network",
+        "enabled_platforms",
+    )
+)
+NETWORK_KEYS = frozenset(
+    (
+        "isolated",
+        "allow_all_unix_sockets",
+        "allow_unix_sockets",
+        "mode",
+        "allowed_domains",
+        "denied_domains",
+        "allowed_ports",
+        "managed_domains_only",
+        "allow_local_binding",
+        "http_proxy_port",
+        "socks_proxy_port",
+    )
+)
 NETWORK_LIST_KEYS = ("allowed_domains", "denied_domains")
 _GLOB_CHARS = frozenset("*?[")
 
@@ -113,7 +140,6 @@ class SandboxSettings:
         return self.enabled and (self.enabled_platforms is None or platform in self.enabled_platforms)
 
 
-
 def person_allow_read(policy: object) -> tuple[str, ...]:
     """allow_read of the layers a project cannot write (user, managed, and anything outside the workspace)."""
     workspace = getattr(policy, "workspace", None)
@@ -121,10 +147,14 @@ def person_allow_read(policy: object) -> tuple[str, ...]:
     out: list[str] = []
     managed_only = sandbox_settings(policy).allow_managed_read_paths_only
     for item in getattr(policy, "sandbox_layers", None) or ():
-        layer = item if isinstance(item, SandboxLayer) else parse_sandbox_layer(
-            item[0], Path(item[1]), managed=bool(item[2]) if len(item) > 2 else False)
+        layer = (
+            item
+            if isinstance(item, SandboxLayer)
+            else parse_sandbox_layer(item[0], Path(item[1]), managed=bool(item[2]) if len(item) > 2 else False)
+        )
         if (root is not None and layer.path.startswith(root) and not layer.managed) or (
-                managed_only and not layer.managed):
+            managed_only and not layer.managed
+        ):
             continue  # a project layer, or only the managed policy re-opens reads
         out.extend(p for p in layer.allow_read if p not in out)
     return tuple(out)
@@ -185,16 +215,19 @@ def parse_sandbox_layer(
     if not isinstance(table, Mapping):
         raise ValueError("[sandbox] must be a table")
     _check_keys(table, TOP_KEYS, "sandbox")
-    values: dict[str, Any] = {k: _bool(table, k, "sandbox") for k in BOOL_KEYS
-                              if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)}
+    values: dict[str, Any] = {
+        k: _bool(table, k, "sandbox") for k in BOOL_KEYS if k not in (*NETWORK_BOOL_KEYS, *FS_BOOL_KEYS)
+    }
     for key in (*NETWORK_BOOL_KEYS, "allow_managed_read_paths_only"):
         values[key] = None
     if "enabled_platforms" in table:
         plats = _strings(table, "enabled_platforms", "sandbox")
         unknown = sorted(set(plats) - PLATFORMS)
         if unknown:
-            raise ValueError(f"sandbox.enabled_platforms: unknown platform(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(sorted(PLATFORMS))})")
+            raise ValueError(
+                f"sandbox.enabled_platforms: unknown platform(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(PLATFORMS))})"
+            )
         values["enabled_platforms"] = plats
     net = table.get("network")
     if net is not None:
@@ -214,8 +247,10 @@ def parse_sandbox_layer(
     sockets: tuple[str, ...] = ()
     if net is not None:
         try:
-            sockets = tuple(resolve_sandbox_path(r, policy_file, home)
-                            for r in _strings(net, "allow_unix_sockets", "sandbox.network"))
+            sockets = tuple(
+                resolve_sandbox_path(r, policy_file, home)
+                for r in _strings(net, "allow_unix_sockets", "sandbox.network")
+            )
         except ValueError as e:
             raise ValueError(f"sandbox.network.allow_unix_sockets: {e}") from None
     excluded = _strings(table, "excluded_commands", "sandbox")
@@ -240,8 +275,14 @@ def parse_sandbox_layer(
             paths[key] = tuple(resolve_sandbox_path(r, policy_file, home) for r in raw)
         except ValueError as e:
             raise ValueError(f"sandbox.filesystem.{key}: {e}") from None
-    return SandboxLayer(path=str(policy_file), managed=managed, excluded_commands=excluded,
-                        allow_unix_sockets=sockets, **values, **paths)
+    return SandboxLayer(
+        path=str(policy_file),
+        managed=managed,
+        excluded_commands=excluded,
+        allow_unix_sockets=sockets,
+        **values,
+        **paths,
+    )
 
 
 def _port(net: Mapping[str, Any], key: str) -> int | None:
@@ -276,7 +317,8 @@ def _network_values(net: Mapping[str, Any], isolation: bool | None) -> dict[str,
     if "allowed_ports" in net:
         ports = net["allowed_ports"]
         if not isinstance(ports, list) or not all(
-                isinstance(x, int) and not isinstance(x, bool) and 0 < x < 65536 for x in ports):
+            isinstance(x, int) and not isinstance(x, bool) and 0 < x < 65536 for x in ports
+        ):
             raise ValueError("sandbox.network.allowed_ports must be a list of port numbers 1-65535")
         out["allowed_ports"] = tuple(ports)
     for key in ("http_proxy_port", "socks_proxy_port"):
@@ -294,8 +336,9 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     protection or room, never remove another layer's deny. A managed layer's booleans are final."""
     values: dict[str, Any] = {}
     final: set[str] = set()
-    lists: dict[str, list[str]] = {k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets",
-                                                   *NETWORK_LIST_KEYS)}
+    lists: dict[str, list[str]] = {
+        k: [] for k in (*FS_KEYS, "excluded_commands", "allow_unix_sockets", *NETWORK_LIST_KEYS)
+    }
     managed_reads: list[str] = []
     managed_domains: list[str] = []
     scalars: dict[str, Any] = {}
@@ -307,8 +350,11 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
         if layer.managed:
             managed_reads.extend(x for x in layer.allow_read if x not in managed_reads)
         if layer.enabled_platforms is not None:  # narrowing only: every layer's list must name the platform
-            platforms = layer.enabled_platforms if platforms is None else tuple(
-                p for p in platforms if p in layer.enabled_platforms)
+            platforms = (
+                layer.enabled_platforms
+                if platforms is None
+                else tuple(p for p in platforms if p in layer.enabled_platforms)
+            )
         for key in BOOL_KEYS:
             v = getattr(layer, key)
             if v is None or key in final:
@@ -335,8 +381,7 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     if ports is not None:
         scalars["allowed_ports"] = tuple(dict.fromkeys((80, 443, *ports)))
     frozen: dict[str, Any] = {k: tuple(v) for k, v in lists.items()}
-    return SandboxSettings(**values, **scalars, **frozen,
-                           enabled_platforms=platforms, sources=tuple(sources))
+    return SandboxSettings(**values, **scalars, **frozen, enabled_platforms=platforms, sources=tuple(sources))
 
 
 _MEMO_MAX = 64

@@ -38,22 +38,29 @@ def _step(v: Verdict, step: str, outcome: str, detail: str, **changes: object) -
     return msgspec.structs.replace(v, trace=[*v.trace, TraceStep(step, outcome, detail)], **changes)
 
 
-def sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: Policy,
-                       probe: SandboxProbe | None) -> Verdict:
+def sandbox_auto_allow(
+    v: Verdict, call: CallInfo, cls: Classification, policy: Policy, probe: SandboxProbe | None
+) -> Verdict:
     """A bare ask for a shell call that will run sandboxed is allowed (Claude Code's
     checkSandboxAutoAllow). Only an ask that came from the mode (not from a rule, hook, safety check or
     trust) qualifies; deny and ask rules already ran. Excluded commands that would leave the sandbox keep
     the ask. The command's parse is the classification's: it is not parsed again."""
-    if (v.decision != "ask" or v.source != "mode" or cls.kind != ToolKind.SHELL or not cls.auto_allowable
-            or HUMAN_FLAG in v.flags):
+    if (
+        v.decision != "ask"
+        or v.source != "mode"
+        or cls.kind != ToolKind.SHELL
+        or not cls.auto_allowable
+        or HUMAN_FLAG in v.flags
+    ):
         return v
     command = call.input.get("command")
     if probe is None or not probe.available or not isinstance(command, str):
         return v
     if policy.provider(call.provider).auto_approval is False:
         # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
-        return _step(v, "sandbox", "skipped",
-                     f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply")
+        return _step(
+            v, "sandbox", "skipped", f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply"
+        )
     try:
         settings = sandbox_settings(policy)
         if not (settings.active_on(probe.platform) and settings.auto_allow_bash_if_sandboxed):
@@ -63,8 +70,15 @@ def sandbox_auto_allow(v: Verdict, call: CallInfo, cls: Classification, policy: 
             return v
     except Exception:
         return v
-    return _step(v, "sandbox", "allow", f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed",
-                 decision="allow", reason=f"{v.reason}; runs in the sandbox, allowed", suggestions=[])
+    return _step(
+        v,
+        "sandbox",
+        "allow",
+        f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed",
+        decision="allow",
+        reason=f"{v.reason}; runs in the sandbox, allowed",
+        suggestions=[],
+    )
 
 
 def allowed_because_sandboxed(v: Verdict) -> bool:
@@ -88,8 +102,9 @@ def runaway_limit(v: Verdict, why: str | None) -> Verdict:
 
 def stopping(v: Verdict) -> Verdict:
     """Step 4: the daemon is stopping; nobody will answer an ask."""
-    return Verdict("deny", "daemon stopping", "error",
-                   trace=[*v.trace, TraceStep("stopping", "deny", "daemon stopping")])
+    return Verdict(
+        "deny", "daemon stopping", "error", trace=[*v.trace, TraceStep("stopping", "deny", "daemon stopping")]
+    )
 
 
 def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> Verdict:
@@ -97,21 +112,43 @@ def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> V
     itself only if it offered (``on_no_ui = "ask"``), the policy lets it (``[notify] no_ui = "agent"``),
     and the call does not require a person (require_human)."""
     if on_no_ui == "ask" and HUMAN_FLAG in v.flags:
-        return _step(v, "no_ui", "deny", "require_human: not handed to the agent", decision="deny",
-                     reason=f"{v.reason}; no nexusd UI is connected, and the agent's own dialog may not "
-                            "decide this (require_human)")
+        return _step(
+            v,
+            "no_ui",
+            "deny",
+            "require_human: not handed to the agent",
+            decision="deny",
+            reason=f"{v.reason}; no nexusd UI is connected, and the agent's own dialog may not "
+            "decide this (require_human)",
+        )
     if on_no_ui == "ask" and no_ui_setting == "agent":
-        return _step(v, "no_ui", "ask", "handed to the agent's own dialog",
-                     reason=f"{v.reason}; no nexusd UI is connected, so the agent asks itself")
-    return _step(v, "no_ui", "deny", "no nexusd UI is connected", decision="deny",
-                 reason=f"{v.reason}; a person must approve this and no nexusd UI is connected")
+        return _step(
+            v,
+            "no_ui",
+            "ask",
+            "handed to the agent's own dialog",
+            reason=f"{v.reason}; no nexusd UI is connected, so the agent asks itself",
+        )
+    return _step(
+        v,
+        "no_ui",
+        "deny",
+        "no nexusd UI is connected",
+        decision="deny",
+        reason=f"{v.reason}; a person must approve this and no nexusd UI is connected",
+    )
 
 
 def no_ui_noted(v: Verdict) -> Verdict:
     """Step 5 in a check: the ask stays (what the agent offers is not known), the trace says what a request
     would meet now."""
-    return _step(v, "no_ui", "noted", "no nexusd UI is connected now: a request would be denied, or handed to the "
-                 "agent's own dialog if it offers one and the policy lets it")
+    return _step(
+        v,
+        "no_ui",
+        "noted",
+        "no nexusd UI is connected now: a request would be denied, or handed to the "
+        "agent's own dialog if it offers one and the policy lets it",
+    )
 
 
 def pending_limit(v: Verdict, why: str) -> Verdict:

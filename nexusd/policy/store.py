@@ -39,8 +39,11 @@ _NEVER_LEARN = frozenset({"catastrophic", "protected_path", "unparseable", "dyna
 MAX_PROJECT_CACHE = 256
 # A workspace's own layers: (path under the workspace, layer name, format).
 _PROJECT_FILES = (("/.nexus/policy.toml", "project", "nexus"),)
-_PROJECT_FILES_CLAUDE = (*_PROJECT_FILES, ("/.claude/settings.json", "claude-project", "claude"),
-                         ("/.claude/settings.local.json", "claude-local", "claude"))
+_PROJECT_FILES_CLAUDE = (
+    *_PROJECT_FILES,
+    ("/.claude/settings.json", "claude-project", "claude"),
+    ("/.claude/settings.local.json", "claude-local", "claude"),
+)
 
 
 @dataclass
@@ -85,8 +88,9 @@ class PolicyStore:
 
     # ------------------------------------------------------------------ files
 
-    def _read_layer(self, path: Path, layer: str, *, kind: str = "nexus", project: bool = False,
-                    managed: bool = False) -> tuple[Layer | None, str | None]:
+    def _read_layer(
+        self, path: Path, layer: str, *, kind: str = "nexus", project: bool = False, managed: bool = False
+    ) -> tuple[Layer | None, str | None]:
         """(layer to use, error). A broken file yields its last good layer, or nothing, plus the error."""
         key = str(path)
         try:
@@ -125,8 +129,9 @@ class PolicyStore:
             return parse_claude_settings(text, path, layer=layer, project=project)
         return parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
 
-    def _fallback(self, path: Path, layer: str, kind: str, project: bool, managed: bool,
-                  error: str) -> tuple[Layer | None, str]:
+    def _fallback(
+        self, path: Path, layer: str, kind: str, project: bool, managed: bool, error: str
+    ) -> tuple[Layer | None, str]:
         """A layer that cannot be read or parsed: its last good parse (this run), else its last good copy
         (an earlier run), else nothing, and the policy locks (``Policy.locked``): its deny rules are unknown."""
         good = self._last_good(str(path))
@@ -149,8 +154,9 @@ class PolicyStore:
         st = self._files.get(key)
         return st.layer if st is not None and not st.layer.errors else None
 
-    def _collect(self, specs: list[tuple[Path, str, str, bool, bool]]) -> tuple[list[Layer], list[PolicySource],
-                                                                               list[str]]:
+    def _collect(
+        self, specs: list[tuple[Path, str, str, bool, bool]]
+    ) -> tuple[list[Layer], list[PolicySource], list[str]]:
         layers: list[Layer] = []
         sources: list[PolicySource] = []
         errors: list[str] = []
@@ -162,8 +168,11 @@ class PolicyStore:
                 errors.append(err)
             if layer is not None:
                 layers.append(layer)
-            sources.append(PolicySource(layer=name, path=str(path), loaded=err is None, error=err,
-                                        last_good=bool(err) and layer is not None))
+            sources.append(
+                PolicySource(
+                    layer=name, path=str(path), loaded=err is None, error=err, last_good=bool(err) and layer is not None
+                )
+            )
         return layers, sources, errors
 
     # ------------------------------------------------------------------ global layers
@@ -190,8 +199,9 @@ class PolicyStore:
                 errors.append(err)
                 if good is not None:
                     managed_good.append(good)
-                managed_sources.append(PolicySource(layer="managed", path=str(f), loaded=False, error=err,
-                                                    last_good=good is not None))
+                managed_sources.append(
+                    PolicySource(layer="managed", path=str(f), loaded=False, error=err, last_good=good is not None)
+                )
                 continue
             specs.append((f, "managed", "nexus", False, True))
         specs.append((self.config_dir / "policy.toml", "user", "nexus", False, False))
@@ -204,8 +214,10 @@ class PolicyStore:
         claude_layers: list[Layer] = []
         if import_claude:
             cm = next((la.claude_managed for la in layers if la.claude_managed), None)
-            cspecs = [(Path(self.claude_managed or cm or CLAUDE_MANAGED), "claude-managed", "claude", False, True),
-                      (Path(self.home) / ".claude" / "settings.json", "claude-user", "claude", False, False)]
+            cspecs = [
+                (Path(self.claude_managed or cm or CLAUDE_MANAGED), "claude-managed", "claude", False, True),
+                (Path(self.home) / ".claude" / "settings.json", "claude-user", "claude", False, False),
+            ]
             claude_layers, csources, cerrs = self._collect(cspecs)
             for la in claude_layers:
                 la.managed = la.layer == "claude-managed"
@@ -214,8 +226,13 @@ class PolicyStore:
         learned, lsources, lerrs = self._collect([(self.learned_path, "learned", "nexus", False, False)])
         sources += lsources
         errors += lerrs
-        ordered = [la for la in layers if la.managed] + [la for la in claude_layers if la.managed] + \
-            [la for la in layers if not la.managed] + [la for la in claude_layers if not la.managed] + learned
+        ordered = (
+            [la for la in layers if la.managed]
+            + [la for la in claude_layers if la.managed]
+            + [la for la in layers if not la.managed]
+            + [la for la in claude_layers if not la.managed]
+            + learned
+        )
         self._global = ordered
         self._global_sources = managed_sources + sources
         self._project_cache.clear()
@@ -283,13 +300,17 @@ class PolicyStore:
         """Where each global layer lives (existing or not), in precedence order; the project layers are
         files relative to each workspace (``project_files``). Watched by the daemon, listed by
         ``nexusctl policy paths``."""
-        out: list[tuple[str, Path]] = [("managed", self.managed_dir / "policy.toml"),
-                                       ("managed", self.managed_dir / "policy.d")]
+        out: list[tuple[str, Path]] = [
+            ("managed", self.managed_dir / "policy.toml"),
+            ("managed", self.managed_dir / "policy.d"),
+        ]
         out.append(("user", self.config_dir / "policy.toml"))
         if getattr(self, "_import_claude", False):
             cm = next((la.claude_managed for la in self._global if la.claude_managed), None)
-            out += [("claude-managed", Path(self.claude_managed or cm or CLAUDE_MANAGED)),
-                    ("claude-user", Path(self.home) / ".claude" / "settings.json")]
+            out += [
+                ("claude-managed", Path(self.claude_managed or cm or CLAUDE_MANAGED)),
+                ("claude-user", Path(self.home) / ".claude" / "settings.json"),
+            ]
         out.append(("learned", self.learned_path))
         return out
 
@@ -315,8 +336,16 @@ class PolicyStore:
         for la in seen_layers:
             for r in la.rules:
                 warning = blanket_reason(r.text) if r.kind == "allow" else None
-                out.append(RuleInfo(kind=r.kind, rule=r.text, layer=la.layer, origin=r.origin,
-                                    removable=la.layer == "learned", warning=warning))
+                out.append(
+                    RuleInfo(
+                        kind=r.kind,
+                        rule=r.text,
+                        layer=la.layer,
+                        origin=r.origin,
+                        removable=la.layer == "learned",
+                        warning=warning,
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ changes
@@ -344,8 +373,10 @@ class PolicyStore:
             learned_file.add_rules(self.learned_path, kind, [rule])
         elif action == "remove":
             if not learned_file.remove_rule(self.learned_path, kind, rule):
-                raise ValueError(f"{kind} rule {rule!r} is not in {self.learned_path} (only learned rules can be "
-                                 "removed here; edit the other policy files by hand)")
+                raise ValueError(
+                    f"{kind} rule {rule!r} is not in {self.learned_path} (only learned rules can be "
+                    "removed here; edit the other policy files by hand)"
+                )
         else:
             raise ValueError(f"unknown action {action!r}")
         self._reload_learned()

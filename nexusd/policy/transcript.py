@@ -60,8 +60,9 @@ def _under(real: str, roots: Sequence[str]) -> bool:
 def _open_checked(path: str, roots: Sequence[str]) -> int:
     real = os.path.realpath(path)
     if not _under(real, roots):
-        raise TranscriptError(f"{path} is not a transcript of Claude Code (expected a .jsonl under "
-                              f"{' or '.join(roots)})")
+        raise TranscriptError(
+            f"{path} is not a transcript of Claude Code (expected a .jsonl under {' or '.join(roots)})"
+        )
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:

@@ -52,13 +52,28 @@ INTERNAL: dict[str, ModeSpec] = {
     for m in (
         ModeSpec("default", _RO, "ask", summary="reads inside the workspace allowed; everything else asked"),
         ModeSpec("cautious", _RO, "ask", shell_auto=False, summary="like default, but every shell call is asked"),
-        ModeSpec("accept_edits", _WW, "ask", write_scope="edits_fs",
-                 summary="reads, file edits and mkdir/touch/rm/rmdir/mv/cp/sed inside the workspace; rest asked"),
-        ModeSpec("edits_only", _WW, "ask", write_scope="edits",
-                 summary="reads and file edits inside the workspace; deletes, moves and shell asked"),
+        ModeSpec(
+            "accept_edits",
+            _WW,
+            "ask",
+            write_scope="edits_fs",
+            summary="reads, file edits and mkdir/touch/rm/rmdir/mv/cp/sed inside the workspace; rest asked",
+        ),
+        ModeSpec(
+            "edits_only",
+            _WW,
+            "ask",
+            write_scope="edits",
+            summary="reads and file edits inside the workspace; deletes, moves and shell asked",
+        ),
         ModeSpec("plan", _RO, "ask", deny_writes=True, summary="read-only: writes and commands denied, not asked"),
-        ModeSpec("auto", _WW, "classifier", write_scope="edits_fs",
-                 summary="accept_edits, then the external classifier decides the rest"),
+        ModeSpec(
+            "auto",
+            _WW,
+            "classifier",
+            write_scope="edits_fs",
+            summary="accept_edits, then the external classifier decides the rest",
+        ),
         ModeSpec("dont_ask", _RO, "deny", prompts=False, summary="never asks: whatever would be asked is denied"),
         ModeSpec("bypass", _DFA, "ask", summary="everything allowed but deny/ask rules and safety"),
         ModeSpec("read_only", _RO, "deny", summary="five-tier read-only: reads allowed, anything more denied"),
@@ -105,8 +120,19 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("never", "Codex CLI (exec's default; its hooks say bypassPermissions)", "dont_ask"),
     ("build", "OpenCode (its default agent; its plan agent is plan)", "default"),
     # internal names, accepted verbatim (nexusctl mode, policy files)
-    *((n, "nexusd", n) for n in ("accept_edits", "edits_only", "dont_ask", "bypass", "cautious", "read_only",
-                                   "workspace_write", "danger_full_access")),
+    *(
+        (n, "nexusd", n)
+        for n in (
+            "accept_edits",
+            "edits_only",
+            "dont_ask",
+            "bypass",
+            "cautious",
+            "read_only",
+            "workspace_write",
+            "danger_full_access",
+        )
+    ),
 )
 
 _EXACT: dict[str, str] = {spelling: internal for spelling, _, internal in MODES}

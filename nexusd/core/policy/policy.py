@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from nexusd.core.policy.rules import Rule
 
@@ -88,6 +88,7 @@ class Limits:
 
 
 MAX_DERIVED = 4096  # Policy.derived's answers kept per policy
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +119,10 @@ class Policy:
     # asks for the rules of each kind and its provider's settings, so they are computed once per policy.
     _derived: dict[tuple[str | None, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def derived(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
+    def derived(self, key: tuple[str | None, ...], make: Callable[[], _T]) -> _T:
         """``make()``, computed once per policy and ``key`` (a pure function of the policy and the key).
         Keys may carry strings a client sent (a provider, a mode): at most ``MAX_DERIVED`` are kept."""
-        got = self._derived.get(key)
+        got: _T | None = self._derived.get(key)
         if got is None:
             if len(self._derived) >= MAX_DERIVED:
                 self._derived.clear()
@@ -129,7 +130,7 @@ class Policy:
         return got
 
     def provider(self, name: str) -> ProviderSettings:
-        got = self._derived.get(("provider", name))
+        got: ProviderSettings | None = self._derived.get(("provider", name))
         return got if got is not None else self.derived(("provider", name), lambda: self._provider(name))
 
     def _provider(self, name: str) -> ProviderSettings:
@@ -145,7 +146,7 @@ class Policy:
         )
 
     def of_kind(self, kind: str) -> tuple[Rule, ...]:
-        got = self._derived.get(("kind", kind))
+        got: tuple[Rule, ...] | None = self._derived.get(("kind", kind))
         if got is None:
             got = self.derived(("kind", kind), lambda: tuple(r for r in self.rules if r.kind == kind))
-        return got  # type: ignore[no-any-return]
+        return got

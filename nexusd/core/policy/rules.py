@@ -94,7 +94,6 @@ class PathPattern:
         # ``ls secrets`` under a deny of Read(./secrets/**)
         return self.spec.match_file(rel) or (self.pattern.endswith(("/**", "/")) and self.spec.match_file(rel + "/"))
 
-
     def may_match_below(self, directory: str, cwd: str, home: str) -> bool:
         """Whether some path below ``directory`` may match: a recursive read of it (grep -r, rg, find) reads
         them all. Conservative: only a literal or glob segment that cannot match rules a pattern out."""
@@ -341,8 +340,13 @@ def parse_rule(
     tool, spec = split_rule(text)
     tool = canonical_tool(tool)
     common = dict(
-        text=text.strip(), kind=kind, layer=layer, origin=origin, project=project,
-        match=tuple(match), not_match=tuple(not_match),
+        text=text.strip(),
+        kind=kind,
+        layer=layer,
+        origin=origin,
+        project=project,
+        match=tuple(match),
+        not_match=tuple(not_match),
     )
     if tool.startswith("mcp__"):
         m = _MCP.match(tool)

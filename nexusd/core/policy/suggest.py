@@ -17,23 +17,103 @@ from nexusd.core.policy.rules import EDIT_TOOLS, RuleError, canonical_tool, spli
 
 MAX_SUGGESTIONS = 5
 
-INTERPRETERS = frozenset({"python", "python2", "python3", "node", "nodejs", "deno", "ruby", "perl", "php", "lua",
-                          "luajit", "pypy", "pypy3", "irb", "Rscript", "osascript", "tclsh", "wish"})
+INTERPRETERS = frozenset(
+    {
+        "python",
+        "python2",
+        "python3",
+        "node",
+        "nodejs",
+        "deno",
+        "ruby",
+        "perl",
+        "php",
+        "lua",
+        "luajit",
+        "pypy",
+        "pypy3",
+        "irb",
+        "Rscript",
+        "osascript",
+        "tclsh",
+        "wish",
+    }
+)
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
-EVAL_FAMILY = frozenset({"eval", "exec", "env", "xargs", "command", "builtin", "source", ".", "nohup", "timeout",
-                         "nice", "time", "stdbuf", "ionice", "watch", "parallel", "find"})
+EVAL_FAMILY = frozenset(
+    {
+        "eval",
+        "exec",
+        "env",
+        "xargs",
+        "command",
+        "builtin",
+        "source",
+        ".",
+        "nohup",
+        "timeout",
+        "nice",
+        "time",
+        "stdbuf",
+        "ionice",
+        "watch",
+        "parallel",
+        "find",
+    }
+)
 PRIVILEGE = frozenset({"sudo", "doas", "su", "pkexec", "runuser"})
 REMOTE = frozenset({"ssh", "mosh", "telnet"})
 RUNNERS = frozenset({"npx", "bunx", "pnpx"})
-RUNNER_PREFIXES = frozenset({("npm", "run"), ("npm", "exec"), ("npm", "run-script"), ("yarn", "run"),
-                             ("yarn", "dlx"), ("yarn", "exec"), ("pnpm", "run"), ("pnpm", "exec"), ("pnpm", "dlx"),
-                             ("bun", "run"), ("bun", "x"), ("uv", "run"), ("uvx",), ("poetry", "run"),
-                             ("pipx", "run"), ("deno", "run"), ("go", "run"), ("cargo", "run")})
+RUNNER_PREFIXES = frozenset(
+    {
+        ("npm", "run"),
+        ("npm", "exec"),
+        ("npm", "run-script"),
+        ("yarn", "run"),
+        ("yarn", "dlx"),
+        ("yarn", "exec"),
+        ("pnpm", "run"),
+        ("pnpm", "exec"),
+        ("pnpm", "dlx"),
+        ("bun", "run"),
+        ("bun", "x"),
+        ("uv", "run"),
+        ("uvx",),
+        ("poetry", "run"),
+        ("pipx", "run"),
+        ("deno", "run"),
+        ("go", "run"),
+        ("cargo", "run"),
+    }
+)
 # A bare front-end of a runner: "npm *" includes "npm run *".
 RUNNER_FRONTS = frozenset({"npm", "yarn", "pnpm", "bun", "uv", "poetry", "pipx", "git"})
 # Commands whose suggestion is the exact command: a prefix rule would allow destroying anything.
-EXACT_ONLY = frozenset({"rm", "rmdir", "mv", "cp", "dd", "chmod", "chown", "chgrp", "ln", "truncate", "shred",
-                        "kill", "pkill", "killall", "curl", "wget", "scp", "rsync", "docker", "kubectl", "make"})
+EXACT_ONLY = frozenset(
+    {
+        "rm",
+        "rmdir",
+        "mv",
+        "cp",
+        "dd",
+        "chmod",
+        "chown",
+        "chgrp",
+        "ln",
+        "truncate",
+        "shred",
+        "kill",
+        "pkill",
+        "killall",
+        "curl",
+        "wget",
+        "scp",
+        "rsync",
+        "docker",
+        "kubectl",
+        "make",
+    }
+)
 _SUBCOMMAND = re.compile(r"[a-z][a-z0-9_:.-]*\Z")
 _PY_VERSION = re.compile(r"(python|pypy|ruby|perl|php|lua|node)[0-9.]*\Z")
 
@@ -133,7 +213,11 @@ def blanket_reason(rule_text: str) -> str | None:
             literal.append(w)
         return _blanket_command(literal)
     whole = (spec.rstrip("/*") in ("", "/", "//", "~", "~/", ".", "./") and "*" in spec) or spec in (
-        "//", "~", "~/", "/")
+        "//",
+        "~",
+        "~/",
+        "/",
+    )
     if (tool in EDIT_TOOLS or tool == "Read") and whole:
         return f"{tool}({spec}) covers the whole file system, home directory or workspace"
     return None
@@ -157,8 +241,12 @@ def _shell_rule(cmd: Command) -> str:
             rest = rest[1:]
     if not rest:
         return exact
-    if first == "git" and prefix[1:2] and prefix[1] in ("push", "reset", "clean", "checkout", "rebase",
-                                                         "config", "filter-branch", "gc", "rm", "restore"):
+    if (
+        first == "git"
+        and prefix[1:2]
+        and prefix[1]
+        in ("push", "reset", "clean", "checkout", "rebase", "config", "filter-branch", "gc", "rm", "restore")
+    ):
         return exact
     rule = "Bash(" + " ".join(prefix) + " *)"
     return exact if blanket_reason(rule) else rule
