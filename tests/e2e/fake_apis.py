@@ -221,8 +221,83 @@ def codex_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
     )
 
 
+def _openai_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def tool_messages(api: FakeAPI) -> list[str]:
+    """The content of every ``role: tool`` message sent back to the model."""
+    out: list[str] = []
+    for req in api.requests:
+        for msg in req.get("messages", []) or []:
+            if isinstance(msg, dict) and msg.get("role") == "tool":
+                content = msg.get("content")
+                out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def openai_stream(api: FakeAPI, body: dict[str, Any]) -> bytes:
+    """Chat Completions, streamed: one tool call to the first request that offers the scripted tool and has no
+    tool result yet, plain text otherwise, then a usage chunk."""
+    offered = {t.get("function", {}).get("name") for t in body.get("tools", []) or []}
+    answered = any(m.get("role") == "tool" for m in body.get("messages", []) or [] if isinstance(m, dict))
+    call = None if answered else api.next_call(offered)
+    if call is not None:
+        chunks = [
+            _openai_chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ],
+                }
+            ),
+            _openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(call.input)}}]}),
+            _openai_chunk({}, "tool_calls"),
+        ]
+    else:
+        chunks = [_openai_chunk({"role": "assistant", "content": api.final_text}), _openai_chunk({}, "stop")]
+    usage = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake",
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    return b"".join(chunks) + f"data: {json.dumps(usage)}\n\n".encode() + b"data: [DONE]\n\n"
+
+
+def openai_reply(api: FakeAPI) -> bytes:
+    """Chat Completions, not streamed (side calls such as titles): the final text."""
+    msg: dict[str, Any] = {"role": "assistant", "content": api.final_text}
+    reply = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    return json.dumps(reply).encode()
+
+
 def serve(api: FakeAPI, kind: str) -> FakeAPI:
-    """Start ``api`` as a ``claude``, ``gemini`` or ``codex`` fake on an ephemeral 127.0.0.1 port."""
+    """Start ``api`` as a ``claude``, ``gemini``, ``codex`` or ``openai`` (Chat Completions: OpenCode, Copilot
+    CLI's BYOK) fake on an ephemeral 127.0.0.1 port."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -239,7 +314,8 @@ def serve(api: FakeAPI, kind: str) -> FakeAPI:
 
         def do_GET(self) -> None:
             api.paths.append("GET " + self.path)
-            self._send(200, "application/json", b"{}")
+            models = b'{"object": "list", "data": [{"id": "fake", "object": "model"}]}'
+            self._send(200, "application/json", models if kind == "openai" else b"{}")
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -278,6 +354,11 @@ def serve(api: FakeAPI, kind: str) -> FakeAPI:
                 self._send(200, "text/event-stream", codex_stream(api, body))
             elif kind == "gemini" and ":countTokens" in self.path:
                 self._send(200, "application/json", b'{"totalTokens": 10}')
+            elif kind == "openai" and self.path.rstrip("/").endswith("/chat/completions"):
+                if body.get("stream"):
+                    self._send(200, "text/event-stream", openai_stream(api, body))
+                else:
+                    self._send(200, "application/json", openai_reply(api))
             else:
                 self._send(404, "application/json", b'{"error": {"message": "not faked"}}')
 

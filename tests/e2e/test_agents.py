@@ -21,6 +21,7 @@ import pytest
 
 from nexusd import protocol
 from tests.conftest import DaemonHandle, short_tmpdir
+from tests.e2e.answering import run_answering
 from tests.e2e.conftest import CACHE as REPO_CACHE
 from tests.e2e.conftest import AgentCLIs
 from tests.e2e.fake_apis import FakeAPI, ToolCall, serve
@@ -160,9 +161,6 @@ async def run_cli(
     message: str | None = None,
 ) -> Run:
     """Run the CLI; with ``answer`` set, a UI client subscribes first and answers every prompt so."""
-    from nexusd.client import AsyncClient
-
-    prompts: list[protocol.PendingItem] = []
     exes: list[str] = []
 
     def run() -> subprocess.CompletedProcess[str]:
@@ -180,25 +178,11 @@ async def run_cli(
     try:
         if daemon is None or answer is None:
             proc = await anyio.to_thread.run_sync(run)
-            return Run(proc, api, project, prompts)
-        async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="e2e-ui") as ui:
-            events = ui.subscribe().__aiter__()
-            assert isinstance(await events.__anext__(), protocol.Snapshot)
-            box: dict[str, Any] = {}
-
-            async def answer_prompts() -> None:
-                async for event in events:
-                    if isinstance(event, protocol.Prompt):
-                        prompts.append(event.item)
-                        exes.append(_exe(event.item.call.agent_pid))
-                        if answer != "timeout":
-                            await ui.call(protocol.Answer(id=event.item.id, decision=answer, message=message))
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(answer_prompts)
-                box["proc"] = await anyio.to_thread.run_sync(run)
-                tg.cancel_scope.cancel()
-            return Run(box["proc"], api, project, prompts, exes)
+            return Run(proc, api, project, [])
+        proc, prompts = await run_answering(
+            run, daemon.socket, answer, message=message, on_prompt=lambda item: exes.append(_exe(item.call.agent_pid))
+        )
+        return Run(proc, api, project, prompts, exes)
     finally:
         api.stop()
 

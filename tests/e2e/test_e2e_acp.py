@@ -23,6 +23,7 @@ import pytest
 
 from nexusd import protocol
 from tests.conftest import DaemonHandle, short_tmpdir
+from tests.e2e.answering import run_answering
 from tests.e2e.conftest import AgentCLIs
 from tests.e2e.fake_apis import FakeAPI, ToolCall, serve
 from tests.e2e.test_agents import base_env
@@ -141,31 +142,15 @@ async def run_acp(
     answer_forwarded: Callable[[dict[str, Any]], Any] | None = None,
 ) -> AcpRun:
     """``drive`` in a thread; with ``answer`` a nexusd UI subscribes first and answers every prompt so."""
-    from nexusd.client import AsyncClient
 
     def go() -> AcpRun:
         return drive(argv, env, project, answer_forwarded)
 
     if daemon is None or answer is None:
         return await anyio.to_thread.run_sync(go)
-    prompts: list[protocol.PendingItem] = []
-    async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="e2e-ui") as ui:
-        events = ui.subscribe().__aiter__()
-        assert isinstance(await events.__anext__(), protocol.Snapshot)
-
-        async def answer_prompts() -> None:
-            async for event in events:
-                if isinstance(event, protocol.Prompt):
-                    prompts.append(event.item)
-                    await ui.call(protocol.Answer(id=event.item.id, decision=answer))
-
-        box: dict[str, AcpRun] = {}
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(answer_prompts)
-            box["run"] = await anyio.to_thread.run_sync(go)
-            tg.cancel_scope.cancel()
-    box["run"].prompts = prompts
-    return box["run"]
+    run, prompts = await run_answering(go, daemon.socket, answer)
+    run.prompts = prompts
+    return run
 
 
 @pytest.fixture

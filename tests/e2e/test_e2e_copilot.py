@@ -22,8 +22,8 @@ import pytest
 
 from nexusd import protocol
 from tests.conftest import DaemonHandle, short_tmpdir
-from tests.e2e.fake_apis import FakeAPI, ToolCall
-from tests.e2e.fake_openai import serve_openai, tool_messages
+from tests.e2e.answering import run_answering
+from tests.e2e.fake_apis import FakeAPI, ToolCall, serve, tool_messages
 from tests.e2e.npm_tools import npm_cli
 from tests.e2e.test_agents import base_env
 
@@ -79,7 +79,6 @@ def world() -> Iterator[tuple[Path, Path]]:
 async def run_copilot(
     cli: Path, home: Path, project: Path, api: FakeAPI, daemon: DaemonHandle | None, answer: str | None = None
 ) -> CpRun:
-    from nexusd.client import AsyncClient
 
     env = base_env(home, daemon) | {
         "COPILOT_PROVIDER_BASE_URL": api.url + "/v1",
@@ -101,32 +100,17 @@ async def run_copilot(
             check=False,
         )
 
-    prompts: list[protocol.PendingItem] = []
     try:
         if daemon is None or answer is None:
-            return CpRun(await anyio.to_thread.run_sync(go), api, prompts)
-        async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="e2e-ui") as ui:
-            events = ui.subscribe().__aiter__()
-            assert isinstance(await events.__anext__(), protocol.Snapshot)
-
-            async def answer_prompts() -> None:
-                async for event in events:
-                    if isinstance(event, protocol.Prompt):
-                        prompts.append(event.item)
-                        await ui.call(protocol.Answer(id=event.item.id, decision=answer, message="not today"))
-
-            box: dict[str, Any] = {}
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(answer_prompts)
-                box["proc"] = await anyio.to_thread.run_sync(go)
-                tg.cancel_scope.cancel()
-            return CpRun(box["proc"], api, prompts)
+            return CpRun(await anyio.to_thread.run_sync(go), api, [])
+        proc, prompts = await run_answering(go, daemon.socket, answer, message="not today")
+        return CpRun(proc, api, prompts)
     finally:
         api.stop()
 
 
 def scripted(name: str, args: dict[str, Any]) -> FakeAPI:
-    return serve_openai(FakeAPI(ToolCall(name, args, id="call_e2e_1")))
+    return serve(FakeAPI(ToolCall(name, args, id="call_e2e_1")), "openai")
 
 
 @pytest.mark.anyio

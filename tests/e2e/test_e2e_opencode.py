@@ -23,8 +23,8 @@ from nexus_clients import agent_settings
 
 from nexusd import protocol
 from tests.conftest import DaemonHandle, short_tmpdir
-from tests.e2e.fake_apis import FakeAPI, ToolCall
-from tests.e2e.fake_openai import serve_openai, tool_messages
+from tests.e2e.answering import run_answering
+from tests.e2e.fake_apis import FakeAPI, ToolCall, serve, tool_messages
 from tests.e2e.npm_tools import npm_cli
 from tests.e2e.test_agents import base_env
 
@@ -112,7 +112,6 @@ async def run_opencode(
     answer: str | None = None,
     extra: tuple[str, ...] = (),
 ) -> OcRun:
-    from nexusd.client import AsyncClient
 
     env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1"}
 
@@ -128,32 +127,17 @@ async def run_opencode(
             check=False,
         )
 
-    prompts: list[protocol.PendingItem] = []
     try:
         if daemon is None or answer is None:
-            return OcRun(await anyio.to_thread.run_sync(go), api, prompts)
-        async with AsyncClient(socket_path=str(daemon.socket), role="ui", name="e2e-ui") as ui:
-            events = ui.subscribe().__aiter__()
-            assert isinstance(await events.__anext__(), protocol.Snapshot)
-
-            async def answer_prompts() -> None:
-                async for event in events:
-                    if isinstance(event, protocol.Prompt):
-                        prompts.append(event.item)
-                        await ui.call(protocol.Answer(id=event.item.id, decision=answer, message="not today"))
-
-            box: dict[str, Any] = {}
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(answer_prompts)
-                box["proc"] = await anyio.to_thread.run_sync(go)
-                tg.cancel_scope.cancel()
-            return OcRun(box["proc"], api, prompts)
+            return OcRun(await anyio.to_thread.run_sync(go), api, [])
+        proc, prompts = await run_answering(go, daemon.socket, answer, message="not today")
+        return OcRun(proc, api, prompts)
     finally:
         api.stop()
 
 
 def scripted(name: str, args: dict[str, Any]) -> FakeAPI:
-    return serve_openai(FakeAPI(ToolCall(name, args, id="call_e2e_1")))
+    return serve(FakeAPI(ToolCall(name, args, id="call_e2e_1")), "openai")
 
 
 @pytest.mark.anyio
