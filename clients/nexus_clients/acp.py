@@ -36,6 +36,7 @@ from typing import IO, Any, Literal
 
 import msgspec
 
+from nexus_clients.options import HelpRequested, OptionError, UnknownArgument, long_options
 from nexusd.protocol import CallInfo, Decision
 
 PROVIDER = "acp"
@@ -412,23 +413,17 @@ def parse_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     if "--" not in argv:
         raise SystemExit(f"{USAGE}\n\nnexus-acp: put the agent command after --")
     split = argv.index("--")
-    opts: dict[str, str] = {}
     own, command = argv[:split], argv[split + 1 :]
-    i = 0
-    while i < len(own):
-        name, eq, value = own[i].partition("=")
-        if name in ("-h", "--help"):
-            print(USAGE)
-            sys.exit(0)
-        if name not in ("--socket", "--timeout", "--on-no-ui"):
-            raise SystemExit(f"{USAGE}\n\nnexus-acp: unknown argument {own[i]!r}")
-        if not eq:
-            if i + 1 >= len(own):
-                raise SystemExit(f"nexus-acp: {name} needs a value")
-            value = own[i + 1]
-            i += 1
-        opts[name[2:]] = value
-        i += 1
+    try:
+        given = long_options(own, ("--socket", "--timeout", "--on-no-ui"), help_flags=True)
+    except HelpRequested:
+        print(USAGE)
+        sys.exit(0)
+    except UnknownArgument as e:
+        raise SystemExit(f"{USAGE}\n\nnexus-acp: {e}") from None
+    except OptionError as e:
+        raise SystemExit(f"nexus-acp: {e}") from None
+    opts = {name[2:]: value for name, value in given}
     if not command:
         raise SystemExit(f"{USAGE}\n\nnexus-acp: no agent command after --")
     if opts.get("on-no-ui", "deny") not in ("deny", "ask"):

@@ -33,6 +33,8 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from nexus_clients.options import OptionError, long_options
+
 DEFAULT_TIMEOUT = 55.0  # seconds; both agents default to 60 s per hook
 CONNECT_TIMEOUT = 5.0
 MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and process exit
@@ -80,24 +82,17 @@ def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Optio
     timeout_text = env.get(TIMEOUT_ENV) or str(DEFAULT_TIMEOUT)
     on_no_ui = env.get(ON_NO_UI_ENV) or "auto"
     socket: str | None = None
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        name, eq, value = arg.partition("=")
-        if name not in ("--timeout", "--on-no-ui", "--socket"):
-            raise UsageError(f"unknown argument {arg!r}")
-        if not eq:
-            if i + 1 >= len(rest):
-                raise UsageError(f"{name} needs a value")
-            value = rest[i + 1]
-            i += 1
+    try:
+        given = long_options(rest, ("--timeout", "--on-no-ui", "--socket"))
+    except OptionError as e:
+        raise UsageError(str(e)) from None
+    for name, value in given:
         if name == "--timeout":
             timeout_text = value
         elif name == "--on-no-ui":
             on_no_ui = value
         else:
             socket = value
-        i += 1
     try:
         timeout = float(timeout_text)
     except ValueError:

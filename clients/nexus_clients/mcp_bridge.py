@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from nexus_clients.claude import HookInputError, call_from_prompt_tool, prompt_tool_deny, prompt_tool_result
+from nexus_clients.options import HelpRequested, OptionError, UnknownArgument, long_options
 from nexusd import __version__
 from nexusd.protocol import CallInfo, Decision
 
@@ -209,23 +210,16 @@ An MCP stdio server for Claude Code's --permission-prompt-tool mcp__nexus__permi
 
 
 def parse_args(argv: list[str]) -> dict[str, str]:
-    opts: dict[str, str] = {}
-    i = 0
-    while i < len(argv):
-        name, eq, value = argv[i].partition("=")
-        if name in ("-h", "--help"):
-            print(USAGE)
-            sys.exit(0)
-        if name not in ("--socket", "--timeout", "--session"):
-            raise SystemExit(f"{USAGE}\n\nnexus-mcp: unknown argument {argv[i]!r}")
-        if not eq:
-            if i + 1 >= len(argv):
-                raise SystemExit(f"nexus-mcp: {name} needs a value")
-            value = argv[i + 1]
-            i += 1
-        opts[name[2:]] = value
-        i += 1
-    return opts
+    try:
+        given = long_options(argv, ("--socket", "--timeout", "--session"), help_flags=True)
+    except HelpRequested:
+        print(USAGE)
+        sys.exit(0)
+    except UnknownArgument as e:
+        raise SystemExit(f"{USAGE}\n\nnexus-mcp: {e}") from None
+    except OptionError as e:
+        raise SystemExit(f"nexus-mcp: {e}") from None
+    return {name[2:]: value for name, value in given}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -347,6 +347,7 @@ def test_hook_import_path_is_lean() -> None:
         "nexusd.channel",
         "nexus_clients",
         "nexus_clients.hook",
+        "nexus_clients.options",
         "nexus_clients.claude",
         "nexus_clients.gemini",
         "nexus_clients.codex",
