@@ -50,17 +50,11 @@ def event_of(payload: Any) -> str:
     return event
 
 
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    """Map a PreToolUse / PermissionRequest payload to the canonical request."""
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
-
-
 def call_fields_from_hook(
     payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
 ) -> dict[str, Any]:
-    """``call_from_hook`` as the request's wire dict, for the hook's msgspec-free path."""
+    """Map a PreToolUse / PermissionRequest payload to the canonical request, as its wire dict (the hook's
+    path has no msgspec; ``CallInfo(**fields)`` where one is wanted)."""
     event_of(payload)
     tool = _str(payload, "tool_name")
     tool_input = payload.get("tool_input")

@@ -36,7 +36,7 @@ from nexus_clients.claude import HookInputError, model_reason, subagent_of
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
-    from nexusd.protocol import CallInfo, Decision
+    from nexusd.protocol import Decision
 
 PRE_TOOL_USE = "PreToolUse"
 PERMISSION_REQUEST = "PermissionRequest"
@@ -64,7 +64,6 @@ __all__ = [
     "Answer",
     "HookInputError",
     "call_fields_from_hook",
-    "call_from_hook",
     "event_of",
     "hook_answer",
     "session_workspace",
@@ -152,12 +151,6 @@ def codex_process(pid: int | None, hops: int = 4) -> tuple[int, str] | None:
         except (OSError, ValueError, IndexError):
             return None
     return None
-
-
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
 
 
 def call_fields_from_hook(

@@ -30,7 +30,7 @@ from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
-    from nexusd.protocol import CallInfo, Decision
+    from nexusd.protocol import Decision
 
 PROVIDER = "copilot"
 EVENT = "preToolUse"
@@ -48,13 +48,6 @@ def _args(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise HookInputError("tool arguments must be a JSON object")
     return raw
-
-
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    """``call_fields_from_hook`` as a ``protocol.CallInfo`` (for callers that speak msgspec)."""
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
 
 
 def call_fields_from_hook(

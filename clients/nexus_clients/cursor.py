@@ -28,7 +28,7 @@ from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
-    from nexusd.protocol import CallInfo, Decision
+    from nexusd.protocol import Decision
 
 PROVIDER = "cursor"
 SHELL, MCP, READ = "beforeShellExecution", "beforeMCPExecution", "beforeReadFile"
@@ -50,13 +50,6 @@ def _workspace(payload: Mapping[str, Any]) -> str | None:
     if isinstance(roots, list) and roots and isinstance(roots[0], str) and os.path.isabs(roots[0]):
         return roots[0]
     return None
-
-
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    """``call_fields_from_hook`` as a ``protocol.CallInfo`` (for callers that speak msgspec)."""
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
 
 
 def call_fields_from_hook(

@@ -20,7 +20,7 @@ from nexus_clients.claude import HookInputError, model_reason, stop_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
-    from nexusd.protocol import CallInfo, Decision
+    from nexusd.protocol import Decision
 
 BEFORE_TOOL = "BeforeTool"
 PROVIDER = "gemini"
@@ -47,7 +47,6 @@ __all__ = [
     "HookInputError",
     "answer",
     "call_fields_from_hook",
-    "call_from_hook",
     "deny_text",
 ]
 
@@ -58,17 +57,11 @@ def _absolute(base: str, value: Any) -> Any:
     return value
 
 
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    """Map a BeforeTool payload ``{session_id, cwd, hook_event_name, tool_name, tool_input}``."""
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
-
-
 def call_fields_from_hook(
     payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
 ) -> dict[str, Any]:
-    """``call_from_hook`` as the request's wire dict, for the hook's msgspec-free path."""
+    """Map a BeforeTool payload ``{session_id, cwd, hook_event_name, tool_name, tool_input}`` to the
+    canonical request, as its wire dict (``CallInfo(**fields)`` where one is wanted)."""
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
     if payload.get("hook_event_name") != BEFORE_TOOL:

@@ -27,7 +27,7 @@ from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
-    from nexusd.protocol import CallInfo, Decision
+    from nexusd.protocol import Decision
 
 PROVIDER = "opencode"
 EVENT = "tool.execute.before"
@@ -35,13 +35,6 @@ EVENT = "tool.execute.before"
 # names are the user's own and are never read as a mode (an agent called "yolo" is not bypass).
 AGENT_MODES = {"build": "build", "plan": "plan"}
 _PATH_KEYS = ("filePath", "path", "file_path")
-
-
-def call_from_hook(payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str) -> CallInfo:
-    """``call_fields_from_hook`` as a ``protocol.CallInfo`` (for callers that speak msgspec)."""
-    from nexusd.protocol import CallInfo
-
-    return CallInfo(**call_fields_from_hook(payload, env=env, agent_pid=agent_pid, fallback_cwd=fallback_cwd))
 
 
 def call_fields_from_hook(

@@ -413,7 +413,9 @@ def _call_from_hook_input(obj: dict[str, Any]) -> p.CallInfo:
 
     adapter: Any = gemini if obj.get("hook_event_name") == "BeforeTool" else codex if "turn_id" in obj else claude
     try:
-        return adapter.call_from_hook(obj, env=os.environ, agent_pid=None, fallback_cwd=os.getcwd())
+        return p.CallInfo(
+            **adapter.call_fields_from_hook(obj, env=os.environ, agent_pid=None, fallback_cwd=os.getcwd())
+        )
     except (ValueError, TypeError, KeyError) as e:
         _fail(EXIT_USAGE, f"not a valid {adapter.__name__.rsplit('.', 1)[-1]} hook input: {e}")
 

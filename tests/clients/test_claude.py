@@ -24,7 +24,7 @@ ENV = {"CLAUDE_PROJECT_DIR": "/work/proj"}
 
 
 def test_pre_tool_use_maps_every_field() -> None:
-    call = claude.call_from_hook(PRE, env=ENV, agent_pid=4242, fallback_cwd="/elsewhere")
+    call = CallInfo(**claude.call_fields_from_hook(PRE, env=ENV, agent_pid=4242, fallback_cwd="/elsewhere"))
     assert call == CallInfo(
         provider="claude",
         session="s-1",
@@ -44,14 +44,16 @@ def test_permission_request_has_no_tool_use_id() -> None:
     payload["hook_event_name"] = "PermissionRequest"
     payload["permission_suggestions"] = [{"type": "addRules"}]
     assert claude.event_of(payload) == "PermissionRequest"
-    call = claude.call_from_hook(payload, env={}, agent_pid=None, fallback_cwd="/x")
+    call = CallInfo(**claude.call_fields_from_hook(payload, env={}, agent_pid=None, fallback_cwd="/x"))
     assert call.agent_request_id is None
     assert call.workspace is None
 
 
 def test_session_from_environment_when_missing() -> None:
     payload = {k: v for k, v in PRE.items() if k != "session_id"}
-    call = claude.call_from_hook(payload, env={"CLAUDE_CODE_SESSION_ID": "env-s"}, agent_pid=1, fallback_cwd="/x")
+    call = CallInfo(
+        **claude.call_fields_from_hook(payload, env={"CLAUDE_CODE_SESSION_ID": "env-s"}, agent_pid=1, fallback_cwd="/x")
+    )
     assert call.session == "env-s"
 
 
@@ -74,7 +76,7 @@ def test_session_from_environment_when_missing() -> None:
 )
 def test_malformed_input_raises(payload: object) -> None:
     with pytest.raises(HookInputError):
-        claude.call_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/x")
+        CallInfo(**claude.call_fields_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/x"))
 
 
 def test_pre_tool_use_allow_with_updated_input() -> None:
@@ -202,7 +204,7 @@ def test_subagent_attribution_rides_on_the_call(event: str) -> None:
     """A subagent's call carries ``agent_id`` / ``agent_type`` (Claude Code hooks input); they become the
     call's ``subagent_id`` / ``subagent_type``, cleaned for display, never policy."""
     payload = {**PRE, "hook_event_name": event, "agent_id": "agent-a1b2", "agent_type": "Explore\u202e"}
-    call = claude.call_from_hook(payload, env=ENV, agent_pid=1, fallback_cwd="/x")
+    call = CallInfo(**claude.call_fields_from_hook(payload, env=ENV, agent_pid=1, fallback_cwd="/x"))
     assert (call.subagent_id, call.subagent_type) == ("agent-a1b2", "Explore?")
-    plain = claude.call_from_hook(PRE, env=ENV, agent_pid=1, fallback_cwd="/x")
+    plain = CallInfo(**claude.call_fields_from_hook(PRE, env=ENV, agent_pid=1, fallback_cwd="/x"))
     assert plain.subagent_id is None and plain.subagent_type is None

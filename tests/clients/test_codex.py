@@ -46,7 +46,9 @@ def payload(event: str = "PreToolUse", tool: str = "Bash", tool_input: dict | No
 
 
 def call(p: dict, **kw: Any) -> protocol.CallInfo:
-    return codex.call_from_hook(p, env={}, agent_pid=kw.get("agent_pid", 9), fallback_cwd="/fallback")
+    return protocol.CallInfo(
+        **codex.call_fields_from_hook(p, env={}, agent_pid=kw.get("agent_pid", 9), fallback_cwd="/fallback")
+    )
 
 
 # --------------------------------------------------------------------------- hook input -> CallInfo

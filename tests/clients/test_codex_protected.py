@@ -11,6 +11,7 @@ import pytest
 from nexus_clients import codex
 
 from nexusd.policy.offline import check_offline
+from nexusd.protocol import CallInfo
 from nexusd.sandbox.plan import AGENT_DIRS
 
 # Every write and shell call allowed by rule, so only the safety checks stand in the way.
@@ -43,7 +44,9 @@ def decide(world: tuple[Path, Path, Path], tool: str, tool_input: dict, mode: st
         "tool_input": tool_input,
         "tool_use_id": "c",
     }
-    call = codex.call_from_hook(json.loads(json.dumps(hook)), env={}, agent_pid=None, fallback_cwd="/")
+    call = CallInfo(
+        **codex.call_fields_from_hook(json.loads(json.dumps(hook)), env={}, agent_pid=None, fallback_cwd="/")
+    )
     return check_offline(call, config_dir=cfg, state_dir=cfg / "state", managed_dir=cfg / "managed")
 
 

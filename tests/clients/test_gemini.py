@@ -6,7 +6,7 @@ import pytest
 from nexus_clients import gemini
 from nexus_clients.claude import HookInputError
 
-from nexusd.protocol import Decision
+from nexusd.protocol import CallInfo, Decision
 
 
 def payload(tool: str, tool_input: dict, **extra: object) -> dict:
@@ -24,7 +24,7 @@ def payload(tool: str, tool_input: dict, **extra: object) -> dict:
 
 def test_shell_command_runs_in_dir_path() -> None:
     p = payload("run_shell_command", {"command": "make test", "description": "run tests", "dir_path": "sub"})
-    call = gemini.call_from_hook(p, env={}, agent_pid=77, fallback_cwd="/x")
+    call = CallInfo(**gemini.call_fields_from_hook(p, env={}, agent_pid=77, fallback_cwd="/x"))
     assert call.provider == "gemini" and call.tool == "run_shell_command" and call.session == "g-1"
     assert call.input == {"command": "make test", "description": "run tests", "dir_path": "/work/proj/sub"}
     assert call.cwd == "/work/proj/sub"
@@ -32,8 +32,10 @@ def test_shell_command_runs_in_dir_path() -> None:
 
 
 def test_shell_command_without_dir_path_uses_cwd() -> None:
-    call = gemini.call_from_hook(
-        payload("run_shell_command", {"command": "ls"}), env={}, agent_pid=1, fallback_cwd="/x"
+    call = CallInfo(
+        **gemini.call_fields_from_hook(
+            payload("run_shell_command", {"command": "ls"}), env={}, agent_pid=1, fallback_cwd="/x"
+        )
     )
     assert call.cwd == "/work/proj" and call.input == {"command": "ls"}
 
@@ -54,7 +56,9 @@ def test_shell_command_without_dir_path_uses_cwd() -> None:
     ],
 )
 def test_paths_made_absolute(tool: str, tool_input: dict, expected: dict) -> None:
-    call = gemini.call_from_hook(payload(tool, tool_input), env={}, agent_pid=None, fallback_cwd="/x")
+    call = CallInfo(
+        **gemini.call_fields_from_hook(payload(tool, tool_input), env={}, agent_pid=None, fallback_cwd="/x")
+    )
     assert call.tool == tool and call.input == expected
 
 
@@ -79,7 +83,7 @@ def test_canonical_names_cover_the_core_tools() -> None:
 )
 def test_malformed(bad: object) -> None:
     with pytest.raises(HookInputError):
-        gemini.call_from_hook(bad, env={}, agent_pid=None, fallback_cwd="also/relative")
+        CallInfo(**gemini.call_fields_from_hook(bad, env={}, agent_pid=None, fallback_cwd="also/relative"))
 
 
 def test_answers() -> None:

@@ -15,6 +15,7 @@ from nexus_clients import agent_settings, opencode
 from nexus_clients.claude import HookInputError
 from nexus_clients.wire_lean import LeanDecision
 
+from nexusd.protocol import CallInfo
 from tests.clients.test_hook import HOOK, no_daemon_env, run_hook
 from tests.conftest import DaemonHandle
 
@@ -171,7 +172,7 @@ def test_every_new_adapter_builds_a_valid_call_info() -> None:
     }
     pre = {"sessionId": "s", "timestamp": 1, "cwd": "/w", "toolName": "bash", "toolArgs": {"command": "ls"}}
     for mod, payload in ((cursor, shell), (copilot, pre), (opencode, before("bash", {"command": "ls"}))):
-        call = mod.call_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/")
+        call = CallInfo(**mod.call_fields_from_hook(payload, env={}, agent_pid=1, fallback_cwd="/"))
         assert call.provider == mod.PROVIDER and call.input["command"] == "ls"
 
 

@@ -18,6 +18,7 @@ from nexus_clients.wire_lean import BadReply, LeanDecision
 
 from nexusd import linesocket, protocol
 from nexusd.conversation import NEED_DATA, Conversation
+from nexusd.protocol import CallInfo
 
 CLAUDE_PRE = {
     "session_id": "s-1",
@@ -80,7 +81,9 @@ def test_outgoing_messages_decode_with_the_protocol(on_no_ui: str) -> None:
         decoded = protocol.decode_client(line)
         assert isinstance(decoded, protocol.Request)
         # Same request as the msgspec path builds; the call is the same JSON msgspec would send.
-        expected = protocol.Request(call=mapper.call_from_hook(payload, **kwargs), on_no_ui=on_no_ui, ref=ref)
+        expected = protocol.Request(
+            call=CallInfo(**mapper.call_fields_from_hook(payload, **kwargs)), on_no_ui=on_no_ui, ref=ref
+        )
         assert decoded == expected
         assert json.loads(protocol.encode(decoded.call)) == fields
     ref, line = conv.send_call({"type": "session_end", "session": "s"})
