@@ -131,7 +131,7 @@ class NetworkGate:
         entry = PendingEntry(
             rid,
             _json.encode(call),
-            pack(_json.encode(verdict)),
+            pack(_json.encode(verdict), len(srv.pending)),
             req,  # type: ignore[arg-type]
             None,
             now,

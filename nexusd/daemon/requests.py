@@ -343,7 +343,7 @@ class RequestLifecycle:
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            pack(verdict_json),
+            pack(verdict_json, len(self.server.pending)),
             conn,
             msg.ref,
             now,

@@ -14,7 +14,7 @@ import pytest
 
 from nexusd import protocol as p
 from nexusd.daemon.connection import Connection
-from nexusd.daemon.pending import PendingEntry, PendingTable, pack, unpack
+from nexusd.daemon.pending import PACK_ABOVE, PendingEntry, PendingTable, pack, unpack
 
 
 def _entry(rid: str, conn: Connection, deadline: float) -> PendingEntry:
@@ -28,6 +28,26 @@ def test_pack_round_trips() -> None:
     data = p.encode(p.Verdict("ask", "Bash needs danger-full-access; mode default asks", "mode"))
     assert unpack(pack(data)) == data
     assert len(pack(data)) < len(data)
+
+
+@pytest.mark.parametrize("waiting", [0, 1, PACK_ABOVE - 1, PACK_ABOVE, 10_000])
+def test_pack_is_plain_while_few_wait_and_deflated_when_many(waiting: int) -> None:
+    """Few pending: the verdict stays JSON (no deflate/inflate per ask); many: deflated (memory). Either
+    form unpacks to the same bytes, and a deflated one never passes for JSON."""
+    data = p.encode(p.Verdict("ask", "Bash needs danger-full-access; mode default asks", "mode")).rstrip(b"\n")
+    packed = pack(data, waiting)
+    assert unpack(packed) == data
+    if waiting < PACK_ABOVE:
+        assert packed is data
+    else:
+        assert len(packed) < len(data) and packed[:1] != b"{"
+    assert p.decode_server(p.encode(p.Prompt(item=_entry_with(packed).item()))).item.verdict.reason.startswith("Bash")
+
+
+def _entry_with(verdict_raw: bytes) -> PendingEntry:
+    call = b'{"provider":"claude","session":"s","tool":"Bash","input":{"command":"ls"},"cwd":"/tmp"}'
+    now = time.time()
+    return PendingEntry("x", call, verdict_raw, Connection(None), None, now, now + 1, now + 1, time.monotonic())  # type: ignore[arg-type]
 
 
 def test_claimed_once_and_remembered_as_decided() -> None:
