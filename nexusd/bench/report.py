@@ -24,6 +24,8 @@ TARGETS = {
     "start_to_ready_ms": 200.0,
     "ask_cpu_us": 150.0,  # daemon CPU per ask answered by a UI (pending entry, fan-out, answer, guard, audit)
     "ask_p50_over_allow": 3.0,  # prompt p50 / allow p50, 32 clients
+    "first_time_p50_ratio": 1.5,  # agent stream, memo off: p50 / echo p50, 1 client
+    "first_time_throughput_ratio": 0.5,  # agent stream, memo off: throughput / echo, 32 clients
 }
 
 

@@ -72,6 +72,7 @@ async def _run_cells(
     corpus: Path | None,
     seed: int,
     pid: int | None,
+    echo_pid: int | None = None,
 ) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for name in names:
@@ -81,10 +82,16 @@ async def _run_cells(
             per_client = scenarios.per_client(name, n, workspace, length=length, corpus=corpus, seed=seed)
             cell: dict[str, Any] = {"scenario": name, "clients": n}
             if echo_path is not None:
+                e0 = procs.cpu_seconds(echo_pid) if echo_pid else None
                 floor = await run_load(
                     echo_path, name, per_client, requests=requests, duration=duration, warmup=warmup, echo=True
                 )
+                e1 = procs.cpu_seconds(echo_pid) if echo_pid else None
                 cell["echo"] = floor.summary()
+                # the floor's own CPU per request: what a JSON-lines server costs before any decision
+                if e0 is not None and e1 is not None:
+                    sent = floor.completed + warmup * n
+                    cell["echo"]["server_cpu_us_per_request"] = (e1 - e0) * 1e6 / sent if sent else None
             before = await _status(path)
             cpu0 = procs.cpu_seconds(pid) if pid else None
             res = await run_load(
@@ -196,6 +203,7 @@ def run_bench(
                 corpus=corpus,
                 seed=seed,
                 pid=pid,
+                echo_pid=echo.pid if echo is not None else None,
             )
         )
         out["daemon"]["rss_after_mb"] = report.mb(procs.rss_bytes(pid)) if pid else None
@@ -213,9 +221,13 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     cells = out.get("cells", [])
     allow_p50 = {c["clients"]: c["nexusd"]["latency_us"]["p50"] for c in cells if c["scenario"] == "allow"}
+    first_time = "--decision-memo=0" in out.get("params", {}).get("daemon_args", [])
     for cell in cells:
         if cell["scenario"] == "prompt":
             rows += _ask_rows(cell, allow_p50.get(cell["clients"]))
+            continue
+        if cell["scenario"] == "agent":
+            rows += _agent_rows(cell) if first_time else []
             continue
         if cell["scenario"] not in ("allow", "deny"):
             continue
@@ -235,6 +247,34 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
                 row["result"] = "invalid"
         rows += found
     return rows
+
+
+def _agent_rows(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 21's first-time targets, on the agent stream with the memo off (every call decided afresh):
+    p50 against the echo floor at one client, throughput against it at 32 or more."""
+    t = report.TARGETS
+    if "ratio" not in cell:
+        return []
+    n = cell["clients"]
+    name = f"agent x{n}, memo off"
+    found = []
+    if n == 1:
+        found.append(_row(f"first-time p50 / echo p50 ({name})", cell["ratio"]["p50"], t["first_time_p50_ratio"], "x"))
+    if n >= 32:
+        found.append(
+            _row(
+                f"first-time throughput / echo ({name})",
+                cell["ratio"]["throughput"],
+                t["first_time_throughput_ratio"],
+                "x",
+                at_least=True,
+            )
+        )
+    d = cell["nexusd"]
+    for row in found:
+        if d["errors"] or d["unexpected"]:
+            row["result"] = "invalid"
+    return found
 
 
 def _ask_rows(cell: dict[str, Any], allow_p50: float | None) -> list[dict[str, Any]]:
@@ -283,7 +323,7 @@ def render(out: dict[str, Any]) -> str:
             tput = cell.get("ratio", {}).get("throughput") if key == "nexusd" else None
             memo = cell.get("memo") if key == "nexusd" else None
             hit = memo["hit_rate"] * 100.0 if memo else None
-            cpu = s.get("daemon_cpu_us_per_request")
+            cpu = s.get("daemon_cpu_us_per_request", s.get("server_cpu_us_per_request"))
             rows.append(
                 [
                     cell["scenario"],

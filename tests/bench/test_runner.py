@@ -120,3 +120,26 @@ def test_agent_cells_report_memo_hits_and_daemon_cpu() -> None:
     assert "memo hit %" in render(on)
     off = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1, daemon_args=("--decision-memo=0",))
     assert off["cells"][0]["memo"] is None and off["params"]["daemon_args"] == ["--decision-memo=0"]
+
+
+def test_first_time_rows_and_the_floors_own_cpu() -> None:
+    """With the memo off the agent cells carry issue 21's first-time targets (p50 at one client, throughput
+    at 32), and every echo row its server's CPU per request: the budget a decision is measured against."""
+    out = run_bench(
+        scenario_names=("agent",),
+        clients=(1, 32),
+        requests=64,
+        warmup=1,
+        baseline=True,
+        daemon_args=("--decision-memo=0",),
+    )
+    metrics = {c["metric"]: c for c in out["checks"]}
+    assert set(metrics) == {
+        "first-time p50 / echo p50 (agent x1, memo off)",
+        "first-time throughput / echo (agent x32, memo off)",
+    }
+    assert all(c["result"] in ("pass", "MISS") for c in metrics.values())
+    for cell in out["cells"]:
+        assert cell["echo"]["server_cpu_us_per_request"] is not None and cell["echo"]["server_cpu_us_per_request"] >= 0
+    on = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1, baseline=True)
+    assert not [c for c in on["checks"] if c["metric"].startswith("first-time")]  # memo on: not the first-time figure
