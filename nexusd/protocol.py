@@ -405,7 +405,9 @@ class StatusReply(_Msg):
     uptime: float
     connections: dict[str, int]  # by role
     pending: int
-    counters: dict[str, int]  # "decision/source" -> count
+    # "decision/source" -> count; "memo/hit|miss|stale" (the decision memo); "gate/calls" and "gate/ns"
+    # (inline decisions and their summed wall time): ``decisions()`` and ``decision_time_us()`` read them
+    counters: dict[str, int]
     policy: list[PolicySource]
     policy_errors: list[str]
     sandbox: SandboxProbe | None = None
@@ -419,6 +421,18 @@ class StatusReply(_Msg):
     audit_head: str | None = None  # hash of the last audit line on disk (the chain's head) ...
     audit_lines: int = 0  # ... and how many chain lines the current audit file holds up to it
     ref: str | None = None
+
+    def decisions(self) -> dict[str, int]:
+        """The "decision/source" counters alone (not the memo's or the gate timing's)."""
+        return {k: v for k, v in self.counters.items() if not k.startswith(_NOT_DECISIONS)}
+
+    def decision_time_us(self) -> float | None:
+        """Mean wall time of the gate's inline decision since start, µs; None before the first."""
+        calls = self.counters.get("gate/calls", 0)
+        return self.counters.get("gate/ns", 0) / calls / 1000.0 if calls else None
+
+
+_NOT_DECISIONS = ("memo/", "gate/")
 
 
 class CheckResult(_Msg):

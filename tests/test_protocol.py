@@ -198,3 +198,20 @@ def test_near_miss_messages_are_refused_cleanly(tag, fields):
     except REFUSALS:
         return
     assert msg.__struct_config__.tag == tag
+
+
+def test_status_reply_keeps_decisions_apart_from_memo_and_gate_timing() -> None:
+    st = p.StatusReply(
+        version="x",
+        pid=1,
+        uptime=1.0,
+        connections={},
+        pending=0,
+        counters={"allow/rule": 4, "deny/mode": 1, "memo/hit": 3, "gate/calls": 5, "gate/ns": 250_000},
+        policy=[],
+        policy_errors=[],
+    )
+    assert st.decisions() == {"allow/rule": 4, "deny/mode": 1}
+    assert st.decision_time_us() == 50.0
+    st.counters = {"allow/rule": 1}
+    assert st.decision_time_us() is None

@@ -53,6 +53,16 @@ def _memo(before: protocol.StatusReply | None, after: protocol.StatusReply | Non
     return delta | {"lookups": lookups, "hit_rate": delta["hit"] / lookups}
 
 
+def _decision_us(before: protocol.StatusReply | None, after: protocol.StatusReply | None) -> float | None:
+    """The mean wall time of the gate's inline decision over one cell (``gate/ns`` over ``gate/calls``):
+    the part of a call's daemon CPU that is the decision itself, beside the wire, the loop and the audit."""
+    if before is None or after is None:
+        return None
+    calls = after.counters.get("gate/calls", 0) - before.counters.get("gate/calls", 0)
+    ns = after.counters.get("gate/ns", 0) - before.counters.get("gate/ns", 0)
+    return ns / calls / 1000.0 if calls > 0 else None
+
+
 def _run_length(requests: int | None, clients: int, warmup: int) -> int:
     """Calls per client a stream scenario needs: its warm-up and its share, each call once; a
     ``--duration`` run gets 4,000 and then starts its stream over (the memo hits more from there)."""
@@ -98,8 +108,10 @@ async def _run_cells(
                 path, name, per_client, requests=requests, duration=duration, warmup=warmup, with_ui=scenario.needs_ui
             )
             cpu1 = procs.cpu_seconds(pid) if pid else None
+            after = await _status(path)
             cell["nexusd"] = res.summary()
-            cell["memo"] = _memo(before, await _status(path))
+            cell["memo"] = _memo(before, after)
+            cell["nexusd"]["decision_us_per_call"] = _decision_us(before, after)
             # The daemon's CPU over the whole cell (warm-up included) per request of the cell.
             if cpu0 is not None and cpu1 is not None:
                 sent = res.completed + warmup * n
@@ -324,6 +336,7 @@ def render(out: dict[str, Any]) -> str:
             memo = cell.get("memo") if key == "nexusd" else None
             hit = memo["hit_rate"] * 100.0 if memo else None
             cpu = s.get("daemon_cpu_us_per_request", s.get("server_cpu_us_per_request"))
+            decision = s.get("decision_us_per_call")
             rows.append(
                 [
                     cell["scenario"],
@@ -341,10 +354,11 @@ def render(out: dict[str, Any]) -> str:
                     tput,
                     hit,
                     cpu,
+                    decision,
                 ]
             )
     head = ["scenario", "clients", "target", "n", "p50 µs", "p90 µs", "p99 µs", "max µs", "req/s", "err", "unexp"]
-    head += ["p50 x floor", "tput x floor", "memo hit %", "cpu µs/req"]
+    head += ["p50 x floor", "tput x floor", "memo hit %", "cpu µs/req", "decision µs"]
     m = out["machine"]
     d = out.get("daemon", {})
     load = ", ".join(f"{x:.2f}" for x in m["loadavg"])

@@ -124,12 +124,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"nexusd {st.version}  pid {st.pid}  up {st.uptime:.0f}s  pending {st.pending}")
     conns = ", ".join(f"{k} {v}" for k, v in sorted(st.connections.items())) or "none"
     click.echo(f"connections: {conns}")
-    decisions = {k: v for k, v in st.counters.items() if not k.startswith("memo/")}
+    decisions = st.decisions()
     memo = {k.removeprefix("memo/"): v for k, v in st.counters.items() if k.startswith("memo/")}
     if decisions:
         click.echo("decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(decisions.items())))
     if memo:
         click.echo("decision memo: " + ", ".join(f"{k} {memo.get(k, 0)}" for k in ("hit", "miss", "stale")))
+    took = st.decision_time_us()
+    if took is not None:
+        click.echo(f"decision time: {took:.1f} µs per call on average ({st.counters['gate/calls']} calls)")
     for src in st.policy:
         state = src.state()
         click.echo(f"policy {src.layer}: {src.path} ({state})")

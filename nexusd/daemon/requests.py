@@ -78,12 +78,14 @@ class RequestLifecycle:
         ):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self.server.session_for(call)
+        t0 = time.perf_counter_ns()
         try:
             begun = gate.begin(call, self.server.store, session, sandbox=self.server.probe, memo=self.server.memo)
         except Exception as e:
             log.exception("decide failed; denying", tool=call.tool)
             self.settle(conn, msg, gate.failed(e), session, started, None)
             return None
+        self.server.stats.decided(time.perf_counter_ns() - t0)
         if begun.verdict is None:
             return self._request_rounds(conn, msg, begun, started)
         self.settle(conn, msg, begun.verdict, session, started, begun)

@@ -137,6 +137,13 @@ class Stats:
         key = f"{decision}/{source}"
         self.counters[key] = self.counters.get(key, 0) + 1
 
+    def decided(self, ns: int) -> None:
+        """``gate/calls`` and ``gate/ns``: the time the gate's inline decision took, summed (``nexusctl
+        status`` and the benchmark split a call's cost into the decision and the rest with them)."""
+        counters = self.counters
+        counters["gate/calls"] = counters.get("gate/calls", 0) + 1
+        counters["gate/ns"] = counters.get("gate/ns", 0) + ns
+
 
 def _clean(text: str, limit: int = 100) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])

@@ -52,7 +52,11 @@ def test_status_counts_decisions_and_the_memo_apart(daemon_factory, tmp_path):
     for i in range(3):
         assert agent.ask({"type": "request", "call": call, "ref": str(i)}).decision == "allow"
     out = run(d, "status").output
-    assert "decisions: allow/rule 3" in out and "decision memo: hit 2, miss 1, stale 0" in out, out
+    assert "decisions: allow/rule 3\n" in out and "decision memo: hit 2, miss 1, stale 0" in out, out
+    # every inline decision is timed; the timing is its own line, not a decision counter
+    assert "decision time: " in out and "µs per call on average (3 calls)" in out and "gate/" not in out, out
+    status = json.loads(run(d, "status", "--json").output)
+    assert status["counters"]["gate/calls"] == 3 and status["counters"]["gate/ns"] > 0
     agent.close()
 
 

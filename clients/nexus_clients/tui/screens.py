@@ -731,7 +731,11 @@ def status_lines(s: protocol.StatusReply) -> list[Text]:
             out.append(safe_text(sb.reason, style="yellow"))
         for name, result in sorted(sb.checks.items()):
             out.append(Text(f"  {name}: ", style="dim") + safe_text(result, style="green" if result == "ok" else "red"))
-    if s.counters:
+    decisions = s.decisions()
+    if decisions:
         out.append(Text("\ndecisions since start", style="bold underline"))
-        out.append(Text(", ".join(f"{k} {v}" for k, v in sorted(s.counters.items()))))
+        out.append(Text(", ".join(f"{k} {v}" for k, v in sorted(decisions.items()))))
+    took = s.decision_time_us()
+    if took is not None:
+        out.append(Text(f"decision time: {took:.1f} µs per call on average", style="dim"))
     return out
