@@ -187,6 +187,8 @@ PATH_KEYS: tuple[str, ...] = (
     "file",
     "filePath",
 )
+_PATH_LIST_KEYS = (*PATH_KEYS, "paths")  # what a file tool's input names, in the order extract reads them
+_CONTENT_KEYS = ("content", "new_string", "file_text", "new_source", "new_str", "text")  # what it writes
 # Shell redirection operators by what they do to their target file (``<>`` opens it both ways).
 WRITE_REDIRECTS: frozenset[str] = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 READ_REDIRECTS: frozenset[str] = frozenset({"<", "<&", "<>"})
@@ -310,9 +312,10 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
             writes=found, write_bytes=len(body.encode()), problems=() if found else ("patch names no file we can see",)
         )
     paths: list[str] = []
-    for key in PATH_KEYS:
-        paths.extend(_strs(inp.get(key)))
-    paths.extend(_strs(inp.get("paths")))
+    for key in _PATH_LIST_KEYS:  # most are absent: no call for them
+        v = inp.get(key)
+        if v is not None:
+            paths.extend(_strs(v))
     if c == "Move":
         paths.extend(_strs(inp.get("source")) + _strs(inp.get("destination")) + _strs(inp.get("new_path")))
     if (
@@ -341,11 +344,12 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
                 if g and not g.startswith(("/", "~", "{")):
                     paths.append(paths[0].rstrip("/") + "/" + g)
     size = 0
-    for key in ("content", "new_string", "file_text", "new_source", "new_str", "text"):
+    for key in _CONTENT_KEYS:
         v = inp.get(key)
         if isinstance(v, str):
-            size += len(v.encode("utf-8", "surrogatepass"))
-    for edit in inp.get("edits", []) if isinstance(inp.get("edits"), list) else []:
+            size += len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+    edits = inp.get("edits")
+    for edit in edits if isinstance(edits, list) else ():
         if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
             size += len(edit["new_string"].encode("utf-8", "surrogatepass"))
     if not paths and info.kind in (ToolKind.READ, ToolKind.EDIT):

@@ -14,7 +14,16 @@ from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
-from nexusd.core.tools import PLAN_APPROVAL, READ_REDIRECTS, WRITE_REDIRECTS, ToolInfo, extract, mcp_paths, tool_info
+from nexusd.core.tools import (
+    PLAN_APPROVAL,
+    READ_REDIRECTS,
+    WRITE_REDIRECTS,
+    ToolInfo,
+    extract,
+    mcp_paths,
+    patch_paths,
+    tool_info,
+)
 from nexusd.protocol import CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
@@ -198,9 +207,16 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
         if hidden:
             acc.flag(Flag.HIDDEN_CHARS, f"hidden characters in input: {', '.join(hidden[:5])}")
     elif isinstance(value, dict):
-        for k, v in value.items():
-            _scan_text(k, acc, depth + 1)
-            _scan_text(v, acc, depth + 1)
+        if depth < 32:  # a plain string child cannot nest too deeply: checked here without a call
+            for k, v in value.items():
+                if not (type(k) is str and k.isascii() and k.isprintable()):
+                    _scan_text(k, acc, depth + 1)
+                if not (type(v) is str and v.isascii() and v.isprintable()):
+                    _scan_text(v, acc, depth + 1)
+        else:
+            for k, v in value.items():
+                _scan_text(k, acc, depth + 1)
+                _scan_text(v, acc, depth + 1)
     elif isinstance(value, list | tuple):
         for v in value:
             _scan_text(v, acc, depth + 1)
@@ -418,8 +434,6 @@ def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
 
 def _apply_patch_in_shell(command: str, cwds: list[str] | None, acc: _Acc) -> None:
     """Codex's ``apply_patch <<'EOF' ...``: the files named anywhere in the command are written."""
-    from nexusd.core.tools import patch_paths
-
     found = patch_paths(command)
     if not found:
         acc.flag(Flag.UNPARSEABLE, "apply_patch with a body that names no file we can see")
@@ -840,11 +854,25 @@ def _finish(
 
 def details(cls: Classification) -> CallDetails:
     """The classification as people see it (every string escaped for display)."""
+    argvs = [c.argv for c in cls.commands]
+    if text.all_displayable(
+        cls.tool, cls.domain or "", *cls.reads, *cls.writes, *cls.notes, *(a for v in argvs for a in v)
+    ):
+        # nearly every call: nothing to escape or cut, so one check for all its strings instead of one each
+        return CallDetails(
+            kind=str(cls.kind),
+            tool=cls.tool,
+            commands=[list(v) for v in argvs],
+            reads=list(cls.reads),
+            writes=list(cls.writes),
+            domain=cls.domain or None,
+            notes=list(cls.notes),
+        )
     esc = text.escape_for_display
     return CallDetails(
         kind=str(cls.kind),
         tool=esc(cls.tool),
-        commands=[[esc(a) for a in c.argv] for c in cls.commands],
+        commands=[[esc(a) for a in v] for v in argvs],
         reads=[esc(p) for p in cls.reads],
         writes=[esc(p) for p in cls.writes],
         domain=esc(cls.domain) if cls.domain else None,

@@ -149,6 +149,45 @@ def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
     assert text.hidden_chars(s) == slow
 
 
+@pytest.mark.parametrize(("levels", "too_deep"), [(32, False), (33, True)])
+@pytest.mark.parametrize("leaf", ["plain", "a\u2066b"])
+def test_input_nesting_bound_holds_for_plain_and_hidden_strings(world, levels: int, too_deep: bool, leaf: str) -> None:  # type: ignore[no-untyped-def]
+    """The input scan's shortcut for plain strings keeps the nesting bound exact, and hidden characters in
+    keys or values at any depth are still found."""
+    value: object = leaf
+    for _ in range(levels - 1):  # the input itself is the outermost level
+        value = {"k": value}
+    c = world.call("Read", file_path=f"{world.ws}/a", extra=value)
+    assert ("input nests too deeply" in c.notes) is too_deep
+    assert (Flag.HIDDEN_CHARS in c.flags) is (leaf != "plain" and not too_deep)
+    keyed = world.call("Read", file_path=f"{world.ws}/a", extra={"a": {"b\u200bc": "plain"}})
+    assert Flag.HIDDEN_CHARS in keyed.flags
+
+
+_DISPLAY_TEXT = (
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+    | st.text(alphabet="ab \t\n\r\x00\x1b\x7f\x85\u200b\u202e\u2066\ufeffé", max_size=20)
+    | st.text(alphabet="ab/.", min_size=395, max_size=405)
+)
+
+
+@given(st.lists(_DISPLAY_TEXT, min_size=1, max_size=4))
+def test_all_displayable_only_when_no_escape_or_cut_changes_a_text(texts: list[str]) -> None:
+    """details() skips escaping when ``all_displayable`` says so: that must mean escaping changes nothing."""
+    from nexusd.core.classify import text
+
+    if text.all_displayable(*texts):
+        assert all(escape_for_display(t) == t for t in texts)
+
+
+def test_details_escape_every_field_when_one_needs_it(world) -> None:  # type: ignore[no-untyped-def]
+    """One hidden character anywhere sends every string of the call through the escaping, long lines are cut."""
+    d = details(world.bash(f"cat {'x' * 500} \u2066b"))
+    assert d.commands[0][1].endswith("[+100 chars]") and d.commands[0][2] == "\\u{2066}b"
+    plain = details(world.bash("cat a.txt"))
+    assert plain.commands == [["cat", "a.txt"]] and plain.tool == "Bash"
+
+
 def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: ignore[no-untyped-def]
     """The read size limit: a read over 10 MB is refused in every mode, bypass included; a binary read
     that a mode allows says so in its reason (the model and the audit trail see it)."""
