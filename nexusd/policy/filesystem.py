@@ -157,3 +157,17 @@ class DecisionFileSystem(RealFileSystem):
         if hit is None:
             hit = self._exists[path] = RealFileSystem.lexists(self, path)
         return hit
+
+    def realpath_if_lexists(self, path: str) -> str | None:
+        """``realpath(path) if lexists(path) else None``, the classifier's question for every path it
+        resolves, in 3 syscalls instead of 4 for a path that exists: the kernel's resolution succeeding
+        proves the name is there (it followed every component to an existing file), so the separate
+        existence check is skipped and both answers are remembered. Anything else (a missing name, a
+        dangling link, a relative path) asks the two questions one after the other, as before."""
+        if _O_PATH and path not in self._exists and path not in self._real:
+            fast = _kernel_realpath(path)
+            if fast is not None:
+                self._exists[path] = True
+                self._real.setdefault(path, fast)
+                return self._real[path]
+        return self.realpath(path) if self.lexists(path) else None

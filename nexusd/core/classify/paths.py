@@ -207,9 +207,14 @@ def _canonical(path: str, fs: FileSystem) -> str:
     """realpath of the deepest existing ancestor, then the missing rest normalised on top of it."""
     missing: list[str] = []
     cur = path
+    # optional (DecisionFileSystem): both questions at once, one syscall fewer for a path that exists
+    both = getattr(fs, "realpath_if_lexists", None)
     for _ in range(4096):
-        if cur == "/" or fs.lexists(cur):
-            base = fs.realpath(cur)
+        if both is not None and cur != "/":
+            base = both(cur)
+        else:
+            base = fs.realpath(cur) if cur == "/" or fs.lexists(cur) else None
+        if base is not None:
             return posixpath.normpath(posixpath.join(base, *reversed(missing))) if missing else base
         cur, name = posixpath.split(cur)
         missing.append(name)
