@@ -165,3 +165,26 @@ def test_rm_r_of_a_mount_point_is_catastrophic_through_the_real_file_system(tmp_
         CallInfo("claude", "s", "Bash", {"command": "rm -rf /proc"}, str(tmp_path)), ctx, DecisionFileSystem()
     )
     assert Flag.CATASTROPHIC in cls.flags
+
+
+def test_size_and_head_is_size_then_head(tmp_path: Path):
+    """One open answers what ``size`` and ``head`` answer one after the other, on every kind of file."""
+    import socket
+
+    (tmp_path / "f").write_bytes(b"ab\x00cd" * 1000)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "f", tmp_path / "link")
+    os.symlink(tmp_path / "nope", tmp_path / "dangling")
+    os.symlink(tmp_path / "d", tmp_path / "dirlink")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    fs = RealFileSystem()
+    try:
+        names = ["f", "empty", "d", "fifo", "link", "dangling", "dirlink", "sock", "missing", "f/x"]
+        for p in [*(str(tmp_path / n) for n in names), "/dev/null", "/dev/zero", "/proc/self/status", "/x\x00y", ""]:
+            for n in (0, 3, 8192):
+                assert fs.size_and_head(p, n) == (fs.size(p), fs.head(p, n)), (p, n)
+    finally:
+        sock.close()

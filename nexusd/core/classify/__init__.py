@@ -290,10 +290,13 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
 
 
 def _size_checks(path: str, acc: _Acc) -> None:
-    size = acc.fs.size(path)
+    both = getattr(acc.fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
+    if both is not None:
+        size, head = both(path, BINARY_PROBE)
+    else:
+        size, head = acc.fs.size(path), acc.fs.head(path, BINARY_PROBE)
     if size is not None and size > MAX_READ_SIZE:
         acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}")
-    head = acc.fs.head(path, BINARY_PROBE)
     if head and b"\x00" in head:
         acc.flag(Flag.BINARY_READ, f"reads a binary file: {path}")
 
@@ -785,7 +788,8 @@ def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
 
 
 def _git_repo_problem(start: str, fs: FileSystem) -> str:
-    cur = fs.realpath(start) if fs.lexists(start) else start
+    both = getattr(fs, "realpath_if_lexists", None)  # optional: one question fewer (DecisionFileSystem)
+    cur = (both(start) if both is not None else fs.realpath(start) if fs.lexists(start) else None) or start
     for _ in range(64):
         dotgit = posixpath.join(cur, ".git")
         if fs.lexists(dotgit):
