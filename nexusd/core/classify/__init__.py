@@ -159,6 +159,8 @@ class _Acc:
 
     def _glob(self, raw: str, cwd: str, write: bool) -> None:
         """``cat .e*`` reads .env: the files a glob matches now are checked too (deny rules see them)."""
+        if not paths.has_glob(raw) and not paths.has_glob(self.ctx.home):
+            return  # nearly every word: expanding ~ or $HOME can only bring in the home's own glob characters
         expanded = paths.expand_user(raw, self.ctx.home)
         glob = getattr(self.fs, "glob", None)
         if expanded is None or glob is None or not paths.has_glob(expanded):
