@@ -8,6 +8,7 @@ to pull the command, paths, URL and content out of that tool's input shape. Unkn
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -194,8 +195,11 @@ WRITE_REDIRECTS: frozenset[str] = frozenset({">", ">>", ">|", "&>", "&>>", "<>",
 READ_REDIRECTS: frozenset[str] = frozenset({"<", "<&", "<>"})
 
 
+@functools.lru_cache(maxsize=512)
 def tool_info(name: str, provider: str | None = None) -> ToolInfo:
-    """Catalog entry for a tool name as some agent spells it."""
+    """Catalog entry for a tool name as some agent spells it. Pure and its answer frozen, so remembered per
+    spelling (bounded: an agent may invent names): the classifier, the engine and the daemon each ask it
+    for every call."""
     if name.startswith("mcp__"):
         parts = name.split("__")
         known = len(parts) >= 3 and all(parts[1:])

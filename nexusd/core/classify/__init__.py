@@ -6,7 +6,6 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
 from collections.abc import Set
@@ -224,16 +223,15 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
             _scan_text(v, acc, depth + 1)
 
 
-# the catalog lookup is pure and its answer frozen: one per (tool, provider) spelling, bounded
-_tool_info = functools.lru_cache(maxsize=512)(tool_info)
-
-
 def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
-    info = _tool_info(call.tool, call.provider)
+    info = tool_info(call.tool, call.provider)  # remembered per spelling
     acc = _Acc(ctx, fs)
-    _scan_text(call.tool, acc)
+    tool, cwd = call.tool, call.cwd
+    if not (type(tool) is str and tool.isascii() and tool.isprintable()):  # the scan's own first test, inline
+        _scan_text(tool, acc)
     _scan_text(call.input, acc)
-    _scan_text(call.cwd, acc)
+    if not (type(cwd) is str and cwd.isascii() and cwd.isprintable()):
+        _scan_text(cwd, acc)
     cwd = call.cwd if call.cwd.startswith("/") else ctx.cwd
     if not info.known:
         acc.flag(Flag.UNKNOWN_TOOL, f"unknown tool {call.tool}")
