@@ -164,7 +164,7 @@ class _Acc:
         glob = getattr(self.fs, "glob", None)
         if expanded is None or glob is None or not paths.has_glob(expanded):
             return
-        pattern = expanded if expanded.startswith("/") else posixpath.join(cwd, expanded)
+        pattern = paths.join(cwd, expanded)
         found = glob(pattern, MAX_GLOB_MATCHES)
         if len(found) > MAX_GLOB_MATCHES:
             self.flag(Flag.DYNAMIC, f"{raw} matches more than {MAX_GLOB_MATCHES} files")
@@ -450,7 +450,7 @@ def _apply_cd(target: str, cwds: list[str] | None, acc: _Acc) -> list[str] | Non
     if cwds is None or target == "" or (paths.expand_user(target, acc.ctx.home) is None):
         return None
     expanded = paths.expand_user(target, acc.ctx.home) or target
-    new = [posixpath.normpath(posixpath.join(c, expanded)) for c in cwds]
+    new = [posixpath.normpath(paths.join(c, expanded)) for c in cwds]
     merged = list(dict.fromkeys([*cwds, *new]))
     # past the bound the real cwd may be any of them: later relative paths are unknown (never drop one)
     return merged if len(merged) <= MAX_CWDS else None
@@ -661,7 +661,7 @@ def _inert_word(raw: str, cwds: list[str] | None, acc: _Acc) -> bool:
         cwds is not None
         and _PLAIN_WORD.fullmatch(raw) is not None
         and raw.lower() not in _DOTLESS_PROTECTED
-        and not any(acc.fs.lexists(posixpath.join(c, raw)) for c in cwds)
+        and not any(acc.fs.lexists(paths.join(c, raw)) for c in cwds)
     )
 
 
@@ -721,7 +721,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         return
     absolutes: list[str] = []
     for c in cwds or ["/"]:
-        absolute = posixpath.normpath(posixpath.join(c, expanded))
+        absolute = posixpath.normpath(paths.join(c, expanded))
         candidates.add(absolute)
         stripped = absolute
         while stripped.endswith(("/*", "/.*")) or stripped in ("*", ".*"):
@@ -772,7 +772,7 @@ def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> 
 def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
     """git is read-only only where the repository's own config cannot run code (fsmonitor, pager, ...)."""
     start_dirs = [
-        posixpath.normpath(posixpath.join(c, paths.expand_user(repo, acc.ctx.home) or repo)) for c in (cwds or [])
+        posixpath.normpath(paths.join(c, paths.expand_user(repo, acc.ctx.home) or repo)) for c in (cwds or [])
     ]
     if not start_dirs or "$" in repo:
         acc.need(DFA)
@@ -791,7 +791,7 @@ def _git_repo_problem(start: str, fs: FileSystem) -> str:
     both = getattr(fs, "realpath_if_lexists", None)  # optional: one question fewer (DecisionFileSystem)
     cur = (both(start) if both is not None else fs.realpath(start) if fs.lexists(start) else None) or start
     for _ in range(64):
-        dotgit = posixpath.join(cur, ".git")
+        dotgit = paths.join(cur, ".git")
         if fs.lexists(dotgit):
             data = fs.head(dotgit, 4096)
             gitdir = dotgit
@@ -805,11 +805,11 @@ def _git_repo_problem(start: str, fs: FileSystem) -> str:
                     return "linked worktree (its shared config is not checked)"
             return _git_config_problem(posixpath.join(gitdir, "config"), fs)
         if (
-            fs.lexists(posixpath.join(cur, "HEAD"))
-            and fs.lexists(posixpath.join(cur, "config"))
-            and fs.lexists(posixpath.join(cur, "objects"))
+            fs.lexists(paths.join(cur, "HEAD"))
+            and fs.lexists(paths.join(cur, "config"))
+            and fs.lexists(paths.join(cur, "objects"))
         ):
-            return _git_config_problem(posixpath.join(cur, "config"), fs)  # a bare repository
+            return _git_config_problem(paths.join(cur, "config"), fs)  # a bare repository
         if cur == "/":
             return ""
         cur = posixpath.dirname(cur)

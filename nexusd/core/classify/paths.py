@@ -203,6 +203,22 @@ def expand_user(raw: str, home: str) -> str | None:
     return raw
 
 
+def join(a: str, b: str) -> str:
+    """``posixpath.join(a, b)`` for two strings, without its generality: it is on every word's way."""
+    if b.startswith("/"):
+        return b
+    return a + b if not a or a.endswith("/") else a + "/" + b
+
+
+def _split(path: str) -> tuple[str, str]:
+    """``posixpath.split`` of a string, without its generality."""
+    i = path.rfind("/") + 1
+    head, tail = path[:i], path[i:]
+    if head and head != "/" * len(head):
+        head = head.rstrip("/")
+    return head, tail
+
+
 def _canonical(path: str, fs: FileSystem) -> str:
     """realpath of the deepest existing ancestor, then the missing rest normalised on top of it."""
     missing: list[str] = []
@@ -216,7 +232,7 @@ def _canonical(path: str, fs: FileSystem) -> str:
             base = fs.realpath(cur) if cur == "/" or fs.lexists(cur) else None
         if base is not None:
             return posixpath.normpath(posixpath.join(base, *reversed(missing))) if missing else base
-        cur, name = posixpath.split(cur)
+        cur, name = _split(cur)
         missing.append(name)
         if not cur:
             cur = "/"
@@ -371,10 +387,7 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
     expanded = expand_user(raw, ctx.home)
     if expanded is None:
         return PathInfo(raw=raw, path="", inside=False, unresolved=True)
-    if expanded.startswith("/"):
-        absolute = expanded
-    else:  # posixpath.join(cwd, expanded), without its generality
-        absolute = cwd + expanded if not cwd or cwd.endswith("/") else cwd + "/" + expanded
+    absolute = join(cwd, expanded)
     lexical = posixpath.normpath(absolute)
     if lexical.startswith("//"):
         lexical = "/" + lexical.lstrip("/")

@@ -56,3 +56,14 @@ def test_place_is_the_three_plain_checks(path: str, roots: tuple[str, ...]) -> N
         path == r or path.startswith(r.rstrip("/") + "/") for r in roots_protected
     )
     assert paths._place.__wrapped__(path, home, roots, protected_dirs) == (inside, credential, protected)
+
+
+_PARTS = st.text(alphabet="/a.", max_size=8)
+
+
+@given(_PARTS, _PARTS)
+def test_join_and_split_are_posixpaths(a: str, b: str) -> None:
+    import posixpath
+
+    assert paths.join(a, b) == posixpath.join(a, b)
+    assert paths._split(a + b) == posixpath.split(a + b)
