@@ -817,12 +817,17 @@ def _git_repo_problem(start: str, fs: FileSystem) -> str:
 
 
 def _git_config_problem(config_path: str, fs: FileSystem) -> str:
-    size = fs.size(config_path)
+    both = getattr(fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
+    if both is not None:
+        size, data = both(config_path, _GIT_CONFIG_LIMIT)
+    else:
+        size, data = fs.size(config_path), None
     if size is None:
         return "" if not fs.lexists(config_path) else f"cannot read {config_path}"
     if size > _GIT_CONFIG_LIMIT:
         return f"{config_path} is too large to check"
-    data = fs.head(config_path, _GIT_CONFIG_LIMIT)
+    if both is None:
+        data = fs.head(config_path, _GIT_CONFIG_LIMIT)
     if data is None:
         return f"cannot read {config_path}"
     if not commands.git_config_is_inert(data):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,70 @@ def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: 
     call = CallInfo("claude", "s", "Read", {"file_path": str(small)}, world.ws)
     v = evaluate(call, Policy(), Session("s", "claude"), world.call("Read", file_path=str(small)), world.ctx).verdict
     assert v is not None and v.decision == "allow" and "binary file" in v.reason
+
+
+class _ProtocolOnly:
+    """The real file system through the protocol's questions only (as the decision memo's recorder asks
+    them): the classifier's one-call shortcuts (size_and_head, realpath_if_lexists) are not offered."""
+
+    def __init__(self) -> None:
+        from nexusd.policy.filesystem import RealFileSystem
+
+        self._fs = RealFileSystem()
+
+    def realpath(self, path: str) -> str:
+        return self._fs.realpath(path)
+
+    def lexists(self, path: str) -> bool:
+        return self._fs.lexists(path)
+
+    def size(self, path: str) -> int | None:
+        return self._fs.size(path)
+
+    def head(self, path: str, n: int) -> bytes | None:
+        return self._fs.head(path, n)
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ("[core]\n\tbare = false\n", None),
+        ("[core]\n\tfsmonitor = touch /tmp/pwned\n", "run programs"),
+        ("[core]\n" + "\t# pad\n" * 12000, "too large to check"),
+        ("dir", "cannot read"),
+        ("fifo", "cannot read"),
+        ("missing", None),
+    ],
+)
+def test_git_config_checks_agree_with_and_without_the_one_call_questions(
+    tmp_path: Path, config: str, says: str
+) -> None:
+    """git's config check (too large, unreadable, a directory or FIFO in its place, hostile, inert) and a
+    Read's size and binary probe decide the same through the shortcuts and through the plain questions."""
+    from nexusd.core.classify import classify
+    from nexusd.core.model import Context
+    from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    cfg = repo / ".git" / "config"
+    if config == "dir":
+        cfg.mkdir()
+    elif config == "fifo":
+        os.mkfifo(cfg)
+    elif config != "missing":
+        cfg.write_text(config)
+    (repo / "big.bin").write_bytes(b"\x00" * (11 * 1024 * 1024))
+    ctx = Context(cwd=str(repo), workspace_roots=(str(repo),), home=str(tmp_path / "home"))
+    calls = [
+        CallInfo("claude", "s", "Bash", {"command": "git status"}, str(repo)),
+        CallInfo("claude", "s", "Read", {"file_path": str(repo / "big.bin")}, str(repo)),
+        CallInfo("claude", "s", "Read", {"file_path": str(cfg)}, str(repo)),
+    ]
+    for call in calls:
+        answers = {classify(call, ctx, fs) for fs in (RealFileSystem(), DecisionFileSystem(), _ProtocolOnly())}
+        assert len(answers) == 1, answers
+    git = classify(calls[0], ctx, DecisionFileSystem())
+    assert (git.requirement is Requirement.READ_ONLY) is (says is None)
+    assert says is None or any(says in n for n in git.notes), git.notes
+    assert {Flag.LARGE_READ, Flag.BINARY_READ} <= classify(calls[1], ctx, DecisionFileSystem()).flags
