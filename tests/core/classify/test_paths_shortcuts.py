@@ -67,3 +67,34 @@ def test_join_and_split_are_posixpaths(a: str, b: str) -> None:
 
     assert paths.join(a, b) == posixpath.join(a, b)
     assert paths._split(a + b) == posixpath.split(a + b)
+
+
+class _GlobRecorder:
+    """Only records which patterns the classifier globs (everything else: an empty world)."""
+
+    def __init__(self) -> None:
+        self.patterns: list[str] = []
+
+    def glob(self, pattern: str, limit: int) -> list[str]:
+        self.patterns.append(pattern)
+        return []
+
+
+def test_words_without_glob_characters_skip_the_glob_unless_the_home_has_some() -> None:
+    """The early return in _Acc._glob: only a home with glob characters can make ``~/x`` a pattern."""
+    from nexusd.core.classify import _Acc
+    from nexusd.core.model import Context
+
+    for home, raw, globbed in [
+        ("/home/u", "x", []),
+        ("/home/u", "~/x", []),
+        ("/home/u", "$HOME/x", []),
+        ("/home/u", "*.py", ["/ws/*.py"]),
+        ("/home/u", "~/.e*", ["/home/u/.e*"]),
+        ("/h[o]me/u*", "~/x", ["/h[o]me/u*/x"]),
+        ("/h[o]me/u*", "${HOME}/x", ["/h[o]me/u*/x"]),
+        ("/h[o]me/u*", "x", []),
+    ]:
+        fs = _GlobRecorder()
+        _Acc(Context(cwd="/ws", workspace_roots=("/ws",), home=home), fs)._glob(raw, "/ws", write=False)  # type: ignore[arg-type]
+        assert fs.patterns == globbed, (home, raw)
