@@ -8,6 +8,7 @@ to pull the command, paths, URL and content out of that tool's input shape. Unkn
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -187,13 +188,18 @@ PATH_KEYS: tuple[str, ...] = (
     "file",
     "filePath",
 )
+_PATH_LIST_KEYS = (*PATH_KEYS, "paths")  # what a file tool's input names, in the order extract reads them
+_CONTENT_KEYS = ("content", "new_string", "file_text", "new_source", "new_str", "text")  # what it writes
 # Shell redirection operators by what they do to their target file (``<>`` opens it both ways).
 WRITE_REDIRECTS: frozenset[str] = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 READ_REDIRECTS: frozenset[str] = frozenset({"<", "<&", "<>"})
 
 
+@functools.lru_cache(maxsize=512)
 def tool_info(name: str, provider: str | None = None) -> ToolInfo:
-    """Catalog entry for a tool name as some agent spells it."""
+    """Catalog entry for a tool name as some agent spells it. Pure and its answer frozen, so remembered per
+    spelling (bounded: an agent may invent names): the classifier, the engine and the daemon each ask it
+    for every call."""
     if name.startswith("mcp__"):
         parts = name.split("__")
         known = len(parts) >= 3 and all(parts[1:])
@@ -310,9 +316,10 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
             writes=found, write_bytes=len(body.encode()), problems=() if found else ("patch names no file we can see",)
         )
     paths: list[str] = []
-    for key in PATH_KEYS:
-        paths.extend(_strs(inp.get(key)))
-    paths.extend(_strs(inp.get("paths")))
+    for key in _PATH_LIST_KEYS:  # most are absent: no call for them
+        v = inp.get(key)
+        if v is not None:
+            paths.extend(_strs(v))
     if c == "Move":
         paths.extend(_strs(inp.get("source")) + _strs(inp.get("destination")) + _strs(inp.get("new_path")))
     if (
@@ -341,11 +348,12 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
                 if g and not g.startswith(("/", "~", "{")):
                     paths.append(paths[0].rstrip("/") + "/" + g)
     size = 0
-    for key in ("content", "new_string", "file_text", "new_source", "new_str", "text"):
+    for key in _CONTENT_KEYS:
         v = inp.get(key)
         if isinstance(v, str):
-            size += len(v.encode("utf-8", "surrogatepass"))
-    for edit in inp.get("edits", []) if isinstance(inp.get("edits"), list) else []:
+            size += len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+    edits = inp.get("edits")
+    for edit in edits if isinstance(edits, list) else ():
         if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
             size += len(edit["new_string"].encode("utf-8", "surrogatepass"))
     if not paths and info.kind in (ToolKind.READ, ToolKind.EDIT):

@@ -112,6 +112,29 @@ class RealFileSystem:
         finally:
             os.close(fd)
 
+    def size_and_head(self, path: str, n: int) -> tuple[int | None, bytes | None]:
+        """``(size(path), head(path, n))`` with one open and one fstat instead of a stat and then the same
+        open and fstat: the classifier asks both of every file a Read names. A file that cannot be opened
+        still has the size ``stat`` tells (a large unreadable file is still large)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        except (OSError, ValueError):
+            return self.size(path), None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                return None, None
+            if not stat.S_ISREG(st.st_mode):
+                return st.st_size, None
+            try:
+                return st.st_size, os.read(fd, n)
+            except OSError:
+                return st.st_size, None
+        except OSError:
+            return self.size(path), None
+        finally:
+            os.close(fd)
+
     def is_mount(self, path: str) -> bool:
         """A mount point (a recursive delete of one is catastrophic); False when it cannot be told."""
         try:
@@ -157,3 +180,17 @@ class DecisionFileSystem(RealFileSystem):
         if hit is None:
             hit = self._exists[path] = RealFileSystem.lexists(self, path)
         return hit
+
+    def realpath_if_lexists(self, path: str) -> str | None:
+        """``realpath(path) if lexists(path) else None``, the classifier's question for every path it
+        resolves, in 3 syscalls instead of 4 for a path that exists: the kernel's resolution succeeding
+        proves the name is there (it followed every component to an existing file), so the separate
+        existence check is skipped and both answers are remembered. Anything else (a missing name, a
+        dangling link, a relative path) asks the two questions one after the other, as before."""
+        if _O_PATH and path not in self._exists and path not in self._real:
+            fast = _kernel_realpath(path)
+            if fast is not None:
+                self._exists[path] = True
+                self._real.setdefault(path, fast)
+                return self._real[path]
+        return self.realpath(path) if self.lexists(path) else None

@@ -57,6 +57,61 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
         assert decision.realpath(p) == os.path.realpath(p), p
 
 
+def _tricky_paths(tmp_path: Path) -> list[str]:
+    """Links to directories and outside, dangling links, loops, relative links, missing names, a file used as
+    a directory, a directory without search permission, relative and NUL-holding spellings."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "locked" / "in").mkdir(parents=True)
+    os.symlink(tmp_path / "a" / "b", tmp_path / "l")
+    os.symlink("/etc", tmp_path / "a" / "b" / "e")
+    os.symlink(tmp_path / "nope", tmp_path / "dangling")
+    os.symlink(tmp_path / "loop2", tmp_path / "loop1")
+    os.symlink(tmp_path / "loop1", tmp_path / "loop2")
+    os.symlink("rel/../b", tmp_path / "a" / "r")
+    os.symlink("../file", tmp_path / "a" / "f")
+    names = ["", "l", "l/..", "l/e/hostname", "dangling", "dangling/x", "missing", "missing/x", "loop1", "a/r",
+             "a/f", "a/f/x", "a/./b/", "file", "file/missing", "l/e/nope/", "locked", "locked/in", "locked/in/x",
+             "a//b", "l/../a", "missing/../a"]  # fmt: skip
+    return [str(tmp_path) + ("/" + n if n else "") for n in names] + ["/", "//tmp", "/proc/self", "rel/x", "/tmp\x00x"]
+
+
+def test_realpath_if_lexists_is_the_two_questions_in_one(tmp_path: Path):
+    """The one-call form answers exactly ``realpath if lexists else None``, whichever question this decision
+    asked before (none, lexists, realpath), and remembers answers the separate questions then repeat."""
+    paths = _tricky_paths(tmp_path)
+    os.chmod(tmp_path / "locked", 0)
+    try:
+        for p in paths:
+            expected = RealFileSystem().realpath(p) if RealFileSystem().lexists(p) else None
+            for first in (None, "lexists", "realpath"):
+                fs = DecisionFileSystem()
+                if first is not None:
+                    getattr(fs, first)(p)
+                assert fs.realpath_if_lexists(p) == expected, (p, first)
+                assert fs.lexists(p) is (expected is not None), (p, first)
+                if expected is not None:
+                    assert fs.realpath(p) == expected, (p, first)
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
+
+
+def test_canonical_is_the_same_with_and_without_the_one_call_form(tmp_path: Path):
+    """The classifier's canonical form of every tricky path (missing tails on top of links included) is
+    the same through the decision file system (one call) as through the plain one (two questions)."""
+    from nexusd.core.classify.paths import _canonical
+
+    paths = _tricky_paths(tmp_path)
+    paths += [p + "/new/deeper" for p in paths if p.startswith("/") and "\x00" not in p]
+    os.chmod(tmp_path / "locked", 0)
+    try:
+        for p in paths:
+            if p.startswith("/") and "\x00" not in p:
+                assert _canonical(p, DecisionFileSystem()) == _canonical(p, RealFileSystem()), p
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
+
+
 def test_decision_snapshot_is_per_instance(tmp_path: Path):
     """A DecisionFileSystem remembers within itself only; a new one (the next decision) sees the change."""
     (tmp_path / "x").mkdir()
@@ -110,3 +165,26 @@ def test_rm_r_of_a_mount_point_is_catastrophic_through_the_real_file_system(tmp_
         CallInfo("claude", "s", "Bash", {"command": "rm -rf /proc"}, str(tmp_path)), ctx, DecisionFileSystem()
     )
     assert Flag.CATASTROPHIC in cls.flags
+
+
+def test_size_and_head_is_size_then_head(tmp_path: Path):
+    """One open answers what ``size`` and ``head`` answer one after the other, on every kind of file."""
+    import socket
+
+    (tmp_path / "f").write_bytes(b"ab\x00cd" * 1000)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "f", tmp_path / "link")
+    os.symlink(tmp_path / "nope", tmp_path / "dangling")
+    os.symlink(tmp_path / "d", tmp_path / "dirlink")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    fs = RealFileSystem()
+    try:
+        names = ["f", "empty", "d", "fifo", "link", "dangling", "dirlink", "sock", "missing", "f/x"]
+        for p in [*(str(tmp_path / n) for n in names), "/dev/null", "/dev/zero", "/proc/self/status", "/x\x00y", ""]:
+            for n in (0, 3, 8192):
+                assert fs.size_and_head(p, n) == (fs.size(p), fs.head(p, n)), (p, n)
+    finally:
+        sock.close()

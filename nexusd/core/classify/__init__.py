@@ -6,7 +6,6 @@ internal error becomes ``Flag.UNPARSEABLE`` with danger-full-access.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
 from collections.abc import Set
@@ -14,7 +13,16 @@ from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
-from nexusd.core.tools import PLAN_APPROVAL, READ_REDIRECTS, WRITE_REDIRECTS, ToolInfo, extract, mcp_paths, tool_info
+from nexusd.core.tools import (
+    PLAN_APPROVAL,
+    READ_REDIRECTS,
+    WRITE_REDIRECTS,
+    ToolInfo,
+    extract,
+    mcp_paths,
+    patch_paths,
+    tool_info,
+)
 from nexusd.protocol import CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
@@ -150,11 +158,13 @@ class _Acc:
 
     def _glob(self, raw: str, cwd: str, write: bool) -> None:
         """``cat .e*`` reads .env: the files a glob matches now are checked too (deny rules see them)."""
+        if not paths.has_glob(raw) and not paths.has_glob(self.ctx.home):
+            return  # nearly every word: expanding ~ or $HOME can only bring in the home's own glob characters
         expanded = paths.expand_user(raw, self.ctx.home)
         glob = getattr(self.fs, "glob", None)
         if expanded is None or glob is None or not paths.has_glob(expanded):
             return
-        pattern = expanded if expanded.startswith("/") else posixpath.join(cwd, expanded)
+        pattern = paths.join(cwd, expanded)
         found = glob(pattern, MAX_GLOB_MATCHES)
         if len(found) > MAX_GLOB_MATCHES:
             self.flag(Flag.DYNAMIC, f"{raw} matches more than {MAX_GLOB_MATCHES} files")
@@ -198,24 +208,30 @@ def _scan_text(value: Any, acc: _Acc, depth: int = 0) -> None:
         if hidden:
             acc.flag(Flag.HIDDEN_CHARS, f"hidden characters in input: {', '.join(hidden[:5])}")
     elif isinstance(value, dict):
-        for k, v in value.items():
-            _scan_text(k, acc, depth + 1)
-            _scan_text(v, acc, depth + 1)
+        if depth < 32:  # a plain string child cannot nest too deeply: checked here without a call
+            for k, v in value.items():
+                if not (type(k) is str and k.isascii() and k.isprintable()):
+                    _scan_text(k, acc, depth + 1)
+                if not (type(v) is str and v.isascii() and v.isprintable()):
+                    _scan_text(v, acc, depth + 1)
+        else:
+            for k, v in value.items():
+                _scan_text(k, acc, depth + 1)
+                _scan_text(v, acc, depth + 1)
     elif isinstance(value, list | tuple):
         for v in value:
             _scan_text(v, acc, depth + 1)
 
 
-# the catalog lookup is pure and its answer frozen: one per (tool, provider) spelling, bounded
-_tool_info = functools.lru_cache(maxsize=512)(tool_info)
-
-
 def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
-    info = _tool_info(call.tool, call.provider)
+    info = tool_info(call.tool, call.provider)  # remembered per spelling
     acc = _Acc(ctx, fs)
-    _scan_text(call.tool, acc)
+    tool, cwd = call.tool, call.cwd
+    if not (type(tool) is str and tool.isascii() and tool.isprintable()):  # the scan's own first test, inline
+        _scan_text(tool, acc)
     _scan_text(call.input, acc)
-    _scan_text(call.cwd, acc)
+    if not (type(cwd) is str and cwd.isascii() and cwd.isprintable()):
+        _scan_text(cwd, acc)
     cwd = call.cwd if call.cwd.startswith("/") else ctx.cwd
     if not info.known:
         acc.flag(Flag.UNKNOWN_TOOL, f"unknown tool {call.tool}")
@@ -274,10 +290,13 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
 
 
 def _size_checks(path: str, acc: _Acc) -> None:
-    size = acc.fs.size(path)
+    both = getattr(acc.fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
+    if both is not None:
+        size, head = both(path, BINARY_PROBE)
+    else:
+        size, head = acc.fs.size(path), acc.fs.head(path, BINARY_PROBE)
     if size is not None and size > MAX_READ_SIZE:
         acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}")
-    head = acc.fs.head(path, BINARY_PROBE)
     if head and b"\x00" in head:
         acc.flag(Flag.BINARY_READ, f"reads a binary file: {path}")
 
@@ -418,8 +437,6 @@ def _remember_links(cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[st
 
 def _apply_patch_in_shell(command: str, cwds: list[str] | None, acc: _Acc) -> None:
     """Codex's ``apply_patch <<'EOF' ...``: the files named anywhere in the command are written."""
-    from nexusd.core.tools import patch_paths
-
     found = patch_paths(command)
     if not found:
         acc.flag(Flag.UNPARSEABLE, "apply_patch with a body that names no file we can see")
@@ -433,7 +450,7 @@ def _apply_cd(target: str, cwds: list[str] | None, acc: _Acc) -> list[str] | Non
     if cwds is None or target == "" or (paths.expand_user(target, acc.ctx.home) is None):
         return None
     expanded = paths.expand_user(target, acc.ctx.home) or target
-    new = [posixpath.normpath(posixpath.join(c, expanded)) for c in cwds]
+    new = [posixpath.normpath(paths.join(c, expanded)) for c in cwds]
     merged = list(dict.fromkeys([*cwds, *new]))
     # past the bound the real cwd may be any of them: later relative paths are unknown (never drop one)
     return merged if len(merged) <= MAX_CWDS else None
@@ -644,7 +661,7 @@ def _inert_word(raw: str, cwds: list[str] | None, acc: _Acc) -> bool:
         cwds is not None
         and _PLAIN_WORD.fullmatch(raw) is not None
         and raw.lower() not in _DOTLESS_PROTECTED
-        and not any(acc.fs.lexists(posixpath.join(c, raw)) for c in cwds)
+        and not any(acc.fs.lexists(paths.join(c, raw)) for c in cwds)
     )
 
 
@@ -704,7 +721,7 @@ def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str)
         return
     absolutes: list[str] = []
     for c in cwds or ["/"]:
-        absolute = posixpath.normpath(posixpath.join(c, expanded))
+        absolute = posixpath.normpath(paths.join(c, expanded))
         candidates.add(absolute)
         stripped = absolute
         while stripped.endswith(("/*", "/.*")) or stripped in ("*", ".*"):
@@ -755,7 +772,7 @@ def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> 
 def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
     """git is read-only only where the repository's own config cannot run code (fsmonitor, pager, ...)."""
     start_dirs = [
-        posixpath.normpath(posixpath.join(c, paths.expand_user(repo, acc.ctx.home) or repo)) for c in (cwds or [])
+        posixpath.normpath(paths.join(c, paths.expand_user(repo, acc.ctx.home) or repo)) for c in (cwds or [])
     ]
     if not start_dirs or "$" in repo:
         acc.need(DFA)
@@ -771,9 +788,10 @@ def _git_check(repo: str, cwds: list[str] | None, acc: _Acc) -> None:
 
 
 def _git_repo_problem(start: str, fs: FileSystem) -> str:
-    cur = fs.realpath(start) if fs.lexists(start) else start
+    both = getattr(fs, "realpath_if_lexists", None)  # optional: one question fewer (DecisionFileSystem)
+    cur = (both(start) if both is not None else fs.realpath(start) if fs.lexists(start) else None) or start
     for _ in range(64):
-        dotgit = posixpath.join(cur, ".git")
+        dotgit = paths.join(cur, ".git")
         if fs.lexists(dotgit):
             data = fs.head(dotgit, 4096)
             gitdir = dotgit
@@ -787,11 +805,11 @@ def _git_repo_problem(start: str, fs: FileSystem) -> str:
                     return "linked worktree (its shared config is not checked)"
             return _git_config_problem(posixpath.join(gitdir, "config"), fs)
         if (
-            fs.lexists(posixpath.join(cur, "HEAD"))
-            and fs.lexists(posixpath.join(cur, "config"))
-            and fs.lexists(posixpath.join(cur, "objects"))
+            fs.lexists(paths.join(cur, "HEAD"))
+            and fs.lexists(paths.join(cur, "config"))
+            and fs.lexists(paths.join(cur, "objects"))
         ):
-            return _git_config_problem(posixpath.join(cur, "config"), fs)  # a bare repository
+            return _git_config_problem(paths.join(cur, "config"), fs)  # a bare repository
         if cur == "/":
             return ""
         cur = posixpath.dirname(cur)
@@ -799,12 +817,17 @@ def _git_repo_problem(start: str, fs: FileSystem) -> str:
 
 
 def _git_config_problem(config_path: str, fs: FileSystem) -> str:
-    size = fs.size(config_path)
+    both = getattr(fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
+    if both is not None:
+        size, data = both(config_path, _GIT_CONFIG_LIMIT)
+    else:
+        size, data = fs.size(config_path), None
     if size is None:
         return "" if not fs.lexists(config_path) else f"cannot read {config_path}"
     if size > _GIT_CONFIG_LIMIT:
         return f"{config_path} is too large to check"
-    data = fs.head(config_path, _GIT_CONFIG_LIMIT)
+    if both is None:
+        data = fs.head(config_path, _GIT_CONFIG_LIMIT)
     if data is None:
         return f"cannot read {config_path}"
     if not commands.git_config_is_inert(data):
@@ -840,11 +863,25 @@ def _finish(
 
 def details(cls: Classification) -> CallDetails:
     """The classification as people see it (every string escaped for display)."""
+    argvs = [c.argv for c in cls.commands]
+    if text.all_displayable(
+        cls.tool, cls.domain or "", *cls.reads, *cls.writes, *cls.notes, *(a for v in argvs for a in v)
+    ):
+        # nearly every call: nothing to escape or cut, so one check for all its strings instead of one each
+        return CallDetails(
+            kind=str(cls.kind),
+            tool=cls.tool,
+            commands=[list(v) for v in argvs],
+            reads=list(cls.reads),
+            writes=list(cls.writes),
+            domain=cls.domain or None,
+            notes=list(cls.notes),
+        )
     esc = text.escape_for_display
     return CallDetails(
         kind=str(cls.kind),
         tool=esc(cls.tool),
-        commands=[[esc(a) for a in c.argv] for c in cls.commands],
+        commands=[[esc(a) for a in v] for v in argvs],
         reads=[esc(p) for p in cls.reads],
         writes=[esc(p) for p in cls.writes],
         domain=esc(cls.domain) if cls.domain else None,

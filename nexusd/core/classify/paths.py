@@ -203,15 +203,36 @@ def expand_user(raw: str, home: str) -> str | None:
     return raw
 
 
+def join(a: str, b: str) -> str:
+    """``posixpath.join(a, b)`` for two strings, without its generality: it is on every word's way."""
+    if b.startswith("/"):
+        return b
+    return a + b if not a or a.endswith("/") else a + "/" + b
+
+
+def _split(path: str) -> tuple[str, str]:
+    """``posixpath.split`` of a string, without its generality."""
+    i = path.rfind("/") + 1
+    head, tail = path[:i], path[i:]
+    if head and head != "/" * len(head):
+        head = head.rstrip("/")
+    return head, tail
+
+
 def _canonical(path: str, fs: FileSystem) -> str:
     """realpath of the deepest existing ancestor, then the missing rest normalised on top of it."""
     missing: list[str] = []
     cur = path
+    # optional (DecisionFileSystem): both questions at once, one syscall fewer for a path that exists
+    both = getattr(fs, "realpath_if_lexists", None)
     for _ in range(4096):
-        if cur == "/" or fs.lexists(cur):
-            base = fs.realpath(cur)
+        if both is not None and cur != "/":
+            base = both(cur)
+        else:
+            base = fs.realpath(cur) if cur == "/" or fs.lexists(cur) else None
+        if base is not None:
             return posixpath.normpath(posixpath.join(base, *reversed(missing))) if missing else base
-        cur, name = posixpath.split(cur)
+        cur, name = _split(cur)
         missing.append(name)
         if not cur:
             cur = "/"
@@ -223,7 +244,18 @@ def within(path: str, root: str) -> bool:
 
 
 def inside_workspace(path: str, ctx: Context) -> bool:
-    return any(within(path, r) for r in ctx.workspace_roots)
+    return _inside(path, ctx.workspace_roots)
+
+
+@functools.lru_cache(maxsize=64)
+def _root_prefixes(roots: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``within`` of every root at once: the roots as a set and as ``root/`` prefixes (pure string work)."""
+    return frozenset(roots), tuple(r.rstrip("/") + "/" for r in roots)
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    exact, prefixes = _root_prefixes(roots)
+    return path in exact or path.startswith(prefixes)
 
 
 _PROTECTED_NAMES = PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES
@@ -274,21 +306,33 @@ _PROC_PLAIN = frozenset(
 )
 
 
+_ELSEWHERE = ("/proc/", "/dev/fd/")
+
+
 def reaches_elsewhere(path: str) -> bool:
     return (path.startswith("/proc/") and path not in _PROC_PLAIN) or path.startswith("/dev/fd/")
 
 
-# a path that holds none of these (case-folded) has no protected component: most paths skip the walk below
-_PROTECTED_HINT = re.compile(
-    "/\\.|^\\.|" + "|".join(sorted(re.escape(n) for n in _PROTECTED_NAMES | _SUBPATH_PARENTS if not n.startswith(".")))
-)
+# a path that holds none of these (case-folded) has no protected component: most paths skip the walk below.
+# A component starting with a dot, or one of the other names as a substring; a name that holds a shorter
+# one (gradlew.bat, mvnw.cmd, opencode.jsonc) is found through it, so substring tests of the shortest do.
+_DOTLESS_NAMES = sorted(n for n in _PROTECTED_NAMES | _SUBPATH_PARENTS if not n.startswith("."))
+_PROTECTED_HINTS = tuple(n for n in _DOTLESS_NAMES if not any(m != n and m in n for m in _DOTLESS_NAMES))
+
+
+def _protected_hint(folded: str) -> bool:
+    return "/." in folded or folded.startswith(".") or any(n in folded for n in _PROTECTED_HINTS)
 
 
 def is_protected(path: str, ctx: Context) -> bool:
     """Whether a write to ``path`` (canonical or lexical) touches a place that runs code later."""
-    if _PROTECTED_HINT.search(path.casefold()) is not None and _protected_component(path):
+    return _is_protected(path, ctx.home, ctx.protected_dirs)
+
+
+def _is_protected(path: str, home: str, protected_dirs: tuple[str, ...]) -> bool:
+    if _protected_hint(path.casefold()) and _protected_component(path):
         return True
-    exact, prefixes = _protected_prefixes(ctx.home, ctx.protected_dirs)
+    exact, prefixes = _protected_prefixes(home, protected_dirs)
     return path in exact or path.startswith(prefixes)
 
 
@@ -343,7 +387,7 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
     expanded = expand_user(raw, ctx.home)
     if expanded is None:
         return PathInfo(raw=raw, path="", inside=False, unresolved=True)
-    absolute = expanded if expanded.startswith("/") else posixpath.join(cwd, expanded)
+    absolute = join(cwd, expanded)
     lexical = posixpath.normpath(absolute)
     if lexical.startswith("//"):
         lexical = "/" + lexical.lstrip("/")
@@ -358,7 +402,9 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
                 if fnmatch.fnmatchcase("..", comp):
                     glob_dotdot = True
     canonical = _canonical(absolute, fs)
-    if reaches_elsewhere(lexical) or reaches_elsewhere(canonical):
+    if (lexical.startswith(_ELSEWHERE) or canonical.startswith(_ELSEWHERE)) and (
+        reaches_elsewhere(lexical) or reaches_elsewhere(canonical)
+    ):
         return PathInfo(raw=raw, path="", inside=False, unresolved=True)
     in_ws, credential, protected = _place(canonical, ctx.home, ctx.workspace_roots, ctx.protected_dirs)
     canonical_inside = in_ws and not credential
@@ -377,5 +423,6 @@ def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
 def _place(path: str, home: str, roots: tuple[str, ...], protected_dirs: tuple[str, ...]) -> tuple[bool, bool, bool]:
     """(inside a workspace root, a credential location, protected) of one absolute path: string facts only
     (no file system), so memoising them is safe; the same few paths come back call after call."""
-    ctx = Context(cwd="/", workspace_roots=roots, home=home, protected_dirs=protected_dirs)
-    return inside_workspace(path, ctx), is_credential(path, ctx), is_protected(path, ctx)
+    exact, prefixes = _credential_roots(home)
+    credential = path in exact or path.startswith(prefixes)
+    return _inside(path, roots), credential, _is_protected(path, home, protected_dirs)

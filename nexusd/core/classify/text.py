@@ -49,6 +49,14 @@ def _escape_char(m: re.Match[str]) -> str:
     return f"\\u{{{code:04x}}}"
 
 
+def all_displayable(*texts: str) -> bool:
+    """Whether ``escape_for_display`` would return every one of ``texts`` unchanged, proven cheaply: printable
+    ASCII (no control, bidi, zero-width or newline character can be in it) and no line to cut. False only
+    means "escape each one": the caller then does."""
+    joined = "".join(texts)
+    return joined.isascii() and joined.isprintable() and max(map(len, texts)) <= MAX_DISPLAY_LINE
+
+
 def escape_for_display(text: str, max_line: int = MAX_DISPLAY_LINE, max_lines: int = MAX_DISPLAY_LINES) -> str:
     """Make ``text`` safe to show a person: escape controls, bidi and zero-width chars; cut long lines."""
     if max_lines > 0 and len(text) <= max_line and "\n" not in text and _DISPLAY_RE.search(text) is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,45 @@ def test_hidden_chars_fast_path_agrees_with_the_full_scan(s: str) -> None:
     assert text.hidden_chars(s) == slow
 
 
+@pytest.mark.parametrize(("levels", "too_deep"), [(32, False), (33, True)])
+@pytest.mark.parametrize("leaf", ["plain", "a\u2066b"])
+def test_input_nesting_bound_holds_for_plain_and_hidden_strings(world, levels: int, too_deep: bool, leaf: str) -> None:  # type: ignore[no-untyped-def]
+    """The input scan's shortcut for plain strings keeps the nesting bound exact, and hidden characters in
+    keys or values at any depth are still found."""
+    value: object = leaf
+    for _ in range(levels - 1):  # the input itself is the outermost level
+        value = {"k": value}
+    c = world.call("Read", file_path=f"{world.ws}/a", extra=value)
+    assert ("input nests too deeply" in c.notes) is too_deep
+    assert (Flag.HIDDEN_CHARS in c.flags) is (leaf != "plain" and not too_deep)
+    keyed = world.call("Read", file_path=f"{world.ws}/a", extra={"a": {"b\u200bc": "plain"}})
+    assert Flag.HIDDEN_CHARS in keyed.flags
+
+
+_DISPLAY_TEXT = (
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+    | st.text(alphabet="ab \t\n\r\x00\x1b\x7f\x85\u200b\u202e\u2066\ufeffé", max_size=20)
+    | st.text(alphabet="ab/.", min_size=395, max_size=405)
+)
+
+
+@given(st.lists(_DISPLAY_TEXT, min_size=1, max_size=4))
+def test_all_displayable_only_when_no_escape_or_cut_changes_a_text(texts: list[str]) -> None:
+    """details() skips escaping when ``all_displayable`` says so: that must mean escaping changes nothing."""
+    from nexusd.core.classify import text
+
+    if text.all_displayable(*texts):
+        assert all(escape_for_display(t) == t for t in texts)
+
+
+def test_details_escape_every_field_when_one_needs_it(world) -> None:  # type: ignore[no-untyped-def]
+    """One hidden character anywhere sends every string of the call through the escaping, long lines are cut."""
+    d = details(world.bash(f"cat {'x' * 500} \u2066b"))
+    assert d.commands[0][1].endswith("[+100 chars]") and d.commands[0][2] == "\\u{2066}b"
+    plain = details(world.bash("cat a.txt"))
+    assert plain.commands == [["cat", "a.txt"]] and plain.tool == "Bash"
+
+
 def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: ignore[no-untyped-def]
     """The read size limit: a read over 10 MB is refused in every mode, bypass included; a binary read
     that a mode allows says so in its reason (the model and the audit trail see it)."""
@@ -170,3 +210,70 @@ def test_large_reads_are_refused_and_binary_reads_said(world) -> None:  # type: 
     call = CallInfo("claude", "s", "Read", {"file_path": str(small)}, world.ws)
     v = evaluate(call, Policy(), Session("s", "claude"), world.call("Read", file_path=str(small)), world.ctx).verdict
     assert v is not None and v.decision == "allow" and "binary file" in v.reason
+
+
+class _ProtocolOnly:
+    """The real file system through the protocol's questions only (as the decision memo's recorder asks
+    them): the classifier's one-call shortcuts (size_and_head, realpath_if_lexists) are not offered."""
+
+    def __init__(self) -> None:
+        from nexusd.policy.filesystem import RealFileSystem
+
+        self._fs = RealFileSystem()
+
+    def realpath(self, path: str) -> str:
+        return self._fs.realpath(path)
+
+    def lexists(self, path: str) -> bool:
+        return self._fs.lexists(path)
+
+    def size(self, path: str) -> int | None:
+        return self._fs.size(path)
+
+    def head(self, path: str, n: int) -> bytes | None:
+        return self._fs.head(path, n)
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ("[core]\n\tbare = false\n", None),
+        ("[core]\n\tfsmonitor = touch /tmp/pwned\n", "run programs"),
+        ("[core]\n" + "\t# pad\n" * 12000, "too large to check"),
+        ("dir", "cannot read"),
+        ("fifo", "cannot read"),
+        ("missing", None),
+    ],
+)
+def test_git_config_checks_agree_with_and_without_the_one_call_questions(
+    tmp_path: Path, config: str, says: str
+) -> None:
+    """git's config check (too large, unreadable, a directory or FIFO in its place, hostile, inert) and a
+    Read's size and binary probe decide the same through the shortcuts and through the plain questions."""
+    from nexusd.core.classify import classify
+    from nexusd.core.model import Context
+    from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    cfg = repo / ".git" / "config"
+    if config == "dir":
+        cfg.mkdir()
+    elif config == "fifo":
+        os.mkfifo(cfg)
+    elif config != "missing":
+        cfg.write_text(config)
+    (repo / "big.bin").write_bytes(b"\x00" * (11 * 1024 * 1024))
+    ctx = Context(cwd=str(repo), workspace_roots=(str(repo),), home=str(tmp_path / "home"))
+    calls = [
+        CallInfo("claude", "s", "Bash", {"command": "git status"}, str(repo)),
+        CallInfo("claude", "s", "Read", {"file_path": str(repo / "big.bin")}, str(repo)),
+        CallInfo("claude", "s", "Read", {"file_path": str(cfg)}, str(repo)),
+    ]
+    for call in calls:
+        answers = {classify(call, ctx, fs) for fs in (RealFileSystem(), DecisionFileSystem(), _ProtocolOnly())}
+        assert len(answers) == 1, answers
+    git = classify(calls[0], ctx, DecisionFileSystem())
+    assert (git.requirement is Requirement.READ_ONLY) is (says is None)
+    assert says is None or any(says in n for n in git.notes), git.notes
+    assert {Flag.LARGE_READ, Flag.BINARY_READ} <= classify(calls[1], ctx, DecisionFileSystem()).flags
