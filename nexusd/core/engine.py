@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from nexusd.core.classify import details as classify_details
 from nexusd.core.classify.commands import SAFE_DEVICES
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
@@ -39,7 +40,7 @@ from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
-from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
+from nexusd.protocol import CallInfo, TraceStep, Verdict
 
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
 
@@ -381,22 +382,6 @@ def _allow_match(
 # ---------------------------------------------------------------------- verdicts
 
 
-def _details(cls: Classification) -> CallDetails:
-    try:
-        from nexusd.core.classify import details as classify_details
-    except ImportError:
-        return CallDetails(
-            kind=str(cls.kind),
-            tool=cls.tool,
-            commands=[list(c.argv) for c in cls.commands],
-            reads=list(cls.reads),
-            writes=list(cls.writes),
-            domain=cls.domain,
-            notes=list(cls.notes),
-        )
-    return classify_details(cls)
-
-
 def _origin(rules: Sequence[Rule]) -> tuple[str | None, str | None]:
     if not rules:
         return None, None
@@ -430,7 +415,7 @@ def _verdict(
         suggestions=list(suggestions) if decision == "ask" else [],
         trace=list(run.trace),
         # the daemon needs the kind of an allowed call (sandbox wrapping); people need all of it
-        details=_details(run.cls) if run.explain or decision == "allow" else None,
+        details=classify_details(run.cls) if run.explain or decision == "allow" else None,
     )
 
 
@@ -734,10 +719,9 @@ def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]
 
 def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
-    need = int(cls.requirement)
-    outside = [p for p in (*reads, *writes) if not _inside(p, run.ctx.workspace_roots)]
-    if Flag.OUTSIDE_WORKSPACE in cls.flags or outside:
-        need = int(Requirement.DANGER_FULL_ACCESS)
+    need = cls.requirement
+    if Flag.OUTSIDE_WORKSPACE in cls.flags or not all(_inside(p, run.ctx.workspace_roots) for p in (*reads, *writes)):
+        need = Requirement.DANGER_FULL_ACCESS
     prov = policy.provider(run.call.provider)
     if prov.auto_approval is False:
         safe = (cls.kind == ToolKind.READ or cls.tool in ACTS_ON_NOTHING) and need <= Requirement.READ_ONLY
@@ -759,9 +743,9 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
         run.step("mode_check", "passed", f"mode {mode.name} allows only {_SCOPE_TEXT[mode.write_scope]} by itself")
         return None
     if need <= mode.ceiling and not (mode.deny_writes and _runs_or_writes(cls, writes)):
-        run.step("mode_check", "allow", f"mode {mode.name} reaches {Requirement(need).label}")
-        return _verdict(run, "allow", f"mode {mode.name} allows {Requirement(need).label}", "mode")
-    run.step("mode_check", "passed", f"{Requirement(need).label} is above mode {mode.name}")
+        run.step("mode_check", "allow", f"mode {mode.name} reaches {need.label}")
+        return _verdict(run, "allow", f"mode {mode.name} allows {need.label}", "mode")
+    run.step("mode_check", "passed", f"{need.label} is above mode {mode.name}")
     return None
 
 
