@@ -37,7 +37,7 @@ from nexusd.core.model import (
 )
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
-from nexusd.core.policy.rules import Rule, RuleError, parse_rule
+from nexusd.core.policy.rules import Rule, RuleError, argv_texts, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
 from nexusd.protocol import CallInfo, TraceStep, Verdict
@@ -90,6 +90,7 @@ class _Run:
     trace: list[TraceStep] = field(default_factory=list)
     explain: bool = True  # False: no trace, details only where the daemon needs them (see evaluate)
     why_not_mode: str = ""  # set when a setting, not the mode's ceiling, kept the mode from allowing
+    spelled: list[tuple[tuple[str, ...] | None, bool]] | None = None  # _deny_spellings of cls.commands, once needed
 
     def step(self, step: str, outcome: str, detail: str = "") -> None:
         if self.explain:
@@ -263,28 +264,60 @@ def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str,
                     yield (head.strip("'\""), *words[i + 1 :])
 
 
-def _argv_hit(rule: Rule, c: Command) -> bool:
-    """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
-    if rule.matches_argv(c.argv):
-        return True
-    if c.argv:
+# Characters of an opaque command's view spellings kept per decision; beyond that (a huge argv or input,
+# whose views grow quadratically) each rule walks the views itself, as a stream.
+_SPELLED_MAX = 1 << 18
+
+
+def _deny_spellings(c: Command) -> tuple[tuple[str, ...] | None, bool]:
+    """Every spelling deny/ask rules match a command against, computed once per command and decision and
+    shared by all those rules: its argv (``argv_texts``) and, for an opaque program, every view of what it
+    may run (``_opaque_views``). Returns (spellings or None for a forged word, which every such rule
+    matches; whether the views were too large to keep, so that each rule must walk them)."""
+    argv = c.argv
+    texts = argv_texts(argv, exact=False)
+    if texts is None:
+        return None, False
+    if argv:
         # case-insensitive file systems (macOS) run CURL as curl, and WSL runs curl.exe: deny and ask rules
         # match those spellings of the program name too
-        name = c.argv[0].lower().removesuffix(".exe")
-        if name != c.argv[0] and rule.matches_argv((name, *c.argv[1:])):
-            return True
-    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
+        name = argv[0].lower().removesuffix(".exe")
+        if name != argv[0]:
+            more = argv_texts((name, *argv[1:]), exact=False)
+            if more is None:
+                return None, False
+            texts += more
+    if not c.opaque:
+        return texts, False
+    spelled = list(texts)
+    size = 0
+    for view in _opaque_views(argv, c.stdin):
+        more = argv_texts(view, exact=False)
+        if more is None:
+            return None, False
+        size += len(more[0]) * len(more)
+        if size > _SPELLED_MAX:
+            return texts, True
+        spelled += more
+    return tuple(spelled), False
 
 
-def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:
+def _deny_hit(rule: Rule, run: _Run, reads: list[str], writes: list[str]) -> str | None:
     """What a deny/ask rule matched in this call, or None. Any one match is enough."""
+    cls, ctx = run.cls, run.ctx
     if rule.family == "shell":
         if cls.kind != ToolKind.SHELL:
             return None
         if rule.bare:
             return "the shell tool"
-        for c in cls.commands:
-            if _argv_hit(rule, c):
+        spelled = run.spelled
+        if spelled is None:
+            spelled = run.spelled = [_deny_spellings(c) for c in cls.commands]
+        for c, (texts, stream) in zip(cls.commands, spelled, strict=True):
+            # the command, or anything an opaque one may run (see ``_opaque_views``)
+            if rule.matches_texts(texts) or (
+                stream and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
+            ):
                 return "sub-command " + " ".join(c.argv)
         return None
     if rule.family in ("read", "edit") and not rule.bare:
@@ -337,7 +370,13 @@ def _allow_match(
         uncovered: list[Command] = []
         shell = [r for r in allows if r.family == "shell"]
         for c in cls.commands:
-            hit = next((r for r in shell if r.matches_argv(c.argv)), None) if _env_neutral(c) else None
+            hit = None
+            if _env_neutral(c):
+                texts = argv_texts(c.argv, exact=True)  # spelled once for every allow rule
+                for r in shell:
+                    if r.matches_texts(texts):
+                        hit = r
+                        break
             if hit is None:
                 uncovered.append(c)
             elif hit not in used:
@@ -398,11 +437,16 @@ def _verdict(
     suggestions: Sequence[str] = (),
     extra_flags: Sequence[str] = (),
 ) -> Verdict:
-    rule, origin = _origin(rules)
-    if decision == "allow" and run.cls.flags & _SURFACED:
-        reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
-    flags = sorted(str(f) for f in run.cls.flags)
-    flags.extend(f for f in extra_flags if f not in flags)
+    rule, origin = _origin(rules) if rules else (None, None)
+    cls_flags = run.cls.flags
+    if cls_flags:  # most calls raise no flag: skip the sort and the set work
+        if decision == "allow" and cls_flags & _SURFACED:
+            reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
+        flags = sorted(str(f) for f in cls_flags)
+    else:
+        flags = []
+    if extra_flags:
+        flags.extend(f for f in extra_flags if f not in flags)
     return Verdict(
         decision=decision,  # type: ignore[arg-type]
         reason=reason,
@@ -463,10 +507,10 @@ def _ask(
     return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
 
 
-def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> Rule | None:
+def _human_rule(run: _Run, reads: list[str], writes: list[str]) -> Rule | None:
     """The first require_human ask rule that matches the call, if any."""
-    for rule in policy.of_kind("ask"):
-        if rule.human and _deny_hit(rule, cls, reads, writes, ctx):
+    for rule in run.policy.of_kind("ask"):
+        if rule.human and _deny_hit(rule, run, reads, writes):
             return rule
     return None
 
@@ -517,7 +561,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 
     # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
     for rule in (*policy.of_kind("deny"), *_session_rules(session, "deny", run)):
-        hit = _deny_hit(rule, cls, reads, writes, ctx)
+        hit = _deny_hit(rule, run, reads, writes)
         if hit:
             run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
             return Evaluation(_verdict(run, "deny", f"denied by rule {rule.text}: {hit}", "rule", rules=[rule]))
@@ -548,7 +592,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     forced = a
             if forced is not None:
                 reason = f"hook {forced.hook.command[0]} asks for a person: {forced.reason or forced.error or ''}"
-                human = _human_rule(policy, cls, reads, writes, ctx)
+                human = _human_rule(run, reads, writes)
                 if human is not None:
                     run.step("ask_rules", "matched", f"{human.text} ({human.origin}) requires a person")
                 return Evaluation(
@@ -568,7 +612,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     # its flag tells the daemon that nothing but a person's answer to this call may allow it.
     asked: tuple[Rule, str] | None = None
     for rule in policy.of_kind("ask"):
-        hit = _deny_hit(rule, cls, reads, writes, ctx)
+        hit = _deny_hit(rule, run, reads, writes)
         if hit and (asked is None or (rule.human and not asked[0].human)):
             asked = (rule, hit)
             if rule.human:
