@@ -519,18 +519,32 @@ def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
     out: list[Rule] = []
     texts = session.allow_rules if kind == "allow" else session.deny_rules
     for t in texts:
-        try:
-            out.append(parse_rule(t, kind, layer="session", origin=f"session:{session.id}"))  # type: ignore[arg-type]
-        except RuleError as e:
-            run.step(f"{kind}_rules", "error", f"session rule ignored: {e}")
+        got = _parsed(run.policy, t, kind, "session", f"session:{session.id}")
+        if isinstance(got, Rule):
+            out.append(got)
+        else:
+            run.step(f"{kind}_rules", "error", f"session rule ignored: {got}")
     for k, t, gid in session.grant_rules:
         if k != kind:
             continue
-        try:
-            out.append(parse_rule(t, kind, layer="grant", origin=f"grant:{gid}"))  # type: ignore[arg-type]
-        except RuleError as e:
-            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {e}")
+        got = _parsed(run.policy, t, kind, "grant", f"grant:{gid}")
+        if isinstance(got, Rule):
+            out.append(got)
+        else:
+            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {got}")
     return out
+
+
+def _parsed(policy: Policy, text: str, kind: str, layer: str, origin: str) -> Rule | RuleError:
+    """A session rule or grant, parsed once per policy (every call of the session asks for it again)."""
+
+    def parse() -> Rule | RuleError:
+        try:
+            return parse_rule(text, kind, layer=layer, origin=origin)  # type: ignore[arg-type]
+        except RuleError as e:
+            return e
+
+    return policy.derived(("rule", kind, layer, origin, text), parse)
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -560,7 +574,10 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     reads, writes = _file_paths(call, cls, ctx)
 
     # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
-    for rule in (*policy.of_kind("deny"), *_session_rules(session, "deny", run)):
+    denies = policy.of_kind("deny")
+    if session.deny_rules or session.grant_rules:
+        denies = (*denies, *_session_rules(session, "deny", run))
+    for rule in denies:
         hit = _deny_hit(rule, run, reads, writes)
         if hit:
             run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
@@ -568,7 +585,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     run.step("deny_rules", "passed")
 
     # (2) hooks: deny is final, ask forces a prompt, allow continues.
-    applicable = tuple(h for h in policy.hooks if h.applies(cls))
+    applicable = tuple(h for h in policy.hooks if h.applies(cls)) if policy.hooks else ()
     if applicable:
         if dry_run and hooks is None:
             run.step("hooks", "skipped", f"{len(applicable)} hook(s) not run in a check")
@@ -683,8 +700,12 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     else:
         used: list[Rule] = []
         if cls.rule_allowable:
-            allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
-            allows += _session_rules(session, "allow", run)
+            allows: Sequence[Rule] = policy.derived(
+                ("allow", "trusted" if trusted else None),
+                lambda: tuple(r for r in policy.of_kind("allow") if trusted or not r.project),
+            )
+            if session.allow_rules or session.grant_rules:
+                allows = (*allows, *_session_rules(session, "allow", run))
             broad: list[Rule] = []
             if mode.escalation == "classifier":
                 allows, broad = _strip_broad(run, allows)
@@ -742,7 +763,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
 
 
-def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]:
+def _strip_broad(run: _Run, allows: Sequence[Rule]) -> tuple[list[Rule], list[Rule]]:
     """Auto mode: a reviewer decides what the rules do not allow, so a rule that lets any code run without a
     look (``Bash(python:*)``, ``Bash(node *)``, ``Bash(*)`` ...) would bypass it; such rules are set aside
     while the mode is auto, named in the trace (the one "too broad" check: ``suggest.blanket_reason``).
