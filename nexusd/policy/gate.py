@@ -16,6 +16,7 @@ import anyio.to_thread
 import msgspec
 
 from nexusd import locations
+from nexusd.core.classify import classify, details
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session
 from nexusd.core.policy.policy import Policy
@@ -112,14 +113,10 @@ def context_for(
 
 
 def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
-    from nexusd.core.classify import classify
-
     return classify(call, ctx, fs or DecisionFileSystem())
 
 
 def _payload(call: CallInfo, cls: Classification, session: Session, policy: Policy) -> bytes:
-    from nexusd.core.classify import details
-
     mode, _ = effective_mode(session, policy, call.provider)
     doc: dict[str, Any] = {
         "call": msgspec.to_builtins(call),
