@@ -405,7 +405,7 @@ def _allow_match(
             return [], []  # the classifier saw an outside path it could not name: no rule can cover it
         return used + [r for r in (*r_out, *w_out) if r not in used], []
     for rule in allows:
-        if not rule.covers_call(cls):
+        if rule.family == "shell" or not rule.covers_call(cls):  # a shell rule covers only shell calls
             continue
         if rule.family in ("read", "edit") and not rule.bare:
             paths = reads if rule.family == "read" else writes

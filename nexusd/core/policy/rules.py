@@ -22,6 +22,7 @@ from typing import Literal
 import pathspec
 
 from nexusd.core.model import Classification, ToolKind
+from nexusd.core.tools import tool_info
 
 RuleKind = Literal["allow", "ask", "deny"]
 Family = Literal["shell", "read", "edit", "fetch", "mcp", "tool"]
@@ -237,10 +238,6 @@ def canonical_tool(name: str) -> str:
     """A rule's tool name in Claude's spelling: the tool catalog's, else our own alias table."""
     if name.startswith("mcp__"):
         return name
-    try:
-        from nexusd.core.tools import tool_info
-    except ImportError:
-        return RULE_TOOL_ALIASES.get(name, name)
     info = tool_info(name)
     return info.canonical if info.known else RULE_TOOL_ALIASES.get(name, name)
 
