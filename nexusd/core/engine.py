@@ -570,7 +570,10 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     """
     mode, mode_note = effective_mode(session, policy, call.provider)
     run = _Run(call, cls, ctx, policy, mode, explain=explain)
-    run.step("mode", mode.name, mode_note)
+    # the steps every call passes are appended here directly (one method call fewer each, on every call)
+    trace = run.trace if explain else None
+    if trace is not None:
+        trace.append(TraceStep("mode", mode.name, mode_note))
     reads, writes = _file_paths(call, cls, ctx)
 
     # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
@@ -582,7 +585,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         if hit:
             run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
             return Evaluation(_verdict(run, "deny", f"denied by rule {rule.text}: {hit}", "rule", rules=[rule]))
-    run.step("deny_rules", "passed")
+    if trace is not None:
+        trace.append(TraceStep("deny_rules", "passed"))
 
     # (2) hooks: deny is final, ask forces a prompt, allow continues.
     applicable = tuple(h for h in policy.hooks if h.applies(cls)) if policy.hooks else ()
@@ -623,7 +627,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     )
                 )
     else:
-        run.step("hooks", "skipped", "no hook applies")
+        if trace is not None:
+            trace.append(TraceStep("hooks", "skipped", "no hook applies"))
 
     # (3) ask rules: a prompt regardless of mode (bypass included). One with require_human wins over the others:
     # its flag tells the daemon that nothing but a person's answer to this call may allow it.
@@ -649,7 +654,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 extra_flags=[HUMAN_FLAG] if rule.human else [],
             )
         )
-    run.step("ask_rules", "passed")
+    if trace is not None:
+        trace.append(TraceStep("ask_rules", "passed"))
 
     # (4) safety checks: a person in every mode, never learnable.
     deny_flags = cls.flags & SAFETY_DENY
@@ -662,7 +668,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         notes = "; ".join(cls.notes) or ", ".join(sorted(ask_flags))
         run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
         return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
-    run.step("safety", "passed")
+    if trace is not None:
+        trace.append(TraceStep("safety", "passed"))
 
     # (4a) locked: a policy layer could not be read and has no last good copy, so its deny rules are unknown:
     # nothing is allowed by a rule, a mode, the classifier or a grant; a person still decides every ask.
@@ -731,8 +738,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     rules=used,
                 )
             )
-        elif cls.rule_allowable:
-            run.step("allow_rules", "passed", "no allow rule covers the call")
+        elif cls.rule_allowable and trace is not None:
+            trace.append(TraceStep("allow_rules", "passed", "no allow rule covers the call"))
         v = _mode_check(run, reads, writes)
         if v is not None:
             return Evaluation(v)
