@@ -147,6 +147,8 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
 def _abs(p: str, ctx: Context) -> str:
     if p == "~" or p.startswith("~/"):
         p = ctx.home + p[1:]
+    if p.startswith("/"):  # what join(cwd, p) gives for an absolute p, without the join
+        return posixpath.normpath(p)
     return posixpath.normpath(posixpath.join(ctx.cwd, p))
 
 
@@ -237,7 +239,7 @@ HARMLESS_ENV = frozenset(
 
 
 def _env_neutral(c: Command) -> bool:
-    return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
+    return not c.env or all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
 
 
 _SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
