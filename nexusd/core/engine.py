@@ -713,11 +713,21 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 ("allow", "trusted" if trusted else None),
                 lambda: tuple(r for r in policy.of_kind("allow") if trusted or not r.project),
             )
-            if session.allow_rules or session.grant_rules:
+            own = session.allow_rules or session.grant_rules
+            if own:
                 allows = (*allows, *_session_rules(session, "allow", run))
-            broad: list[Rule] = []
+            broad: Sequence[Rule] = ()
             if mode.escalation == "classifier":
-                allows, broad = _strip_broad(run, allows)
+                policy_allows = allows
+                allows, broad, stripped = (
+                    _strip_broad(allows)
+                    if own
+                    else policy.derived(
+                        ("allow-auto", "trusted" if trusted else None), lambda: _strip_broad(policy_allows)
+                    )
+                )
+                if stripped:
+                    run.step("allow_rules", "stripped", stripped)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
                 run.why_not_mode = (
@@ -772,23 +782,22 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
 
 
-def _strip_broad(run: _Run, allows: Sequence[Rule]) -> tuple[list[Rule], list[Rule]]:
+def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...], str]:
     """Auto mode: a reviewer decides what the rules do not allow, so a rule that lets any code run without a
     look (``Bash(python:*)``, ``Bash(node *)``, ``Bash(*)`` ...) would bypass it; such rules are set aside
     while the mode is auto, named in the trace (the one "too broad" check: ``suggest.blanket_reason``).
-    Returns (kept, set aside)."""
+    Returns (kept, set aside, the trace's detail naming them or ""): a function of the rules alone, kept per
+    policy when they are the policy's."""
     kept: list[Rule] = []
     broad: list[Rule] = []
     for r in allows:
         (broad if _broad(r.text) else kept).append(r)
+    detail = ""
     if broad:
-        run.step(
-            "allow_rules",
-            "stripped",
-            "auto mode sets aside broad allow rules: "
-            + "; ".join(f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad),
+        detail = "auto mode sets aside broad allow rules: " + "; ".join(
+            f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad
         )
-    return kept, broad
+    return tuple(kept), tuple(broad), detail
 
 
 def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
