@@ -456,13 +456,24 @@ def _verdict(
         rule=rule,
         rule_origin=origin,
         requirement=run.cls.requirement.label,
-        tier=tool_info(run.call.tool, run.call.provider).tier,
+        tier=_tier(run.call.tool, run.call.provider),
         flags=flags,
         suggestions=list(suggestions) if decision == "ask" else [],
         trace=list(run.trace),
         # the daemon needs the kind of an allowed call (sandbox wrapping); people need all of it
         details=classify_details(run.cls) if run.explain or decision == "allow" else None,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _catalogue_tier(tool: str, provider: str) -> str:
+    return tool_info(tool, provider).tier
+
+
+def _tier(tool: str, provider: str) -> str:
+    """The tool's tier in the catalogue (pure): remembered for the tool names agents use, not for any
+    string a client may send (a long one is looked up each time)."""
+    return _catalogue_tier(tool, provider) if len(tool) + len(provider) <= 160 else tool_info(tool, provider).tier
 
 
 def _runs_or_writes(cls: Classification, writes: Sequence[str]) -> bool:
