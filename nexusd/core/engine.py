@@ -144,6 +144,13 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+def _all_inside(paths: Sequence[str], roots: Sequence[str]) -> bool:
+    for p in paths:  # noqa: SIM110 - a loop, not all() over a generator: every call's paths come here
+        if not _inside(p, roots):
+            return False
+    return True
+
+
 def _abs(p: str, ctx: Context) -> str:
     if p == "~" or p.startswith("~/"):
         p = ctx.home + p[1:]
@@ -163,19 +170,25 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
             writes.append(p)
         if r.op in READ_REDIRECTS and p not in reads:
             reads.append(p)
-    if cls.kind != ToolKind.SHELL and isinstance(call.input, dict):
-        for key in PATH_KEYS:
-            v = call.input.get(key)
+    inp = call.input
+    if cls.kind != ToolKind.SHELL and isinstance(inp, dict) and not _PATH_KEY_SET.isdisjoint(inp):
+        edit = cls.kind == ToolKind.EDIT
+        target = writes if edit else reads
+        shows = edit and cls.tool in _EDITS_THAT_SHOW
+        for key in PATH_KEYS:  # in this order, whatever the input's
+            v = inp.get(key)
             if isinstance(v, str) and v and "\x00" not in v:
                 p = _abs(v, ctx)
-                target = writes if cls.kind == ToolKind.EDIT else reads
                 if p not in target:
                     target.append(p)
                 # an edit tool shows the lines around its change (Claude's Edit prints a snippet of the
                 # file): Read deny rules see it as the read it is
-                if cls.kind == ToolKind.EDIT and cls.tool in _EDITS_THAT_SHOW and p not in reads:
+                if shows and p not in reads:
                     reads.append(p)
     return reads, writes
+
+
+_PATH_KEY_SET = frozenset(PATH_KEYS)
 
 
 _EDITS_THAT_SHOW = frozenset({"Edit", "MultiEdit", "NotebookEdit"})
@@ -814,7 +827,11 @@ def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, 
 def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
     need = cls.requirement
-    if Flag.OUTSIDE_WORKSPACE in cls.flags or not all(_inside(p, run.ctx.workspace_roots) for p in (*reads, *writes)):
+    if (
+        Flag.OUTSIDE_WORKSPACE in cls.flags
+        or not _all_inside(reads, run.ctx.workspace_roots)
+        or not _all_inside(writes, run.ctx.workspace_roots)
+    ):
         need = Requirement.DANGER_FULL_ACCESS
     prov = policy.provider(run.call.provider)
     if prov.auto_approval is False:
