@@ -358,6 +358,29 @@ def _deny_hit(rule: Rule, run: _Run, reads: list[str], writes: list[str]) -> str
     return f"tool {cls.tool}"
 
 
+def _may_apply(rule: Rule, cls: Classification) -> bool:
+    """Whether a deny/ask rule can match some call of this kind and tool (``_deny_hit`` answers None for
+    the others): Read and Edit path rules see every call's paths; any other rule only the calls it covers,
+    a function of ``cls.kind`` and ``cls.tool`` alone."""
+    if rule.family == "read" and not rule.bare:
+        return True
+    if rule.family == "edit" and not rule.bare and rule.tool == "Edit":
+        return True
+    return rule.covers_call(cls)
+
+
+def _relevant(policy: Policy, cls: Classification) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """The policy's deny and ask rules that may match a call of this kind and tool, in order: kept per
+    policy, so a call does not walk the rules that cannot concern it (a Read call and ``Bash(curl *)``)."""
+    return policy.derived(
+        ("relevant", cls.kind, cls.tool),
+        lambda: (
+            tuple(r for r in policy.of_kind("deny") if _may_apply(r, cls)),
+            tuple(r for r in policy.of_kind("ask") if _may_apply(r, cls)),
+        ),
+    )
+
+
 def _covered_outside(paths: Sequence[str], family: str, allows: Sequence[Rule], ctx: Context) -> list[Rule] | None:
     """Rules covering every path outside the workspace (None: some path is not covered)."""
     used: list[Rule] = []
@@ -603,7 +626,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     reads, writes = _file_paths(call, cls, ctx)
 
     # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
-    denies = policy.of_kind("deny")
+    denies, asks = _relevant(policy, cls)
     if session.deny_rules or session.grant_rules:
         denies = (*denies, *_session_rules(session, "deny", run))
     for rule in denies:
@@ -659,7 +682,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     # (3) ask rules: a prompt regardless of mode (bypass included). One with require_human wins over the others:
     # its flag tells the daemon that nothing but a person's answer to this call may allow it.
     asked: tuple[Rule, str] | None = None
-    for rule in policy.of_kind("ask"):
+    for rule in asks:
         hit = _deny_hit(rule, run, reads, writes)
         if hit and (asked is None or (rule.human and not asked[0].human)):
             asked = (rule, hit)

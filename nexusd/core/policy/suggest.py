@@ -182,7 +182,7 @@ def blanket_reason(rule_text: str) -> str | None:
         tool, spec = split_rule(rule_text)
     except RuleError as e:
         return f"not a valid rule: {e}"
-    if any(c in tool for c in "*?"):
+    if "*" in tool or "?" in tool:
         return "a wildcard in the tool name covers many tools"
     tool = canonical_tool(tool)
     if spec is None:
