@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from nexusd.core.classify import details as classify_details
 from nexusd.core.classify.commands import SAFE_DEVICES
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
@@ -36,10 +37,10 @@ from nexusd.core.model import (
 )
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
-from nexusd.core.policy.rules import Rule, RuleError, parse_rule
+from nexusd.core.policy.rules import Rule, RuleError, argv_texts, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
-from nexusd.protocol import CallDetails, CallInfo, TraceStep, Verdict
+from nexusd.protocol import CallInfo, TraceStep, Verdict
 
 __all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
 
@@ -89,6 +90,7 @@ class _Run:
     trace: list[TraceStep] = field(default_factory=list)
     explain: bool = True  # False: no trace, details only where the daemon needs them (see evaluate)
     why_not_mode: str = ""  # set when a setting, not the mode's ceiling, kept the mode from allowing
+    spelled: list[tuple[tuple[str, ...] | None, bool]] | None = None  # _deny_spellings of cls.commands, once needed
 
     def step(self, step: str, outcome: str, detail: str = "") -> None:
         if self.explain:
@@ -142,9 +144,18 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+def _all_inside(paths: Sequence[str], roots: Sequence[str]) -> bool:
+    for p in paths:  # noqa: SIM110 - a loop, not all() over a generator: every call's paths come here
+        if not _inside(p, roots):
+            return False
+    return True
+
+
 def _abs(p: str, ctx: Context) -> str:
     if p == "~" or p.startswith("~/"):
         p = ctx.home + p[1:]
+    if p.startswith("/"):  # what join(cwd, p) gives for an absolute p, without the join
+        return posixpath.normpath(p)
     return posixpath.normpath(posixpath.join(ctx.cwd, p))
 
 
@@ -159,19 +170,25 @@ def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list
             writes.append(p)
         if r.op in READ_REDIRECTS and p not in reads:
             reads.append(p)
-    if cls.kind != ToolKind.SHELL and isinstance(call.input, dict):
-        for key in PATH_KEYS:
-            v = call.input.get(key)
+    inp = call.input
+    if cls.kind != ToolKind.SHELL and isinstance(inp, dict) and not _PATH_KEY_SET.isdisjoint(inp):
+        edit = cls.kind == ToolKind.EDIT
+        target = writes if edit else reads
+        shows = edit and cls.tool in _EDITS_THAT_SHOW
+        for key in PATH_KEYS:  # in this order, whatever the input's
+            v = inp.get(key)
             if isinstance(v, str) and v and "\x00" not in v:
                 p = _abs(v, ctx)
-                target = writes if cls.kind == ToolKind.EDIT else reads
                 if p not in target:
                     target.append(p)
                 # an edit tool shows the lines around its change (Claude's Edit prints a snippet of the
                 # file): Read deny rules see it as the read it is
-                if cls.kind == ToolKind.EDIT and cls.tool in _EDITS_THAT_SHOW and p not in reads:
+                if shows and p not in reads:
                     reads.append(p)
     return reads, writes
+
+
+_PATH_KEY_SET = frozenset(PATH_KEYS)
 
 
 _EDITS_THAT_SHOW = frozenset({"Edit", "MultiEdit", "NotebookEdit"})
@@ -235,7 +252,7 @@ HARMLESS_ENV = frozenset(
 
 
 def _env_neutral(c: Command) -> bool:
-    return all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
+    return not c.env or all(k in HARMLESS_ENV or k.startswith("LC_") for k, _ in c.env)
 
 
 _SHELL_SEPARATORS = re.compile(r"[;&|()\n`{}]+|\$\(")
@@ -262,28 +279,60 @@ def _opaque_views(argv: tuple[str, ...], stdin: str = "") -> Iterator[tuple[str,
                     yield (head.strip("'\""), *words[i + 1 :])
 
 
-def _argv_hit(rule: Rule, c: Command) -> bool:
-    """A deny/ask rule matches a command, or anything an opaque one may run (see ``_opaque_views``)."""
-    if rule.matches_argv(c.argv):
-        return True
-    if c.argv:
+# Characters of an opaque command's view spellings kept per decision; beyond that (a huge argv or input,
+# whose views grow quadratically) each rule walks the views itself, as a stream.
+_SPELLED_MAX = 1 << 18
+
+
+def _deny_spellings(c: Command) -> tuple[tuple[str, ...] | None, bool]:
+    """Every spelling deny/ask rules match a command against, computed once per command and decision and
+    shared by all those rules: its argv (``argv_texts``) and, for an opaque program, every view of what it
+    may run (``_opaque_views``). Returns (spellings or None for a forged word, which every such rule
+    matches; whether the views were too large to keep, so that each rule must walk them)."""
+    argv = c.argv
+    texts = argv_texts(argv, exact=False)
+    if texts is None:
+        return None, False
+    if argv:
         # case-insensitive file systems (macOS) run CURL as curl, and WSL runs curl.exe: deny and ask rules
         # match those spellings of the program name too
-        name = c.argv[0].lower().removesuffix(".exe")
-        if name != c.argv[0] and rule.matches_argv((name, *c.argv[1:])):
-            return True
-    return c.opaque and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
+        name = argv[0].lower().removesuffix(".exe")
+        if name != argv[0]:
+            more = argv_texts((name, *argv[1:]), exact=False)
+            if more is None:
+                return None, False
+            texts += more
+    if not c.opaque:
+        return texts, False
+    spelled = list(texts)
+    size = 0
+    for view in _opaque_views(argv, c.stdin):
+        more = argv_texts(view, exact=False)
+        if more is None:
+            return None, False
+        size += len(more[0]) * len(more)
+        if size > _SPELLED_MAX:
+            return texts, True
+        spelled += more
+    return tuple(spelled), False
 
 
-def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> str | None:
+def _deny_hit(rule: Rule, run: _Run, reads: list[str], writes: list[str]) -> str | None:
     """What a deny/ask rule matched in this call, or None. Any one match is enough."""
+    cls, ctx = run.cls, run.ctx
     if rule.family == "shell":
         if cls.kind != ToolKind.SHELL:
             return None
         if rule.bare:
             return "the shell tool"
-        for c in cls.commands:
-            if _argv_hit(rule, c):
+        spelled = run.spelled
+        if spelled is None:
+            spelled = run.spelled = [_deny_spellings(c) for c in cls.commands]
+        for c, (texts, stream) in zip(cls.commands, spelled, strict=True):
+            # the command, or anything an opaque one may run (see ``_opaque_views``)
+            if rule.matches_texts(texts) or (
+                stream and any(rule.matches_argv(v) for v in _opaque_views(c.argv, c.stdin))
+            ):
                 return "sub-command " + " ".join(c.argv)
         return None
     if rule.family in ("read", "edit") and not rule.bare:
@@ -307,6 +356,29 @@ def _deny_hit(rule: Rule, cls: Classification, reads: list[str], writes: list[st
     if rule.family == "fetch":
         return f"domain {cls.domain}" if rule.matches_domain(cls.domain) else None
     return f"tool {cls.tool}"
+
+
+def _may_apply(rule: Rule, cls: Classification) -> bool:
+    """Whether a deny/ask rule can match some call of this kind and tool (``_deny_hit`` answers None for
+    the others): Read and Edit path rules see every call's paths; any other rule only the calls it covers,
+    a function of ``cls.kind`` and ``cls.tool`` alone."""
+    if rule.family == "read" and not rule.bare:
+        return True
+    if rule.family == "edit" and not rule.bare and rule.tool == "Edit":
+        return True
+    return rule.covers_call(cls)
+
+
+def _relevant(policy: Policy, cls: Classification) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """The policy's deny and ask rules that may match a call of this kind and tool, in order: kept per
+    policy, so a call does not walk the rules that cannot concern it (a Read call and ``Bash(curl *)``)."""
+    return policy.derived(
+        ("relevant", cls.kind, cls.tool),
+        lambda: (
+            tuple(r for r in policy.of_kind("deny") if _may_apply(r, cls)),
+            tuple(r for r in policy.of_kind("ask") if _may_apply(r, cls)),
+        ),
+    )
 
 
 def _covered_outside(paths: Sequence[str], family: str, allows: Sequence[Rule], ctx: Context) -> list[Rule] | None:
@@ -336,7 +408,13 @@ def _allow_match(
         uncovered: list[Command] = []
         shell = [r for r in allows if r.family == "shell"]
         for c in cls.commands:
-            hit = next((r for r in shell if r.matches_argv(c.argv)), None) if _env_neutral(c) else None
+            hit = None
+            if _env_neutral(c):
+                texts = argv_texts(c.argv, exact=True)  # spelled once for every allow rule
+                for r in shell:
+                    if r.matches_texts(texts):
+                        hit = r
+                        break
             if hit is None:
                 uncovered.append(c)
             elif hit not in used:
@@ -365,7 +443,7 @@ def _allow_match(
             return [], []  # the classifier saw an outside path it could not name: no rule can cover it
         return used + [r for r in (*r_out, *w_out) if r not in used], []
     for rule in allows:
-        if not rule.covers_call(cls):
+        if rule.family == "shell" or not rule.covers_call(cls):  # a shell rule covers only shell calls
             continue
         if rule.family in ("read", "edit") and not rule.bare:
             paths = reads if rule.family == "read" else writes
@@ -379,22 +457,6 @@ def _allow_match(
 
 
 # ---------------------------------------------------------------------- verdicts
-
-
-def _details(cls: Classification) -> CallDetails:
-    try:
-        from nexusd.core.classify import details as classify_details
-    except ImportError:
-        return CallDetails(
-            kind=str(cls.kind),
-            tool=cls.tool,
-            commands=[list(c.argv) for c in cls.commands],
-            reads=list(cls.reads),
-            writes=list(cls.writes),
-            domain=cls.domain,
-            notes=list(cls.notes),
-        )
-    return classify_details(cls)
 
 
 def _origin(rules: Sequence[Rule]) -> tuple[str | None, str | None]:
@@ -413,11 +475,16 @@ def _verdict(
     suggestions: Sequence[str] = (),
     extra_flags: Sequence[str] = (),
 ) -> Verdict:
-    rule, origin = _origin(rules)
-    if decision == "allow" and run.cls.flags & _SURFACED:
-        reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
-    flags = sorted(str(f) for f in run.cls.flags)
-    flags.extend(f for f in extra_flags if f not in flags)
+    rule, origin = _origin(rules) if rules else (None, None)
+    cls_flags = run.cls.flags
+    if cls_flags:  # most calls raise no flag: skip the sort and the set work
+        if decision == "allow" and cls_flags & _SURFACED:
+            reason += "; note: " + "; ".join(n for n in run.cls.notes if "binary" in n)
+        flags = sorted(str(f) for f in cls_flags)
+    else:
+        flags = []
+    if extra_flags:
+        flags.extend(f for f in extra_flags if f not in flags)
     return Verdict(
         decision=decision,  # type: ignore[arg-type]
         reason=reason,
@@ -425,13 +492,24 @@ def _verdict(
         rule=rule,
         rule_origin=origin,
         requirement=run.cls.requirement.label,
-        tier=tool_info(run.call.tool, run.call.provider).tier,
+        tier=_tier(run.call.tool, run.call.provider),
         flags=flags,
         suggestions=list(suggestions) if decision == "ask" else [],
         trace=list(run.trace),
         # the daemon needs the kind of an allowed call (sandbox wrapping); people need all of it
-        details=_details(run.cls) if run.explain or decision == "allow" else None,
+        details=classify_details(run.cls) if run.explain or decision == "allow" else None,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _catalogue_tier(tool: str, provider: str) -> str:
+    return tool_info(tool, provider).tier
+
+
+def _tier(tool: str, provider: str) -> str:
+    """The tool's tier in the catalogue (pure): remembered for the tool names agents use, not for any
+    string a client may send (a long one is looked up each time)."""
+    return _catalogue_tier(tool, provider) if len(tool) + len(provider) <= 160 else tool_info(tool, provider).tier
 
 
 def _runs_or_writes(cls: Classification, writes: Sequence[str]) -> bool:
@@ -478,10 +556,10 @@ def _ask(
     return _verdict(run, "ask", reason, source, rules=rules, suggestions=suggestions, extra_flags=extra_flags)
 
 
-def _human_rule(policy: Policy, cls: Classification, reads: list[str], writes: list[str], ctx: Context) -> Rule | None:
+def _human_rule(run: _Run, reads: list[str], writes: list[str]) -> Rule | None:
     """The first require_human ask rule that matches the call, if any."""
-    for rule in policy.of_kind("ask"):
-        if rule.human and _deny_hit(rule, cls, reads, writes, ctx):
+    for rule in run.policy.of_kind("ask"):
+        if rule.human and _deny_hit(rule, run, reads, writes):
             return rule
     return None
 
@@ -490,18 +568,32 @@ def _session_rules(session: Session, kind: str, run: _Run) -> list[Rule]:
     out: list[Rule] = []
     texts = session.allow_rules if kind == "allow" else session.deny_rules
     for t in texts:
-        try:
-            out.append(parse_rule(t, kind, layer="session", origin=f"session:{session.id}"))  # type: ignore[arg-type]
-        except RuleError as e:
-            run.step(f"{kind}_rules", "error", f"session rule ignored: {e}")
+        got = _parsed(run.policy, t, kind, "session", f"session:{session.id}")
+        if isinstance(got, Rule):
+            out.append(got)
+        else:
+            run.step(f"{kind}_rules", "error", f"session rule ignored: {got}")
     for k, t, gid in session.grant_rules:
         if k != kind:
             continue
-        try:
-            out.append(parse_rule(t, kind, layer="grant", origin=f"grant:{gid}"))  # type: ignore[arg-type]
-        except RuleError as e:
-            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {e}")
+        got = _parsed(run.policy, t, kind, "grant", f"grant:{gid}")
+        if isinstance(got, Rule):
+            out.append(got)
+        else:
+            run.step(f"{kind}_rules", "error", f"grant {gid} ignored: {got}")
     return out
+
+
+def _parsed(policy: Policy, text: str, kind: str, layer: str, origin: str) -> Rule | RuleError:
+    """A session rule or grant, parsed once per policy (every call of the session asks for it again)."""
+
+    def parse() -> Rule | RuleError:
+        try:
+            return parse_rule(text, kind, layer=layer, origin=origin)  # type: ignore[arg-type]
+        except RuleError as e:
+            return e
+
+    return policy.derived(("rule", kind, layer, origin, text), parse)
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -527,19 +619,26 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     """
     mode, mode_note = effective_mode(session, policy, call.provider)
     run = _Run(call, cls, ctx, policy, mode, explain=explain)
-    run.step("mode", mode.name, mode_note)
+    # the steps every call passes are appended here directly (one method call fewer each, on every call)
+    trace = run.trace if explain else None
+    if trace is not None:
+        trace.append(TraceStep("mode", mode.name, mode_note))
     reads, writes = _file_paths(call, cls, ctx)
 
     # (1) deny rules: every layer, every sub-command, every file read or written; wins in every mode.
-    for rule in (*policy.of_kind("deny"), *_session_rules(session, "deny", run)):
-        hit = _deny_hit(rule, cls, reads, writes, ctx)
+    denies, asks = _relevant(policy, cls)
+    if session.deny_rules or session.grant_rules:
+        denies = (*denies, *_session_rules(session, "deny", run))
+    for rule in denies:
+        hit = _deny_hit(rule, run, reads, writes)
         if hit:
             run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
             return Evaluation(_verdict(run, "deny", f"denied by rule {rule.text}: {hit}", "rule", rules=[rule]))
-    run.step("deny_rules", "passed")
+    if trace is not None:
+        trace.append(TraceStep("deny_rules", "passed"))
 
     # (2) hooks: deny is final, ask forces a prompt, allow continues.
-    applicable = tuple(h for h in policy.hooks if h.applies(cls))
+    applicable = tuple(h for h in policy.hooks if h.applies(cls)) if policy.hooks else ()
     if applicable:
         if dry_run and hooks is None:
             run.step("hooks", "skipped", f"{len(applicable)} hook(s) not run in a check")
@@ -563,7 +662,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     forced = a
             if forced is not None:
                 reason = f"hook {forced.hook.command[0]} asks for a person: {forced.reason or forced.error or ''}"
-                human = _human_rule(policy, cls, reads, writes, ctx)
+                human = _human_rule(run, reads, writes)
                 if human is not None:
                     run.step("ask_rules", "matched", f"{human.text} ({human.origin}) requires a person")
                 return Evaluation(
@@ -577,13 +676,14 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     )
                 )
     else:
-        run.step("hooks", "skipped", "no hook applies")
+        if trace is not None:
+            trace.append(TraceStep("hooks", "skipped", "no hook applies"))
 
     # (3) ask rules: a prompt regardless of mode (bypass included). One with require_human wins over the others:
     # its flag tells the daemon that nothing but a person's answer to this call may allow it.
     asked: tuple[Rule, str] | None = None
-    for rule in policy.of_kind("ask"):
-        hit = _deny_hit(rule, cls, reads, writes, ctx)
+    for rule in asks:
+        hit = _deny_hit(rule, run, reads, writes)
         if hit and (asked is None or (rule.human and not asked[0].human)):
             asked = (rule, hit)
             if rule.human:
@@ -603,7 +703,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 extra_flags=[HUMAN_FLAG] if rule.human else [],
             )
         )
-    run.step("ask_rules", "passed")
+    if trace is not None:
+        trace.append(TraceStep("ask_rules", "passed"))
 
     # (4) safety checks: a person in every mode, never learnable.
     deny_flags = cls.flags & SAFETY_DENY
@@ -616,7 +717,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         notes = "; ".join(cls.notes) or ", ".join(sorted(ask_flags))
         run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
         return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
-    run.step("safety", "passed")
+    if trace is not None:
+        trace.append(TraceStep("safety", "passed"))
 
     # (4a) locked: a policy layer could not be read and has no last good copy, so its deny rules are unknown:
     # nothing is allowed by a rule, a mode, the classifier or a grant; a person still decides every ask.
@@ -654,11 +756,25 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     else:
         used: list[Rule] = []
         if cls.rule_allowable:
-            allows = [r for r in policy.of_kind("allow") if trusted or not r.project]
-            allows += _session_rules(session, "allow", run)
-            broad: list[Rule] = []
+            allows: Sequence[Rule] = policy.derived(
+                ("allow", "trusted" if trusted else None),
+                lambda: tuple(r for r in policy.of_kind("allow") if trusted or not r.project),
+            )
+            own = session.allow_rules or session.grant_rules
+            if own:
+                allows = (*allows, *_session_rules(session, "allow", run))
+            broad: Sequence[Rule] = ()
             if mode.escalation == "classifier":
-                allows, broad = _strip_broad(run, allows)
+                policy_allows = allows
+                allows, broad, stripped = (
+                    _strip_broad(allows)
+                    if own
+                    else policy.derived(
+                        ("allow-auto", "trusted" if trusted else None), lambda: _strip_broad(policy_allows)
+                    )
+                )
+                if stripped:
+                    run.step("allow_rules", "stripped", stripped)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
                 run.why_not_mode = (
@@ -681,8 +797,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     rules=used,
                 )
             )
-        elif cls.rule_allowable:
-            run.step("allow_rules", "passed", "no allow rule covers the call")
+        elif cls.rule_allowable and trace is not None:
+            trace.append(TraceStep("allow_rules", "passed", "no allow rule covers the call"))
         v = _mode_check(run, reads, writes)
         if v is not None:
             return Evaluation(v)
@@ -713,31 +829,33 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
 
 
-def _strip_broad(run: _Run, allows: list[Rule]) -> tuple[list[Rule], list[Rule]]:
+def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...], str]:
     """Auto mode: a reviewer decides what the rules do not allow, so a rule that lets any code run without a
     look (``Bash(python:*)``, ``Bash(node *)``, ``Bash(*)`` ...) would bypass it; such rules are set aside
     while the mode is auto, named in the trace (the one "too broad" check: ``suggest.blanket_reason``).
-    Returns (kept, set aside)."""
+    Returns (kept, set aside, the trace's detail naming them or ""): a function of the rules alone, kept per
+    policy when they are the policy's."""
     kept: list[Rule] = []
     broad: list[Rule] = []
     for r in allows:
         (broad if _broad(r.text) else kept).append(r)
+    detail = ""
     if broad:
-        run.step(
-            "allow_rules",
-            "stripped",
-            "auto mode sets aside broad allow rules: "
-            + "; ".join(f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad),
+        detail = "auto mode sets aside broad allow rules: " + "; ".join(
+            f"{r.text} ({r.origin}: {_broad(r.text)})" for r in broad
         )
-    return kept, broad
+    return tuple(kept), tuple(broad), detail
 
 
 def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
-    need = int(cls.requirement)
-    outside = [p for p in (*reads, *writes) if not _inside(p, run.ctx.workspace_roots)]
-    if Flag.OUTSIDE_WORKSPACE in cls.flags or outside:
-        need = int(Requirement.DANGER_FULL_ACCESS)
+    need = cls.requirement
+    if (
+        Flag.OUTSIDE_WORKSPACE in cls.flags
+        or not _all_inside(reads, run.ctx.workspace_roots)
+        or not _all_inside(writes, run.ctx.workspace_roots)
+    ):
+        need = Requirement.DANGER_FULL_ACCESS
     prov = policy.provider(run.call.provider)
     if prov.auto_approval is False:
         safe = (cls.kind == ToolKind.READ or cls.tool in ACTS_ON_NOTHING) and need <= Requirement.READ_ONLY
@@ -759,9 +877,9 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
         run.step("mode_check", "passed", f"mode {mode.name} allows only {_SCOPE_TEXT[mode.write_scope]} by itself")
         return None
     if need <= mode.ceiling and not (mode.deny_writes and _runs_or_writes(cls, writes)):
-        run.step("mode_check", "allow", f"mode {mode.name} reaches {Requirement(need).label}")
-        return _verdict(run, "allow", f"mode {mode.name} allows {Requirement(need).label}", "mode")
-    run.step("mode_check", "passed", f"{Requirement(need).label} is above mode {mode.name}")
+        run.step("mode_check", "allow", f"mode {mode.name} reaches {need.label}")
+        return _verdict(run, "allow", f"mode {mode.name} allows {need.label}", "mode")
+    run.step("mode_check", "passed", f"{need.label} is above mode {mode.name}")
     return None
 
 

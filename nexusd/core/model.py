@@ -22,7 +22,10 @@ class Requirement(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower().replace("_", "-")
+        return _REQUIREMENT_LABELS[self]  # every verdict names it: looked up, not rebuilt from the name
+
+
+_REQUIREMENT_LABELS: dict[int, str] = {r: r.name.lower().replace("_", "-") for r in Requirement}
 
 
 class ToolKind(StrEnum):

@@ -16,6 +16,7 @@ import anyio.to_thread
 import msgspec
 
 from nexusd import locations
+from nexusd.core.classify import classify, details
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session
 from nexusd.core.policy.policy import Policy
@@ -84,8 +85,8 @@ def _protected_dirs(store: PolicyStore) -> tuple[str, ...]:
 def _audit_trail(store: PolicyStore) -> str:
     """The canonical audit file: a symlinked state directory must not hide it from the path checks."""
     cached = getattr(store, "_gate_audit", None)
-    if cached is not None and cached[0] == store.state_dir:
-        return cached[1]
+    if cached is not None and (cached[0] is store.state_dir or cached[0] == store.state_dir):
+        return cached[1]  # (the same Path object: no Path.__eq__ on every call)
     trail = os.path.join(os.path.realpath(store.state_dir), locations.AUDIT_NAME)
     store._gate_audit = (store.state_dir, trail)  # type: ignore[attr-defined]
     return trail
@@ -101,7 +102,7 @@ def context_for(
         )
     else:
         roots = (workspace,)
-    cwd = os.path.normpath(call.cwd) if os.path.isabs(call.cwd) else workspace
+    cwd = os.path.normpath(call.cwd) if call.cwd.startswith("/") else workspace  # isabs, for a str
     return Context(
         cwd=cwd,
         workspace_roots=roots,
@@ -112,14 +113,10 @@ def context_for(
 
 
 def classify_call(call: CallInfo, ctx: Context, fs: RealFileSystem | None = None) -> Classification:
-    from nexusd.core.classify import classify
-
     return classify(call, ctx, fs or DecisionFileSystem())
 
 
 def _payload(call: CallInfo, cls: Classification, session: Session, policy: Policy) -> bytes:
-    from nexusd.core.classify import details
-
     mode, _ = effective_mode(session, policy, call.provider)
     doc: dict[str, Any] = {
         "call": msgspec.to_builtins(call),

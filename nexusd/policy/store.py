@@ -261,6 +261,7 @@ class PolicyStore:
         names = _PROJECT_FILES_CLAUDE if getattr(self, "_import_claude", False) else _PROJECT_FILES
         base = ws.rstrip("/")
         stamps: list[int | None] = []
+        found = False
         for rel, _, _ in names:
             path = base + rel
             if not lexists(path):  # the common answer, without raising and catching FileNotFoundError
@@ -268,9 +269,10 @@ class PolicyStore:
                 continue
             try:
                 stamps.append(os.stat(path).st_mtime_ns)
+                found = True
             except (OSError, ValueError):
                 stamps.append(None)
-        if all(s is None for s in stamps):
+        if not found:
             return self.policy
         files = [(Path(base + rel), n, k) for rel, n, k in names]
         trust = self.trust_store.state(ws)

@@ -624,3 +624,40 @@ def test_auto_mode_keeps_narrow_allow_rules(rule):
 def test_every_verdict_carries_the_tools_tier(tool_name, cls, tier):
     v = evaluate(call(tool_name), NOPOL, session(), cls, CTX).verdict
     assert v is not None and v.tier == tier
+
+
+# ---------------------------------------------------------------- answers kept per policy, decisions unchanged
+
+
+def test_session_rules_parsed_once_per_policy_decide_every_call_alike():
+    """Session rules and grants are parsed once per policy (Policy.derived); every call still sees each one,
+    its own origin, and the trace line of one that does not parse."""
+    pol = policy(allow=["Bash(echo *)"])
+    s = session("default", allow_rules=("Bash(ls *)", "bad((rule"), grant_rules=(("deny", "Bash(rm *)", "g1"),))
+    for _ in range(3):
+        ls = evaluate(call(), pol, s, shell("ls -la", req=RO), CTX).verdict
+        assert ls is not None and ls.decision == "allow" and ls.rule_origin == "session:s1"
+        assert any(t.outcome == "error" and "bad((rule" in t.detail for t in ls.trace)
+        rm = evaluate(call(), pol, s, shell("rm x", req=WW), CTX).verdict
+        assert rm is not None and rm.decision == "deny" and rm.rule_origin == "grant:g1"
+    # the same text as another session's rule keeps that session's origin
+    other = session("default", allow_rules=("Bash(ls *)",))
+    other.id = "s2"
+    v = evaluate(call(), pol, other, shell("ls -la", req=RO), CTX).verdict
+    assert v is not None and v.rule_origin == "session:s2"
+
+
+def test_auto_mode_sets_aside_broad_rules_on_every_call():
+    """Auto mode's split of the policy's allow rules is kept per policy; the trace names it on every call, and
+    a session's own broad rule is set aside too."""
+    pol = policy(allow=["Bash(python:*)", "Bash(echo *)"])
+    for _ in range(2):
+        v = evaluate(call(), pol, session("auto"), shell("python x.py", req=DFA), CTX, dry_run=True).verdict
+        assert v is not None and v.decision != "allow"
+        assert any(t.outcome == "stripped" and "Bash(python:*)" in t.detail for t in v.trace)
+        e = evaluate(call(), pol, session("auto"), shell("echo hi", req=RO), CTX, dry_run=True).verdict
+        assert e is not None and e.decision == "allow" and e.rule == "Bash(echo *)"
+    own = session("auto", allow_rules=("Bash(node *)",))
+    v = evaluate(call(), pol, own, shell("node x.js", req=DFA), CTX, dry_run=True).verdict
+    assert v is not None and v.decision != "allow"
+    assert any(t.outcome == "stripped" and "Bash(node *)" in t.detail for t in v.trace)

@@ -22,6 +22,7 @@ from typing import Literal
 import pathspec
 
 from nexusd.core.model import Classification, ToolKind
+from nexusd.core.tools import tool_info
 
 RuleKind = Literal["allow", "ask", "deny"]
 Family = Literal["shell", "read", "edit", "fetch", "mcp", "tool"]
@@ -161,19 +162,19 @@ class Rule:
         return cls.tool == self.tool
 
     def matches_argv(self, argv: Sequence[str]) -> bool:
+        return self.matches_texts(argv_texts(argv, exact=self.kind == "allow"))
+
+    def matches_texts(self, texts: tuple[str, ...] | None) -> bool:
+        """``matches_argv`` over ``argv_texts(argv, exact=kind == "allow")``: a call's commands are spelled
+        once and matched against every rule of a kind."""
         if self.bash is None:
             return True
-        joined = SEP.join(argv)
-        if argv and joined.count(SEP) >= len(argv):  # more joiners than the len(argv) - 1 put between words
-            # the joiner inside a word would let one word pose as two; bash cuts words at NUL, so a
-            # word holding one was not evaluated as bash does: never covered by an allow
+        if texts is None:
             return self.kind != "allow"
-        if self.bash.fullmatch(joined) is not None:
-            return True
-        # deny/ask `Bash(curl *)` also means /usr/bin/curl and ./curl; an allow stays exact
-        if self.kind != "allow" and argv and "/" in argv[0]:
-            base = argv[0].rstrip("/").rsplit("/", 1)[-1]
-            return bool(base) and self.bash.fullmatch(SEP.join((base, *argv[1:]))) is not None
+        bash = self.bash
+        for t in texts:  # noqa: SIM110 - a loop, not any() over a generator: every rule of every call comes here
+            if bash.fullmatch(t) is not None:
+                return True
         return False
 
     def matches_path(self, path: str, cwd: str, home: str) -> bool:
@@ -195,6 +196,23 @@ class Rule:
     @property
     def bare(self) -> bool:
         return self.spec is None
+
+
+def argv_texts(argv: Sequence[str], *, exact: bool) -> tuple[str, ...] | None:
+    """The spellings of ``argv`` a Bash specifier is matched against (joined with ``SEP``); None when a word
+    holds the joiner. ``exact`` (allow rules): only the argv as written. Otherwise (deny/ask) ``Bash(curl *)``
+    also means /usr/bin/curl and ./curl, so the program's base name is a spelling too."""
+    joined = SEP.join(argv)
+    if not argv:
+        return (joined,)
+    if joined.count(SEP) >= len(argv):  # more joiners than the len(argv) - 1 put between words
+        # the joiner inside a word would let one word pose as two; bash cuts words at NUL, so a
+        # word holding one was not evaluated as bash does: never covered by an allow, always by a deny
+        return None
+    if exact or "/" not in argv[0]:
+        return (joined,)
+    base = argv[0].rstrip("/").rsplit("/", 1)[-1]
+    return (joined, SEP.join((base, *argv[1:]))) if base else (joined,)
 
 
 def domain_matches(pattern: str, domain: str) -> bool:
@@ -220,10 +238,6 @@ def canonical_tool(name: str) -> str:
     """A rule's tool name in Claude's spelling: the tool catalog's, else our own alias table."""
     if name.startswith("mcp__"):
         return name
-    try:
-        from nexusd.core.tools import tool_info
-    except ImportError:
-        return RULE_TOOL_ALIASES.get(name, name)
     info = tool_info(name)
     return info.canonical if info.known else RULE_TOOL_ALIASES.get(name, name)
 

@@ -182,7 +182,7 @@ def blanket_reason(rule_text: str) -> str | None:
         tool, spec = split_rule(rule_text)
     except RuleError as e:
         return f"not a valid rule: {e}"
-    if any(c in tool for c in "*?"):
+    if "*" in tool or "?" in tool:
         return "a wildcard in the tool name covers many tools"
     tool = canonical_tool(tool)
     if spec is None:
@@ -223,14 +223,15 @@ def blanket_reason(rule_text: str) -> str | None:
     return None
 
 
-def _shell_rule(cmd: Command) -> str:
+def _shell_rule(cmd: Command) -> tuple[str, str | None]:
+    """The rule to offer for one command, with ``blanket_reason`` of it (asked once, not again by the caller)."""
     argv = list(cmd.argv)
     exact = "Bash(" + " ".join(argv) + ")"
     if not argv:
-        return exact
+        return exact, blanket_reason(exact)
     first = _base(argv[0])
     if argv[0] != first or first in EXACT_ONLY or any("*" in a or "(" in a or ")" in a for a in argv):
-        return exact
+        return exact, blanket_reason(exact)
     prefix = [argv[0]]
     rest = argv[1:]
     if rest and _SUBCOMMAND.match(rest[0]):
@@ -240,16 +241,18 @@ def _shell_rule(cmd: Command) -> str:
             prefix.append(rest[0])
             rest = rest[1:]
     if not rest:
-        return exact
+        return exact, blanket_reason(exact)
     if (
         first == "git"
         and prefix[1:2]
         and prefix[1]
         in ("push", "reset", "clean", "checkout", "rebase", "config", "filter-branch", "gc", "rm", "restore")
     ):
-        return exact
+        return exact, blanket_reason(exact)
     rule = "Bash(" + " ".join(prefix) + " *)"
-    return exact if blanket_reason(rule) else rule
+    if blanket_reason(rule):
+        return exact, blanket_reason(exact)
+    return rule, None
 
 
 def _path_rule(tool: str, path: str, workspace_roots: Sequence[str]) -> str:
@@ -273,8 +276,8 @@ def suggest(
         if not cmds:
             return []
         for c in cmds:
-            r = _shell_rule(c)
-            if blanket_reason(r):
+            r, too_broad = _shell_rule(c)
+            if too_broad:
                 return []  # learning the rest would not cover the call; learning this one allows too much
             if r not in out:
                 out.append(r)
