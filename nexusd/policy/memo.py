@@ -67,6 +67,14 @@ class RecordingFileSystem:
     def glob(self, pattern: str, limit: int) -> list[str]:
         return self._ask("glob", pattern, limit)
 
+    # the two-in-one questions of DecisionFileSystem, recorded as asked: replay asks them the same way
+    def realpath_if_lexists(self, path: str) -> str | None:
+        return self._ask("realpath_if_lexists", path)
+
+    def size_and_head(self, path: str, n: int) -> tuple[int | None, bytes | None]:
+        size, head = self._ask("size_and_head", path, n)
+        return size, head
+
     def is_mount(self, path: str) -> bool:
         return self._ask("is_mount", path)
 
@@ -88,7 +96,7 @@ def _cost(key: tuple[Any, ...], log: tuple[tuple[str, tuple[Any, ...], Any], ...
         if isinstance(answer, str | bytes):
             n += len(answer)
         elif isinstance(answer, tuple):
-            n += sum(len(a) for a in answer)
+            n += sum(len(a) for a in answer if isinstance(a, str | bytes))
     return n
 
 

@@ -272,3 +272,30 @@ async def test_memo_never_differs_from_a_fresh_decision(world, commands):
     for cmd in commands + commands:
         call = bash(world, cmd)
         assert same(await decide(call, store, Session(id="s"), memo=memo), await decide(call, store, Session(id="s")))
+
+
+async def test_read_whose_file_changes_kind_is_decided_again(world):
+    """A Read's size and first bytes come from one question (size_and_head) and a path's existence and
+    real path from another (realpath_if_lexists): the memo records and replays them as asked."""
+    target = world["ws"] / "notes.txt"
+    target.write_text("plain words\n")
+    call = CallInfo(provider="claude", session="s", tool="Read", input={"file_path": str(target)}, cwd=str(world["ws"]))
+
+    def swap() -> None:  # same name, now a link out of the workspace
+        target.unlink()
+        os.symlink("/etc/hostname", target)
+
+    first, after = await memo_agrees(mkstore(world), call, swap)
+    assert first.decision == "allow" and after.decision == "deny"
+    memo = DecisionMemo()
+    store = mkstore(world)
+    target.unlink()
+    target.write_text("plain words\n")
+    await decide(call, store, Session(id="s"), memo=memo)
+    (entry,) = memo._entries.values()
+    asked = {op for op, _args, _answer in entry.log}
+    assert {"realpath_if_lexists", "size_and_head"} <= asked, asked
+    assert entry.cost > 0 and memo.bytes == entry.cost
+    target.write_bytes(b"\x00\x01binary now" * 10)  # same name, another content: the head differs
+    cached = await decide(call, store, Session(id="s"), memo=memo)
+    assert same(cached, await decide(call, store, Session(id="s"))) and memo.hits == 0
