@@ -7,12 +7,76 @@ method answers conservatively instead of raising: an unreadable file has no size
 
 from __future__ import annotations
 
+import fnmatch
 import glob as _glob
 import itertools
 import os
 import stat
+from collections.abc import Iterable, Iterator
 
 _O_PATH = getattr(os, "O_PATH", 0) if os.path.isdir("/proc/self/fd") else 0
+
+
+GLOB_SCAN_BUDGET = 5_000  # directory entries one glob may list: at most ~5-12 ms of the daemon's thread
+
+
+class GlobTooLarge(Exception):
+    """Expanding the glob would list more directory entries than its budget."""
+
+
+def bounded_iglob(pattern: str, budget: int) -> Iterator[str]:
+    """``glob.iglob(pattern)`` (not recursive: ``**`` is ``*``; hidden names only for a pattern that
+    starts with a dot) that raises ``GlobTooLarge`` once it has listed ``budget`` directory entries.
+    The standard function cannot be bounded: a pattern that matches nothing yields nothing while it
+    walks every directory its wildcards reach. Same structure and answers as CPython's ``glob._iglob``
+    (a property test holds the two equal)."""
+    left = [budget]
+
+    def listdir(dirname: str, dironly: bool) -> list[str]:
+        names: list[str] = []
+        try:
+            with os.scandir(dirname or os.curdir) as it:
+                for entry in it:
+                    left[0] -= 1
+                    if left[0] < 0:
+                        raise GlobTooLarge(pattern)
+                    try:
+                        if not dironly or entry.is_dir():
+                            names.append(entry.name)
+                    except OSError:
+                        pass
+        except OSError:
+            return []
+        return names
+
+    def in_dir(dirname: str, part: str, dironly: bool) -> list[str]:
+        if not _glob.has_magic(part):
+            if not part:  # a pattern ending in "/": the directory itself, if it is one
+                return [part] if os.path.isdir(dirname) else []
+            return [part] if os.path.lexists(os.path.join(dirname, part)) else []
+        names = listdir(dirname, dironly)
+        if part[0] != ".":
+            names = [n for n in names if n[0] != "."]
+        return fnmatch.filter(names, part)
+
+    def walk(path: str, dironly: bool) -> Iterator[str]:
+        dirname, basename = os.path.split(path)
+        if not _glob.has_magic(path):
+            if basename:
+                if os.path.lexists(path):
+                    yield path
+            elif os.path.isdir(dirname):
+                yield path
+            return
+        if not dirname:
+            yield from in_dir("", basename, dironly)
+            return
+        dirs: Iterable[str] = walk(dirname, True) if dirname != path and _glob.has_magic(dirname) else [dirname]
+        for d in dirs:
+            for name in in_dir(d, basename, dironly):
+                yield os.path.join(d, name)
+
+    return walk(pattern, False)
 
 
 def _kernel_realpath(path: str) -> str | None:
@@ -142,10 +206,14 @@ class RealFileSystem:
         except (OSError, ValueError):
             return False
 
-    def glob(self, pattern: str, limit: int) -> list[str]:
-        """What bash would expand ``pattern`` to (no dotglob), at most ``limit`` + 1 names."""
+    def glob(self, pattern: str, limit: int) -> list[str] | None:
+        """What bash would expand ``pattern`` to (no dotglob), at most ``limit`` + 1 names; None when
+        finding out would list more than ``GLOB_SCAN_BUDGET`` directory entries (``ls /*/*/*/*/*/x*``
+        walks the whole machine: minutes on the daemon's one thread, for every agent at once)."""
         try:
-            return list(itertools.islice(_glob.iglob(pattern), limit + 1))
+            return list(itertools.islice(bounded_iglob(pattern, GLOB_SCAN_BUDGET), limit + 1))
+        except GlobTooLarge:
+            return None
         except (OSError, ValueError, RecursionError):
             return []
 

@@ -64,7 +64,7 @@ class RecordingFileSystem:
     def head(self, path: str, n: int) -> bytes | None:
         return self._ask("head", path, n)
 
-    def glob(self, pattern: str, limit: int) -> list[str]:
+    def glob(self, pattern: str, limit: int) -> list[str] | None:
         return self._ask("glob", pattern, limit)
 
     # the two-in-one questions of DecisionFileSystem, recorded as asked: replay asks them the same way

@@ -166,6 +166,9 @@ class _Acc:
             return
         pattern = paths.join(cwd, expanded)
         found = glob(pattern, MAX_GLOB_MATCHES)
+        if found is None:  # too large to expand here: what it reaches is not known
+            self.flag(Flag.DYNAMIC, f"{raw} reaches too many directory entries to check what it matches")
+            return
         if len(found) > MAX_GLOB_MATCHES:
             self.flag(Flag.DYNAMIC, f"{raw} matches more than {MAX_GLOB_MATCHES} files")
         for match in found[:MAX_GLOB_MATCHES]:
@@ -694,11 +697,12 @@ def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) ->
             # its options only read (-f FILE): a file planted now, or earlier in this command, is what counts
             planted = any(posixpath.basename(w).startswith("-") for w in acc.writes)
             if not planted and glob is not None and cwds:
-                planted = any(
-                    posixpath.basename(m).startswith("-")
-                    for c in cwds
-                    for m in glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES)
-                )
+                for c in cwds:
+                    found = glob(posixpath.join(c, cmd.argv[i]), MAX_GLOB_MATCHES)
+                    # too large to expand (None): it may match such a name; we cannot tell that it does not
+                    if found is None or any(posixpath.basename(m).startswith("-") for m in found):
+                        planted = True
+                        break
             if not planted:
                 continue
         acc.flag(
