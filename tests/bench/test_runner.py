@@ -117,8 +117,9 @@ def test_agent_cells_report_memo_hits_and_daemon_cpu() -> None:
     assert agent["memo"]["hit_rate"] < allow["memo"]["hit_rate"]
     for cell in on["cells"]:
         assert cell["nexusd"]["daemon_cpu_s"] >= 0 and cell["nexusd"]["daemon_cpu_us_per_request"] is not None
-        # the decision's own time is a part of the daemon's CPU per request
-        assert 0 < cell["nexusd"]["decision_us_per_call"] < cell["nexusd"]["daemon_cpu_us_per_request"] * 10
+        # the decision's own time, from the daemon's gate counters (the CPU figure counts 10 ms clock
+        # ticks: over a cell this short it may be 0, so the two are not compared here)
+        assert 0 < cell["nexusd"]["decision_us_per_call"] < 1e6
     assert "memo hit %" in render(on) and "decision µs" in render(on)
     off = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1, daemon_args=("--decision-memo=0",))
     assert off["cells"][0]["memo"] is None and off["params"]["daemon_args"] == ["--decision-memo=0"]
