@@ -136,3 +136,20 @@ def test_the_same_reads_with_a_small_glob_are_allowed(tmp_path: Path, wide: Path
     b = begin(call, store, Session(id="s", provider="claude", agent_mode="acceptEdits"))
     assert b.cls is not None and Flag.DYNAMIC not in b.cls.flags
     assert b.verdict is not None and b.verdict.decision == "allow", b.verdict
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        " ".join(f"/*/*/*/x{i}*" for i in range(200)),  # each one alone within the budget, together not
+        " ".join(f"d*/q{i}*" for i in range(400)),  # many small listings add up too
+    ],
+)
+def test_one_decision_has_one_glob_budget(tmp_path: Path, wide: Path, words: str) -> None:
+    """The budget is the decision's, not each word's: hundreds of globs in one command cost one budget."""
+    from nexusd.policy.filesystem import DecisionFileSystem
+
+    fs = DecisionFileSystem()
+    answers = [fs.glob(os.path.join(str(wide), w), 256) for w in words.split()]
+    assert answers[-1] is None and answers.count(None) > len(answers) // 2
+    assert fs._glob_left[0] <= 0
