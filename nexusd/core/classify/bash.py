@@ -263,7 +263,9 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: b
     plain = _plain_split(command) if fast and _PLAIN_CHARS.fullmatch(command) else None
     if plain is not None:
         for tokens, text, stdin in plain:
-            if "'" in text:  # a quoted * ? [ ~ or { is no glob, tilde or brace: the word checks need the quoting
+            if "'" in text or '"' in text or "~" in text:
+                # a quoted * ? [ ~ or { is no glob, tilde or brace, an unquoted ~ may be the home directory or
+                # not (~+, a=~): the word checks need the quoting
                 walker._simple(_plain_words(tokens), [], text, 0, stdin)
             else:  # nothing to expand: the words are the argv (what _simple would find, without its work)
                 walker._emit(tokens, _NO_INDICES, (), (), text, 0, False, _NO_INDICES, stdin)
@@ -286,17 +288,23 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: b
     )
 
 
-# The common command needs no parser. Plain words (letters, digits and _ . / = : , @ + -), whole '...'
-# strings of printable ASCII, blanks and the separators ; && || | mean one thing to bash wherever they
-# stand: no expansion, glob, tilde, quote removal beyond '...', redirect or keyword can hide in them. Such
-# a command is split here into the words tree-sitter would give the walker, and everything after that
-# (wrappers, nested scripts, knowledge) is the same code. Anything else, and any case below that is not
-# certain (a syntax error, a keyword, an assignment, a word tree-sitter may call a number), goes to
-# tree-sitter. tests/core/classify/test_bash_plain.py holds both paths to the same analysis.
-_PLAIN_CHARS = re.compile(r"[A-Za-z0-9_./=:,@+ ;|&-]*(?:'[ -&(-~]*'[A-Za-z0-9_./=:,@+ ;|&-]*)*")
+# The common command needs no parser. Plain words (letters, digits and _ . / = : , @ + ~ -), whole '...'
+# strings of printable ASCII, whole "..." strings of printable ASCII without $ ` \ ! ' or " (nothing in them
+# expands: literal text, as '...' is), blanks and the separators ; && || | mean one thing to bash wherever
+# they stand: no expansion, glob, quote removal beyond the quotes, redirect or keyword can hide in them (a
+# ~ is judged by the walker's own word checks, as for a parsed word). Such a command is split here into the
+# words tree-sitter would give the walker, and everything after that (wrappers, nested scripts, knowledge)
+# is the same code. Anything else, and any case below that is not certain (a syntax error, a keyword, an
+# assignment, a word tree-sitter may call a number), goes to tree-sitter.
+# tests/core/classify/test_bash_plain.py holds both paths to the same analysis.
+_PLAIN_CHARS = re.compile(
+    r"[A-Za-z0-9_./=:,@+~ ;|&-]*(?:(?:'[ -&(-~]*'|\"[ #%&(-\[\]-_a-~]*\")[A-Za-z0-9_./=:,@+~ ;|&-]*)*"
+)
 _PLAIN_OPS = re.compile(r"(&&|\|\||[;|&])")
-_PLAIN_TOKEN = re.compile(r"(&&|\|\||[;|&])|((?:[A-Za-z0-9_./=:,@+-]+|'[ -&(-~]*')+)|( +)|(.)", re.S)
-_PLAIN_SEG = re.compile(r"'([ -&(-~]*)'|([^']+)")
+_PLAIN_TOKEN = re.compile(
+    r"(&&|\|\||[;|&])|((?:[A-Za-z0-9_./=:,@+~-]+|'[ -&(-~]*'|\"[ #%&(-\[\]-_a-~]*\")+)|( +)|(.)", re.S
+)
+_PLAIN_SEG = re.compile(r"'([ -&(-~]*)'|\"([ #%&(-\[\]-_a-~]*)\"|([^'\"]+)")
 _NUMBERISH = re.compile(r"[-+]?[0-9]")
 # command names tree-sitter reads as one plain word (it lexes a name with @, + or = or a bare - its own way)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./,:-]*")
@@ -344,7 +352,7 @@ PlainCommand = tuple[list[str], str, "tuple[str, str] | None"]  # tokens as writ
 def _plain_split(command: str) -> list[PlainCommand] | None:
     """The simple commands of a plain command as (tokens, text, piped stdin); None: tree-sitter must parse it."""
     stages: list[tuple[list[str], str, str]] = []  # words, source text, the operator after it
-    if "'" not in command:
+    if "'" not in command and '"' not in command:
         parts = _PLAIN_OPS.split(command)  # text, operator, text, ...
         last = len(parts) - 1
         for k in range(0, last + 1, 2):
@@ -387,8 +395,8 @@ def _plain_command(tokens: list[str], text: str, producer: list[str] | None) -> 
     first = tokens[0]
     if _PLAIN_NAME.fullmatch(first) is None or first in _NOT_PLAIN_NAMES:
         return None  # an assignment, a quoted, reserved or odd command name: tree-sitter's
-    if "==" in text:
-        return None  # tree-sitter reads a bare == as a test operator
+    if "==" in text or "=~" in text:
+        return None  # tree-sitter reads a bare == or =~ as a test operator
     stdin: tuple[str, str] | None = None
     if producer is not None:
         stdin = _plain_piped(producer)
@@ -402,12 +410,20 @@ def _plain_words(tokens: list[str]) -> list[_Word]:
     words: list[_Word] = []
     for tok in tokens:
         w = _Word()
-        if "'" not in tok:
+        if "'" not in tok and '"' not in tok:
             w.segs.append((tok, False))
         else:
             for seg in _PLAIN_SEG.finditer(tok):
-                quoted = seg.group(1)
-                w.segs.append((quoted, True) if quoted is not None else (seg.group(2), False))
+                single, double, bare = seg.groups()
+                if single is not None:
+                    w.segs.append((single, True))
+                elif double is not None:
+                    # as the walker reads a "..." node: an empty quoted segment opens it
+                    w.segs.append(("", True))
+                    if double:
+                        w.segs.append((double, True))
+                else:
+                    w.segs.append((bare, False))
         words.append(w)
     return words
 
@@ -420,7 +436,9 @@ def _plain_piped(words: list[str]) -> tuple[str, str] | None:
     for t in words[1:]:
         if len(t) >= 2 and t[0] == "'" and t.find("'", 1) == len(t) - 1:
             out.append(t[1:-1])  # one raw string
-        elif "'" in t or "%" in t:
+        elif len(t) >= 2 and t[0] == '"' and t.find('"', 1) == len(t) - 1 and "%" not in t:
+            out.append(t[1:-1])  # one "..." string (nothing in it expands)
+        elif "'" in t or '"' in t or "%" in t:
             return ("unknown", "")
         elif _NUMBERISH.match(t):
             return None  # tree-sitter may read it as a number node (unknown) or a word (text)

@@ -82,6 +82,32 @@ def test_every_known_command_agrees() -> None:
         "git -c core.pager=sh log",
         "source .venv/bin/activate",
         ". x",
+        'echo "x"',
+        'grep -rn "sync_export" src/db',
+        'grep -r "a b" --include="*.py" . | head -20',
+        'echo "" x ""',
+        'echo " a  " | sh',
+        'echo "id" | bash',
+        'echo "%s" | sh',
+        'printf "a b" | sh',
+        'echo "5" | sh',
+        'x "a""b"\'c\'d"e"',
+        'git commit -m "fix: a (b) #1; c && d | e & f"',
+        'cat "~/.ssh/id_rsa" "*" "{a,b}" "[ab]" "a:~"',
+        'ls x="~" y:"~"',
+        'sh -c "curl x | sh"',
+        'bash -c "rm -rf /"',
+        'python3 -c "print(1)"',
+        'rg -n "a|b" --type py',
+        'find . -name "*.py" -exec cat "{}" ";"',
+        "cat ~/.ssh/id_rsa",
+        "git show HEAD~7 --stat",
+        "ls ~ ~/x ~+ ~- ~+/x ~1 ~root ~root/x a~b",
+        "make a:~/y x:~ --prefix:~/z",
+        "cat ~'/x' ~\"\"/x ~'' ~x'y'",
+        "echo ~ | sh",
+        "sudo -u x cat ~/.aws/credentials",
+        "bash -c 'cat ~/.ssh/id_rsa'",
     ],
 )
 def test_plain_cases_agree(command: str) -> None:
@@ -124,9 +150,15 @@ def test_plain_cases_agree(command: str) -> None:
         "echo a 1.5 | sh",  # tree-sitter may call these words numbers
         "echo $HOME",
         "ls *",
-        "cat ~/.ssh/id_rsa",
         "ls {a,b}",
-        'echo "x"',
+        "make PREFIX=~/x",
+        "x =~",
+        'echo "$HOME"',
+        'echo "`id`"',
+        'echo "a\\b"',
+        'echo "a!b"',
+        'echo "it\'s"',
+        'echo "x',
         "ls > x",
         "cat < x",
         "ls\nrm x",
@@ -229,6 +261,11 @@ _ARGS = [
     "+2",
     "/etc/passwd",
     "~",
+    "~/x",
+    "~+",
+    "x=~/y",
+    "a:~",
+    "HEAD~2",
     ".",
     "..",
     "a=b",
@@ -262,6 +299,17 @@ _QUOTED = [
     "'git status'",
     "'a\"b'",
     "'5'",
+    '"curl x | sh"',
+    '"*.py"',
+    '""',
+    '" a  "',
+    '"~/x"',
+    '"{a,b}"',
+    '"x; rm -rf /"',
+    '"%s"',
+    '"-n"',
+    '"5"',
+    '"(a) #b [c]"',
 ]
 _SEPS = [" ; ", ";", " && ", "&&", " || ", " | ", "|", " & ", "  ;  "]
 
@@ -270,11 +318,12 @@ _SEPS = [" ; ", ";", " && ", "&&", " || ", " | ", "|", " & ", "  ;  "]
 def plain_commands(draw: st.DrawFn) -> str:
     stages = []
     for _ in range(draw(st.integers(1, 4))):
-        words = [draw(st.sampled_from(_NAMES + _QUOTED[:3]) | st.text(alphabet="aZ5_./=:,@+-", min_size=1, max_size=4))]
+        name = st.sampled_from(_NAMES + _QUOTED[:3]) | st.text(alphabet="aZ5_./=:,@+~-", min_size=1, max_size=4)
+        words = [draw(name)]
         for _ in range(draw(st.integers(0, 5))):
             pick = draw(st.sampled_from(["arg", "arg", "quoted", "glued", "random"]))
             if pick == "random":  # any word of the plain alphabet (tree-sitter lexes some of them its own way)
-                words.append(draw(st.text(alphabet="aZ5_./=:,@+-", min_size=1, max_size=6)))
+                words.append(draw(st.text(alphabet="aZ5_./=:,@+~-", min_size=1, max_size=6)))
             elif pick == "arg":
                 words.append(draw(st.sampled_from(_ARGS + _NAMES)))
             elif pick == "quoted":
