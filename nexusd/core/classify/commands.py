@@ -1238,14 +1238,21 @@ _GIT_SAFE_SETTINGS = frozenset(
 _GIT_FULL_SHORTER = frozenset({"--text", "--exec-path", "--no-pager", "--paginate"})
 
 
-def _git_abbrev(key: str, bad: tuple[str, ...]) -> bool:
-    """git's parse-options takes an unambiguous prefix of a long option (``--outp`` is ``--output``)."""
-    return (
-        len(key) >= 4
-        and key.startswith("--")
-        and key not in _GIT_FULL_SHORTER
-        and any(b.startswith(key) for b in bad if b.startswith("--"))
-    )
+def _git_abbrev(key: str, prefixes: frozenset[str]) -> bool:
+    """git's parse-options takes an unambiguous prefix of a long option (``--outp`` is ``--output``);
+    ``prefixes`` is ``_long_prefixes`` of the options that count."""
+    return len(key) >= 4 and key in prefixes and key not in _GIT_FULL_SHORTER
+
+
+def _long_prefixes(options: tuple[str, ...]) -> frozenset[str]:
+    """Every prefix of four or more characters of the long ``options``, computed once at import: a key that one
+    of them starts with is one of these (a set lookup instead of a scan of the table per option word)."""
+    return frozenset(o[:n] for o in options if o.startswith("--") for n in range(4, len(o) + 1))
+
+
+_GIT_BAD_GLOBAL_PREFIXES = _long_prefixes(GIT_BAD_GLOBAL)
+_GIT_BAD_OPTS_PREFIXES = _long_prefixes(GIT_BAD_OPTS)
+_GIT_WEB_PREFIXES = _long_prefixes(("--web",))
 
 
 def _git_safe_setting(word: str) -> bool:
@@ -1262,7 +1269,7 @@ def _git(argv: tuple[str, ...]) -> Effect:
         if a == "-c" and i + 1 < len(argv) and _git_safe_setting(argv[i + 1]):
             i += 2
             continue
-        if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, GIT_BAD_GLOBAL):
+        if key in GIT_BAD_GLOBAL or a.startswith("-c") or _git_abbrev(key, _GIT_BAD_GLOBAL_PREFIXES):
             # git --git-dir=.git config core.pager x still writes a repository's config (a protected file)
             rest = argv[i + 1 :]
             writes = (
@@ -1303,9 +1310,9 @@ def _git(argv: tuple[str, ...]) -> Effect:
         key = a.split("=", 1)[0]
         if (
             key in GIT_BAD_OPTS
-            or _git_abbrev(key, GIT_BAD_OPTS)
+            or _git_abbrev(key, _GIT_BAD_OPTS_PREFIXES)
             or (sub == "grep" and a.startswith("-O"))
-            or (sub == "help" and (key in ("-w", "--web", "-i", "--info") or _git_abbrev(key, ("--web",))))
+            or (sub == "help" and (key in ("-w", "--web", "-i", "--info") or _git_abbrev(key, _GIT_WEB_PREFIXES)))
             or (sub in _GIT_UPLOAD_U and (a == "-u" or (a.startswith("-u") and not a.startswith("--"))))
             or (sub == "clone" and (key in ("--config", "--template") or a.startswith("-c")))
         ):

@@ -288,3 +288,30 @@ def test_nested_repository_config_is_a_hidden_effect() -> None:
         v = _decide(world, cmd, ["Bash(git *)", "Bash(cd *)"]) if not cwd else None
         assert v is None or v.decision != "allow"
     assert Flag.HIDDEN_EFFECT not in world.bash("git status").flags
+
+
+@pytest.mark.parametrize(
+    ("table", "prefixes"),
+    [
+        (commands.GIT_BAD_GLOBAL, commands._GIT_BAD_GLOBAL_PREFIXES),
+        (commands.GIT_BAD_OPTS, commands._GIT_BAD_OPTS_PREFIXES),
+        (("--web",), commands._GIT_WEB_PREFIXES),
+    ],
+)
+def test_git_abbreviations_are_the_table_scanned(table: tuple[str, ...], prefixes: frozenset[str]) -> None:
+    """The prefix sets computed at import answer exactly what a scan of the option table answers: every
+    prefix of every entry (and one character past it), git's own full options of four letters included."""
+
+    def scanned(key: str) -> bool:
+        return (
+            len(key) >= 4
+            and key.startswith("--")
+            and key not in commands._GIT_FULL_SHORTER
+            and any(b.startswith(key) for b in table if b.startswith("--"))
+        )
+
+    keys = {b[:n] + tail for b in table for n in range(len(b) + 1) for tail in ("", "x", "=")}
+    keys |= commands._GIT_FULL_SHORTER | {"--stat", "--oneline", "-c", "--"}
+    for key in sorted(keys):
+        assert commands._git_abbrev(key, prefixes) == scanned(key), key
+    assert commands._git_abbrev("--outp", commands._GIT_BAD_OPTS_PREFIXES)  # git diff --outp=x is --output
