@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,9 +48,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+_SHORT_ROOT: Path | None = None
+
+
 def short_tmpdir() -> Path:
-    """AF_UNIX paths are limited to ~107 bytes; pytest's tmp_path can be longer."""
-    return Path(tempfile.mkdtemp(prefix="nx", dir="/tmp"))
+    """AF_UNIX paths are limited to ~107 bytes; pytest's tmp_path can be longer. Every such directory of
+    this test process lives under one ``/tmp/nx…`` parent that is removed when the process exits: one per
+    daemon test, never removed, filled the disk over a few hundred runs."""
+    global _SHORT_ROOT
+    if _SHORT_ROOT is None:
+        _SHORT_ROOT = Path(tempfile.mkdtemp(prefix="nx", dir="/tmp"))
+        atexit.register(shutil.rmtree, _SHORT_ROOT, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=_SHORT_ROOT, prefix=""))
 
 
 @dataclass
