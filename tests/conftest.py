@@ -58,6 +58,7 @@ def short_tmpdir() -> Path:
     global _SHORT_ROOT
     if _SHORT_ROOT is None:
         _SHORT_ROOT = Path(tempfile.mkdtemp(prefix="nx", dir="/tmp"))
+        _SHORT_ROOT.chmod(0o711)  # traversable, not listable: a test may open its own dir to another uid
         atexit.register(shutil.rmtree, _SHORT_ROOT, ignore_errors=True)
     return Path(tempfile.mkdtemp(dir=_SHORT_ROOT, prefix=""))
 
