@@ -8,7 +8,8 @@ from pathlib import Path
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 
 
-def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
+def _links(tmp_path: Path) -> None:
+    """a/b, and links into it, out to /etc, dangling, in a loop, and relative."""
     (tmp_path / "a" / "b").mkdir(parents=True)
     os.symlink(tmp_path / "a" / "b", tmp_path / "l")
     os.symlink("/etc", tmp_path / "a" / "b" / "e")
@@ -16,6 +17,10 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
     os.symlink(tmp_path / "loop2", tmp_path / "loop1")
     os.symlink(tmp_path / "loop1", tmp_path / "loop2")
     os.symlink("rel/../b", tmp_path / "a" / "r")
+
+
+def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
+    _links(tmp_path)
     fs = RealFileSystem()
     paths = [
         str(tmp_path),
@@ -60,15 +65,9 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
 def _tricky_paths(tmp_path: Path) -> list[str]:
     """Links to directories and outside, dangling links, loops, relative links, missing names, a file used as
     a directory, a directory without search permission, relative and NUL-holding spellings."""
-    (tmp_path / "a" / "b").mkdir(parents=True)
+    _links(tmp_path)
     (tmp_path / "file").write_text("x")
     (tmp_path / "locked" / "in").mkdir(parents=True)
-    os.symlink(tmp_path / "a" / "b", tmp_path / "l")
-    os.symlink("/etc", tmp_path / "a" / "b" / "e")
-    os.symlink(tmp_path / "nope", tmp_path / "dangling")
-    os.symlink(tmp_path / "loop2", tmp_path / "loop1")
-    os.symlink(tmp_path / "loop1", tmp_path / "loop2")
-    os.symlink("rel/../b", tmp_path / "a" / "r")
     os.symlink("../file", tmp_path / "a" / "f")
     names = ["", "l", "l/..", "l/e/hostname", "dangling", "dangling/x", "missing", "missing/x", "loop1", "a/r",
              "a/f", "a/f/x", "a/./b/", "file", "file/missing", "l/e/nope/", "locked", "locked/in", "locked/in/x",
