@@ -17,6 +17,38 @@ from collections.abc import Iterable, Iterator
 _O_PATH = getattr(os, "O_PATH", 0) if os.path.isdir("/proc/self/fd") else 0
 
 
+def _open_regular(path: str) -> tuple[int | None, os.stat_result]:
+    """(a descriptor open for reading, its stat) if ``path`` is a regular file (links followed), else
+    (None, its stat). Nothing else is ever opened for reading: a device, FIFO or socket opened to
+    classify a call would act before any decision (a camera's light, a FIFO's writer let go, a tape
+    rewound). On Linux the name is resolved once (O_PATH) and the very inode it found is reopened through
+    /proc, so a name swapped between the check and the open cannot slip a device in; elsewhere the
+    descriptor's inode must be the one the check saw."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    if _O_PATH:
+        anchor = os.open(path, _O_PATH | os.O_CLOEXEC)
+        try:
+            st = os.fstat(anchor)
+            if not stat.S_ISREG(st.st_mode):
+                return None, st
+            return os.open(f"/proc/self/fd/{anchor}", flags), st
+        finally:
+            os.close(anchor)
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return None, st
+    fd = os.open(path, flags)
+    try:
+        now = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+        os.close(fd)
+        return None, now
+    return fd, st
+
+
 GLOB_SCAN_BUDGET = 5_000  # directory entries one glob may list: at most ~5-12 ms of the daemon's thread
 
 
@@ -163,40 +195,23 @@ class RealFileSystem:
         return None if stat.S_ISDIR(st.st_mode) else st.st_size  # the same answer as isdir, one stat fewer
 
     def head(self, path: str, n: int) -> bytes | None:
-        # O_NONBLOCK so a FIFO planted in the workspace cannot hang the daemon.
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-        except (OSError, ValueError):
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return os.read(fd, n)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        return self.size_and_head(path, n)[1]
 
     def size_and_head(self, path: str, n: int) -> tuple[int | None, bytes | None]:
-        """``(size(path), head(path, n))`` with one open and one fstat instead of a stat and then the same
-        open and fstat: the classifier asks both of every file a Read names. A file that cannot be opened
-        still has the size ``stat`` tells (a large unreadable file is still large)."""
+        """``(size(path), head(path, n))``: the classifier asks both of every file a Read names. Only a
+        regular file is ever opened for reading (``_open_regular``); anything else has its size (a
+        directory: None) and no head. A file that cannot be read still has the size ``stat`` tells (a
+        large unreadable file is still large)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+            fd, st = _open_regular(path)
         except (OSError, ValueError):
             return self.size(path), None
+        if fd is None:
+            return (None if stat.S_ISDIR(st.st_mode) else st.st_size), None
         try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                return None, None
-            if not stat.S_ISREG(st.st_mode):
-                return st.st_size, None
-            try:
-                return st.st_size, os.read(fd, n)
-            except OSError:
-                return st.st_size, None
+            return st.st_size, os.read(fd, n)
         except OSError:
-            return self.size(path), None
+            return st.st_size, None
         finally:
             os.close(fd)
 

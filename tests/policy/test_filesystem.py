@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from pathlib import Path
 
+import pytest
+
+from nexusd.core.model import Session
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
+from nexusd.policy.gate import begin
+from nexusd.policy.store import PolicyStore
+from nexusd.protocol import CallInfo
 
 
 def _links(tmp_path: Path) -> None:
@@ -184,6 +192,59 @@ def test_size_and_head_is_size_then_head(tmp_path: Path):
         names = ["f", "empty", "d", "fifo", "link", "dangling", "dirlink", "sock", "missing", "f/x"]
         for p in [*(str(tmp_path / n) for n in names), "/dev/null", "/dev/zero", "/proc/self/status", "/x\x00y", ""]:
             for n in (0, 3, 8192):
-                assert fs.size_and_head(p, n) == (fs.size(p), fs.head(p, n)), (p, n)
+                assert fs.size_and_head(p, n) == (fs.size(p), _plain_head(p, n)), (p, n)
+                assert fs.head(p, n) == _plain_head(p, n), (p, n)
     finally:
         sock.close()
+
+
+def _plain_head(path: str, n: int) -> bytes | None:
+    """The first ``n`` bytes of a regular file (links followed), else None: what ``head`` must answer."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("spelling", ["fifo", "link-to-fifo", "dir/../fifo"])
+def test_classifying_never_opens_a_fifo(tmp_path: Path, spelling: str) -> None:
+    """Opening a FIFO's read end lets a writer blocked in open() go on: a Read of one, classified, must not.
+    (The same holds for devices, whose open may act: a camera's light.) Through the file system and through
+    a whole decision of a Read call."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    os.symlink(fifo, tmp_path / "link-to-fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / ".git").mkdir()
+    released = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # blocks until somebody opens the read end
+        released.set()
+        os.close(fd)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        path = str(tmp_path / spelling)
+        fs = RealFileSystem()
+        assert fs.size_and_head(path, 64)[1] is None and fs.head(path, 64) is None
+        call = CallInfo(provider="claude", session="s", tool="Read", input={"file_path": path}, cwd=str(tmp_path))
+        for d in ("config", "state", "managed"):
+            (tmp_path / d).mkdir(exist_ok=True)
+        store = PolicyStore(
+            config_dir=tmp_path / "config", state_dir=tmp_path / "state", managed_dir=tmp_path / "managed"
+        )
+        store.load()
+        begin(call, store, Session(id="s"))
+        assert not released.wait(0.3), "the FIFO was opened for reading"
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the writer go
+        t.join(5)
