@@ -7,6 +7,7 @@ method answers conservatively instead of raising: an unreadable file has no size
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob as _glob
 import itertools
@@ -47,6 +48,30 @@ def _open_regular(path: str) -> tuple[int | None, os.stat_result]:
         os.close(fd)
         return None, now
     return fd, st
+
+
+def read_regular_text(path: str | os.PathLike[str], limit: int) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes. Anything else raises ``OSError`` with
+    a reason a person can act on: a policy file in a workspace is the agent's to shape, and one that is a
+    FIFO (the daemon's thread blocked in ``open``) or a link to ``/dev/zero`` (read until memory runs out)
+    must cost that layer, never the daemon."""
+    fd, st = _open_regular(os.fspath(path))
+    if fd is None:
+        raise OSError(errno.EINVAL, "not a regular file")
+    try:
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:  # a file may grow after the stat: read to the limit, not the size
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data.decode("utf-8")
 
 
 GLOB_SCAN_BUDGET = 5_000  # directory entries one glob may list: at most ~5-12 ms of the daemon's thread

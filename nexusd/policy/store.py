@@ -22,7 +22,7 @@ from nexusd.core.policy.rules import RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason
 from nexusd.policy import lastgood
 from nexusd.policy import learned as learned_file
-from nexusd.policy.filesystem import lexists
+from nexusd.policy.filesystem import lexists, read_regular_text
 from nexusd.policy.loader import (
     CLAUDE_MANAGED,
     Layer,
@@ -37,6 +37,7 @@ from nexusd.protocol import PolicySource, RuleInfo, Verdict
 _TRUST_RULE = re.compile(r"Trust\((/.*)\)\Z")
 _NEVER_LEARN = frozenset({"catastrophic", "protected_path", "unparseable", "dynamic", "large_write"})
 MAX_PROJECT_CACHE = 256
+MAX_LAYER_BYTES = 1 << 20  # a policy or settings file past a MiB is refused (its last good copy stands)
 # A workspace's own layers: (path under the workspace, layer name, format).
 _PROJECT_FILES = (("/.nexus/policy.toml", "project", "nexus"),)
 _PROJECT_FILES_CLAUDE = (
@@ -107,7 +108,7 @@ class PolicyStore:
         if old is not None and old.mtime == st.st_mtime_ns and old.error is None:
             return old.layer, None
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular_text(path, MAX_LAYER_BYTES)
         except (OSError, UnicodeDecodeError) as e:
             return self._fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e}")
         parsed = self._parse(text, path, layer, kind, project, managed)

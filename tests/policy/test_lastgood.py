@@ -55,15 +55,30 @@ def test_a_start_over_a_broken_file_uses_its_last_good_copy(dirs):
     assert check(dirs, "ls src", "default") == "allow"
 
 
-@pytest.mark.parametrize("breakage", ["garbage", "unreadable", "not-utf8"])
-def test_no_last_good_copy_locks_the_policy(dirs, breakage):
-    policy = dirs["cfg"] / "policy.toml"
+def _break(policy: Path, breakage: str) -> None:
     if breakage == "garbage":
         policy.write_text(GARBAGE)
     elif breakage == "unreadable":
         policy.mkdir()  # read_text raises (root can read any file, not a directory)
+    elif breakage == "fifo":
+        os.mkfifo(policy)  # opening it to read would block the daemon's thread
+    elif breakage == "endless":
+        os.symlink("/dev/zero", policy)  # reading it would fill memory
+    elif breakage == "device":
+        os.symlink("/dev/null", policy)
+    elif breakage == "huge":
+        policy.write_text("# padding\n" * 110_000 + DENY_RM)  # over a MiB
     else:
         policy.write_bytes(b"[permissions]\ndeny = ['\xff\xfe']\n")
+
+
+BREAKAGES = ["garbage", "unreadable", "not-utf8", "fifo", "endless", "device", "huge"]
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_no_last_good_copy_locks_the_policy(dirs, breakage):
+    policy = dirs["cfg"] / "policy.toml"
+    _break(policy, breakage)
     s = store(dirs)
     s.load()
     assert s.policy.locked and "no last good copy" in s.policy.locked
@@ -114,15 +129,23 @@ def test_a_refused_managed_file_uses_its_copy_or_locks(dirs):
     assert s.policy.locked and "writable" in s.policy.locked
 
 
-def test_a_broken_project_file_locks_only_its_workspace(dirs):
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_broken_project_file_locks_only_its_workspace(dirs, breakage):
+    """A workspace's policy file is the agent's (or a cloned repository's) to shape: a FIFO, a link to an
+    endless device or a huge file costs that workspace its rule and mode allows, never the daemon."""
     ws2 = dirs["ws"].parent / "ws2"
     (dirs["ws"] / ".nexus").mkdir()
     ws2.mkdir()
-    (dirs["ws"] / ".nexus" / "policy.toml").write_text(GARBAGE)
+    _break(dirs["ws"] / ".nexus" / "policy.toml", breakage)
     s = store(dirs)
     s.load()
     assert s.policy.locked is None
     assert s.policy_for(str(dirs["ws"])).locked and s.policy_for(str(ws2)).locked is None
     assert check(dirs, "ls", "bypassPermissions") == "ask"
-    (dirs["ws"] / ".nexus" / "policy.toml").write_text('[permissions]\nask = ["Bash(git push *)"]\n')
+    fixed = dirs["ws"] / ".nexus" / "policy.toml"
+    if fixed.is_dir() and not fixed.is_symlink():
+        fixed.rmdir()
+    else:
+        fixed.unlink()
+    fixed.write_text('[permissions]\nask = ["Bash(git push *)"]\n')
     assert s.policy_for(str(dirs["ws"])).locked is None
