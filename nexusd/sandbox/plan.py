@@ -22,7 +22,7 @@ from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
 from nexusd.core.workspace import workspace_of
-from nexusd.policy.filesystem import RealFileSystem
+from nexusd.policy.filesystem import RealFileSystem, read_regular_text
 from nexusd.policy.sandbox_settings import (
     SandboxSettings,
     person_allow_read,
@@ -162,15 +162,13 @@ def worktree_common_dir(workspace: str) -> str | None:
     dotgit = os.path.join(workspace, ".git")
     if not os.path.isfile(dotgit):
         return None
-    try:
-        with open(dotgit, encoding="utf-8", errors="replace") as f:
-            line = f.read(4096).strip()
+    try:  # both files are the agent's to shape: regular files only (a FIFO would block the daemon)
+        line = read_regular_text(dotgit, 4096).strip()
         if not line.startswith("gitdir:"):
             return None
         gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="replace") as f:
-            common = f.read(4096).strip()
-    except OSError:
+        common = read_regular_text(os.path.join(gitdir, "commondir"), 4096).strip()
+    except (OSError, UnicodeDecodeError):
         return None
     return _real(os.path.normpath(os.path.join(gitdir, common)))
 

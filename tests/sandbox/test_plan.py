@@ -255,3 +255,32 @@ def test_no_auto_approval_beats_sandbox_auto_allow(tmp_path: Path, provider: str
     assert verdict.decision == expected, verdict.reason
     if expected == "ask":
         assert any(s.step == "sandbox" and "auto-approval" in s.detail for s in verdict.trace)
+
+
+def test_a_linked_worktree_shares_its_repository_but_a_planted_fifo_costs_only_that(tmp_path: Path) -> None:
+    """``.git`` and ``commondir`` are the agent's to write: read from regular files only, so a FIFO in their
+    place (a blocked open on the daemon's thread) or a link to a device just means no shared repository."""
+    import os
+    import threading
+
+    from nexusd.sandbox.plan import worktree_common_dir
+
+    main = tmp_path / "main"
+    gitdir = main / ".git" / "worktrees" / "wt"
+    gitdir.mkdir(parents=True)
+    (gitdir / "commondir").write_text("../..\n")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {gitdir}\n")
+    assert worktree_common_dir(str(wt)) == os.path.realpath(main / ".git")
+
+    (gitdir / "commondir").unlink()
+    os.mkfifo(gitdir / "commondir")
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (worktree_common_dir(str(wt)), done.set()), daemon=True)
+    t.start()
+    assert done.wait(10), "worktree_common_dir blocked on a FIFO"
+    assert worktree_common_dir(str(wt)) is None
+    (gitdir / "commondir").unlink()
+    os.symlink("/dev/zero", gitdir / "commondir")
+    assert worktree_common_dir(str(wt)) is None
