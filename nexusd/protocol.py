@@ -12,7 +12,7 @@ the reply (and on errors caused by that message), so one connection can multiple
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -115,6 +115,12 @@ class SandboxProbe(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     reason: str = ""  # why unavailable, or the reduced guarantees of a fallback
 
 
+# The longest path a system call takes (Linux PATH_MAX, the terminating NUL included): no tool can use a
+# longer one, and walking one component at a time costs quadratic time (a 120 KB cwd: seconds).
+PATH_MAX = 4096
+Path_ = Annotated[str, msgspec.Meta(max_length=PATH_MAX)]
+
+
 class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """A tool call as agents submit it: the canonical request shape across providers."""
 
@@ -122,12 +128,12 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     session: str  # the agent's session id
     tool: str  # the tool name as the agent spells it
     input: dict[str, Any]
-    cwd: str
+    cwd: Path_  # a longer one is refused as an invalid message (no process has it)
     mode: str | None = None  # the agent's permission mode, in its own spelling
     agent_request_id: str | None = None  # e.g. Claude's tool_use_id
     agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
-    workspace: str | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
-    transcript_path: str | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
+    workspace: Path_ | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
+    transcript_path: Path_ | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
     subagent_id: str | None = None  # the subagent making the call (hook input's agent_id), attribution only
     subagent_type: str | None = None  # its kind (hook input's agent_type, e.g. "Explore"), attribution only
 

@@ -253,9 +253,9 @@ class RealFileSystem:
         walks the whole machine: minutes on the daemon's one thread, for every agent at once)."""
         try:
             return list(itertools.islice(bounded_iglob(pattern, GLOB_SCAN_BUDGET), limit + 1))
-        except GlobTooLarge:
+        except (GlobTooLarge, RecursionError):  # too large or too deep to expand: what it matches is unknown
             return None
-        except (OSError, ValueError, RecursionError):
+        except (OSError, ValueError):
             return []
 
 
@@ -282,9 +282,9 @@ class DecisionFileSystem(RealFileSystem):
             return None
         try:
             return list(itertools.islice(bounded_iglob(pattern, self._glob_left), limit + 1))
-        except GlobTooLarge:
+        except (GlobTooLarge, RecursionError):
             return None
-        except (OSError, ValueError, RecursionError):
+        except (OSError, ValueError):
             return []
 
     def realpath(self, path: str) -> str:

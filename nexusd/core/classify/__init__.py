@@ -23,7 +23,7 @@ from nexusd.core.tools import (
     patch_paths,
     tool_info,
 )
-from nexusd.protocol import CallDetails, CallInfo
+from nexusd.protocol import PATH_MAX, CallDetails, CallInfo
 
 __all__ = ["classify", "details", "domain_matches", "escape_for_display"]
 
@@ -74,7 +74,7 @@ class _Acc:
     ) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
-        if expand and not dynamic and cwd is not None:
+        if expand and not dynamic and cwd is not None and len(raw) < PATH_MAX:
             self._glob(raw, cwd, write)
         if dynamic and paths.expand_user(raw, self.ctx.home) is not None:
             dynamic = False  # $HOME/... is known
@@ -90,10 +90,11 @@ class _Acc:
         if info.unresolved:
             # ~user/... (or a literal $ we cannot expand): where it lands is unknown, so no rule or mode
             # may allow it (a Bash allow rule only checks the paths it can see)
-            self.flag(Flag.DYNAMIC, f"{verb} a path we cannot resolve: {raw}")
+            shown = raw if len(raw) <= 200 else f"{raw[:200]}... ({len(raw)} characters)"
+            self.flag(Flag.DYNAMIC, f"{verb} a path we cannot resolve: {shown}")
             self.need(DFA)
             if write:
-                self.flag(Flag.OUTSIDE_WORKSPACE, f"writes outside the workspace: {raw}")
+                self.flag(Flag.OUTSIDE_WORKSPACE, f"writes outside the workspace: {shown}")
             return info
         target = self.writes if write else self.reads
         if info.path not in target:

@@ -15,6 +15,7 @@ import re
 import msgspec
 
 from nexusd.core.model import Context, FileSystem
+from nexusd.protocol import PATH_MAX
 
 # Directory names that hold code or settings something runs later; a write anywhere inside is protected.
 # The floor is sandbox-runtime's and Claude Code's lists; the agents' own settings directories (an agent
@@ -384,10 +385,12 @@ def _glob_may_hit(pattern: str, names: frozenset[str]) -> bool:
 
 def resolve(raw: str, cwd: str, ctx: Context, fs: FileSystem) -> PathInfo:
     """Resolve one path as a command or tool would see it, relative to ``cwd``."""
-    expanded = expand_user(raw, ctx.home)
+    expanded = expand_user(raw, ctx.home) if len(raw) < PATH_MAX else None
     if expanded is None:
         return PathInfo(raw=raw, path="", inside=False, unresolved=True)
     absolute = join(cwd, expanded)
+    if len(absolute) >= PATH_MAX:  # no system call takes it whole; walking it is quadratic: not resolved
+        return PathInfo(raw=raw, path="", inside=False, unresolved=True)
     lexical = posixpath.normpath(absolute)
     if lexical.startswith("//"):
         lexical = "/" + lexical.lstrip("/")
