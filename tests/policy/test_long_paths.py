@@ -90,3 +90,24 @@ def test_the_daemon_refuses_it_and_stays_up(daemon: DaemonHandle) -> None:
     ok = agent.ask({"type": "request", "call": {**long_cwd, "cwd": "/tmp"}, "ref": "short"})
     assert isinstance(ok, p.Decision) and ok.ref == "short"
     agent.close()
+
+
+def test_claude_hook_denies_a_call_from_an_overlong_cwd(daemon: DaemonHandle) -> None:
+    """The adapter turns the refusal into a deny the agent shows, with the reason."""
+    import json
+    import subprocess
+    import sys
+
+    hook = str(Path(sys.executable).with_name("nexus-hook"))
+    payload = {"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    cp = subprocess.run(
+        [hook, "claude"],
+        input=json.dumps({**payload, "cwd": "/" + "a/" * 3000}),
+        capture_output=True,
+        text=True,
+        env=daemon.env,
+        timeout=30,
+        check=False,
+    )
+    out = json.loads(cp.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and "4096" in out["permissionDecisionReason"], out
