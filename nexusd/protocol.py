@@ -279,9 +279,9 @@ class SandboxPlan(_Msg):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
     command: str
-    cwd: str
+    cwd: Path_
     session: str | None = None
-    workspace: str | None = None  # the writable root (default: cwd)
+    workspace: Path_ | None = None  # the writable root (default: cwd)
     ref: str | None = None
 
 
@@ -289,7 +289,7 @@ class SandboxReport(_Msg):
     """What the sandbox refused while a command ran (from the runner): recorded and shown to every UI."""
 
     command: str
-    cwd: str
+    cwd: Path_
     violations: list[str]
     session: str | None = None
     exit_code: int | None = None

@@ -111,3 +111,16 @@ def test_claude_hook_denies_a_call_from_an_overlong_cwd(daemon: DaemonHandle) ->
     )
     out = json.loads(cp.stdout)["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and "4096" in out["permissionDecisionReason"], out
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        {"type": "sandbox_plan", "command": "ls", "cwd": "/" + "a/" * PATH_MAX},
+        {"type": "sandbox_plan", "command": "ls", "cwd": "/tmp", "workspace": "/" + "a/" * PATH_MAX},
+        {"type": "sandbox_report", "command": "ls", "cwd": "/" + "a/" * PATH_MAX, "violations": []},
+    ],
+)
+def test_sandbox_messages_bound_their_paths_too(msg: dict[str, object]) -> None:
+    with pytest.raises(msgspec.ValidationError, match="length <= 4096"):
+        p.decode_client(msgspec.json.encode(msg))
