@@ -29,7 +29,10 @@ PARTS = ["*", "?", ".*", "a*", "[ab]*", "[!a]*", "*.py", "**", "dir", "a", ".h",
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("globtree")
+    # four levels below a directory of its own: a pattern climbs at most four ".." and must only ever see
+    # directories no other test is changing meanwhile (pytest's base directory is busy under xdist)
+    root = tmp_path_factory.mktemp("globtree") / "l1" / "l2" / "l3" / "tree"
+    root.mkdir(parents=True)
     for a in NAMES:
         top = root / a
         if a.endswith((".py", ".txt")):
