@@ -162,14 +162,18 @@ def _abs(p: str, ctx: Context) -> str:
 def _file_paths(call: CallInfo, cls: Classification, ctx: Context) -> tuple[list[str], list[str]]:
     """Paths read and written, canonical ones plus the lexical path a file tool named (the link itself)."""
     reads, writes = list(cls.reads), list(cls.writes)
-    for r in cls.redirects:
-        if not _redirect_file(r.target):
-            continue
-        p = _abs(r.target, ctx)  # type: ignore[arg-type]
-        if r.op in WRITE_REDIRECTS and p not in writes:
-            writes.append(p)
-        if r.op in READ_REDIRECTS and p not in reads:
-            reads.append(p)
+    if cls.redirects:  # sets for the membership tests: a list's made 5,000 redirects quadratic
+        read_set, write_set = set(reads), set(writes)
+        for r in cls.redirects:
+            if not _redirect_file(r.target):
+                continue
+            p = _abs(r.target, ctx)  # type: ignore[arg-type]
+            if r.op in WRITE_REDIRECTS and p not in write_set:
+                write_set.add(p)
+                writes.append(p)
+            if r.op in READ_REDIRECTS and p not in read_set:
+                read_set.add(p)
+                reads.append(p)
     inp = call.input
     if cls.kind != ToolKind.SHELL and isinstance(inp, dict) and not _PATH_KEY_SET.isdisjoint(inp):
         edit = cls.kind == ToolKind.EDIT

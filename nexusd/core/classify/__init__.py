@@ -52,6 +52,9 @@ class _Acc:
         self.notes: list[str] = []
         self.reads: list[str] = []
         self.writes: list[str] = []
+        # the same paths as sets: a membership test of the list per path was quadratic (5,000 redirects)
+        self._read_set: set[str] = set()
+        self._write_set: set[str] = set()
         # symlinks created earlier in this command: link path -> its target ("" when the target is unknown)
         self.links: dict[str, str] = {}
         self.recursive: list[str] = []  # directories read with everything below them (grep -r, rg, find)
@@ -59,6 +62,16 @@ class _Acc:
     def need(self, req: Requirement) -> None:
         if req > self.requirement:
             self.requirement = req
+
+    def add_read(self, path: str) -> None:
+        if path not in self._read_set:
+            self._read_set.add(path)
+            self.reads.append(path)
+
+    def add_write(self, path: str) -> None:
+        if path not in self._write_set:
+            self._write_set.add(path)
+            self.writes.append(path)
 
     def flag(self, flag: Flag, note: str) -> None:
         self.flags.add(flag)
@@ -96,9 +109,10 @@ class _Acc:
             if write:
                 self.flag(Flag.OUTSIDE_WORKSPACE, f"writes outside the workspace: {shown}")
             return info
-        target = self.writes if write else self.reads
-        if info.path not in target:
-            target.append(info.path)
+        if write:
+            self.add_write(info.path)
+        else:
+            self.add_read(info.path)
         if info.symlink_escape:
             self.flag(Flag.SYMLINK_ESCAPE, f"{raw} is a symlink that leads outside the workspace: {info.path}")
         if not info.inside:
@@ -531,8 +545,8 @@ def _command_effect(
                 continue  # a variable word (the program is asked for anyway), or a plain word naming no file
             for c in _each_cwd(raw, cwds):
                 info = acc.path(raw, c, write, dynamic=i in cmd.dynamic_args)
-                if i in both and info is not None and not info.unresolved and info.path not in acc.reads:
-                    acc.reads.append(info.path)
+                if i in both and info is not None and not info.unresolved:
+                    acc.add_read(info.path)
                 if not write and eff.recursive_reads and i in eff.recursive_reads:
                     _recursive_read(info, acc)
     extra_both = (
@@ -546,8 +560,8 @@ def _command_effect(
                 continue
             for c in _each_cwd(raw, cwds):
                 info = acc.path(raw, c, write, dynamic="$" in raw)
-                if raw in extra_both and info is not None and not info.unresolved and info.path not in acc.reads:
-                    acc.reads.append(info.path)
+                if raw in extra_both and info is not None and not info.unresolved:
+                    acc.add_read(info.path)
                 if not write and raw in eff.extra_recursive_reads:
                     _recursive_read(info, acc)
     if len(acc.writes) > len_before:
