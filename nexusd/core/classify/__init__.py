@@ -50,6 +50,7 @@ class _Acc:
         self.requirement = RO
         self.flags: set[Flag] = set()
         self.notes: list[str] = []
+        self._note_set: set[str] = set()  # the notes again, for the duplicate test (a list scan was quadratic)
         self.reads: list[str] = []
         self.writes: list[str] = []
         # the same paths as sets: a membership test of the list per path was quadratic (5,000 redirects)
@@ -75,11 +76,13 @@ class _Acc:
 
     def flag(self, flag: Flag, note: str) -> None:
         self.flags.add(flag)
-        if note not in self.notes:
+        if note not in self._note_set:
+            self._note_set.add(note)
             self.notes.append(note)
 
     def note(self, note: str) -> None:
-        if note and note not in self.notes:
+        if note and note not in self._note_set:
+            self._note_set.add(note)
             self.notes.append(note)
 
     def path(

@@ -41,6 +41,34 @@ MAX_COMMAND_BYTES = 64 * 1024  # longer input is not parsed at all (our parser-t
 # parser: it is unparseable, so a person decides (tests/core/classify/test_parser_crash.py).
 _UNSAFE_FOR_PARSER = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 MAX_NODE_DEPTH = 200  # deeper trees are refused rather than walked
+# Simple commands and their words in one command string, nested scripts and each loop value's pass over a
+# body included: past either the command is unparseable. Checking a word costs more the more words came
+# before it in places (links made earlier, paths seen), so an agent could fill its 64 KB with 3,000 `ln -s`
+# or 9,000 `grep -r` operands and hold the daemon's one thread for seconds; no real command comes close.
+MAX_SIMPLE_COMMANDS = 256
+MAX_WORDS = 2048
+
+
+class _TooMuch(Exception):
+    """The command has more simple commands or words than one decision classifies."""
+
+
+class _Budget:
+    """What is left of MAX_SIMPLE_COMMANDS and MAX_WORDS for one command string, nested scripts included."""
+
+    __slots__ = ("commands", "words")
+
+    def __init__(self) -> None:
+        self.commands = MAX_SIMPLE_COMMANDS
+        self.words = MAX_WORDS
+
+    def spend(self, words: int) -> None:
+        self.commands -= 1
+        self.words -= words
+        if self.commands < 0 or self.words < 0:
+            raise _TooMuch
+
+
 MAX_SHELL_DEPTH = 4  # nested `bash -c` levels parsed recursively
 MAX_BRACE_WORDS = 64  # brace expansion larger than this is refused
 MAX_UNWRAP = 16  # wrapper layers peeled from one command
@@ -231,6 +259,9 @@ def parse(command: str) -> ShellAnalysis:
     """Parse a command string; never raises (failures come back as Flag.UNPARSEABLE)."""
     try:
         return _analyse(command, 0)
+    except _TooMuch:
+        note = f"too many commands or words to check (over {MAX_SIMPLE_COMMANDS} commands or {MAX_WORDS} words)"
+        return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=(note,))
     except RecursionError:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command nests too deeply",))
     except Exception as exc:  # the classifier must never raise: fail closed instead
@@ -239,7 +270,9 @@ def parse(command: str) -> ShellAnalysis:
         )
 
 
-def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: bool = True) -> ShellAnalysis:
+def _analyse(
+    command: str, shell_depth: int, glob_changed: bool = False, fast: bool = True, budget: _Budget | None = None
+) -> ShellAnalysis:
     """The analysis of one script; ``fast=False`` always uses tree-sitter (the plain path's tests compare)."""
     if "\x00" in command:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("NUL byte in command",))
@@ -253,7 +286,7 @@ def _analyse(command: str, shell_depth: int, glob_changed: bool = False, fast: b
     src = command.encode("utf-8", "surrogatepass")
     if len(src) > MAX_COMMAND_BYTES:
         return ShellAnalysis((), (), flags=frozenset({Flag.UNPARSEABLE}), notes=("command too long to parse",))
-    walker = _Walker(shell_depth)
+    walker = _Walker(shell_depth, budget)
     walker.source = src
     # asked at every command node: scanning the whole source each time made 2,800 small commands cost 0.4 s
     walker.multiline, walker.heredocs = b"\n" in src, b"<<" in src
@@ -601,13 +634,15 @@ class _Word:
 
 
 class _Walker:
-    def __init__(self, shell_depth: int) -> None:
+    def __init__(self, shell_depth: int, budget: _Budget | None = None) -> None:
+        self.budget = budget if budget is not None else _Budget()
         self.shell_depth = shell_depth
         self.commands: list[ParsedCommand] = []
         self.redirects: list[Redirect] = []
         self.dyn_redirects: set[int] = set()
         self.flags: set[Flag] = set()
         self.notes: list[str] = []
+        self._note_set: set[str] = set()  # the notes again, for the duplicate test (a list scan was quadratic)
         self.functions: list[str] = []
         self._fn_bodies: list[tuple[str, int, int]] = []  # name, first and last command index of its body
         self.glob_changed = False  # glob options may differ from the defaults: glob words are dynamic
@@ -632,7 +667,11 @@ class _Walker:
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
         self.flags.add(flag)
-        if note not in self.notes:
+        self._note(note)
+
+    def _note(self, note: str) -> None:
+        if note not in self._note_set:
+            self._note_set.add(note)
             self.notes.append(note)
 
     def check_fork_bomb(self) -> None:
@@ -1286,6 +1325,7 @@ class _Walker:
         stdin: tuple[str, str] | None = None,
     ) -> None:
         """Record a simple command, peeling wrappers so the command that really runs is what we report."""
+        self.budget.spend(len(argv))
         for _ in range(MAX_UNWRAP):
             if not argv:
                 return
@@ -1541,7 +1581,7 @@ class _Walker:
                 if self.shell_depth + 1 > MAX_SHELL_DEPTH:
                     self.flag(Flag.UNPARSEABLE, "command substitutions nested too deeply")
                     return
-                self._merge(_analyse(script, self.shell_depth + 1, self.glob_changed), ())
+                self._merge(_analyse(script, self.shell_depth + 1, self.glob_changed, budget=self.budget), ())
 
     def _merge(
         self,
@@ -1569,8 +1609,7 @@ class _Walker:
         for f in inner.flags:
             self.flags.add(f)
         for n in inner.notes:
-            if n not in self.notes:
-                self.notes.append(n)
+            self._note(n)
         self.functions.extend(inner.functions)
 
     def _shell_script(
@@ -1601,7 +1640,7 @@ class _Walker:
             self.flag(Flag.UNPARSEABLE, f"{shell} -c nested too deeply")
             self.commands.append(ParsedCommand((shell, "-c", script), env, wrappers, text))
             return
-        self._merge(_analyse(script, self.shell_depth + 1, glob_changed), (*wrappers, shell), env)
+        self._merge(_analyse(script, self.shell_depth + 1, glob_changed, budget=self.budget), (*wrappers, shell), env)
 
 
 def _takes_code(word: str) -> bool:
