@@ -118,7 +118,7 @@ class SandboxProbe(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
 # The longest path a system call takes (Linux PATH_MAX, the terminating NUL included): no tool can use a
 # longer one, and walking one component at a time costs quadratic time (a 120 KB cwd: seconds).
 PATH_MAX = 4096
-Path_ = Annotated[str, msgspec.Meta(max_length=PATH_MAX)]
+PathText = Annotated[str, msgspec.Meta(max_length=PATH_MAX)]
 
 
 class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -128,12 +128,12 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     session: str  # the agent's session id
     tool: str  # the tool name as the agent spells it
     input: dict[str, Any]
-    cwd: Path_  # a longer one is refused as an invalid message (no process has it)
+    cwd: PathText  # a longer one is refused as an invalid message (no process has it)
     mode: str | None = None  # the agent's permission mode, in its own spelling
     agent_request_id: str | None = None  # e.g. Claude's tool_use_id
     agent_pid: int | None = None  # the agent process (the hook's parent), attribution only
-    workspace: Path_ | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
-    transcript_path: Path_ | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
+    workspace: PathText | None = None  # the project root if the agent knows it (CLAUDE_PROJECT_DIR)
+    transcript_path: PathText | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
     subagent_id: str | None = None  # the subagent making the call (hook input's agent_id), attribution only
     subagent_type: str | None = None  # its kind (hook input's agent_type, e.g. "Explore"), attribution only
 
@@ -279,9 +279,9 @@ class SandboxPlan(_Msg):
     """Ask how a shell command would run sandboxed for a session (argv to exec, or a refusal)."""
 
     command: str
-    cwd: Path_
+    cwd: PathText
     session: str | None = None
-    workspace: Path_ | None = None  # the writable root (default: cwd)
+    workspace: PathText | None = None  # the writable root (default: cwd)
     ref: str | None = None
 
 
@@ -289,7 +289,7 @@ class SandboxReport(_Msg):
     """What the sandbox refused while a command ran (from the runner): recorded and shown to every UI."""
 
     command: str
-    cwd: Path_
+    cwd: PathText
     violations: list[str]
     session: str | None = None
     exit_code: int | None = None

@@ -233,7 +233,7 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     cells = out.get("cells", [])
     allow_p50 = {c["clients"]: c["nexusd"]["latency_us"]["p50"] for c in cells if c["scenario"] == "allow"}
-    first_time = "--decision-memo=0" in out.get("params", {}).get("daemon_args", [])
+    first_time = memo_off(out.get("params", {}).get("daemon_args", []))
     for cell in cells:
         if cell["scenario"] == "prompt":
             rows += _ask_rows(cell, allow_p50.get(cell["clients"]))
@@ -259,6 +259,16 @@ def checks(out: dict[str, Any]) -> list[dict[str, Any]]:
                 row["result"] = "invalid"
         rows += found
     return rows
+
+
+def memo_off(daemon_args: Sequence[str]) -> bool:
+    """Whether the daemon was started with its decision memo off (``--decision-memo=0`` or
+    ``--decision-memo 0``): only then are the agent cells first-time figures."""
+    args = list(daemon_args)
+    return any(
+        a == "--decision-memo=0" or (a == "--decision-memo" and i + 1 < len(args) and args[i + 1] == "0")
+        for i, a in enumerate(args)
+    )
 
 
 def _agent_rows(cell: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nexusd.bench import procs
-from nexusd.bench.runner import render, run_bench
+from nexusd.bench.runner import memo_off, render, run_bench
 from tests.bench.sanity import assert_summary
 from tests.conftest import DaemonHandle
 
@@ -146,3 +146,9 @@ def test_first_time_rows_and_the_floors_own_cpu() -> None:
         assert cell["echo"]["server_cpu_us_per_request"] is not None and cell["echo"]["server_cpu_us_per_request"] >= 0
     on = run_bench(scenario_names=("agent",), clients=(1,), requests=20, warmup=1, baseline=True)
     assert not [c for c in on["checks"] if c["metric"].startswith("first-time")]  # memo on: not the first-time figure
+
+
+def test_memo_off_reads_both_option_spellings() -> None:
+    assert memo_off(["--decision-memo=0"]) and memo_off(["--x", "--decision-memo", "0"])
+    assert not memo_off([]) and not memo_off(["--decision-memo=4096"]) and not memo_off(["--decision-memo"])
+    assert not memo_off(["--decision-memo", "10"]) and not memo_off(["0", "--decision-memo"])
