@@ -326,7 +326,7 @@ def test_hook_import_path_is_lean() -> None:
     code = (
         "import sys, nexus_clients.hook, nexus_clients.claude, nexus_clients.gemini, nexus_clients.codex\n"
         "import nexus_clients.wire_lean\n"
-        "import nexusd.locations\n"
+        "import nexusd.sockpath\n"
         "bad = {'msgspec', 'anyio', 'click', 'structlog', 'tree_sitter', 'tree_sitter_bash', 'psutil',"
         " 'platformdirs', 'textual', 'mcp', 'pydantic', 'tomlkit', 'pathspec'}\n"
         "ours = sorted(m for m in sys.modules if m.startswith(('nexusd', 'nexus_clients')))\n"
@@ -339,7 +339,7 @@ def test_hook_import_path_is_lean() -> None:
     assert forbidden == "[]"
     allowed = {
         "nexusd",
-        "nexusd.locations",
+        "nexusd.sockpath",
         "nexusd.client_errors",
         "nexusd.linesocket",
         "nexusd.conversation",
@@ -352,6 +352,7 @@ def test_hook_import_path_is_lean() -> None:
         "nexus_clients.gemini",
         "nexus_clients.codex",
         "nexus_clients.wire_lean",
+        "nexus_clients.leanjson",
     }
     assert set(eval(ours)) <= allowed
 
