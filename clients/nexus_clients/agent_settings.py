@@ -59,9 +59,12 @@ def hook_argv(agent: Agent, timeout: float = HOOK_TIMEOUT_S, executable: str | N
     moved or removed venv breaks it, as it breaks every script of that venv: ``nexusctl doctor`` says so.
     ``executable`` names a console script to run instead (tests, unusual layouts)."""
     tail = [agent, "--timeout", f"{timeout:g}"]
-    if executable:
-        return [executable, *tail]
-    return [sys.executable, "-IS", str(Path(__file__).with_name(f"{HOOK_MARK}.py")), *tail]
+    return [executable, *tail] if executable else [*hook_launcher_argv(), *tail]
+
+
+def hook_launcher_argv() -> list[str]:
+    """The interpreter and launcher of ``hook_argv``, before the agent's name and options."""
+    return [sys.executable, "-IS", str(Path(__file__).with_name(f"{HOOK_MARK}.py"))]
 
 
 def hook_command(agent: Agent, timeout: float = HOOK_TIMEOUT_S, executable: str | None = None) -> str:
