@@ -18,9 +18,13 @@ always answer deny itself when anything goes wrong:
 
 - Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,cursor,copilot,opencode,
-wire_lean} + nexusd.{locations,client_errors,linesocket,conversation,channel},
-and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
+Agents run it as ``python -I -S …/nexus_clients/nexus-hook.py PROVIDER`` (``agent_settings.hook_argv``):
+no ``site``, no agent-chosen PYTHON* variables. The import path is os, the C halves of json, socket and
+signal (``_json`` through ``leanjson``, ``_socket``, ``_signal``) + nexus_clients.{hook,leanjson,options,
+wire_lean, the agent's adapter} + nexusd.{sockpath,client_errors,protocol_version,conversation,channel,
+linesocket}: never typing, re, json, enum, pathlib, socket, contextlib or msgspec, each of which cost the
+hook 1-4 ms per tool call. ``tests/clients/test_hook_speed.py`` holds every agent's real call to that
+budget; ``nexusctl bench --scenario hook`` times it against ``python -I -S -c pass``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,11 @@
 Each round spawns, interleaved so that load drifts hit all alike: ``python -I -S -c pass`` and
 ``python -c pass`` (the floors, with the hook's own interpreter), then each agent's hook exactly as
 ``nexusctl install`` writes it (``agent_settings.hook_argv``) with a realistic stdin that the benchmark
-policy allows by rule, and the venv's ``nexus-hook`` console script for comparison. The target (issue
-37): every hook's median within 5 ms of the ``-I -S`` floor's.
+policy allows by rule, and the venv's ``nexus-hook`` console script for comparison. Then the two
+long-running bridges' per-call rounds against the same daemon: a ``permission_prompt`` call through a
+running ``nexus-mcp`` and a ``session/request_permission`` through a running ``nexus-acp``. The target
+(issue 37): every hook's median within 5 ms of the ``-I -S`` floor's; a bridge's round (no process per
+call) within 5 ms.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nexusd.bench import procs, report, stats
+from nexusd.bench import acp, mcp, procs, report, stats
 
 PROVIDERS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 COMMAND = "echo hello"  # allowed by the bench policy's Bash(echo *)
+MCP_ROW = "nexus-mcp permission call (running server)"
+ACP_ROW = "nexus-acp permission round (running proxy)"
 
 
 def hook_command() -> list[str]:
@@ -134,7 +139,12 @@ def _timed(
 
 
 def run(
-    runs: int = 30, warmup: int = 3, *, uvloop: bool = False, providers: tuple[str, ...] = PROVIDERS
+    runs: int = 30,
+    warmup: int = 3,
+    *,
+    uvloop: bool = False,
+    providers: tuple[str, ...] = PROVIDERS,
+    bridges: bool = True,
 ) -> dict[str, Any]:
     py = sys.executable
     floors = {"python -I -S -c pass": [py, "-I", "-S", "-c", "pass"], "python -c pass": [py, "-c", "pass"]}
@@ -166,6 +176,16 @@ def run(
                     errors += 1
                     if len(samples) < 3:
                         samples.append(f"{name}: " + (cp.stdout + cp.stderr).decode(errors="replace")[:300])
+        if bridges:  # the per-call rounds of the two long-running bridges, against the same daemon
+            mcp_ms, behaviors = mcp.permission_rounds(env, warmup + runs)
+            acp_got = acp.rounds(env, ws, warmup + runs)
+            times[MCP_ROW] = mcp_ms[warmup:]
+            times[ACP_ROW] = acp_got["ms"][warmup:]
+            outcomes[MCP_ROW] = {b: behaviors.count(b) for b in set(behaviors)}
+            outcomes[ACP_ROW] = {
+                ("allow" if c == "once" else c): acp_got["chosen"].count(c) for c in set(acp_got["chosen"])
+            }
+            errors += sum(1 for b in behaviors if b != "allow") + sum(1 for c in acp_got["chosen"] if c != "once")
     medians = {name: stats.median(v) for name, v in times.items()}
     floor = medians["python -I -S -c pass"]
     checks = [
@@ -177,12 +197,22 @@ def run(
         }
         for p in hooks
     ]
+    for row in (MCP_ROW, ACP_ROW) if bridges else ():  # no process per call: the round is all it adds
+        checks.append(
+            {
+                "metric": f"{row} median",
+                "value": medians[row],
+                "target": "≤ 5 ms",
+                "result": report.check(medians[row], report.TARGETS["hook_over_isolated_floor_ms"]),
+            }
+        )
     out = {
         "benchmark": "hook_process",
         "machine": report.machine_info(),
         "params": {"runs": runs, "warmup": warmup, "hooks": hooks, "console_script": legacy, "floors": floors},
         "ms": {name: stats.summarize(v) | {"median": medians[name]} for name, v in times.items()},
         "over_isolated_floor_ms": {name: medians[name] - floor for name in [*hooks, "console script"]},
+        "bridges": bridges,
         "outcomes": outcomes,
         "errors": errors,
         "samples": samples,
@@ -194,7 +224,7 @@ def run(
 def render(out: dict[str, Any]) -> str:
     rows = []
     for name, s in out["ms"].items():
-        label = name if name.startswith("python") or name == "console script" else f"nexus-hook {name}"
+        label = name if name.startswith(("python", "nexus-")) else f"nexus-hook {name}"
         if name == "console script":
             label = "nexus-hook claude (venv console script)"
         over = out["over_isolated_floor_ms"].get(name)
