@@ -7,6 +7,8 @@ choosing what the hook runs. Without ``site`` nothing puts our packages on ``sys
 from where it lies: the directory holding ``nexus_clients`` (site-packages, or a checkout's ``clients/``),
 the checkout's root when ``nexusd`` lives there (an editable install), and the interpreter's
 site-packages last, for the rare lazy import of a dependency (platformdirs without ``XDG_RUNTIME_DIR``).
+An install too broken to import the hook exits 2, which every agent reads as a block (a traceback's
+exit 1 would let Gemini CLI run the call).
 """
 
 import os
@@ -31,6 +33,9 @@ def _site_packages() -> str:
 if __name__ == "__main__":
     sys.path[:0] = _paths(__file__)
     sys.path.append(_site_packages())
-    from nexus_clients.hook import main
-
+    try:
+        from nexus_clients.hook import main
+    except BaseException as exc:  # a broken or half-removed install: exit 2 is a block in every agent
+        os.write(2, f"nexusd denied this tool call: nexus-hook cannot load ({type(exc).__name__}: {exc})\n".encode())
+        os._exit(2)
     main()

@@ -142,3 +142,15 @@ def test_doctor_says_when_an_installed_hook_can_no_longer_start(
     assert "gemini: BROKEN" in result.output and "does not exist" in result.output
     assert "nexusctl install gemini" in result.output
     assert result.output.count(": ok (") == 2
+
+
+def test_an_install_too_broken_to_import_the_hook_blocks(tmp_path: Path) -> None:
+    """Exit 2 (a block in every agent), not a traceback's exit 1 (which Gemini CLI reads as "go ahead")."""
+    root = tmp_path / "site-packages"
+    _install_like_pip(root)
+    (root / "nexus_clients" / "leanjson.py").write_text("raise ImportError('half an upgrade')\n")
+    proc = subprocess.run(
+        [sys.executable, "-IS", str(root / "nexus_clients" / "nexus-hook.py"), "gemini"],
+        input=b"{}", capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and b"nexus-hook cannot load" in proc.stderr and proc.stdout == b""
