@@ -14,7 +14,6 @@ import contextlib
 import os
 import time
 import typing
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -151,7 +150,7 @@ class Client:
         self.close()
 
     @property
-    def events(self) -> deque[Any]:
+    def events(self) -> list[Any]:
         """Pushes (Prompt, Resolved, ...) read while waiting for a reply."""
         return self._connected().events
 

@@ -28,11 +28,12 @@ call, cancels it if a person was being asked, and drops its late reply when it c
 
 from __future__ import annotations
 
-import enum
-from typing import Any, Final, Protocol
-
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError
 from nexusd.protocol_version import PROTOCOL_VERSION
+
+TYPE_CHECKING = False  # the per-call hook imports this module: typing and enum cost it ~3 ms at start
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Final, Protocol
 
 # The one reply each client message allows (besides an ``error`` for its ref); a request may get a
 # ``pending`` before its ``decision``. tests/test_conversation.py checks this against the protocol's types.
@@ -63,34 +64,53 @@ PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notic
 MAX_LINE_BYTES: Final = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
 
 
-class State(enum.Enum):
-    START = "start"  # nothing sent yet
-    GREETING = "greeting"  # hello sent, waiting for the welcome
-    READY = "ready"  # welcomed: calls may be made
-    CLOSED = "closed"  # the daemon said bye or closed the stream: nothing more will come
-    FAILED = "failed"  # a protocol error: the connection must be dropped
+class State:
+    """A connection state: plain singletons with enum's ``value`` and ``is`` comparison (``enum`` costs the
+    per-call hook its import)."""
+
+    __slots__ = ("value",)
+    START: ClassVar[State]  # nothing sent yet
+    GREETING: ClassVar[State]  # hello sent, waiting for the welcome
+    READY: ClassVar[State]  # welcomed: calls may be made
+    CLOSED: ClassVar[State]  # the daemon said bye or closed the stream: nothing more will come
+    FAILED: ClassVar[State]  # a protocol error: the connection must be dropped
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"State.{self.value.upper()}"
 
 
-class Codec(Protocol):
-    """How one client spells messages; the conversation only asks for tags, refs and a few fields."""
+State.START = State("start")
+State.GREETING = State("greeting")
+State.READY = State("ready")
+State.CLOSED = State("closed")
+State.FAILED = State("failed")
 
-    def build(self, tag: str, fields: dict[str, Any]) -> Any:
-        """A message the conversation writes itself (hello, request, cancel, ping)."""
 
-    def tag_of(self, msg: Any) -> str:
-        """A message's wire ``type``."""
+if TYPE_CHECKING:
 
-    def get(self, msg: Any, field: str) -> Any:
-        """A field's value, or None when absent."""
+    class Codec(Protocol):
+        """How one client spells messages; the conversation only asks for tags, refs and a few fields."""
 
-    def with_ref(self, msg: Any, ref: str) -> Any:
-        """The message with ``ref`` set."""
+        def build(self, tag: str, fields: dict[str, Any]) -> Any:
+            """A message the conversation writes itself (hello, request, cancel, ping)."""
 
-    def encode(self, msg: Any) -> bytes:
-        """One wire line, newline included; ValueError when it cannot be encoded."""
+        def tag_of(self, msg: Any) -> str:
+            """A message's wire ``type``."""
 
-    def decode(self, line: bytes) -> Any:
-        """One line (without its newline) as a message; BadReply for anything the protocol refuses."""
+        def get(self, msg: Any, field: str) -> Any:
+            """A field's value, or None when absent."""
+
+        def with_ref(self, msg: Any, ref: str) -> Any:
+            """The message with ``ref`` set."""
+
+        def encode(self, msg: Any) -> bytes:
+            """One wire line, newline included; ValueError when it cannot be encoded."""
+
+        def decode(self, line: bytes) -> Any:
+            """One line (without its newline) as a message; BadReply for anything the protocol refuses."""
 
 
 # --------------------------------------------------------------------------- events

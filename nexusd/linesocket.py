@@ -10,11 +10,20 @@ blocked in a plain ``sendall`` then never reads them, and both would wait for ev
 
 from __future__ import annotations
 
-import selectors
-import socket
 import time
 
 from nexusd.client_errors import BadReply, DaemonUnreachable, ReplyTimeout
+
+# ``_socket`` is the C type ``socket.socket`` wraps: the per-call hook needs none of the wrapper (makefile,
+# enum-typed families) and the ``socket`` module costs it ~1.5 ms of imports (enum, selectors).
+try:
+    import _socket as socket
+except ImportError:  # pragma: no cover - not CPython
+    import socket  # type: ignore[no-redef]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import selectors
 
 MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
 MAX_BUFFERED_BYTES = 2 * MAX_REPLY_BYTES  # read while a send waits, before the client gives up
@@ -74,6 +83,8 @@ class LineSocket:
                 except (BlockingIOError, InterruptedError):
                     pass
                 if sel is None:  # the slow path: the socket's buffer is full
+                    import selectors
+
                     sel = selectors.DefaultSelector()
                     sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
                 if not sel.select(self.timeout):

@@ -1,43 +1,25 @@
 """Where nexusd keeps its socket, configuration and state, per user.
 
-Imported by hooks on their hot path: standard library only, platformdirs imported lazily.
+Standard library only, platformdirs imported lazily. The per-call hook imports ``nexusd.sockpath`` instead.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-APP = "nexus"
+from nexusd.sockpath import APP, runtime_dir_text, socket_path_text
+
+__all__ = ["APP", "AUDIT_NAME", "MANAGED_POLICY", "config_dir", "runtime_dir", "socket_path", "state_dir"]
 
 
 def socket_path(override: str | None = None) -> Path:
-    """``--socket`` beats ``NEXUS_SOCKET`` beats ``$XDG_RUNTIME_DIR/nexus/nexusd.sock``."""
-    if override:
-        return Path(override)
-    env = os.environ.get("NEXUS_SOCKET")
-    if env:
-        return Path(env)
-    return runtime_dir() / "nexusd.sock"
+    """``--socket`` beats ``NEXUS_SOCKET`` beats ``$XDG_RUNTIME_DIR/nexus/nexusd.sock`` (``nexusd.sockpath``)."""
+    return Path(socket_path_text(override))
 
 
 def runtime_dir() -> Path:
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and sys.platform != "darwin":
-        return Path(xdg) / APP
-    if sys.platform == "darwin":
-        # launchd agents have no XDG runtime dir; a per-user dir under ~/Library is private by default.
-        return Path.home() / "Library" / "Application Support" / APP / "run"
-    import warnings
-
-    import platformdirs
-
-    with warnings.catch_warnings():
-        # Without XDG_RUNTIME_DIR platformdirs warns and falls back to /tmp/runtime-<uid>; the daemon
-        # checks that directory's owner and mode itself, so the warning is only noise on every command.
-        warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir(APP, appauthor=False, ensure_exists=False))
+    return Path(runtime_dir_text())
 
 
 def config_dir() -> Path:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from nexus_clients import agent_settings
 
 from nexusd.policy.offline import check_offline
 from nexusd.protocol import CallInfo, Verdict
@@ -162,7 +162,7 @@ def test_fail_closed_on_broken_policy(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the real daemon and hook
 
 
-HOOK = [sys.executable, "-m", "nexus_clients.hook"]
+HOOK = agent_settings.hook_launcher_argv()  # as the installers write it: python -IS …/nexus-hook.py
 
 
 def _hook(handle: DaemonHandle, ws: Path, tool: str, tool_input: dict[str, Any], mode: str = "default") -> str:

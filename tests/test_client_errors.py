@@ -3,10 +3,8 @@ and nothing a failure says reads like an allow."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from nexus_clients import hook, mcp_bridge
+from nexus_clients import hook, leanjson, mcp_bridge
 from nexus_clients.claude import HookInputError
 
 from nexusd import client_errors as ce
@@ -45,7 +43,7 @@ def test_the_mcp_bridge_says_the_same_with_its_own_name() -> None:
     "exc",
     [
         HookInputError("no tool_name"),
-        json.JSONDecodeError("bad", "{", 0),
+        leanjson.JSONError("Expecting value: line 1 column 1 (char 0)"),
         UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
     ],
 )

@@ -51,9 +51,25 @@ def console_script(name: str) -> str:
     return found or name
 
 
+def hook_argv(agent: Agent, timeout: float = HOOK_TIMEOUT_S, executable: str | None = None) -> list[str]:
+    """How an agent runs the hook: this interpreter, isolated and without ``site`` (``-IS``), on the launcher
+    file inside the installed package (``nexus_clients/nexus-hook.py``). That starts in about the time of a
+    bare ``python -I -S`` (the console script's ``site`` alone costs a venv ~15 ms per tool call), ignores
+    the agent's PYTHONPATH and friends, and keeps working after ``pip install --upgrade`` (same path). A
+    moved or removed venv breaks it, as it breaks every script of that venv: ``nexusctl doctor`` says so.
+    ``executable`` names a console script to run instead (tests, unusual layouts)."""
+    tail = [agent, "--timeout", f"{timeout:g}"]
+    return [executable, *tail] if executable else [*hook_launcher_argv(), *tail]
+
+
+def hook_launcher_argv() -> list[str]:
+    """The interpreter and launcher of ``hook_argv``, before the agent's name and options."""
+    return [sys.executable, "-IS", str(Path(__file__).with_name(f"{HOOK_MARK}.py"))]
+
+
 def hook_command(agent: Agent, timeout: float = HOOK_TIMEOUT_S, executable: str | None = None) -> str:
-    exe = executable or console_script(HOOK_MARK)
-    return f"{_quote(exe)} {agent} --timeout {timeout:g}"
+    """``hook_argv`` as one shell command line (what the agents' settings hold)."""
+    return " ".join(_quote(word) for word in hook_argv(agent, timeout, executable))
 
 
 def _quote(text: str) -> str:
@@ -269,8 +285,7 @@ def opencode_changes(project: Path | None, home: Path | None, *, install: bool, 
         raise SettingsError(f"{path} exists and is not nexusd's plugin; not touching it")
     if not install:
         return [Change(path, old, None)]
-    argv = [console_script(HOOK_MARK), "opencode", "--timeout", f"{timeout:g}"]
-    return [Change(path, old, opencode_plugin_text(argv, timeout))]
+    return [Change(path, old, opencode_plugin_text(hook_argv("opencode", timeout), timeout))]
 
 
 # --------------------------------------------------------------------------- MCP server entries
@@ -490,3 +505,57 @@ def _codex_change(project: Path | None, home: Path | None, transform: Any, *, re
     except codex_settings.CodexSettingsError as exc:
         raise SettingsError(str(exc)) from None
     return Change(path, old, new)
+
+
+# --------------------------------------------------------------------------- what is installed (doctor)
+
+
+def _commands_in(node: Any, mark: str) -> list[str]:
+    """Every ``command`` (or Copilot's ``bash``) string under ``node`` that runs our ``mark``."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("command", "bash") and isinstance(value, str) and mark in value:
+                found.append(value)
+            else:
+                found += _commands_in(value, mark)
+    elif isinstance(node, list):
+        for item in node:
+            found += _commands_in(item, mark)
+    return found
+
+
+def installed_hook_commands(agent: Agent, project: Path | None, home: Path | None = None) -> tuple[Path, list[str]]:
+    """The settings file an install of ``agent`` writes, and the hook command lines it holds now (distinct,
+    in file order; empty when none or no file). SettingsError when the file cannot be read or parsed."""
+    if agent == "opencode":
+        path = opencode_plugin_path(project, home)
+        text = _read_text(path)
+        if text is None or OPENCODE_MARK not in text:
+            return path, []
+        start = text.find("const HOOK = ")
+        end = text.find(";\n", start)
+        try:
+            argv = json.loads(text[start + len("const HOOK = ") : end]) if start >= 0 and end > start else None
+        except ValueError:
+            argv = None
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            raise SettingsError(f"{path}: nexusd's plugin has no readable hook command")
+        return path, [" ".join(_quote(a) for a in argv)]
+    if agent == "codex":
+        import tomllib
+
+        path = codex_settings.config_path(project, home)
+        text = _read_text(path)
+        try:
+            data: Any = tomllib.loads(text) if text is not None else {}
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{path} is not valid TOML ({exc})") from None
+    else:
+        path = settings_path(agent, project, home)
+        text = _read_text(path)
+        try:
+            data = json.loads(text) if text is not None and text.strip() else {}
+        except ValueError as exc:
+            raise SettingsError(f"{path} is not valid JSON ({exc})") from None
+    return path, list(dict.fromkeys(_commands_in(data, HOOK_MARK)))

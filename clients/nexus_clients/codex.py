@@ -26,16 +26,17 @@ standard library is imported, as on the rest of the hook's hot path.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason, subagent_of
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
+TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
+    from collections.abc import Mapping
+    from typing import Any
+
     from nexusd.protocol import Decision
 
 PRE_TOOL_USE = "PreToolUse"
@@ -92,7 +93,7 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
     try:
         with open(transcript_path, "rb") as f:
             line = f.readline(MAX_TRANSCRIPT_HEADER)
-        meta = json.loads(line)
+        meta = leanjson.loads(line.decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(meta, dict) or meta.get("type") != "session_meta" or not isinstance(meta.get("payload"), dict):
@@ -110,17 +111,33 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
 # included) would go unseen. Exactly these whole-command forms are mapped to the ``apply_patch`` tool; anything
 # more (a second command after the terminator, an unquoted or double-quoted argument) stays a shell call.
 _CD = r"cd\s+(?P<dir>'[^']*'|[^\s;&|<>()'\"$`\\]+)\s*&&\s*"
-_APPLY_PATCH_HEREDOC = re.compile(
-    rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s*<<\s*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)(?P=q)[ \t]*\n"
-    r"(?P<body>.*?)\n(?P=tag)[ \t]*\n?\s*\Z",
-    re.S,
-)
-_APPLY_PATCH_ARG = re.compile(rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s+'(?P<body>[^']*)'\s*\Z")
+_APPLY_PATCH_NAMES = ("apply_patch", "applypatch")
+_apply_patch_patterns: tuple[Any, Any] | None = None
+
+
+def _apply_patch_res() -> tuple[Any, Any]:
+    """The two whole-command forms, compiled on first need: ``re`` costs every other hook call ~3 ms."""
+    global _apply_patch_patterns
+    if _apply_patch_patterns is None:
+        import re
+
+        heredoc = re.compile(
+            rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s*<<\s*(?P<q>['\"]?)"
+            r"(?P<tag>[A-Za-z_][A-Za-z0-9_]*)(?P=q)[ \t]*\n"
+            r"(?P<body>.*?)\n(?P=tag)[ \t]*\n?\s*\Z",
+            re.S,
+        )
+        arg = re.compile(rf"\A\s*(?:{_CD})?(?:apply_patch|applypatch)\s+'(?P<body>[^']*)'\s*\Z")
+        _apply_patch_patterns = (heredoc, arg)
+    return _apply_patch_patterns
 
 
 def shell_apply_patch(command: str, cwd: str) -> tuple[str, str] | None:
     """(patch text, directory it applies in) when ``command`` is exactly an apply_patch invocation."""
-    m = _APPLY_PATCH_HEREDOC.match(command) or _APPLY_PATCH_ARG.match(command)
+    if not any(name in command for name in _APPLY_PATCH_NAMES):  # both forms name the tool literally
+        return None
+    heredoc, arg = _apply_patch_res()
+    m = heredoc.match(command) or arg.match(command)
     if m is None:
         return None
     if "tag" in m.groupdict() and any(line.rstrip(" \t") == m["tag"] for line in m["body"].split("\n")):
@@ -193,14 +210,24 @@ def call_fields_from_hook(
     )
 
 
-class Answer(NamedTuple):
+class Answer:
     """What the hook does: print ``out`` (None: nothing) and exit 0, or, with ``block`` set, exit 2 with
     ``block`` on stderr. Denials use exit 2 because Codex runs the hook through the user's login shell
     (``$SHELL -lc``): a profile that prints to stdout would spoil a JSON deny, and Codex ignores (runs
-    the call) what it cannot parse, while exit 2 with a reason blocks whatever else was printed."""
+    the call) what it cannot parse, while exit 2 with a reason blocks whatever else was printed.
+    (A plain class: ``typing.NamedTuple`` would cost the hook its typing import.)"""
 
-    out: dict[str, Any] | None = None
-    block: str | None = None
+    __slots__ = ("block", "out")
+
+    def __init__(self, out: dict[str, Any] | None = None, block: str | None = None) -> None:
+        self.out = out
+        self.block = block
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Answer) and (self.out, self.block) == (other.out, other.block)
+
+    def __repr__(self) -> str:
+        return f"Answer(out={self.out!r}, block={self.block!r})"
 
 
 def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) -> Answer:

@@ -18,22 +18,35 @@ always answer deny itself when anything goes wrong:
 
 - Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
 
-The import path is the standard library + nexus_clients.{hook,claude,gemini,codex,cursor,copilot,opencode,
-wire_lean} + nexusd.{locations,client_errors,linesocket,conversation,channel},
-and never msgspec (a test checks ``sys.modules`` in a fresh interpreter): the hook runs once per tool call.
+Agents run it as ``python -I -S …/nexus_clients/nexus-hook.py PROVIDER`` (``agent_settings.hook_argv``):
+no ``site``, no agent-chosen PYTHON* variables. The import path is os, the C halves of json, socket and
+signal (``_json`` through ``leanjson``, ``_socket``, ``_signal``) + nexus_clients.{hook,leanjson,options,
+wire_lean, the agent's adapter} + nexusd.{sockpath,client_errors,protocol_version,conversation,channel,
+linesocket}: never typing, re, json, enum, pathlib, socket, contextlib or msgspec, each of which cost the
+hook 1-4 ms per tool call. ``tests/clients/test_hook_speed.py`` holds every agent's real call to that
+budget; ``nexusctl bench --scenario hook`` times it against ``python -I -S -c pass``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
 import sys
 import time
-from typing import Any, NoReturn
 
+from nexus_clients import leanjson
 from nexus_clients.options import OptionError, long_options
+
+TYPE_CHECKING = False  # typing costs the hook ~2 ms of import time; mypy reads this name as typing's
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+if TYPE_CHECKING:
+    import signal as _sig
+else:
+    try:  # the C module behind ``signal``, which adds an enum import the hook does not need
+        import _signal as _sig
+    except ImportError:  # pragma: no cover - not CPython
+        import signal as _sig
 
 DEFAULT_TIMEOUT = 55.0  # seconds; both agents default to 60 s per hook
 CONNECT_TIMEOUT = 5.0
@@ -116,7 +129,7 @@ def describe(exc: BaseException, timeout: float) -> str:
     claude = sys.modules.get("nexus_clients.claude")
     if claude is not None and isinstance(exc, claude.HookInputError):
         return f"unreadable hook input: {exc}"
-    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+    if isinstance(exc, leanjson.JSONError | UnicodeDecodeError):
         return f"unreadable hook input: {exc}"
     errors = sys.modules.get("nexusd.client_errors")
     if errors is not None:
@@ -135,15 +148,15 @@ def _arm_watchdog(seconds: float) -> None:
             os.write(2, b"nexus-hook: no decision in time; blocking the tool call\n")
             os._exit(2)
         state["fired"] = True
-        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        _sig.setitimer(_sig.ITIMER_REAL, 0.5)
         raise HookDeadline()
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.1))
+    _sig.signal(_sig.SIGALRM, on_alarm)
+    _sig.setitimer(_sig.ITIMER_REAL, max(seconds, 0.1))
 
 
 def _disarm_watchdog() -> None:
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    _sig.setitimer(_sig.ITIMER_REAL, 0)
 
 
 def _read_stdin() -> bytes:
@@ -156,12 +169,12 @@ def _read_stdin() -> bytes:
 def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
     """Hello, Request, [Pending], Decision over the lean wire; returns a validated ``LeanDecision``."""
     from nexus_clients.wire_lean import AgentConnection
-    from nexusd.locations import socket_path
+    from nexusd.sockpath import socket_path_text
 
     remaining = opts.timeout - (time.monotonic() - started) - MARGIN
     if remaining <= 0.1:
         raise HookDeadline()
-    path = str(socket_path(opts.socket))
+    path = socket_path_text(opts.socket)
     with AgentConnection(path, timeout=min(CONNECT_TIMEOUT, remaining)) as conn:
         conn.connect(f"nexus-hook {opts.provider}")
         remaining = opts.timeout - (time.monotonic() - started) - MARGIN
@@ -173,15 +186,17 @@ def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
 
 
 def _write_json(obj: Any) -> None:
-    sys.stdout.buffer.write(json.dumps(obj, allow_nan=False).encode("ascii") + b"\n")
+    sys.stdout.buffer.write(leanjson.dumps(obj).encode("ascii") + b"\n")
     sys.stdout.buffer.flush()
 
 
 def _block(reason: str, prefix: str = "nexusd denied this tool call: ") -> int:
     """Exit 2 with the reason on stderr: every agent treats this as a block."""
-    with contextlib.suppress(BaseException):
+    try:  # not contextlib.suppress: its import costs the hook ~1.5 ms; exit 2 alone blocks
         sys.stderr.write(f"{prefix}{reason}\n")
         sys.stderr.flush()
+    except BaseException:
+        pass
     return 2
 
 
@@ -221,7 +236,7 @@ def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
     """Claude Code's SessionEnd: the daemon ends the session's allow grants. Nothing is gated here (the
     session is over), so a failure only says so on stderr; exit 0 either way."""
     from nexus_clients.wire_lean import AgentConnection
-    from nexusd.locations import socket_path
+    from nexusd.sockpath import socket_path_text
 
     session = payload.get("session_id")
     _disarm_watchdog()
@@ -229,7 +244,7 @@ def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
         print("nexus-hook: SessionEnd without a session_id", file=sys.stderr)
         return 0
     try:
-        with AgentConnection(str(socket_path(opts.socket)), timeout=CONNECT_TIMEOUT) as conn:
+        with AgentConnection(socket_path_text(opts.socket), timeout=CONNECT_TIMEOUT) as conn:
             conn.connect("nexus-hook claude")
             conn.session_end(session, timeout=CONNECT_TIMEOUT)
     except Exception as exc:
@@ -309,7 +324,7 @@ def run_other(opts: Options, started: float) -> int:
     except BaseException as exc:  # every failure must end in a deny
         _disarm_watchdog()
         reason = describe(exc, opts.timeout)
-        with contextlib.suppress(BaseException):
+        try:  # exit 2 below blocks the call whatever stdout holds
             from nexus_clients import copilot, cursor, opencode
 
             if opts.provider == "cursor":
@@ -318,6 +333,8 @@ def run_other(opts: Options, started: float) -> int:
                 _write_json(copilot.deny(reason))
             else:
                 _write_json(opencode.deny(reason))
+        except BaseException:
+            pass
         return _block(reason)
 
 
@@ -331,34 +348,43 @@ RUNNERS = {
 }
 
 
-def _reject_constant(name: str) -> Any:
-    from nexus_clients.claude import HookInputError
-
-    raise HookInputError(f"{name} is not JSON")
-
-
 def _decode(raw: bytes) -> Any:
-    """Strict JSON as msgspec read it before: UTF-8 only, no NaN/Infinity."""
-    return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    """Strict JSON as msgspec read it before: UTF-8 only, no NaN/Infinity (ValueError otherwise)."""
+    return leanjson.loads(raw.decode("utf-8"))
+
+
+def run(argv: list[str]) -> int:
+    """The whole hook: answer on stdout/stderr and return the exit code (every failure is a block)."""
+    started = time.monotonic()
+    if "-h" in argv or "--help" in argv:  # `nexus-hook claude --help` too: help is never a misconfiguration
+        print(USAGE)
+        return 0
+    try:
+        opts = parse_args(argv, os.environ)
+    except UsageError as exc:
+        sys.stderr.write(f"{USAGE}\n\nnexus-hook: {exc}\n")
+        return _block(f"nexus-hook is misconfigured: {exc}")
+    try:
+        _arm_watchdog(opts.timeout - (time.monotonic() - started) - MARGIN / 3)
+        return RUNNERS[opts.provider](opts, started)
+    except BaseException as exc:  # e.g. the watchdog firing between two statements above
+        return _block(describe(exc, opts.timeout))
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    started = time.monotonic()
-    args = sys.argv[1:] if argv is None else argv
-    if "-h" in args or "--help" in args:  # `nexus-hook claude --help` too: help is never a misconfiguration
-        print(USAGE)
-        sys.exit(0)
+    """Run, flush, and leave at once: the answer is written, so the interpreter's teardown (freeing every
+    module, a final garbage collection: ~1 ms per tool call) is work no one needs. A flush that fails
+    (the agent closed our stdout) turns an answer into exit 2, which every agent reads as a block."""
+    code = run(sys.argv[1:] if argv is None else argv)
     try:
-        opts = parse_args(args, os.environ)
-    except UsageError as exc:
-        sys.stderr.write(f"{USAGE}\n\nnexus-hook: {exc}\n")
-        sys.exit(_block(f"nexus-hook is misconfigured: {exc}"))
-    try:
-        _arm_watchdog(opts.timeout - (time.monotonic() - started) - MARGIN / 3)
-        code = RUNNERS[opts.provider](opts, started)
-    except BaseException as exc:  # e.g. the watchdog firing between two statements above
-        code = _block(describe(exc, opts.timeout))
-    sys.exit(code)
+        sys.stdout.flush()
+    except BaseException:
+        code = code or 2
+    try:  # noqa: SIM105 - nothing left to tell anyone
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

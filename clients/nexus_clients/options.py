@@ -6,7 +6,9 @@ habit; the ACP and MCP bridges share the same small grammar so that each spells 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+TYPE_CHECKING = False  # the per-call hook imports this module: no typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 
 class OptionError(ValueError):

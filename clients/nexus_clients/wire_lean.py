@@ -13,14 +13,16 @@ are equal and checks this reader against the protocol's own decoder on every Dec
 
 from __future__ import annotations
 
-import json
-import math
 import time
-from typing import Any
 
+from nexus_clients import leanjson
 from nexusd.channel import BlockingChannel
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError, ReplyTimeout
 from nexusd.conversation import PROTOCOL_VERSION, Conversation
+
+TYPE_CHECKING = False  # the per-call hook imports this module: typing costs it ~2 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -95,7 +97,7 @@ class LeanDecision:
 
 def encode(msg: dict[str, Any]) -> bytes:
     """One wire line. NaN/Infinity are refused (not JSON); non-ASCII is escaped, so lone surrogates too."""
-    return json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+    return leanjson.dumps(msg).encode("ascii") + b"\n"
 
 
 def call_fields(
@@ -125,28 +127,21 @@ def call_fields(
 # --------------------------------------------------------------------------- decoding
 
 
-def _reject_constant(name: str) -> Any:
-    raise BadReply(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise BadReply("number out of range")
-    return value
-
-
 def parse_line(line: bytes) -> dict[str, Any]:
     """Strict JSON object: UTF-8, no NaN/Infinity, no lone surrogates (msgspec refuses all three)."""
     try:
         text = line.decode("utf-8")
-        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
-        if "\\" in text:  # an escape may have produced a lone surrogate; re-encoding finds it
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except BadReply:
-        raise
-    except (ValueError, UnicodeError, RecursionError) as e:
+    except UnicodeError as e:
         raise BadReply(f"undecodable reply from nexusd: {type(e).__name__}") from None
+    try:
+        obj = leanjson.loads(text)
+    except leanjson.JSONError as e:
+        raise BadReply(f"undecodable reply from nexusd: {e}") from None
+    if "\\" in text:  # an escape may have produced a lone surrogate; re-encoding finds it
+        try:
+            leanjson.utf8_checked(obj)
+        except (UnicodeError, RecursionError) as e:
+            raise BadReply(f"undecodable reply from nexusd: {type(e).__name__}") from None
     if not isinstance(obj, dict):
         raise BadReply("reply is not a JSON object")
     return obj

@@ -126,3 +126,37 @@ def render(out: dict[str, Any]) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def permission_rounds(env: dict[str, str], n: int, timeout: float = 120.0) -> tuple[list[float], list[str]]:
+    """``n`` ``permission_prompt`` calls through one running ``nexus-mcp``, as Claude's ``-p`` run makes them:
+    the ms of each round trip and each answer's ``behavior``. No process starts per call, so this is the
+    per-call cost of the MCP route."""
+    proc = subprocess.Popen(
+        mcp_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    ms: list[float] = []
+    behaviors: list[str] = []
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        _send(proc.stdin, INIT)
+        _await_id(proc.stdout, 1)
+        _send(proc.stdin, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i in range(n):
+            args = {"tool_name": "Bash", "input": {"command": "echo hello"}, "tool_use_id": f"toolu_{i}"}
+            call = {"name": "permission_prompt", "arguments": args}
+            t0 = time.perf_counter()
+            _send(proc.stdin, {"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": call})
+            reply = _await_id(proc.stdout, 10 + i)
+            ms.append((time.perf_counter() - t0) * 1000.0)
+            try:
+                behaviors.append(json.loads(reply["result"]["content"][0]["text"])["behavior"])
+            except (KeyError, IndexError, TypeError, ValueError):
+                behaviors.append(f"unreadable: {str(reply)[:120]}")
+    finally:
+        timer.cancel()
+        proc.kill()
+        proc.wait()
+    return ms, behaviors

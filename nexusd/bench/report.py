@@ -15,7 +15,7 @@ TARGETS = {
     "rt_p50_ratio": 1.5,  # decision round trip p50 / echo p50, rule-decided shell command, 1 client
     "rt_p99_us": 1000.0,  # decision round trip p99, rule-decided
     "throughput_ratio": 0.60,  # nexusd / echo throughput with 32 concurrent agents
-    "hook_over_floor_ms": 15.0,  # nexus-hook claude whole process minus `python3 -c 'import socket, json'`
+    "hook_over_isolated_floor_ms": 5.0,  # each agent's hook, whole process, minus `python -I -S -c pass` (issue 37)
     "mcp_ready_ms": 300.0,  # nexus-mcp: process start to tools/list answered
     "pending_over_idle_mb": 50.0,  # 10,000 pending
     "pending_late_ms": 250.0,  # every pending denied at most this late

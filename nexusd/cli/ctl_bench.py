@@ -62,13 +62,15 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--scenario",
     "scenario_",
     multiple=True,
-    type=click.Choice(["agent", "allow", "deny", "prompt", "mix", "burst", "all", "sandbox"]),
+    type=click.Choice(["agent", "allow", "deny", "prompt", "mix", "burst", "all", "sandbox", "hook"]),
     default=["all"],
     show_default=True,
     help="Repeatable. 'all' is the five wire scenarios, 'agent' (a seeded stream of distinct agent-like calls) "
     "first; 'burst' (--clients agents × --asks asks at once, "
     "answered by an automatic UI) runs only when named; 'sandbox' (alone) times an agent's sandboxed `true` "
-    "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60).",
+    "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60); "
+    "'hook' (alone) times each agent's installed hook command as a whole process beside `python -I -S -c pass` "
+    "and `python -c pass` (--requests is the number of rounds, default 30).",
 )
 @click.option(
     "--asks",
@@ -154,6 +156,11 @@ def bench(
         if len(set(scenario_)) > 1:
             raise click.UsageError("--scenario sandbox runs alone")
         _sandbox(ctx, requests_, as_json, out_file)
+        return
+    if "hook" in scenario_:
+        if len(set(scenario_)) > 1:
+            raise click.UsageError("--scenario hook runs alone")
+        _hook(ctx, requests_, as_json, out_file)
         return
     counts = _int_list(clients)
     wanted = list(dict.fromkeys(scenario_))
@@ -249,6 +256,20 @@ def _sandbox(ctx: click.Context, requests_: int, as_json: bool, out_file: str | 
     if out_file:
         Path(out_file).write_text(data + "\n", encoding="utf-8")
     click.echo(data if as_json else sandbox.render(out))
+
+
+def _hook(ctx: click.Context, requests_: int, as_json: bool, out_file: str | None) -> None:
+    """Each agent's hook as a whole process beside both interpreter floors (``nexusd/bench/hook.py``)."""
+    from nexusd.bench import hook
+
+    runs = requests_ if ctx.get_parameter_source("requests_") == click.core.ParameterSource.COMMANDLINE else 30
+    try:
+        out = hook.run(runs=runs)
+    except (OSError, RuntimeError) as exc:
+        click.echo(f"nexusctl bench: {exc}", err=True)
+        sys.exit(1)
+    _emit(out, hook.render(out), as_json, out_file)
+    sys.exit(3 if out["errors"] else 0)
 
 
 def register(group: click.Group) -> None:

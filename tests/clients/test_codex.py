@@ -9,13 +9,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from nexus_clients import codex
+from nexus_clients import agent_settings, codex
 from nexus_clients.claude import HookInputError
 
 from nexusd import protocol
@@ -23,7 +22,7 @@ from nexusd.core.policy.modes import resolve
 from nexusd.protocol import Decision
 from tests.conftest import DaemonHandle, short_tmpdir
 
-HOOK = [sys.executable, "-m", "nexus_clients.hook"]
+HOOK = agent_settings.hook_launcher_argv()  # as the installers write it: python -IS …/nexus-hook.py
 
 
 def payload(event: str = "PreToolUse", tool: str = "Bash", tool_input: dict | None = None, **extra: Any) -> dict:

@@ -101,7 +101,8 @@ def test_round_trip_from_nothing_leaves_nothing(home: Path, agent: str) -> None:
     path = target(agent, home)
     for _ in range(2):
         assert run(home, "install", agent)[0] == 0
-        assert path.is_file() and f"nexus-hook {agent}" in path.read_text().replace('", "', " ")
+        text = path.read_text().replace('", "', " ")
+        assert path.is_file() and "nexus-hook" in text and f"{agent} --timeout" in text
         assert run(home, "uninstall", agent)[0] == 0
         assert not path.exists()
 
