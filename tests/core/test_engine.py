@@ -82,7 +82,7 @@ MODE_ROWS = [
     # Nexus CLI's CAUTIOUS: shell always asked, safe reads allowed
     ("CAUTIOUS", shell("ls", req=RO), "ask"),
     ("CAUTIOUS", read(f"{WS}/a"), "allow"),
-    ("DEFAULT", shell("ls", req=RO), "allow"),
+    ("DEFAULT", shell("ls", req=RO), "ask"),  # the Nexus CLI prompts for every cautious/dangerous tool
     # unknown mode: default
     ("weird-mode", edit(f"{WS}/a"), "ask"),
     ("weird-mode", read(f"{WS}/a"), "allow"),
