@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,7 +39,7 @@ from nexusd.core.model import (
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, argv_texts, parse_rule
-from nexusd.core.policy.suggest import blanket_reason, suggest
+from nexusd.core.policy.suggest import blanket_reason, code_blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
 from nexusd.protocol import CallInfo, TraceStep, Verdict
 
@@ -761,13 +761,14 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     else:
         used: list[Rule] = []
         if cls.rule_allowable:
-            allows: Sequence[Rule] = policy.derived(
+            allows, code_blankets = policy.derived(
                 ("allow", "trusted" if trusted else None),
-                lambda: tuple(r for r in policy.of_kind("allow") if trusted or not r.project),
+                lambda: _split_code_blankets(r for r in policy.of_kind("allow") if trusted or not r.project),
             )
             own = session.allow_rules or session.grant_rules
             if own:
-                allows = (*allows, *_session_rules(session, "allow", run))
+                mine, blankets = _split_code_blankets(_session_rules(session, "allow", run))
+                allows, code_blankets = (*allows, *mine), (*code_blankets, *blankets)
             broad: Sequence[Rule] = ()
             if mode.escalation == "classifier":
                 policy_allows = allows
@@ -781,6 +782,13 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 if stripped:
                     run.step("allow_rules", "stripped", stripped)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+            if not used and code_blankets and (aside := _allow_match(code_blankets, cls, reads, writes, ctx)[0]):
+                why = code_blanket_reason(aside[0].text)
+                run.step("allow_rules", "set aside", f"{aside[0].text} ({aside[0].origin}): {why}")
+                run.why_not_mode = (
+                    f"the allow rule {aside[0].text} is set aside in every mode ({why}): a rule never allows "
+                    "running any code the model writes; allow the exact command instead"
+                )
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
                 run.why_not_mode = (
                     f"auto mode sets aside the broad allow rule {broad[0].text} "
@@ -832,6 +840,17 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 
 
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
+_code_blanket = functools.lru_cache(maxsize=4096)(code_blanket_reason)
+
+
+def _split_code_blankets(rules: Iterable[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """(allow rules that may allow, those set aside in every mode): an allow rule over an interpreter, shell,
+    package runner, eval-family command, sudo or ssh with any arguments never allows by itself (seed 002)."""
+    kept: list[Rule] = []
+    aside: list[Rule] = []
+    for r in rules:
+        (aside if _code_blanket(r.text) else kept).append(r)
+    return tuple(kept), tuple(aside)
 
 
 def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...], str]:
