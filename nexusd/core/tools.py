@@ -47,6 +47,9 @@ _K = ToolKind
 # canonical name -> kind, writes
 _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "Bash": (_K.SHELL, False),
+    # Claude Code's PowerShell tool (Windows): its command is classified as `pwsh -NoProfile -Command TEXT`
+    # would be in Bash, so the same text means the same thing through either tool
+    "PowerShell": (_K.SHELL, False),
     "Read": (_K.READ, False),
     "Write": (_K.EDIT, True),
     "Edit": (_K.EDIT, True),
@@ -294,6 +297,14 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
             cwd=cwd if isinstance(cwd, str) else None,
             background=bool(inp.get("run_in_background")),
             problems=tuple(problems),
+        )
+    if c == "PowerShell":
+        text = inp.get("command")
+        if not isinstance(text, str):
+            return ToolInput(problems=("no command in input",))
+        return ToolInput(
+            command=shlex.join(["pwsh", "-NoProfile", "-Command", text]),
+            background=bool(inp.get("run_in_background")),
         )
     if c in ("WebFetch", "WebSearch", "Network"):
         urls = _strs(inp.get("url")) + _strs(inp.get("urls"))

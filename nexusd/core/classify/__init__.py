@@ -271,7 +271,7 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
             acc.path(raw, cwd, write=False)
             acc.path(raw, cwd, write=True)
         return _finish(info, acc)
-    if info.canonical == "Bash":
+    if info.canonical in ("Bash", "PowerShell"):
         if ti.background:
             acc.flag(Flag.BACKGROUND, "runs in the background")
         if ti.command is None:
