@@ -531,6 +531,8 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     answer_pid: int | None = None
     scope: Scope | None = None
     tier: str | None = None  # the tool's tier: safe | cautious | dangerous
+    mode: str | None = None  # the internal mode the call was decided in (docs/POLICY.md's table)
+    requirement: str | None = None  # what the call needs: read-only | workspace-write | danger-full-access
     message: str | None = None  # a person's message to the model, as sent
     abort: bool = False  # the person also stopped the agent's turn
     latency_ms: float = 0.0

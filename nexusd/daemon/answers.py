@@ -118,6 +118,7 @@ class Answers:
             answer_pid=by.peer.pid if by is not None else None,
             scope=scope,
             trace=[*trace, *shaping.wrap_steps(decision, d)],
+            requirement=entry.verdict.requirement,
         )
         return d
 

@@ -211,6 +211,7 @@ class RequestLifecycle:
             started,
             peer=conn.peer,
             trace=[*verdict.trace, *shaping.wrap_steps(verdict.decision, decision)],
+            requirement=verdict.requirement,
         )
 
     def decision(
@@ -282,8 +283,10 @@ class RequestLifecycle:
         scope: p.Scope | None = None,
         event: str = "decision",
         trace: list[p.TraceStep] | None = None,
+        requirement: str | None = None,
     ) -> None:
         self.server.stats.count(decision.decision, decision.source)
+        mode = next((s.outcome for s in trace or () if s.step == "mode"), None)  # the engine's first step
         self.server.audit.write(
             p.AuditRecord(
                 time=time.time(),
@@ -304,6 +307,8 @@ class RequestLifecycle:
                 answer_pid=answer_pid,
                 scope=scope,
                 tier=tool_info(call.tool, call.provider).tier,
+                mode=mode,
+                requirement=requirement,
                 message=decision.message,
                 abort=decision.abort,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),
