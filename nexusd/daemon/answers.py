@@ -85,6 +85,8 @@ class Answers:
             message=message,
             answered_by=answered_by,
         )
+        if source == "user" and d.decision == "allow" and (s := self.server.sessions.get(entry.call.session)):
+            gate.person_allowed(s)
         if abort:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
