@@ -41,6 +41,12 @@ class ToolInput(msgspec.Struct, frozen=True):
     cwd: str | None = None  # a tool-given directory (Gemini dir_path)
     background: bool = False
     problems: tuple[str, ...] = ()  # malformed input
+    sliced: bool = False  # a Read of at most MAX_SLICE_LINES lines (offset/limit): its size is not the file's
+
+
+# A Read that names its slice (Claude Code's and Gemini CLI's offset/limit, in lines) reads at most that many
+# lines, each cut at a few thousand characters by the agent: a large file's slice is not a large read.
+MAX_SLICE_LINES = 5_000
 
 
 _K = ToolKind
@@ -371,4 +377,6 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
         problems.append("no path in input")
     if info.writes:
         return ToolInput(writes=tuple(paths), write_bytes=size, problems=tuple(problems))
-    return ToolInput(reads=tuple(paths), problems=tuple(problems))
+    limit = inp.get("limit")
+    sliced = c == "Read" and type(limit) is int and 0 < limit <= MAX_SLICE_LINES
+    return ToolInput(reads=tuple(paths), problems=tuple(problems), sliced=sliced)

@@ -300,7 +300,7 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
     for raw in ti.reads:
         pinfo = acc.path(raw, cwd, write=False)
         if pinfo is not None and pinfo.path and info.canonical == "Read":
-            _size_checks(pinfo.path, acc)
+            _size_checks(pinfo.path, acc, sliced=ti.sliced)
     for raw in ti.writes:
         acc.path(raw, cwd, write=True)
     if ti.writes:
@@ -310,14 +310,14 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
     return _finish(info, acc)
 
 
-def _size_checks(path: str, acc: _Acc) -> None:
+def _size_checks(path: str, acc: _Acc, *, sliced: bool = False) -> None:
     both = getattr(acc.fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
     if both is not None:
         size, head = both(path, BINARY_PROBE)
     else:
         size, head = acc.fs.size(path), acc.fs.head(path, BINARY_PROBE)
-    if size is not None and size > MAX_READ_SIZE:
-        acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}")
+    if size is not None and size > MAX_READ_SIZE and not sliced:
+        acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}; read it in slices (offset/limit)")
     if head and b"\x00" in head:
         acc.flag(Flag.BINARY_READ, f"reads a binary file: {path}")
 
