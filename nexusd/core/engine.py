@@ -783,10 +783,10 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     run.step("allow_rules", "stripped", stripped)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
             if not used and code_blankets and (aside := _allow_match(code_blankets, cls, reads, writes, ctx)[0]):
-                why = code_blanket_reason(aside[0].text)
-                run.step("allow_rules", "set aside", f"{aside[0].text} ({aside[0].origin}): {why}")
+                blanket = code_blanket_reason(aside[0].text)
+                run.step("allow_rules", "set aside", f"{aside[0].text} ({aside[0].origin}): {blanket}")
                 run.why_not_mode = (
-                    f"the allow rule {aside[0].text} is set aside in every mode ({why}): a rule never allows "
+                    f"the allow rule {aside[0].text} is set aside in every mode ({blanket}): a rule never allows "
                     "running any code the model writes; allow the exact command instead"
                 )
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:

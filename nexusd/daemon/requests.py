@@ -29,6 +29,7 @@ from nexusd.core.tools import SHELL_TOOLS, tool_info
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.daemon.uploads import Uploads
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
 
@@ -61,6 +62,15 @@ class RequestLifecycle:
         """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
         decided request costs no task; hooks and auto mode's classifier continue in one."""
         started = time.monotonic()
+        if msg.uploads:  # large input strings came in ``part`` lines: put them back before anything reads the call
+            whole, why = (conn.uploads or Uploads()).take(msg.uploads, msg.call.input)
+            if why is not None:
+                verdict = p.Verdict("deny", f"{why}; denied", "error")
+                self.settle(conn, msg, verdict, self.server.session_for(msg.call), started, None)
+                return None
+            msg = msgspec.structs.replace(
+                msg, call=msgspec.structs.replace(msg.call, input={**msg.call.input, **whole})
+            )
         call = msg.call
         try:
             seen = conn.seen

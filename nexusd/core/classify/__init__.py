@@ -305,8 +305,9 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         acc.path(raw, cwd, write=True)
     if ti.writes:
         acc.need(WW)
-    if ti.write_bytes > MAX_WRITE_SIZE:
-        acc.flag(Flag.LARGE_WRITE, f"writes {ti.write_bytes} bytes (over {MAX_WRITE_SIZE})")
+    written = ti.write_bytes + call.omitted_bytes  # what the client could not even send counts too
+    if written > MAX_WRITE_SIZE:
+        acc.flag(Flag.LARGE_WRITE, f"writes {written} bytes (over seed 000's limit of {MAX_WRITE_SIZE})")
     return _finish(info, acc)
 
 
