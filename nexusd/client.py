@@ -93,6 +93,9 @@ class StructCodec:
     def with_ref(self, msg: msgspec.Struct, ref: str) -> msgspec.Struct:
         return msgspec.structs.replace(msg, ref=ref)
 
+    def with_field(self, msg: msgspec.Struct, field: str, value: Any) -> msgspec.Struct:
+        return msgspec.structs.replace(msg, **{field: value})
+
     def encode(self, msg: msgspec.Struct) -> bytes:
         return p.encode(msg)
 

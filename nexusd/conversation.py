@@ -59,9 +59,20 @@ REPLIES: Final[dict[str, str]] = {
     "revoke_grant": "ack",
     "session_end": "ack",
 }
+# Sent without a reply: the pieces of a large input string, ahead of the request that names them.
+NO_REPLY: Final = frozenset({"part"})
 # Pushed without a ref to a connection that subscribed; ``bye`` may come to any connection at any time.
 PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice"})
 MAX_LINE_BYTES: Final = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
+# Large tool input (a Write's content) travels as ``part`` lines before its request, so no line nears the
+# daemon's 1 MiB framing limit: when the input's top-level strings total more than SPLIT_CHARS, each of at
+# least MIN_UPLOAD_CHARS goes in pieces of PIECE_CHARS (JSON escapes at most 6 bytes a character: < 1 MiB).
+# A string over MAX_UPLOAD_CHARS is not sent at all: its size goes as ``omitted_bytes``, and the daemon
+# refuses the write as over 10 MB with that size.
+SPLIT_CHARS: Final = 256 << 10
+MIN_UPLOAD_CHARS: Final = 16 << 10
+PIECE_CHARS: Final = 128 << 10
+MAX_UPLOAD_CHARS: Final = 16 << 20
 
 
 class State:
@@ -106,11 +117,22 @@ if TYPE_CHECKING:
         def with_ref(self, msg: Any, ref: str) -> Any:
             """The message with ``ref`` set."""
 
+        def with_field(self, msg: Any, field: str, value: Any) -> Any:
+            """The message (or call) with ``field`` set."""
+
         def encode(self, msg: Any) -> bytes:
             """One wire line, newline included; ValueError when it cannot be encoded."""
 
         def decode(self, line: bytes) -> Any:
             """One line (without its newline) as a message; BadReply for anything the protocol refuses."""
+
+
+def large_keys(inp: dict[str, Any]) -> list[str]:
+    """The top-level input strings to send as parts (none while the strings total at most SPLIT_CHARS)."""
+    sizes = {k: len(v) for k, v in inp.items() if type(k) is str and type(v) is str}
+    if sum(sizes.values()) <= SPLIT_CHARS:
+        return []
+    return [k for k, n in sizes.items() if n >= MIN_UPLOAD_CHARS]
 
 
 # --------------------------------------------------------------------------- events
@@ -243,8 +265,29 @@ class Conversation:
         return data
 
     def send_request(self, call: Any, on_no_ui: str) -> tuple[str, bytes]:
-        """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the line to send."""
-        return self._open("request", self.codec.build("request", {"call": call, "on_no_ui": on_no_ui}))
+        """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the lines to send (its large
+        strings as ``part`` lines first, see SPLIT_CHARS)."""
+        inp = self.codec.get(call, "input")
+        keys = large_keys(inp) if isinstance(inp, dict) else []
+        if not keys:
+            return self._open("request", self.codec.build("request", {"call": call, "on_no_ui": on_no_ui}))
+        self._check_open()
+        smaller, uploads, omitted, data = dict(inp), {}, 0, bytearray()
+        for key in keys:
+            text: str = inp[key]
+            smaller[key] = ""
+            if len(text) > MAX_UPLOAD_CHARS:
+                omitted += len(text.encode("utf-8", "surrogatepass"))
+                continue
+            uploads[key] = upload = self._new_ref()
+            for i in range(0, len(text), PIECE_CHARS):
+                data += self._encode(self.codec.build("part", {"upload": upload, "text": text[i : i + PIECE_CHARS]}))
+        call = self.codec.with_field(call, "input", smaller)
+        if omitted:
+            call = self.codec.with_field(call, "omitted_bytes", omitted)
+        fields = {"call": call, "on_no_ui": on_no_ui, **({"uploads": uploads} if uploads else {})}
+        ref, line = self._open("request", self.codec.build("request", fields))
+        return ref, bytes(data) + line
 
     def send_call(self, msg: Any) -> tuple[str, bytes]:
         """Any other message that has a reply (``REPLIES``); its own ``ref`` is kept if it has one."""

@@ -136,6 +136,9 @@ class CallInfo(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     transcript_path: PathText | None = None  # the agent's conversation (Claude's hook input), for auto mode's reviewer
     subagent_id: str | None = None  # the subagent making the call (hook input's agent_id), attribution only
     subagent_type: str | None = None  # its kind (hook input's agent_type, e.g. "Explore"), attribution only
+    # bytes of input strings too large to carry at all (nexusd.conversation.MAX_UPLOAD_CHARS): counted as
+    # written, so such a Write is refused as over seed 000's 10 MB with its real size
+    omitted_bytes: int = 0
 
 
 class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -164,7 +167,19 @@ class Request(_Msg):
 
     call: CallInfo
     on_no_ui: NoUi = "deny"  # when no person is reachable through nexusd
+    # input key -> upload id: the key's string came before in ``part`` lines (a Write's content over the line
+    # limit); the daemon puts it back into ``call.input`` before anything reads the call
+    uploads: dict[str, str] = {}
     ref: str | None = None
+
+
+class Part(_Msg):
+    """One piece of a large string of the next request's tool input, in order (no reply; see Request.uploads).
+    A line stays under the framing limit however large the content: ``nexusd.conversation`` sends them."""
+
+    upload: str  # the client's id for this string on this connection
+    text: str
+    ref: str | None = None  # unused: a part has no reply
 
 
 class Cancel(_Msg):
@@ -299,6 +314,7 @@ class SandboxReport(_Msg):
 ClientMessage = (
     Hello
     | Request
+    | Part
     | Cancel
     | Subscribe
     | Answer
@@ -531,6 +547,8 @@ class AuditRecord(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     answer_pid: int | None = None
     scope: Scope | None = None
     tier: str | None = None  # the tool's tier: safe | cautious | dangerous
+    mode: str | None = None  # the internal mode the call was decided in (docs/POLICY.md's table)
+    requirement: str | None = None  # what the call needs: read-only | workspace-write | danger-full-access
     message: str | None = None  # a person's message to the model, as sent
     abort: bool = False  # the person also stopped the agent's turn
     latency_ms: float = 0.0

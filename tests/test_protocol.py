@@ -18,6 +18,7 @@ ITEM = p.PendingItem(id="a" * 32, call=CALL, verdict=VERDICT, created=1.0, deadl
 CLIENT_MESSAGES = [
     p.Hello(proto=1, role="agent", name="x"),
     p.Request(call=CALL, on_no_ui="ask", ref="1"),
+    p.Part(upload="h7", text="a piece of a large content"),
     p.Cancel(id="a" * 32),
     p.Subscribe(),
     p.Answer(id="a" * 32, decision="allow", scope="session", message="m", rules=["Bash(ls)"]),
@@ -77,6 +78,7 @@ SERVER_MESSAGES = [
 
 # The wire's tags as deployed hooks and UIs speak them: a class rename must not change one silently.
 WIRE_TAGS = {
+    "part",
     "answer",
     "audit",
     "cancel",

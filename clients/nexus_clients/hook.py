@@ -51,7 +51,7 @@ else:
 DEFAULT_TIMEOUT = 55.0  # seconds; both agents default to 60 s per hook
 CONNECT_TIMEOUT = 5.0
 MARGIN = 1.5  # seconds kept back from --timeout for mapping, writing and process exit
-MAX_STDIN = 8 << 20
+MAX_STDIN = 32 << 20  # a Write over seed 000's 10 MB still reaches nexusd, which refuses it with its size
 ON_NO_UI_ENV = "NEXUS_HOOK_ON_NO_UI"
 TIMEOUT_ENV = "NEXUS_HOOK_TIMEOUT"
 PROVIDERS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
@@ -75,6 +75,10 @@ class HookDeadline(BaseException):  # BaseException so no `except Exception` in 
 
 class UsageError(Exception):
     pass
+
+
+class InputTooLarge(Exception):
+    """The hook input is too large to read; the call is refused with this message."""
 
 
 class Options:
@@ -126,6 +130,8 @@ def describe(exc: BaseException, timeout: float) -> str:
         return f"no decision from nexusd within {timeout:g} s"
     if isinstance(exc, UsageError):
         return f"nexus-hook is misconfigured: {exc}"
+    if isinstance(exc, InputTooLarge):
+        return str(exc)
     claude = sys.modules.get("nexus_clients.claude")
     if claude is not None and isinstance(exc, claude.HookInputError):
         return f"unreadable hook input: {exc}"
@@ -162,7 +168,10 @@ def _disarm_watchdog() -> None:
 def _read_stdin() -> bytes:
     data = sys.stdin.buffer.read(MAX_STDIN + 1)
     if len(data) > MAX_STDIN:
-        raise UsageError(f"hook input larger than {MAX_STDIN} bytes")
+        raise InputTooLarge(
+            f"the tool call's input is larger than {MAX_STDIN >> 20} MiB: refused "
+            "(nexusd reviews writes of at most 10 MB)"
+        )
     return data
 
 

@@ -256,6 +256,9 @@ class LeanCodec:
     def with_ref(self, msg: dict[str, Any], ref: str) -> dict[str, Any]:
         return {**msg, "ref": ref}
 
+    def with_field(self, msg: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+        return {**msg, field: value}
+
     def encode(self, msg: dict[str, Any]) -> bytes:
         return encode(msg)
 

@@ -311,6 +311,12 @@ def _print_record(rec: p.AuditRecord, as_json: bool, raw: bytes | None = None) -
 @click.option("--session", help="Only this agent session.")
 @click.option("--tool", help="Only this tool.")
 @click.option("--decision", type=click.Choice(["allow", "deny", "ask"]))
+@click.option("--mode", help="Only calls decided in this mode (any spelling: acceptEdits, accept_edits, ...).")
+@click.option(
+    "--requirement",
+    type=click.Choice(["read-only", "workspace-write", "danger-full-access"]),
+    help="Only calls that needed this much.",
+)
 @click.option(
     "--file", "path", type=click.Path(dir_okay=False, path_type=Path), help="Audit file (default: state dir)."
 )
@@ -323,6 +329,8 @@ def audit(
     session: str | None,
     tool: str | None,
     decision: str | None,
+    mode: str | None,
+    requirement: str | None,
     path: Path | None,
 ) -> None:
     """Print the audit trail (<state-dir>/audit.jsonl); reads the file, so it works without a daemon.
@@ -336,7 +344,14 @@ def audit(
         return
 
     path = path or _audit_path(ctx)
-    match = {"session": session, "tool": tool, "decision": decision}
+    if mode is not None:
+        from nexusd.core.policy.modes import internal_name
+
+        internal = internal_name(mode)
+        if internal is None:
+            _fail(EXIT_USAGE, f"unknown mode {mode!r}")
+        mode = internal
+    match = {"session": session, "tool": tool, "decision": decision, "mode": mode, "requirement": requirement}
     if not path.exists() and not follow:
         _fail(EXIT_USAGE, f"no audit file at {path}")
     for rec in read_tail(path, limit, match):

@@ -18,12 +18,13 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from nexusd.core.classify import details as classify_details
 from nexusd.core.classify.commands import SAFE_DEVICES
+from nexusd.core.classify.paths import is_credential, is_protected, reaches_elsewhere
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
     NOT_RULE_ALLOWABLE,
@@ -38,7 +39,7 @@ from nexusd.core.model import (
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, argv_texts, parse_rule
-from nexusd.core.policy.suggest import blanket_reason, suggest
+from nexusd.core.policy.suggest import blanket_reason, code_blanket_reason, suggest
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
 from nexusd.protocol import CallInfo, TraceStep, Verdict
 
@@ -760,13 +761,14 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     else:
         used: list[Rule] = []
         if cls.rule_allowable:
-            allows: Sequence[Rule] = policy.derived(
+            allows, code_blankets = policy.derived(
                 ("allow", "trusted" if trusted else None),
-                lambda: tuple(r for r in policy.of_kind("allow") if trusted or not r.project),
+                lambda: _split_code_blankets(r for r in policy.of_kind("allow") if trusted or not r.project),
             )
             own = session.allow_rules or session.grant_rules
             if own:
-                allows = (*allows, *_session_rules(session, "allow", run))
+                mine, blankets = _split_code_blankets(_session_rules(session, "allow", run))
+                allows, code_blankets = (*allows, *mine), (*code_blankets, *blankets)
             broad: Sequence[Rule] = ()
             if mode.escalation == "classifier":
                 policy_allows = allows
@@ -780,6 +782,13 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                 if stripped:
                     run.step("allow_rules", "stripped", stripped)
             used, uncovered = _allow_match(allows, cls, reads, writes, ctx)
+            if not used and code_blankets and (aside := _allow_match(code_blankets, cls, reads, writes, ctx)[0]):
+                blanket = code_blanket_reason(aside[0].text)
+                run.step("allow_rules", "set aside", f"{aside[0].text} ({aside[0].origin}): {blanket}")
+                run.why_not_mode = (
+                    f"the allow rule {aside[0].text} is set aside in every mode ({blanket}): a rule never allows "
+                    "running any code the model writes; allow the exact command instead"
+                )
             if not used and broad and _allow_match(broad, cls, reads, writes, ctx)[0]:
                 run.why_not_mode = (
                     f"auto mode sets aside the broad allow rule {broad[0].text} "
@@ -831,6 +840,17 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
 
 
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
+_code_blanket = functools.lru_cache(maxsize=4096)(code_blanket_reason)
+
+
+def _split_code_blankets(rules: Iterable[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """(allow rules that may allow, those set aside in every mode): an allow rule over an interpreter, shell,
+    package runner, eval-family command, sudo or ssh with any arguments never allows by itself (seed 002)."""
+    kept: list[Rule] = []
+    aside: list[Rule] = []
+    for r in rules:
+        (aside if _code_blanket(r.text) else kept).append(r)
+    return tuple(kept), tuple(aside)
 
 
 def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, ...], str]:
@@ -874,6 +894,8 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
         )
         run.step("mode_check", "passed", f"provider {name} has no auto-approval")
         return None
+    if mode.tiers:
+        return _tiered_check(run, need, reads, writes)
     if cls.kind == ToolKind.SHELL and not mode.shell_auto:
         run.step("mode_check", "passed", f"mode {mode.name} never allows shell calls by itself")
         return None
@@ -887,6 +909,47 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
     return None
 
 
+# The Nexus CLI's EDIT_TOOLS (seed 004), plus the canonical in-place editors an agent may send under its modes.
+# write_file is not one: the seed tiers it dangerous and not an edit tool, so ACCEPT_EDITS asks for it.
+NEXUS_EDIT_TOOLS = frozenset(
+    {"str_replace_editor", "str_replace_based_edit_tool", "edit_file", "create_file"}
+    | {"Edit", "MultiEdit", "NotebookEdit"}
+)
+
+
+def _tiered_check(run: _Run, need: Requirement, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
+    """The Nexus CLI's modes decide by tool tier, not by what the call does: a safe tool's read is allowed (in
+    DEFAULT and ACCEPT_EDITS outside the workspace too, never a credential or protected path); in ACCEPT_EDITS
+    and YOLO its edit tools inside the workspace; every cautious or dangerous tool is asked, ``ls`` included."""
+    mode, cls = run.mode, run.cls
+    # the agent's own spelling (write_file and create_file are both Write, in different tiers)
+    name = run.call.tool if tool_info(run.call.tool, run.call.provider).canonical == cls.tool else cls.tool
+    tier = _tier(name, run.call.provider)
+    if tier == "safe" and cls.requirement <= Requirement.READ_ONLY and not writes:
+        if need <= Requirement.READ_ONLY:
+            run.step("mode_check", "allow", f"mode {mode.name}: {name} is a safe tool")
+            return _verdict(run, "allow", f"mode {mode.name} allows the safe tool {name}", "mode")
+        if mode.reads_anywhere and reads and all(_plain_read(p, run.ctx) for p in reads):
+            run.step("mode_check", "allow", f"mode {mode.name}: a safe tool reads outside the workspace")
+            return _verdict(run, "allow", f"mode {mode.name} allows the safe tool {name} anywhere", "mode")
+    if (
+        mode.write_scope == "seed_edits"
+        and name in NEXUS_EDIT_TOOLS
+        and need == Requirement.WORKSPACE_WRITE
+        and cls.kind == ToolKind.EDIT
+    ):
+        run.step("mode_check", "allow", f"mode {mode.name}: {name} is an edit tool inside the workspace")
+        return _verdict(run, "allow", f"mode {mode.name} allows the edit tool {name}", "mode")
+    allows = "safe tools and its edit tools" if mode.write_scope == "seed_edits" else "safe tools"
+    run.step("mode_check", "passed", f"mode {mode.name} allows only {allows} by itself; {name} is {tier}")
+    return None
+
+
+def _plain_read(path: str, ctx: Context) -> bool:
+    """A path a safe tool may read outside the workspace by mode: no credential, nothing protected, not /proc."""
+    return not (is_credential(path, ctx) or is_protected(path, ctx) or reaches_elsewhere(path))
+
+
 # Claude Code's acceptEdits also runs these without a prompt when they stay inside the workspace.
 ACCEPT_EDITS_COMMANDS = frozenset({"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"})
 _EDIT_ONLY_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "ApplyPatch"})  # not Delete, Move
@@ -894,6 +957,7 @@ _SCOPE_TEXT = {
     "all": "workspace writes",
     "edits_fs": "file edits and common filesystem commands",
     "edits": "file edits",
+    "seed_edits": "the Nexus CLI's edit tools",
 }
 
 

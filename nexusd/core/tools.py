@@ -41,12 +41,21 @@ class ToolInput(msgspec.Struct, frozen=True):
     cwd: str | None = None  # a tool-given directory (Gemini dir_path)
     background: bool = False
     problems: tuple[str, ...] = ()  # malformed input
+    sliced: bool = False  # a Read of at most MAX_SLICE_LINES lines (offset/limit): its size is not the file's
+
+
+# A Read that names its slice (Claude Code's and Gemini CLI's offset/limit, in lines) reads at most that many
+# lines, each cut at a few thousand characters by the agent: a large file's slice is not a large read.
+MAX_SLICE_LINES = 5_000
 
 
 _K = ToolKind
 # canonical name -> kind, writes
 _CANONICAL: dict[str, tuple[ToolKind, bool]] = {
     "Bash": (_K.SHELL, False),
+    # Claude Code's PowerShell tool (Windows): its command is classified as `pwsh -NoProfile -Command TEXT`
+    # would be in Bash, so the same text means the same thing through either tool
+    "PowerShell": (_K.SHELL, False),
     "Read": (_K.READ, False),
     "Write": (_K.EDIT, True),
     "Edit": (_K.EDIT, True),
@@ -295,6 +304,14 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
             background=bool(inp.get("run_in_background")),
             problems=tuple(problems),
         )
+    if c == "PowerShell":
+        text = inp.get("command")
+        if not isinstance(text, str):
+            return ToolInput(problems=("no command in input",))
+        return ToolInput(
+            command=shlex.join(["pwsh", "-NoProfile", "-Command", text]),
+            background=bool(inp.get("run_in_background")),
+        )
     if c in ("WebFetch", "WebSearch", "Network"):
         urls = _strs(inp.get("url")) + _strs(inp.get("urls"))
         if c == "WebFetch" and not urls and isinstance(inp.get("prompt"), str):
@@ -360,4 +377,6 @@ def extract(info: ToolInfo, tool_input: dict[str, Any]) -> ToolInput:  # noqa: C
         problems.append("no path in input")
     if info.writes:
         return ToolInput(writes=tuple(paths), write_bytes=size, problems=tuple(problems))
-    return ToolInput(reads=tuple(paths), problems=tuple(problems))
+    limit = inp.get("limit")
+    sliced = c == "Read" and type(limit) is int and 0 < limit <= MAX_SLICE_LINES
+    return ToolInput(reads=tuple(paths), problems=tuple(problems), sliced=sliced)

@@ -85,6 +85,8 @@ class Answers:
             message=message,
             answered_by=answered_by,
         )
+        if source == "user" and d.decision == "allow" and (s := self.server.sessions.get(entry.call.session)):
+            gate.person_allowed(s)
         if abort:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
@@ -118,6 +120,7 @@ class Answers:
             answer_pid=by.peer.pid if by is not None else None,
             scope=scope,
             trace=[*trace, *shaping.wrap_steps(decision, d)],
+            requirement=entry.verdict.requirement,
         )
         return d
 

@@ -17,6 +17,7 @@ import structlog
 
 from nexusd import protocol as p
 from nexusd.daemon.peer import PeerCred
+from nexusd.daemon.uploads import Uploads
 
 log = structlog.get_logger("nexusd")
 
@@ -87,6 +88,7 @@ class Connection(asyncio.Protocol):
         "subscribed",
         "timer",
         "transport",
+        "uploads",
         "write_paused",
     )
 
@@ -117,6 +119,7 @@ class Connection(asyncio.Protocol):
         self.agents: tuple[int | None, frozenset[int]] | None = None
         # (declared agent pid, the agents guard.AgentRegistry.saw found for it): touched on later requests
         self.seen: tuple[int | None, tuple[tuple[int, int], ...]] | None = None
+        self.uploads: Uploads | None = None  # large input strings in transit (``part`` lines), made on first use
         self.outbox: list[bytes] | None = None  # pushed lines not yet written (see ``post``)
         self.outbox_bytes = 0
 

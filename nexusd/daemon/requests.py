@@ -29,6 +29,7 @@ from nexusd.core.tools import SHELL_TOOLS, tool_info
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.daemon.uploads import Uploads
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
 
@@ -61,6 +62,15 @@ class RequestLifecycle:
         """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
         decided request costs no task; hooks and auto mode's classifier continue in one."""
         started = time.monotonic()
+        if msg.uploads:  # large input strings came in ``part`` lines: put them back before anything reads the call
+            whole, why = (conn.uploads or Uploads()).take(msg.uploads, msg.call.input)
+            if why is not None:
+                verdict = p.Verdict("deny", f"{why}; denied", "error")
+                self.settle(conn, msg, verdict, self.server.session_for(msg.call), started, None)
+                return None
+            msg = msgspec.structs.replace(
+                msg, call=msgspec.structs.replace(msg.call, input={**msg.call.input, **whole})
+            )
         call = msg.call
         try:
             seen = conn.seen
@@ -211,6 +221,7 @@ class RequestLifecycle:
             started,
             peer=conn.peer,
             trace=[*verdict.trace, *shaping.wrap_steps(verdict.decision, decision)],
+            requirement=verdict.requirement,
         )
 
     def decision(
@@ -282,8 +293,10 @@ class RequestLifecycle:
         scope: p.Scope | None = None,
         event: str = "decision",
         trace: list[p.TraceStep] | None = None,
+        requirement: str | None = None,
     ) -> None:
         self.server.stats.count(decision.decision, decision.source)
+        mode = next((s.outcome for s in trace or () if s.step == "mode"), None)  # the engine's first step
         self.server.audit.write(
             p.AuditRecord(
                 time=time.time(),
@@ -304,6 +317,8 @@ class RequestLifecycle:
                 answer_pid=answer_pid,
                 scope=scope,
                 tier=tool_info(call.tool, call.provider).tier,
+                mode=mode,
+                requirement=requirement,
                 message=decision.message,
                 abort=decision.abort,
                 latency_ms=round((time.monotonic() - started) * 1000, 3),

@@ -50,6 +50,7 @@ from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
 from nexusd.daemon.pending import PendingTable
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
+from nexusd.daemon.uploads import Uploads
 from nexusd.policy.grants import GrantTable
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
@@ -62,6 +63,7 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
     "agent": frozenset(
         {
             p.Request,
+            p.Part,
             p.Cancel,
             p.Check,
             p.Status,
@@ -201,6 +203,7 @@ class Server:
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self.requests.on_request,
+            p.Part: self._on_part,
             p.Cancel: self.requests.on_cancel,
             p.Subscribe: self._on_subscribe,
             p.Answer: self.answers.on_answer,
@@ -220,6 +223,12 @@ class Server:
             p.RevokeGrant: self.answers.on_revoke_grant,
             p.SessionEnd: self._on_session_end,
         }
+
+    def _on_part(self, conn: Connection, msg: p.Part) -> None:
+        """A piece of a large input string; the request that names it takes it (``daemon/uploads.py``)."""
+        if conn.uploads is None:
+            conn.uploads = Uploads()
+        conn.uploads.add(msg.upload, msg.text)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         """A short task outside the task group (cheaper to start); ``serve`` cancels leftovers at the end."""

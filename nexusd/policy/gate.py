@@ -154,6 +154,12 @@ def record_classifier(session: Session, ev: Evaluation) -> None:
         session.classifier_denials = 0
 
 
+def person_allowed(session: Session) -> None:
+    """A person allowed one of the session's calls: the denial streak that sent it to a person is over, and
+    the reviewer decides again (seed 002: the fallback to a person breaks a deny loop, it is not for good)."""
+    session.classifier_denials = 0
+
+
 @dataclass(slots=True)
 class Begun:
     """The synchronous first round of a decision: a verdict, or the state ``run_rounds`` needs for the

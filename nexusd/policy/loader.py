@@ -23,7 +23,7 @@ from typing import Any
 from nexusd.core.policy.modes import internal_name
 from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, NotifySpec, Policy, ProviderSettings, Trust
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
-from nexusd.core.policy.suggest import blanket_reason
+from nexusd.core.policy.suggest import blanket_reason, code_blanket_reason
 from nexusd.policy.sandbox_settings import parse_sandbox_layer
 
 TOP_KEYS = frozenset(
@@ -199,8 +199,15 @@ def parse_rules_into(
             if human:
                 rule = dataclasses.replace(rule, human=True)
             if kind == "allow":
-                why = blanket_reason(text)
-                if why:
+                code = code_blanket_reason(text)
+                why = code or blanket_reason(text)
+                if code:
+                    layer.warnings.append(
+                        f"{line}: allow rule {text!r} is set aside in every mode: {code}, so it would let the "
+                        "model run any code it writes; allow the exact commands instead (e.g. "
+                        "Bash(python -m pytest)), or keep it as an ask rule"
+                    )
+                elif why:
                     layer.warnings.append(f"{line}: allow rule {text!r} is very broad: {why}")
             layer.rules.append(rule)
 

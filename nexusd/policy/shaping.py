@@ -30,6 +30,7 @@ from nexusd.core.disposition import command_disposition
 from nexusd.core.engine import HUMAN_FLAG
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
+from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
 from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
 
@@ -49,6 +50,7 @@ def sandbox_auto_allow(
         v.decision != "ask"
         or v.source != "mode"
         or cls.kind != ToolKind.SHELL
+        or call.tool not in SANDBOXED_SHELL_TOOLS  # a shell the sandbox cannot wrap (PowerShell) would run bare
         or not cls.auto_allowable
         or HUMAN_FLAG in v.flags
     ):

@@ -297,3 +297,29 @@ def test_check_takes_the_agents_own_hook_input(daemon, hook_input, decision):
 def test_check_refuses_a_broken_hook_input_clearly(daemon):
     r = run(daemon, "check", input=json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash"}))
     assert r.exit_code == 2 and "hook input" in r.output
+
+
+def test_audit_records_carry_the_mode_and_requirement_as_fields_to_filter_on(daemon, tmp_path):
+    """Seed 002 asks for filterable decisions: the mode and what the call needed are fields, not trace text."""
+    ws = str(tmp_path)
+    agent = Raw(daemon.socket)
+    agent.hello()
+    edit = {"file_path": f"{ws}/a.txt", "content": "x"}
+    agent.ask({"type": "request", "call": {**CALL_BASH, "cwd": ws, "workspace": ws, "mode": "acceptEdits",
+                                           "tool": "Write", "input": edit}})  # fmt: skip
+    agent.ask({"type": "request", "call": {**CALL_BASH, "cwd": ws, "workspace": ws, "mode": "default",
+                                           "tool": "Read", "input": {"file_path": f"{ws}/a.txt"}}})  # fmt: skip
+    admin = Raw(daemon.socket)
+    admin.hello("admin")
+    admin.ask({"type": "audit"})  # flush the writer
+    records = [json.loads(line) for line in run(daemon, "audit", "--json").output.splitlines()]
+    assert [(r["tool"], r["mode"], r["requirement"]) for r in records] == [
+        ("Write", "accept_edits", "workspace-write"),
+        ("Read", "default", "read-only"),
+    ]
+    r = run(daemon, "audit", "--json", "--mode", "acceptEdits")  # any spelling of a mode
+    assert [json.loads(line)["tool"] for line in r.output.splitlines()] == ["Write"]
+    r = run(daemon, "audit", "--json", "--requirement", "read-only")
+    assert [json.loads(line)["tool"] for line in r.output.splitlines()] == ["Read"]
+    r = run(daemon, "audit", "--mode", "bypas")
+    assert r.exit_code != 0 and "unknown mode 'bypas'" in r.output

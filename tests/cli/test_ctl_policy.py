@@ -13,11 +13,13 @@ from nexusd.cli.ctl import main
 
 def test_validate_file_ok(tmp_path: Path):
     f = tmp_path / "policy.toml"
-    f.write_text("[permissions]\nallow = ['Bash(git status)', 'Bash(python *)']\n")
+    f.write_text("[permissions]\nallow = ['Bash(git status)', 'Bash(python *)', 'Bash(git *)']\n")
     r = CliRunner().invoke(main, ["policy", "validate", str(f)])
     assert r.exit_code == 0, r.output
-    assert "ok: 2 rule(s)" in r.stdout
-    assert "very broad" in r.stderr
+    assert "ok: 3 rule(s)" in r.stdout
+    assert "'Bash(git *)' is very broad" in r.stderr
+    # an interpreter-wide rule says plainly that it allows nothing by itself, and what to write instead
+    assert "'Bash(python *)' is set aside in every mode" in r.stderr and "exact commands" in r.stderr
 
 
 def test_validate_file_errors(tmp_path: Path):

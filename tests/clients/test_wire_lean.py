@@ -53,7 +53,15 @@ def test_decision_fields_match_the_protocol() -> None:
         "type", "proto", "version", "role", "sandbox", "idle_timeout", "ref"
     }  # fmt: skip
     assert set(protocol.Pending.__struct_fields__) == {"id", "deadline", "ref"}
-    optional = set(protocol.CallInfo.__struct_fields__) - {"provider", "session", "tool", "input", "cwd"}
+    # omitted_bytes is the conversation's to set (a string too large to send), not the adapters'
+    optional = set(protocol.CallInfo.__struct_fields__) - {
+        "provider",
+        "session",
+        "tool",
+        "input",
+        "cwd",
+        "omitted_bytes",
+    }
     assert optional == set(wire_lean._CALL_OPTIONAL)
 
 

@@ -82,7 +82,7 @@ MODE_ROWS = [
     # Nexus CLI's CAUTIOUS: shell always asked, safe reads allowed
     ("CAUTIOUS", shell("ls", req=RO), "ask"),
     ("CAUTIOUS", read(f"{WS}/a"), "allow"),
-    ("DEFAULT", shell("ls", req=RO), "allow"),
+    ("DEFAULT", shell("ls", req=RO), "ask"),  # the Nexus CLI prompts for every cautious/dangerous tool
     # unknown mode: default
     ("weird-mode", edit(f"{WS}/a"), "ask"),
     ("weird-mode", read(f"{WS}/a"), "allow"),
@@ -577,25 +577,40 @@ def test_rule_order_never_changes_a_verdict(allow, ask, deny, cls, mode, data):
 
 # ---------------------------------------------------------------- auto mode sets aside broad allow rules
 
-BROAD = [
+CODE_BLANKETS = [
     ("Bash(python:*)", "python -c 'import os'"),
     ("Bash(python3 *)", "python3 x.py"),
     ("Bash(node *)", "node -e 1"),
     ("Bash(bash:*)", "bash -c id"),
     ("Bash(sh *)", "sh x.sh"),
-    ("Bash(*)", "make"),
     ("Bash(npx *)", "npx cowsay"),
     ("Bash(sudo:*)", "sudo id"),
+    ("Bash(npm run *)", "npm run anything"),
+    ("Bash(eval *)", "eval x"),
+    ("Bash(ssh:*)", "ssh host id"),
+    ("Bash(sh)", "sh"),
 ]
 
 
-@pytest.mark.parametrize(("rule", "command"), BROAD)
-def test_auto_mode_sets_aside_broad_allow_rules(rule, command):
-    """Claude Code's auto mode strips rules that let any code run while a classifier decides; default mode keeps
-    them."""
+@pytest.mark.parametrize(("rule", "command"), CODE_BLANKETS)
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "auto", "dontAsk"])
+def test_rules_that_would_run_any_code_never_allow_by_themselves(rule, command, mode):
+    """Seed 002 (Claude Code's DANGEROUS_BASH_PATTERNS): Bash(python:*) would let the model run any Python it
+    writes, so such a rule is set aside in every mode, named in the trace and the reason."""
     cls = shell(command, req=DFA)
+    ev = evaluate(call(), policy(allow=[rule]), session(mode), cls, CTX)
+    assert ev.verdict is not None and ev.verdict.decision != "allow", ev.verdict
+    assert any(s.step == "allow_rules" and s.outcome == "set aside" and rule in s.detail for s in ev.verdict.trace)
+    if mode != "dontAsk":
+        assert rule in ev.verdict.reason
+
+
+def test_auto_mode_sets_aside_broad_allow_rules() -> None:
+    """Claude Code's auto mode strips every rule that lets any program run while a classifier decides; other
+    modes keep a person's own Bash(*) (it names no interpreter: only the loader warns)."""
+    rule, cls = "Bash(*)", shell("make", req=DFA)
     pol = policy(allow=[rule])
-    assert decide(cls, pol, mode="default").decision == "allow"  # a person's own rule, outside auto mode
+    assert decide(cls, pol, mode="default").decision == "allow"
     ev = evaluate(call(), pol, session("auto"), cls, CTX)  # auto without a reviewer: a person
     assert ev.verdict is not None and ev.verdict.decision == "ask", ev.verdict
     assert any(s.step == "allow_rules" and s.outcome == "stripped" and rule in s.detail for s in ev.verdict.trace)
@@ -648,16 +663,19 @@ def test_session_rules_parsed_once_per_policy_decide_every_call_alike():
 
 
 def test_auto_mode_sets_aside_broad_rules_on_every_call():
-    """Auto mode's split of the policy's allow rules is kept per policy; the trace names it on every call, and
-    a session's own broad rule is set aside too."""
-    pol = policy(allow=["Bash(python:*)", "Bash(echo *)"])
+    """The split of the policy's allow rules is kept per policy; the trace names it on every call, and a
+    session's own broad rule is set aside too."""
+    pol = policy(allow=["Bash(python:*)", "Bash(echo *)", "Bash(git *)"])
     for _ in range(2):
         v = evaluate(call(), pol, session("auto"), shell("python x.py", req=DFA), CTX, dry_run=True).verdict
         assert v is not None and v.decision != "allow"
-        assert any(t.outcome == "stripped" and "Bash(python:*)" in t.detail for t in v.trace)
+        assert any(t.outcome == "set aside" and "Bash(python:*)" in t.detail for t in v.trace)
+        g = evaluate(call(), pol, session("auto"), shell("git push", req=DFA), CTX, dry_run=True).verdict
+        assert g is not None and g.decision != "allow"
+        assert any(t.outcome == "stripped" and "Bash(git *)" in t.detail for t in g.trace)
         e = evaluate(call(), pol, session("auto"), shell("echo hi", req=RO), CTX, dry_run=True).verdict
         assert e is not None and e.decision == "allow" and e.rule == "Bash(echo *)"
     own = session("auto", allow_rules=("Bash(node *)",))
     v = evaluate(call(), pol, own, shell("node x.js", req=DFA), CTX, dry_run=True).verdict
     assert v is not None and v.decision != "allow"
-    assert any(t.outcome == "stripped" and "Bash(node *)" in t.detail for t in v.trace)
+    assert any(t.outcome == "set aside" and "Bash(node *)" in t.detail for t in v.trace)

@@ -90,7 +90,9 @@ def test_nexus_cli_edit_modes_prompt_for_shell(world, mode, command):
 def test_edit_tools_are_allowed_by_every_edit_mode(world, mode):
     ws, _ = world
     assert decide(world, "Edit", {"file_path": f"{ws}/src/a.py", "old_string": "x", "new_string": "y"}, mode) == "allow"
-    assert decide(world, "Write", {"file_path": f"{ws}/src/new.py", "content": "z"}, mode) == "allow"
+    # Write overwrites whole files: Claude's acceptEdits allows it; the Nexus CLI's edit tools exclude write_file
+    expected = "allow" if mode == "acceptEdits" else "ask"
+    assert decide(world, "Write", {"file_path": f"{ws}/src/new.py", "content": "z"}, mode) == expected
 
 
 @pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
@@ -183,3 +185,50 @@ def test_asking_the_user_and_entering_plan_mode_need_no_approval(world, tool, pr
 def test_nexus_cli_safe_tools_are_allowed(world, tool):
     """The Nexus CLI lists get_weather and calculate as safe; they were asked as unknown tools."""
     assert decide(world, tool, {"x": 1}, "default") == "allow"
+
+
+# --------------------------------------------------------------------------- the Nexus CLI's tiers (seed 004)
+# getToolTier: read_file, list_files, search_files (and view_image) are safe; write_file, execute_command,
+# delete_file, edit_file, create_file dangerous; anything else (execute_bash included) cautious. DEFAULT
+# prompts for cautious and dangerous; ACCEPT_EDITS and YOLO for dangerous tools that are not EDIT_TOOLS
+# (str_replace_editor, str_replace_based_edit_tool, edit_file, create_file), and the seed's own test
+# expects execute_bash prompted there too.
+
+
+@pytest.mark.parametrize("mode", ["DEFAULT", "ACCEPT_EDITS", "YOLO", "CAUTIOUS"])
+@pytest.mark.parametrize("tool", ["execute_bash", "execute_command"])
+@pytest.mark.parametrize("command", ["ls", "pwd", "git status", "cat notes.txt"])
+def test_nexus_cli_modes_prompt_for_every_shell_tool_whatever_the_command(world, mode, tool, command):
+    assert decide(world, tool, {"command": command}, mode, provider="nexus") == "ask"
+
+
+@pytest.mark.parametrize("mode", ["ACCEPT_EDITS", "YOLO"])
+def test_nexus_cli_edit_modes_approve_its_edit_tools_but_not_write_file(world, mode):
+    ws, _ = world
+    f = f"{ws}/src/a.py"
+    assert decide(world, "edit_file", {"path": f, "old_string": "x", "new_string": "y"}, mode) == "allow"
+    assert decide(world, "create_file", {"path": f"{ws}/src/n.py", "content": "z"}, mode) == "allow"
+    assert decide(world, "str_replace_editor", {"path": f, "old_str": "x", "new_str": "y"}, mode) == "allow"
+    assert decide(world, "write_file", {"path": f"{ws}/src/w.py", "content": "z"}, mode) == "ask"
+    assert decide(world, "edit_file", {"path": "/etc/hosts", "old_string": "a", "new_string": "b"}, mode) == "ask"
+
+
+@pytest.mark.parametrize("mode", ["DEFAULT", "ACCEPT_EDITS", "YOLO"])
+def test_nexus_cli_safe_tools_are_approved_even_outside_the_workspace(world, mode, tmp_path):
+    """The seed's own test: DEFAULT auto-approves ``read_file /tmp/test.txt``."""
+    (tmp_path / "test.txt").write_text("t\n")
+    assert decide(world, "read_file", {"path": str(tmp_path / "test.txt")}, mode) == "allow"
+    assert decide(world, "list_files", {"path": str(tmp_path)}, mode) == "allow"
+
+
+@pytest.mark.parametrize("mode", ["DEFAULT", "ACCEPT_EDITS", "YOLO"])
+@pytest.mark.parametrize("secret", ["~/.ssh/id_rsa", "~/.aws/credentials", "~/.bashrc", "/proc/self/environ"])
+def test_nexus_cli_safe_tools_never_read_secrets_or_protected_files_by_mode(world, mode, secret):
+    assert decide(world, "read_file", {"path": secret}, mode) != "allow"
+
+
+def test_cautious_reads_only_inside_the_workspace_and_asks_every_other_tool(world, tmp_path):
+    ws, _ = world
+    assert decide(world, "read_file", {"path": f"{ws}/notes.txt"}, "CAUTIOUS") == "allow"
+    assert decide(world, "read_file", {"path": str(tmp_path)}, "CAUTIOUS") == "ask"
+    assert decide(world, "WebFetch", {"url": "https://example.com/", "prompt": "x"}, "CAUTIOUS") == "ask"

@@ -271,7 +271,7 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
             acc.path(raw, cwd, write=False)
             acc.path(raw, cwd, write=True)
         return _finish(info, acc)
-    if info.canonical == "Bash":
+    if info.canonical in ("Bash", "PowerShell"):
         if ti.background:
             acc.flag(Flag.BACKGROUND, "runs in the background")
         if ti.command is None:
@@ -300,24 +300,25 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
     for raw in ti.reads:
         pinfo = acc.path(raw, cwd, write=False)
         if pinfo is not None and pinfo.path and info.canonical == "Read":
-            _size_checks(pinfo.path, acc)
+            _size_checks(pinfo.path, acc, sliced=ti.sliced)
     for raw in ti.writes:
         acc.path(raw, cwd, write=True)
     if ti.writes:
         acc.need(WW)
-    if ti.write_bytes > MAX_WRITE_SIZE:
-        acc.flag(Flag.LARGE_WRITE, f"writes {ti.write_bytes} bytes (over {MAX_WRITE_SIZE})")
+    written = ti.write_bytes + call.omitted_bytes  # what the client could not even send counts too
+    if written > MAX_WRITE_SIZE:
+        acc.flag(Flag.LARGE_WRITE, f"writes {written} bytes (over seed 000's limit of {MAX_WRITE_SIZE})")
     return _finish(info, acc)
 
 
-def _size_checks(path: str, acc: _Acc) -> None:
+def _size_checks(path: str, acc: _Acc, *, sliced: bool = False) -> None:
     both = getattr(acc.fs, "size_and_head", None)  # optional: one open answers both (RealFileSystem)
     if both is not None:
         size, head = both(path, BINARY_PROBE)
     else:
         size, head = acc.fs.size(path), acc.fs.head(path, BINARY_PROBE)
-    if size is not None and size > MAX_READ_SIZE:
-        acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}")
+    if size is not None and size > MAX_READ_SIZE and not sliced:
+        acc.flag(Flag.LARGE_READ, f"reads a large file ({size} bytes): {path}; read it in slices (offset/limit)")
     if head and b"\x00" in head:
         acc.flag(Flag.BINARY_READ, f"reads a binary file: {path}")
 

@@ -20,7 +20,9 @@ Escalation = Literal["ask", "deny", "classifier"]
 # "all" every workspace write (the five-tier model's workspace-write); "edits_fs" edit tools plus shell commands
 # made only of Claude's common filesystem commands (Claude's acceptEdits); "edits" edit tools only
 # (Nexus CLI's ACCEPT_EDITS and YOLO, Gemini's autoEdit: delete, move and shell calls are asked).
-WriteScope = Literal["all", "edits_fs", "edits"]
+# "seed_edits" the Nexus CLI's own edit tools only (its EDIT_TOOLS: edit_file, create_file, the str_replace editors;
+# not write_file, which its tiers call dangerous and not an edit tool).
+WriteScope = Literal["all", "edits_fs", "edits", "seed_edits"]
 
 
 class ModeSpec(msgspec.Struct, frozen=True):
@@ -33,6 +35,11 @@ class ModeSpec(msgspec.Struct, frozen=True):
     deny_writes: bool = False  # plan: anything that writes or runs is denied, not asked
     prompts: bool = True  # False: every would-be prompt becomes a deny (dontAsk)
     write_scope: WriteScope = "all"
+    # The Nexus CLI's tool tiers (seed 004): by itself the mode allows only safe-tier tools (reads, and with
+    # write_scope "seed_edits" its edit tools inside the workspace); every cautious or dangerous tool is asked,
+    # whatever the call does (`execute_bash ls` included).
+    tiers: bool = False
+    reads_anywhere: bool = False  # a safe tool's read outside the workspace too (never credentials or protected)
     summary: str = ""
 
     @property
@@ -51,7 +58,23 @@ INTERNAL: dict[str, ModeSpec] = {
     m.name: m
     for m in (
         ModeSpec("default", _RO, "ask", summary="reads inside the workspace allowed; everything else asked"),
-        ModeSpec("cautious", _RO, "ask", shell_auto=False, summary="like default, but every shell call is asked"),
+        ModeSpec(
+            "nexus_default",
+            _RO,
+            "ask",
+            shell_auto=False,
+            tiers=True,
+            reads_anywhere=True,
+            summary="the Nexus CLI's DEFAULT: safe tools (reads) allowed, every cautious or dangerous tool asked",
+        ),
+        ModeSpec(
+            "cautious",
+            _RO,
+            "ask",
+            shell_auto=False,
+            tiers=True,
+            summary="safe tools reading inside the workspace allowed; every other tool asked",
+        ),
         ModeSpec(
             "accept_edits",
             _WW,
@@ -65,6 +88,16 @@ INTERNAL: dict[str, ModeSpec] = {
             "ask",
             write_scope="edits",
             summary="reads and file edits inside the workspace; deletes, moves and shell asked",
+        ),
+        ModeSpec(
+            "nexus_edits",
+            _WW,
+            "ask",
+            shell_auto=False,
+            write_scope="seed_edits",
+            tiers=True,
+            reads_anywhere=True,
+            summary="the Nexus CLI's ACCEPT_EDITS/YOLO: safe tools, its edit tools inside the workspace; rest asked",
         ),
         ModeSpec("plan", _RO, "ask", deny_writes=True, summary="read-only: writes and commands denied, not asked"),
         ModeSpec(
@@ -102,11 +135,11 @@ MODES: tuple[tuple[str, str, str], ...] = (
     ("dontAsk", "Claude Code", "dont_ask"),
     ("bypassPermissions", "Claude Code", "bypass"),
     # Nexus CLI (its upper-case modes for Claude and Gemini)
-    ("DEFAULT", "Nexus CLI", "default"),
+    ("DEFAULT", "Nexus CLI", "nexus_default"),
     ("CAUTIOUS", "Nexus CLI", "cautious"),
-    ("YOLO", "Nexus CLI (auto-approves edits only)", "edits_only"),
+    ("YOLO", "Nexus CLI (auto-approves its edit tools only)", "nexus_edits"),
     ("PLAN", "Nexus CLI (Claude's plan)", "plan"),
-    ("ACCEPT_EDITS", "Nexus CLI", "edits_only"),
+    ("ACCEPT_EDITS", "Nexus CLI", "nexus_edits"),
     ("BYPASS_PERMISSIONS", "Nexus CLI", "bypass"),
     # Gemini CLI
     ("autoEdit", "Gemini CLI", "edits_only"),
@@ -125,6 +158,8 @@ MODES: tuple[tuple[str, str, str], ...] = (
         for n in (
             "accept_edits",
             "edits_only",
+            "nexus_default",
+            "nexus_edits",
             "dont_ask",
             "bypass",
             "cautious",

@@ -167,6 +167,34 @@ def _reads_program_from_input(words: Sequence[str]) -> str | None:
     return None
 
 
+CODE_RUNNERS = INTERPRETERS | SHELLS | EVAL_FAMILY | PRIVILEGE | REMOTE | RUNNERS
+
+
+def code_blanket_reason(rule_text: str) -> str | None:
+    """Why a hand-written allow rule would be a blanket for running code, so it allows nothing by itself in any
+    mode (None when it is not one). Claude Code's DANGEROUS_BASH_PATTERNS (seed 002): an interpreter, package
+    runner, shell, eval-family command, sudo or ssh with any arguments (``Bash(python:*)``, ``Bash(npx *)``,
+    ``Bash(sudo *)``), or one that runs whatever it is given on its input (``Bash(sh)``). A broad rule over
+    other programs (``Bash(git *)``) only draws the loader's warning."""
+    reason = blanket_reason(rule_text)
+    if reason is None:
+        return None
+    try:
+        tool, spec = split_rule(rule_text)
+    except RuleError:
+        return None
+    if canonical_tool(tool) != "Bash" or spec is None:
+        return None
+    words = (spec[:-2] + " *" if spec.endswith(":*") else spec).split()
+    if not words or "*" in words[0]:
+        return None
+    first = _base(words[0])
+    runner = (first,) in RUNNER_PREFIXES or (len(words) >= 2 and (first, words[1]) in RUNNER_PREFIXES)
+    if first in CODE_RUNNERS or _PY_VERSION.match(first) or runner:
+        return reason
+    return None
+
+
 # Tools whose bare name (no specifier) reaches every file, command or site.
 _BROAD_BARE = frozenset({"Bash", "Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", *EDIT_TOOLS})
 _WILD = frozenset("*?/.:~ \t")

@@ -21,11 +21,12 @@ EXPECTED = {
     "bypassPermissions": "bypass",
     # the Nexus CLI's ACCEPT_EDITS and YOLO and Gemini's autoEdit approve edit tools only (was accept_edits,
     # which also allowed deletes, moves and workspace-write shell commands: looser than where they come from)
-    "DEFAULT": "default",
+    # the Nexus CLI's upper-case modes decide by its tool tiers (seed 004): nexus_default, nexus_edits
+    "DEFAULT": "nexus_default",
     "CAUTIOUS": "cautious",
-    "YOLO": "edits_only",
+    "YOLO": "nexus_edits",
     "PLAN": "plan",
-    "ACCEPT_EDITS": "edits_only",
+    "ACCEPT_EDITS": "nexus_edits",
     "BYPASS_PERMISSIONS": "bypass",
     "autoEdit": "edits_only",
     "auto_edit": "edits_only",
