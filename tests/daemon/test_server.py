@@ -594,7 +594,7 @@ def test_status_reports_connections_counters_policy(daemon, raw_factory):
     assert st.policy and isinstance(st.policy_errors, list)
 
 
-def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
+def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory, tmp_path):
     admin = raw_factory(daemon.socket, role="admin")
     assert isinstance(admin.ask({"type": "reload", "ref": "1"}), p.Ack | p.Error)
     assert isinstance(admin.ask({"type": "rules"}), p.RulesReply)
@@ -604,7 +604,8 @@ def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
     assert isinstance(tc, p.Ack) or (isinstance(tc, p.Error) and tc.code == "refused")
     pr = admin.ask({"type": "probe"})
     assert isinstance(pr, p.ProbeReply) and pr.probe.platform
-    plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": "/tmp", "ref": "pl"})
+    # a workspace of its own: planning walks it, and a shared host's /tmp can hold anything (10-20 s seen)
+    plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": str(tmp_path), "ref": "pl"})
     assert isinstance(plan, p.SandboxPlanReply) and plan.ref == "pl"
     if not plan.allowed:
         assert plan.reason
