@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from nexusd import __version__
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -64,7 +66,30 @@ def absolute(path: Path) -> Path:
     return Path(os.path.abspath(os.path.expanduser(path)))
 
 
+NO_UI_NOTE = (
+    "a call no rule settles waits for a person in nexus-tui, nexus-web or `nexusctl pending`; with none of "
+    "them open it is denied at once (the agent is told so): start `nexus-tui` in another terminal"
+)
+
+
+def banner(where: str) -> None:
+    """What a person starting the daemon must know first (issue 38): asks need a UI open, or are denied at
+    once. Plain lines at a terminal; one JSON log line (``event: "asks need a UI"``) for journald and files."""
+    if sys.stderr.isatty():
+        click.echo(
+            f"nexusd {__version__} on {where}\n"
+            "  A call no rule settles waits for a person: nexus-tui, nexus-web or `nexusctl pending`.\n"
+            "  With none of them open it is DENIED AT ONCE (the agent is told so): run `nexus-tui` now.",
+            err=True,
+        )
+        return
+    import structlog
+
+    structlog.get_logger("nexusd").info("asks need a UI", socket=where, note=NO_UI_NOTE)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="nexusd", message="%(prog)s %(version)s")
 @click.option(
     "--socket",
     "socket_path",
@@ -246,6 +271,7 @@ def main(
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))
+        banner(str(bound.path) if bound.path else "<inherited socket>")
         anyio.run(server.serve, bound)
     except KeyboardInterrupt:
         pass

@@ -36,7 +36,7 @@ import structlog
 from nexusd import __version__, locations
 from nexusd import protocol as p
 from nexusd.core.model import Session
-from nexusd.core.policy.modes import MODES, resolve
+from nexusd.core.policy.modes import MODES, did_you_mean, resolve
 from nexusd.daemon.answers import Answers
 from nexusd.daemon.audit import AuditLog
 from nexusd.daemon.auditexport import exporter
@@ -563,7 +563,9 @@ class Server:
         if msg.mode is not None and resolve(msg.mode) is None:
             # an unknown name would show in status and silently act as default: refuse it, with the list
             names = ", ".join(dict.fromkeys(spelling for spelling, _, _ in MODES))
-            self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}; valid modes: {names}", msg.ref)
+            near = did_you_mean(msg.mode)
+            hint = f"; did you mean {near!r}?" if near else ""
+            self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}{hint}; valid modes: {names}", msg.ref)
             return
         self.session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)
