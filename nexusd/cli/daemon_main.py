@@ -179,6 +179,19 @@ def banner(where: str) -> None:
     "where the user cannot rewrite it.",
 )
 @click.option(
+    "--otel-endpoint",
+    metavar="URL",
+    help="Also send every audit record (as an OTLP log) and decision counts (the nexusd.decisions metric) to "
+    "this OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318. Off by default.",
+)
+@click.option(
+    "--otel-interval",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds between sends to the OpenTelemetry collector.",
+)
+@click.option(
     "--watch-policy/--no-watch-policy",
     default=True,
     show_default=True,
@@ -204,6 +217,8 @@ def main(
     line_timeout: float,
     client_log_interval: float,
     audit_export: str | None,
+    otel_endpoint: str | None,
+    otel_interval: float,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -215,6 +230,13 @@ def main(
 
     if audit_export is not None and audit_export.partition(":")[0] not in ("journald", "syslog"):
         raise click.BadParameter("journald, journald:SOCKET, syslog or syslog:SOCKET", param_hint="--audit-export")
+    if otel_endpoint is not None:
+        from nexusd.daemon.otel import check_endpoint
+
+        try:
+            check_endpoint(otel_endpoint)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--otel-endpoint") from None
     configure_logging(log_level)
     import structlog
 
@@ -268,6 +290,8 @@ def main(
             line_timeout=line_timeout,
             log_interval=client_log_interval,
             audit_export=audit_export,
+            otel_endpoint=otel_endpoint,
+            otel_interval=otel_interval,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))

@@ -111,6 +111,8 @@ class Config:
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
     audit_export: str | None = None  # journald[:SOCKET] | syslog[:SOCKET]: a copy of every audit line
+    otel_endpoint: str | None = None  # an OTLP/HTTP collector: audit records as logs, decision counts (daemon/otel.py)
+    otel_interval: float = 5.0
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
     max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
@@ -187,7 +189,7 @@ class Server:
         self.audit = AuditLog(
             config.state_dir / locations.AUDIT_NAME,
             max_bytes=config.audit_max_bytes,
-            export=exporter(config.audit_export) if config.audit_export else None,
+            export=_exports(config),
         )
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -616,6 +618,17 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
+
+
+def _exports(config: Config) -> Any:
+    """The audit log's copies: journald/syslog, an OpenTelemetry collector, both, or none."""
+    out = [exporter(config.audit_export)] if config.audit_export else []
+    if config.otel_endpoint:
+        from nexusd.daemon.otel import OtlpExport, combined
+
+        out.append(OtlpExport(config.otel_endpoint, interval=config.otel_interval))
+        return combined(out)
+    return out[0] if out else None
 
 
 _CLIENT_FAULTS = frozenset(
