@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from nexus_clients import jsonc
+
 from nexusd.cli.ctl import main
 
 GEMINI_JSONC = """{
@@ -104,14 +104,14 @@ def test_created_then_updated_then_uninstall_leaves_nothing(home: Path, agent: s
 
 
 def test_install_with_no_daemon_warns_and_offers_the_service(home: Path) -> None:
-    code, out, err = run(home, "install", "gemini")
+    code, _out, err = run(home, "install", "gemini")
     assert code == 0
     assert "nexusd is not running" in err and "denied every tool call, even `ls`" in err, err
     assert "nexusctl service install" in err and "scripts/run-daemon" in err
 
 
 def test_install_with_a_daemon_running_says_nothing_of_it(home: Path, daemon) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = run(home, "install", "gemini", socket=str(daemon.socket))
+    code, _out, err = run(home, "install", "gemini", socket=str(daemon.socket))
     assert code == 0 and "not running" not in err, err
 
 
