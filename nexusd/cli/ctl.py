@@ -32,7 +32,9 @@ for _module in (ctl_daemon, ctl_audit, ctl_grants, ctl_policy, ctl_sandbox, ctl_
 def _socket_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         root = ctx.find_root()
-        root.obj = {**(root.obj or {}), "socket": value}
+        if root.obj is None:
+            root.obj = {}
+        root.obj["socket"] = value  # in place: the subcommands' contexts share this dict
 
 
 def _accept_socket_anywhere(cmd: click.Command) -> None:

@@ -341,6 +341,7 @@ def test_socket_is_taken_after_the_subcommand_too(daemon):
         [f"--socket={daemon.socket}", "status"],
         ["grants", "--socket", str(daemon.socket)],
         ["pending", f"--socket={daemon.socket}"],
+        ["service", "status", "--socket", str(daemon.socket)],  # a nested group's command reads ctx.obj
     ):
         r = CliRunner().invoke(main, args, env=env)
         assert r.exit_code == 0, (args, r.output)
