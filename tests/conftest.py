@@ -27,6 +27,10 @@ settings.register_profile("quick", max_examples=QUICK_EXAMPLES, **_NOT_TIMED)
 settings.register_profile("ci", max_examples=CI_EXAMPLES, print_blob=True, **_NOT_TIMED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
+# Claude Code's permission rules are imported by default (docs/POLICY.md): no test may pick up the host user's
+# ~/.claude/settings.json (CLAUDE_CONFIG_DIR is where Claude Code, and so nexusd, reads them)
+os.environ["CLAUDE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="nx-claude-")
+
 
 def examples(usual: int) -> int:
     """How many examples a property that needs more (or fewer) than the others runs under the loaded profile:
@@ -161,6 +165,8 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
             PYTHONUNBUFFERED="1",
         )
         e.pop("NOTIFY_SOCKET", None)
+        # Claude Code's permission rules are imported by default: never the host user's in a test daemon
+        e["CLAUDE_CONFIG_DIR"] = str(root / "claude")
         e.pop("LISTEN_FDS", None)
         if env:
             e.update(env)

@@ -8,7 +8,6 @@ real ``nexus-hook claude`` process. Nothing is mocked.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -225,14 +224,17 @@ def test_attacks_through_daemon_and_hook(hooked: tuple[DaemonHandle, Path]) -> N
 
 
 def test_hook_garbage_stdin_denies(hooked: tuple[DaemonHandle, Path]) -> None:
+    """Claude Code blocks a call only on exit 2 or on exit 0 with a "deny" decision; any other exit code is a
+    non-blocking hook error after which the call RUNS, and exit 0 with no output lets its own prompt decide."""
     handle, _ = hooked
     for data in (b"", b"{", b"null", b"[]", b'{"tool_name": 3}', b"\xff\xfe", b'{"hook_event_name":"PreToolUse"}'):
         proc = subprocess.run(
             [*HOOK, "claude"], input=data, env=handle.env, capture_output=True, timeout=60, check=False
         )
-        if proc.returncode == 0 and proc.stdout.strip():
-            spec = json.loads(proc.stdout).get("hookSpecificOutput", {})
-            assert spec.get("permissionDecision") != "allow", (data, proc.stdout)
-        else:
-            assert proc.returncode == 2 or proc.returncode != 0, (data, proc.returncode, proc.stdout)
-            assert os.environ is not None
+        if proc.returncode == 2:
+            assert proc.stderr.strip(), (data, "exit 2 must say why on stderr")
+            continue
+        assert proc.returncode == 0, (data, proc.returncode, proc.stdout, proc.stderr)
+        spec = json.loads(proc.stdout)["hookSpecificOutput"]
+        assert spec["permissionDecision"] == "deny", (data, proc.stdout)
+        assert spec["permissionDecisionReason"].strip(), (data, proc.stdout)

@@ -23,7 +23,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Literal
 
-from nexus_clients import codex_settings
+from nexus_clients import codex_settings, jsonc
 from nexusd.atomicfile import write_atomic
 
 Agent = Literal["claude", "gemini", "codex", "cursor", "copilot", "opencode"]
@@ -365,7 +365,7 @@ def read_json(path: Path) -> tuple[dict[str, Any], str | None]:
     if not text.strip():
         return {}, text
     try:
-        data = json.loads(text)
+        data = jsonc.loads(text)  # comments and trailing commas too: Gemini CLI accepts them
     except ValueError as exc:
         raise SettingsError(f"{path} is not valid JSON ({exc}); not touching it") from None
     if not isinstance(data, dict):
@@ -394,12 +394,15 @@ def plan(path: Path, transform: Any, *, restore: bool = False, empty: Any = None
         for backup in _backups(path):
             try:
                 text = backup.read_text(encoding="utf-8")
-                if json.loads(text) == new:
+                if jsonc.loads(text) == new:
                     return Change(path, old_text, text)
             except (OSError, ValueError):
                 continue
         if (empty or (lambda d: not d))(new):
             return Change(path, old_text, None)
+    if old_text and old_text.strip():
+        # only our entries change: the rest keeps its bytes (comments, indentation, key order)
+        return Change(path, old_text, jsonc.edit(old_text, new))
     return Change(path, old_text, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -429,6 +432,33 @@ def apply(change: Change) -> Path | None:
     else:
         write_atomic(path, change.new_text, mode, dir_mode=0o755)
     return backup
+
+
+# The agents' directories an install may have created: an uninstall that leaves one empty removes it.
+_AGENT_DIRS = frozenset(
+    {".claude", ".gemini", ".codex", ".cursor", ".copilot", "hooks", ".github", ".opencode", "plugins"}
+)
+
+
+def tidy_after_uninstall(change: Change, *, stop: Path | None = None) -> list[Path]:
+    """After an uninstall: our backups of the file (the install's and this one's) and the agent directories
+    left empty once the file is gone; returns what was removed. The user's own files are never touched: a
+    directory is removed only when empty, and only the agents' own directory names, up to ``stop``."""
+    removed: list[Path] = []
+    for backup in _backups(change.path):
+        with contextlib.suppress(OSError):
+            backup.unlink()
+            removed.append(backup)
+    if change.new_text is None:
+        d = change.path.parent
+        while d.name in _AGENT_DIRS and d != stop and d != d.parent:
+            try:
+                d.rmdir()  # only when empty
+            except OSError:
+                break
+            removed.append(d)
+            d = d.parent
+    return removed
 
 
 def install_changes(

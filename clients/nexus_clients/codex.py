@@ -239,7 +239,9 @@ def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: b
     any sandbox, so an allow that nexusd gives only with its sandbox is a deny there.
     """
     kind = decision.decision
-    reason = model_reason(decision)
+    # Codex shows a block as "Command blocked by PreToolUse hook: {reason}. Command: …": no final period of
+    # ours, or the person reads ".."
+    reason = model_reason(decision).rstrip(".")
     if event == PRE_TOOL_USE:
         if kind == "allow":
             if decision.updated_input is None:
@@ -247,7 +249,7 @@ def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: b
             out = {"hookEventName": PRE_TOOL_USE, "permissionDecision": "allow", "updatedInput": decision.updated_input}
             return Answer(out={"hookSpecificOutput": out})
         if kind == "ask":
-            reason = f"{reason} (no nexusd UI answered, and Codex's PreToolUse hook cannot ask)"
+            reason = f"{reason}; no nexusd UI answered, and Codex's PreToolUse hook cannot ask"
         return Answer(block=reason)
     if event == PERMISSION_REQUEST:
         if kind == "ask" and ask_allowed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from nexusd import __version__
 from nexusd.cli import (
     ctl_audit,
     ctl_bench,
@@ -22,6 +23,7 @@ from nexusd.cli import (
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--socket", "socket_path", envvar="NEXUS_SOCKET", help="Daemon socket (default: per-user).")
+@click.version_option(__version__, "--version", "-V", prog_name="nexusctl", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, socket_path: str | None) -> None:
     """Talk to the nexusd permission daemon.
@@ -45,6 +47,32 @@ for _module in (
     ctl_bench,
 ):
     _module.register(main)
+
+
+def _socket_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        root = ctx.find_root()
+        if root.obj is None:
+            root.obj = {}
+        root.obj["socket"] = value  # in place: the subcommands' contexts share this dict
+
+
+def _accept_socket_anywhere(cmd: click.Command) -> None:
+    """``--socket`` after the subcommand too (``nexusctl status --socket S``), as people type it; the group's
+    callback has run by then, so the later value wins. ``bench`` keeps its own --socket."""
+    if cmd.name != "bench" and not any("--socket" in getattr(o, "opts", ()) for o in cmd.params):
+        cmd.params.append(
+            click.Option(
+                ["--socket"], expose_value=False, callback=_socket_after, help="Daemon socket (as before the command)."
+            )
+        )
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _accept_socket_anywhere(sub)
+
+
+for _cmd in main.commands.values():
+    _accept_socket_anywhere(_cmd)
 
 
 if __name__ == "__main__":

@@ -485,16 +485,48 @@ def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None
 @click.command()
 @click.argument("session")
 @click.argument("mode")
+@click.option("--new", is_flag=True, help="Set the mode of a session nexusd has not seen yet (taken as written).")
 @click.pass_context
-def mode(ctx: click.Context, session: str, mode: str) -> None:
+def mode(ctx: click.Context, session: str, mode: str, new: bool) -> None:
     """Set an agent session's mode from nexusd (overrides what the agent reports); MODE "clear" removes it.
 
-    MODE is any name in docs/POLICY.md's mode table (default, acceptEdits, plan, auto, dontAsk,
-    bypassPermissions, the five-tier and upper-case names, and Gemini's spellings); an unknown name is refused.
+    SESSION is a session id as `nexusctl status` lists it, or a prefix of exactly one; an unknown session is
+    refused (exit 2) unless --new is given. MODE is any name in docs/POLICY.md's mode table (default,
+    acceptEdits, plan, auto, dontAsk, bypassPermissions, the five-tier and upper-case names, and Gemini's
+    spellings); an unknown name is refused (exit 2), with the closest known one.
     """
+    from nexusd.core.policy.modes import MODES, did_you_mean, resolve
+
+    clear = mode in ("clear", "-")
+    if not clear and resolve(mode) is None:
+        near = did_you_mean(mode)
+        names = ", ".join(dict.fromkeys(spelling for spelling, _, _ in MODES))
+        hint = f"; did you mean {near!r}?" if near else ""
+        _fail(EXIT_USAGE, f"unknown mode {mode!r}{hint} (valid modes: {names}; docs/POLICY.md)")
     with _client(ctx) as c:
-        ack = c.call(p.SetMode(session=session, mode=None if mode in ("clear", "-") else mode))
+        if not new:
+            session = _resolve_session(c.status().sessions, session)
+        ack = c.call(p.SetMode(session=session, mode=None if clear else mode))
     click.echo(f"{session}: {ack.detail}")
+
+
+def _resolve_session(known: dict[str, str], given: str) -> str:
+    """The session ``given`` names: itself when nexusd knows it, else the one known session it prefixes.
+    Unknown or ambiguous is a usage error: setting the mode of a session that does not exist would create it
+    and change nothing the person meant (issue 38)."""
+    if given in known:
+        return given
+    matches = sorted(s for s in known if s.startswith(given))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        _fail(EXIT_USAGE, f"{given!r} is the start of {len(matches)} sessions: {', '.join(matches[:10])}; say more")
+    listed = ", ".join(sorted(known)[:10]) or "none yet"
+    _fail(
+        EXIT_USAGE,
+        f"no session {given!r} known to nexusd (known: {listed}); a session is known once its agent sent a call "
+        "(--new sets it anyway)",
+    )
 
 
 @click.command()

@@ -7,6 +7,7 @@ this module is the command-line shell around it.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,11 @@ def _scope(user: bool, project: Path | None) -> Path | None:
     return project.resolve() if project is not None else None
 
 
-def _run(changes: list[settings.Change], dry_run: bool) -> None:
+def _run(changes: list[settings.Change], dry_run: bool, *, uninstall: bool = False, stop: Path | None = None) -> bool:
+    """Apply (or show) the changes, saying per file what happened; True when anything changed."""
     if not any(c.changed for c in changes):
         click.echo("Nothing to change.")
-        return
+        return False
     for change in changes:
         if not change.changed:
             click.echo(f"{change.path}: unchanged")
@@ -42,10 +44,23 @@ def _run(changes: list[settings.Change], dry_run: bool) -> None:
             continue
         backup = settings.apply(change)
         note = f" (backup: {backup})" if backup else ""
-        what = "removed (nothing else was in it)" if change.new_text is None else "updated"
+        if change.new_text is None:
+            what = "removed (nothing else was in it)"
+        elif change.old_text is None:
+            what = "created"
+        else:
+            what = "updated"
+        if uninstall:
+            gone = settings.tidy_after_uninstall(change, stop=stop)
+            backups = sum(1 for g in gone if ".nexus-backup-" in g.name)
+            dirs = [str(g) for g in gone if ".nexus-backup-" not in g.name]
+            note = f" ({backups} backup{'s' if backups != 1 else ''} of ours removed)" if backups else ""
+            if dirs:
+                note += f"; empty {', '.join(dirs)} removed"
         click.echo(f"{change.path}: {what}{note}")
     if dry_run:
         click.echo("Dry run: nothing was written.")
+    return True
 
 
 _scope_options = [
@@ -110,11 +125,47 @@ def install(
         )
     except settings.SettingsError as exc:
         raise click.ClickException(str(exc)) from None
-    _run(changes, dry_run)
+    changed = _run(changes, dry_run)
     if agent == "codex" and (warning := settings.codex_hook_command("")[1]):
         click.echo(f"Warning: {warning}", err=True)
     if mcp and not dry_run:
         click.echo(f"Run non-interactive Claude with: claude -p … --permission-prompt-tool {settings.PROMPT_TOOL}")
+    if agent == "claude" and changed and not dry_run:
+        click.echo(
+            "nexusd also applies the permission rules in your Claude Code settings (allow, ask, deny) to every "
+            "agent it gates, deny rules first; `[claude] import_settings = false` in nexusd's policy turns that off."
+        )
+    if not dry_run:
+        _warn_when_no_daemon(click.get_current_context(), agent)
+
+
+def _warn_when_no_daemon(ctx: click.Context, agent: str) -> None:
+    """With no daemon, every call the hook sends is denied (fail closed), even ``ls``: say so, and offer the
+    service (issue 38: the install said nothing and the agent could do nothing)."""
+    from nexusd import locations
+    from nexusd.client import Client, NexusClientError
+
+    sock = locations.socket_path((ctx.find_root().obj or {}).get("socket"))
+    try:
+        with Client(sock, role="admin", name="nexusctl install", timeout=2.0):
+            return
+    except NexusClientError as e:
+        why = str(e)
+    name = {"claude": "Claude Code", "gemini": "Gemini CLI", "codex": "Codex", "cursor": "Cursor"}.get(agent, agent)
+    click.echo(
+        f"Warning: nexusd is not running ({why}). Until it runs, {name} is denied every tool call, even `ls`.\n"
+        "  Run it as a user service (starts now and at login): nexusctl service install\n"
+        "  or in a terminal: nexusd (in a checkout: scripts/run-daemon)",
+        err=True,
+    )
+    if (
+        sys.stdin.isatty()
+        and sys.stderr.isatty()
+        and click.confirm("Install and start the user service now?", err=True)
+    ):
+        from nexusd.cli.ctl_service import install as service_install
+
+        ctx.invoke(service_install, manager=None, dry_run=False, nexusd_path=None)
 
 
 def _claude_on_failure(version_text: str | None) -> bool:
@@ -150,4 +201,4 @@ def uninstall(agent: str, user: bool, project: Path | None, dry_run: bool) -> No
         changes = settings.uninstall_changes(agent, project=_scope(user, project))  # type: ignore[arg-type]
     except settings.SettingsError as exc:
         raise click.ClickException(str(exc)) from None
-    _run(changes, dry_run)
+    _run(changes, dry_run, uninstall=True, stop=_scope(user, project) or Path.home())

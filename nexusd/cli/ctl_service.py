@@ -98,6 +98,8 @@ def uninstall(manager: str | None, dry_run: bool) -> None:
     _echo(f"Removing the nexusd {manager} service{' (dry run: nothing is changed)' if dry_run else ''}")
     if not installer.run_plan(plan, _echo, dry_run=dry_run):
         sys.exit(1)
+    if not dry_run:
+        _echo("Done: the service is stopped and its files are removed.")
 
 
 @service.command()

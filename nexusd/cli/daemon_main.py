@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from nexusd import __version__
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -64,7 +66,30 @@ def absolute(path: Path) -> Path:
     return Path(os.path.abspath(os.path.expanduser(path)))
 
 
+NO_UI_NOTE = (
+    "a call no rule settles waits for a person in nexus-tui, nexus-web or `nexusctl pending`; with none of "
+    "them open it is denied at once (the agent is told so): start `nexus-tui` in another terminal"
+)
+
+
+def banner(where: str) -> None:
+    """What a person starting the daemon must know first (issue 38): asks need a UI open, or are denied at
+    once. Plain lines at a terminal; one JSON log line (``event: "asks need a UI"``) for journald and files."""
+    if sys.stderr.isatty():
+        click.echo(
+            f"nexusd {__version__} on {where}\n"
+            "  A call no rule settles waits for a person: nexus-tui, nexus-web or `nexusctl pending`.\n"
+            "  With none of them open it is DENIED AT ONCE (the agent is told so): run `nexus-tui` now.",
+            err=True,
+        )
+        return
+    import structlog
+
+    structlog.get_logger("nexusd").info("asks need a UI", socket=where, note=NO_UI_NOTE)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="nexusd", message="%(prog)s %(version)s")
 @click.option(
     "--socket",
     "socket_path",
@@ -154,6 +179,19 @@ def absolute(path: Path) -> Path:
     "where the user cannot rewrite it.",
 )
 @click.option(
+    "--otel-endpoint",
+    metavar="URL",
+    help="Also send every audit record (as an OTLP log) and decision counts (the nexusd.decisions metric) to "
+    "this OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318. Off by default.",
+)
+@click.option(
+    "--otel-interval",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds between sends to the OpenTelemetry collector.",
+)
+@click.option(
     "--watch-policy/--no-watch-policy",
     default=True,
     show_default=True,
@@ -179,6 +217,8 @@ def main(
     line_timeout: float,
     client_log_interval: float,
     audit_export: str | None,
+    otel_endpoint: str | None,
+    otel_interval: float,
     watch_policy: bool,
     log_level: str,
 ) -> None:
@@ -190,6 +230,13 @@ def main(
 
     if audit_export is not None and audit_export.partition(":")[0] not in ("journald", "syslog"):
         raise click.BadParameter("journald, journald:SOCKET, syslog or syslog:SOCKET", param_hint="--audit-export")
+    if otel_endpoint is not None:
+        from nexusd.daemon.otel import check_endpoint
+
+        try:
+            check_endpoint(otel_endpoint)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--otel-endpoint") from None
     configure_logging(log_level)
     import structlog
 
@@ -243,9 +290,12 @@ def main(
             line_timeout=line_timeout,
             log_interval=client_log_interval,
             audit_export=audit_export,
+            otel_endpoint=otel_endpoint,
+            otel_interval=otel_interval,
         )
         server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))
+        banner(str(bound.path) if bound.path else "<inherited socket>")
         anyio.run(server.serve, bound)
     except KeyboardInterrupt:
         pass

@@ -131,6 +131,18 @@ def _effective_mode(session: Session, policy: Policy, provider: str | None) -> t
     return spec, "; ".join(notes)
 
 
+def _mode_words(run: _Run) -> str:
+    """The mode as the agent's user knows it, for reasons the agent shows: the spelling the agent reported
+    when that is the mode in force (``mode dontAsk``), Codex's as its approval policy (Codex has no modes:
+    ``approval policy "never"``); else nexusd's name (set by a person or the policy's default)."""
+    said = run.call.mode
+    if said and resolve(said) is run.mode:
+        if run.call.provider == "codex":
+            return f'approval policy "{said}"'
+        return f"mode {said}"
+    return f"mode {run.mode.name}"
+
+
 # ---------------------------------------------------------------------- paths
 
 
@@ -542,7 +554,7 @@ def _ask(
         return _verdict(
             run,
             "deny",
-            f"{reason}; mode {run.mode.name} never asks, so denied",
+            f"{reason}; under {_mode_words(run)} nexusd cannot ask, so it denied this",
             source,
             rules=rules,
             extra_flags=extra_flags,
@@ -827,10 +839,12 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     if mode.escalation == "deny":
         run.step("final", "deny", f"mode {mode.name} does not reach {need}")
         return Evaluation(
-            _verdict(run, "deny", f"mode {mode.name} does not allow {need}, and it never asks", "default")
+            _verdict(
+                run, "deny", f"{_mode_words(run)} does not allow {need}, and nexusd cannot ask under it", "default"
+            )
         )
     reason = (
-        f"{cls.tool} needs {need}; mode {mode.name} asks"
+        f"{cls.tool} needs {need}; {_mode_words(run)} asks"
         if cls.auto_allowable
         else (f"{cls.tool} cannot be allowed automatically: {'; '.join(cls.notes) or 'flagged'}")
     )
@@ -904,7 +918,7 @@ def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdi
         return None
     if need <= mode.ceiling and not (mode.deny_writes and _runs_or_writes(cls, writes)):
         run.step("mode_check", "allow", f"mode {mode.name} reaches {need.label}")
-        return _verdict(run, "allow", f"mode {mode.name} allows {need.label}", "mode")
+        return _verdict(run, "allow", f"{_mode_words(run)} allows {need.label}", "mode")
     run.step("mode_check", "passed", f"{need.label} is above mode {mode.name}")
     return None
 

@@ -22,6 +22,7 @@ from nexusd.core.netpolicy import NetVerdict, Target, decide, patterns, private_
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.policy.sandbox_settings import sandbox_settings
+from nexusd.policy.shaping import NO_UI_FIX
 from nexusd.sandbox.network import net_policy
 from nexusd.sandbox.proxy import Context, NetworkProxy, Outcome
 
@@ -103,7 +104,10 @@ class NetworkGate:
             if srv.stopping_now:
                 decision, reason, source = "deny", "daemon stopping", "error"
             elif not srv.subscribers:
-                decision, reason = "deny", f"{reason}; a person must approve this and no nexusd UI is connected"
+                decision, reason = (
+                    "deny",
+                    f"{reason}; a person must approve this and no nexusd UI is connected, {NO_UI_FIX}",
+                )
             elif len(srv.pending) >= srv.config.max_pending:
                 decision, source = "deny", "error"
                 reason = f"too many pending requests (limit {srv.config.max_pending})"

@@ -36,7 +36,7 @@ import structlog
 from nexusd import __version__, locations
 from nexusd import protocol as p
 from nexusd.core.model import Session
-from nexusd.core.policy.modes import MODES, resolve
+from nexusd.core.policy.modes import MODES, did_you_mean, resolve
 from nexusd.daemon.answers import Answers
 from nexusd.daemon.audit import AuditLog
 from nexusd.daemon.auditexport import exporter
@@ -113,6 +113,8 @@ class Config:
     hello_timeout: float = 10.0
     audit_max_bytes: int = 16 << 20
     audit_export: str | None = None  # journald[:SOCKET] | syslog[:SOCKET]: a copy of every audit line
+    otel_endpoint: str | None = None  # an OTLP/HTTP collector: audit records as logs, decision counts (daemon/otel.py)
+    otel_interval: float = 5.0
     decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
     watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
     max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
@@ -189,7 +191,7 @@ class Server:
         self.audit = AuditLog(
             config.state_dir / locations.AUDIT_NAME,
             max_bytes=config.audit_max_bytes,
-            export=exporter(config.audit_export) if config.audit_export else None,
+            export=_exports(config),
         )
         self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -572,7 +574,9 @@ class Server:
         if msg.mode is not None and resolve(msg.mode) is None:
             # an unknown name would show in status and silently act as default: refuse it, with the list
             names = ", ".join(dict.fromkeys(spelling for spelling, _, _ in MODES))
-            self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}; valid modes: {names}", msg.ref)
+            near = did_you_mean(msg.mode)
+            hint = f"; did you mean {near!r}?" if near else ""
+            self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}{hint}; valid modes: {names}", msg.ref)
             return
         self.session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)
@@ -623,6 +627,17 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
+
+
+def _exports(config: Config) -> Any:
+    """The audit log's copies: journald/syslog, an OpenTelemetry collector, both, or none."""
+    out = [exporter(config.audit_export)] if config.audit_export else []
+    if config.otel_endpoint:
+        from nexusd.daemon.otel import OtlpExport, combined
+
+        out.append(OtlpExport(config.otel_endpoint, interval=config.otel_interval))
+        return combined(out)
+    return out[0] if out else None
 
 
 _CLIENT_FAULTS = frozenset(

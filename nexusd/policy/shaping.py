@@ -109,6 +109,11 @@ def stopping(v: Verdict) -> Verdict:
     )
 
 
+# What the agent (and the person reading its transcript) is told when an ask meets no UI: that nothing waited,
+# and the command that fixes it (issue 38: `nexusctl pending` stayed empty and nobody knew why).
+NO_UI_FIX = "so it was denied at once without waiting: start nexus-tui (or nexus-web) to answer, then retry"
+
+
 def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> Verdict:
     """Step 5: no UI is connected and no ``[notify]`` channel waits for a person. The agent may ask
     itself only if it offered (``on_no_ui = "ask"``), the policy lets it (``[notify] no_ui = "agent"``),
@@ -137,7 +142,7 @@ def no_ui(v: Verdict, on_no_ui: Literal["deny", "ask"], no_ui_setting: str) -> V
         "deny",
         "no nexusd UI is connected",
         decision="deny",
-        reason=f"{v.reason}; a person must approve this and no nexusd UI is connected",
+        reason=f"{v.reason}; a person must approve this and no nexusd UI is connected, {NO_UI_FIX}",
     )
 
 

@@ -73,6 +73,9 @@ class PolicyStore:
         self.managed_dir = Path(managed_dir)
         self.protected_dirs = protected_dirs
         self.home = home or os.path.expanduser("~")
+        # Claude Code's own user settings: where Claude Code reads them (CLAUDE_CONFIG_DIR moves ~/.claude)
+        claude_dir = os.environ.get("CLAUDE_CONFIG_DIR") if home is None else None
+        self.claude_user_settings = Path(claude_dir or os.path.join(self.home, ".claude")) / "settings.json"
         self.claude_managed = claude_managed
         self.trusted_uids = tuple(trusted_uids)
         self.learned_path = self.state_dir / "learned.toml"
@@ -211,13 +214,15 @@ class PolicyStore:
         errors += errs
         import_claude = next((la.import_claude for la in layers if la.managed and la.import_claude is not None), None)
         if import_claude is None:
-            import_claude = next((la.import_claude for la in layers if la.import_claude is not None), False)
+            # on unless a policy says otherwise (issue 38): a Claude Code user's allow rules were silently
+            # ignored; deny rules of every layer are checked before any allow rule, so theirs only add
+            import_claude = next((la.import_claude for la in layers if la.import_claude is not None), True)
         claude_layers: list[Layer] = []
         if import_claude:
             cm = next((la.claude_managed for la in layers if la.claude_managed), None)
             cspecs = [
                 (Path(self.claude_managed or cm or CLAUDE_MANAGED), "claude-managed", "claude", False, True),
-                (Path(self.home) / ".claude" / "settings.json", "claude-user", "claude", False, False),
+                (self.claude_user_settings, "claude-user", "claude", False, False),
             ]
             claude_layers, csources, cerrs = self._collect(cspecs)
             for la in claude_layers:
@@ -312,7 +317,7 @@ class PolicyStore:
             cm = next((la.claude_managed for la in self._global if la.claude_managed), None)
             out += [
                 ("claude-managed", Path(self.claude_managed or cm or CLAUDE_MANAGED)),
-                ("claude-user", Path(self.home) / ".claude" / "settings.json"),
+                ("claude-user", self.claude_user_settings),
             ]
         out.append(("learned", self.learned_path))
         return out

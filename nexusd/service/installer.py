@@ -72,6 +72,7 @@ class Plan:
     manager: str
     steps: list[Step]
     finish_by_hand: list[str]  # the commands to run once the service manager is reachable
+    action: str = "install"  # or "uninstall": what the closing words say was left done
 
 
 def default_manager() -> str:
@@ -168,11 +169,11 @@ def plan_uninstall(manager: str, environ: Mapping[str, str] | None = None) -> Pl
             RemoveFile(d / systemd.SERVICE_NAME),
             reload_,
         ]
-        return Plan(manager, steps, [stop.describe(), reload_.describe()])
+        return Plan(manager, steps, [stop.describe(), reload_.describe()], action="uninstall")
     if manager == "launchd":
         home = home_dir(env)
         bootout = Command(("launchctl", "bootout", f"gui/{os.getuid()}/{launchd.LABEL}"), tolerate=True)
-        return Plan(manager, [bootout, RemoveFile(launchd.agent_path(home))], [bootout.describe()])
+        return Plan(manager, [bootout, RemoveFile(launchd.agent_path(home))], [bootout.describe()], action="uninstall")
     raise ValueError(f"unknown service manager {manager!r}")
 
 
@@ -184,6 +185,7 @@ def run_plan(plan: Plan, out: Out, *, dry_run: bool = False) -> bool:
     """
     n = len(plan.steps)
     failed = False
+    why = ""
     for i, step in enumerate(plan.steps, 1):
         head = f"[{i}/{n}] {step.describe()}"
         if dry_run:
@@ -204,15 +206,59 @@ def run_plan(plan: Plan, out: Out, *, dry_run: bool = False) -> bool:
                 continue
             out(f"{head} ... FAILED: {e}")
             failed = True
+            why = why or str(e)
             continue
         out(f"{head} ... {detail}")
     if failed and not dry_run:
-        out("")
-        out(f"Not finished: {plan.manager} could not be told. The files above are in place; once your")
-        out("session's service manager is reachable, run:")
-        for cmd in plan.finish_by_hand:
-            out(f"    {cmd}")
+        for line in not_finished(plan, why):
+            out(line)
     return not failed
+
+
+# What systemctl --user says when there is no user manager to talk to (ssh without a login session,
+# containers, CI, su/sudo shells): no session bus, or no $XDG_RUNTIME_DIR.
+_NO_USER_MANAGER = ("Failed to connect to bus", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "No medium found")
+
+
+def _user_name() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return "$USER"
+
+
+def not_finished(plan: Plan, why: str) -> list[str]:
+    """The closing words after a failed service-manager command: why, what is already done, and the way
+    forward (issue 38: the install failed with no reason, the uninstall said "the files are in place")."""
+    done = (
+        "The files above are written"
+        if plan.action == "install"
+        else "The service's files are removed, but the service manager still knows the old service"
+    )
+    lines = ["", f"Not finished: {plan.manager} could not be told ({why}). {done}."]
+    no_manager = plan.manager == "systemd" and any(m in why for m in _NO_USER_MANAGER)
+    if no_manager and plan.action == "uninstall":
+        lines += [
+            "There is no systemd user manager for you here, so no nexusd service of it is running: nothing more",
+            "is needed in this session. Where a user manager runs for you (a graphical or lingering login),",
+        ]
+    elif no_manager:
+        user = _user_name()
+        lines += [
+            "There is no systemd user manager for you here (usual over ssh without a login session, in containers,",
+            "in CI, or after su/sudo). Either:",
+            f"  - give your user one that outlives logins: `loginctl enable-linger {user}` (as root or with polkit),",
+            "    log in again, then run this command again; or",
+            "  - run the daemon in a terminal instead: `nexusd` (in a checkout: `scripts/run-daemon`).",
+        ]
+    lines.append(
+        ("f" if no_manager and plan.action == "uninstall" else "Once the service manager is reachable, f")
+        + "inish with:"
+    )
+    lines += [f"    {cmd}" for cmd in plan.finish_by_hand]
+    return lines
 
 
 def _run_step(step: Step) -> str:

@@ -162,7 +162,7 @@ def test_check_offline_needs_no_daemon(daemon):
 
 
 def test_mode_reload_version(daemon):
-    r = run(daemon, "mode", "sess-1", "plan")
+    r = run(daemon, "mode", "sess-1", "plan", "--new")  # not seen yet: --new
     assert r.exit_code == 0, r.output
     st = json.loads(run(daemon, "status", "--json").output)
     assert st["sessions"]["sess-1"] == "plan"
@@ -323,3 +323,64 @@ def test_audit_records_carry_the_mode_and_requirement_as_fields_to_filter_on(dae
     assert [json.loads(line)["tool"] for line in r.output.splitlines()] == ["Read"]
     r = run(daemon, "audit", "--mode", "bypas")
     assert r.exit_code != 0 and "unknown mode 'bypas'" in r.output
+
+
+def _seen(daemon, session: str) -> None:
+    agent = Raw(daemon.socket)
+    agent.hello()
+    call = {**CALL_BASH, "session": session, "input": {"command": "ls"}}
+    assert isinstance(agent.ask({"type": "request", "call": call, "ref": "s"}), p.Decision)
+    agent.close()
+
+
+def test_mode_takes_a_unique_prefix_and_refuses_unknown_or_ambiguous_sessions(daemon):
+    """Issue 38: `nexusctl mode <prefix> plan` made a phantom session and exited 0."""
+    for s in ("sess-abc123", "sess-abd456"):
+        _seen(daemon, s)
+    r = run(daemon, "mode", "sess-abc", "plan")
+    assert r.exit_code == 0 and r.output.startswith("sess-abc123: "), r.output
+    sessions = json.loads(run(daemon, "status", "--json").output)["sessions"]
+    assert sessions["sess-abc123"] == "plan" and "sess-abc" not in sessions
+    r = run(daemon, "mode", "sess-ab", "plan")
+    assert r.exit_code == 2 and "2 sessions" in r.output and "sess-abd456" in r.output, r.output
+    r = run(daemon, "mode", "nosuch", "plan")
+    assert r.exit_code == 2 and "no session 'nosuch'" in r.output and "--new" in r.output, r.output
+    assert "nosuch" not in json.loads(run(daemon, "status", "--json").output)["sessions"]
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("bypas", "bypass"), ("acceptEdit", "acceptEdits"), ("plna", "plan")])
+def test_a_mistyped_mode_gets_a_did_you_mean(daemon, typed, meant):
+    _seen(daemon, "sess-typo")
+    r = run(daemon, "mode", "sess-typo", typed)
+    assert r.exit_code == 2 and f"did you mean {meant!r}?" in r.output, r.output
+    admin = Raw(daemon.socket)
+    admin.hello("admin")
+    err = admin.ask({"type": "set_mode", "session": "sess-typo", "mode": typed, "ref": "m"})
+    assert isinstance(err, p.Error) and f"did you mean {meant!r}?" in err.message, err  # the daemon says it too
+    admin.close()
+
+
+def test_socket_is_taken_after_the_subcommand_too(daemon):
+    env = {**daemon.env, "NEXUS_SOCKET": "/nonexistent/elsewhere.sock"}
+    for args in (
+        ["status", "--socket", str(daemon.socket)],
+        [f"--socket={daemon.socket}", "status"],
+        ["grants", "--socket", str(daemon.socket)],
+        ["pending", f"--socket={daemon.socket}"],
+        ["service", "status", "--socket", str(daemon.socket)],  # a nested group's command reads ctx.obj
+    ):
+        r = CliRunner().invoke(main, args, env=env)
+        assert r.exit_code == 0, (args, r.output)
+    r = CliRunner().invoke(main, ["status", "--socket", "/nonexistent/other.sock"], env=daemon.env)
+    assert r.exit_code == 3 and "/nonexistent/other.sock" in r.output, r.output
+
+
+@pytest.mark.parametrize("program", ["nexusctl", "nexusd"])
+def test_version_flag(program):
+    from pathlib import Path
+
+    from nexusd import __version__
+
+    exe = str(Path(sys.executable).with_name(program))
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == f"{program} {__version__}", r

@@ -105,6 +105,9 @@ def test_install_without_a_service_manager_leaves_correct_files_and_says_what_fa
     assert "[4/5] systemctl --user enable --now nexusd.socket ... skipped (an earlier step failed)" in out
     assert "Not finished" in out and "    systemctl --user enable --now nexusd.socket" in out
     assert "Done." not in out
+    # why, and the ways forward (issue 38: it failed with no reason and no way forward)
+    assert "(exit 1: Failed to connect to bus" in out and "no systemd user manager for you here" in out
+    assert "loginctl enable-linger" in out and "scripts/run-daemon" in out
     assert (home.units / "nexusd.socket").read_text() == systemd.render_socket()
     assert (home.units / "nexusd.service").read_text() == systemd.render_service(NEXUSD)
     for name in ("nexusd.socket", "nexusd.service"):
@@ -133,6 +136,7 @@ def test_uninstall_stops_disables_and_removes(home: Home) -> None:
     assert r.returncode == 0, r.stdout
     assert home.calls() == ["--user disable --now nexusd.socket nexusd.service", "--user daemon-reload"]
     assert not (home.units / "nexusd.socket").exists() and not (home.units / "nexusd.service").exists()
+    assert "Done: the service is stopped and its files are removed." in r.stdout
 
 
 def test_uninstall_without_a_manager_still_removes_the_files(home: Home) -> None:
@@ -146,6 +150,9 @@ def test_uninstall_without_a_manager_still_removes_the_files(home: Home) -> None
     assert f"remove {home.units}/nexusd.socket ... ok" in r.stdout
     assert f"remove {home.units}/nexusd.service ... ok (not present)" in r.stdout
     assert not (home.units / "nexusd.socket").exists()
+    # never "the files are in place" right after removing them (issue 38)
+    assert "in place" not in r.stdout and "files are removed" in r.stdout, r.stdout
+    assert "no nexusd service of it is running" in r.stdout
 
 
 def test_status_when_nothing_is_installed_or_running(home: Home) -> None:

@@ -23,7 +23,9 @@ CALL_BASH = {
 class Raw:
     """A bare socket speaking lines; ``recv`` returns decoded server messages."""
 
-    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+        # generous: a reply that takes 5 s on a loaded 2-core machine is slow, not wrong; tests that wait
+        # for silence set their own, shorter timeout
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(str(path))

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -525,23 +526,41 @@ def test_session_scope_adds_session_rules(daemon, raw_factory):
     assert any(r.rule == "Bash(ls *)" and r.layer == "session" and r.origin == "session:s-test" for r in rules.rules)
 
 
-def test_always_either_persists_or_refuses_and_stays_pending(daemon, raw_factory):
+def test_always_persists_the_rule_and_the_next_call_is_not_asked(daemon, raw_factory):
     ui = raw_factory(daemon.socket, role="ui")
     ui.ask({"type": "subscribe"})
     agent = raw_factory(daemon.socket)
     pend = agent.ask(request())
     ui.recv()
-    reply = ui.ask({"type": "answer", "id": pend.id, "decision": "allow", "scope": "always", "rules": ["Bash(ls -la)"]})
-    if isinstance(reply, p.Error):
-        assert reply.code == "refused"
-        ui.send({"type": "answer", "id": pend.id, "decision": "deny"})
-        assert isinstance(ui.recv(), p.Resolved)
-        assert isinstance(ui.recv(), p.Ack)
-        assert agent.recv().decision == "deny"
-    else:
-        assert isinstance(reply, p.Resolved)
-        assert isinstance(ui.recv(), p.Ack)
-        assert agent.recv().decision == "allow"
+    rule = "Bash(npm install left-pad)"
+    reply = ui.ask({"type": "answer", "id": pend.id, "decision": "allow", "scope": "always", "rules": [rule]})
+    assert isinstance(reply, p.Resolved), reply
+    assert isinstance(ui.recv(), p.Ack)
+    assert agent.recv().decision == "allow"
+    learned = tomllib.loads((daemon.state_dir / "learned.toml").read_text())
+    assert rule in learned["permissions"]["allow"], learned
+    rules = ui.ask({"type": "rules"})
+    assert isinstance(rules, p.RulesReply)
+    assert any(r.rule == rule and r.layer == "learned" for r in rules.rules), rules.rules
+    again = agent.ask(request())  # the same call again: settled by the learned rule, nobody asked
+    assert isinstance(again, p.Decision) and again.decision == "allow", again
+
+
+def test_always_refused_changes_nothing_and_the_request_stays_pending(daemon, raw_factory):
+    ui = raw_factory(daemon.socket, role="ui")
+    ui.ask({"type": "subscribe"})
+    agent = raw_factory(daemon.socket)
+    pend = agent.ask(request())
+    ui.recv()
+    # a blanket rule is never learned: refused, nothing written, and the request still waits for an answer
+    reply = ui.ask({"type": "answer", "id": pend.id, "decision": "allow", "scope": "always", "rules": ["Bash"]})
+    assert isinstance(reply, p.Error) and reply.code == "refused", reply
+    assert "still pending" in reply.message
+    assert not (daemon.state_dir / "learned.toml").exists()
+    ui.send({"type": "answer", "id": pend.id, "decision": "deny"})
+    assert isinstance(ui.recv(), p.Resolved)
+    assert isinstance(ui.recv(), p.Ack)
+    assert agent.recv().decision == "deny"
 
 
 def test_never_requires_deny(daemon, raw_factory):
@@ -594,7 +613,7 @@ def test_status_reports_connections_counters_policy(daemon, raw_factory):
     assert st.policy and isinstance(st.policy_errors, list)
 
 
-def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
+def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory, tmp_path):
     admin = raw_factory(daemon.socket, role="admin")
     assert isinstance(admin.ask({"type": "reload", "ref": "1"}), p.Ack | p.Error)
     assert isinstance(admin.ask({"type": "rules"}), p.RulesReply)
@@ -604,7 +623,8 @@ def test_reload_rules_trust_probe_plan_and_audit_answer(daemon, raw_factory):
     assert isinstance(tc, p.Ack) or (isinstance(tc, p.Error) and tc.code == "refused")
     pr = admin.ask({"type": "probe"})
     assert isinstance(pr, p.ProbeReply) and pr.probe.platform
-    plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": "/tmp", "ref": "pl"})
+    # a workspace of its own: planning walks it, and a shared host's /tmp can hold anything (10-20 s seen)
+    plan = admin.ask({"type": "sandbox_plan", "command": "ls", "cwd": str(tmp_path), "ref": "pl"})
     assert isinstance(plan, p.SandboxPlanReply) and plan.ref == "pl"
     if not plan.allowed:
         assert plan.reason

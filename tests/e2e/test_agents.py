@@ -534,7 +534,8 @@ async def test_codex_exec_never_asks(
     agent_clis: AgentCLIs, daemon_factory: Any, world: tuple[Path, Path], codex_home: Path
 ) -> None:
     """``codex exec`` runs with approval "never", which Codex tells hooks as bypassPermissions: nexusd
-    must take it for dont_ask (deny what would be asked), not for bypass (allow everything)."""
+    must take it for dont_ask (deny what would be asked), not for bypass (allow everything), and say so in
+    Codex's terms (its approval policy), with no stray ".." after Codex adds its own period."""
     home, project = world
     daemon = daemon_factory(pending_timeout=5.0)
     target = project / "never-asked"
@@ -542,7 +543,9 @@ async def test_codex_exec_never_asks(
     argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon)
     run = await run_cli(argv, env, project, api, daemon, answer="allow")
     assert not run.prompts and not target.exists(), run.explain()
-    assert "dont_ask" in run.told(), run.explain()
+    told = run.told()
+    assert 'approval policy "never"' in told and "dont_ask" not in told, run.explain()
+    assert ".." not in told.replace("...", ""), run.explain()
 
 
 @pytest.mark.anyio

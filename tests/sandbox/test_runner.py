@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -269,9 +270,12 @@ def test_make_works(world: World) -> None:
 
 
 def test_tmpdir_and_home_are_per_workspace_and_writable(world: World, backend: str) -> None:
+    # a name no other process on the host uses: the check is that the sandbox's /tmp is private, not that
+    # nobody else on a shared machine ever wrote /tmp/scratch
+    scratch = f"/tmp/nexus-scratch-{uuid.uuid4().hex}"
     r = world.run(
         'f=$(mktemp) && echo t > "$f" && cat "$f" && echo h > "$HOME/h" && echo $HOME && echo $TMPDIR '
-        "&& echo x > /tmp/scratch && cat /tmp/scratch",
+        f"&& echo x > {scratch} && cat {scratch}",
         backend=backend,
     )
     assert r.rc == 0, r.err
@@ -279,7 +283,7 @@ def test_tmpdir_and_home_are_per_workspace_and_writable(world: World, backend: s
     assert lines[0] == "t" and lines[-1] == "x"
     assert str(world.root / "state" / "sandbox") in lines[1]
     assert Path(lines[1], "h").read_text() == "h\n"  # persisted for the workspace
-    assert not Path("/tmp/scratch").exists()
+    assert not Path(scratch).exists()
 
 
 def test_exit_code_and_output_pass_through(world: World, backend: str) -> None:

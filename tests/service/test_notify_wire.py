@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from nexusd import protocol as p
 from nexusd.client import Client
+from tests.daemon.conftest import CALL_BASH, Raw
 
 WATCHDOG_USEC = 200_000  # pings every 0.1 s, so a few arrive quickly
 
@@ -131,3 +133,24 @@ def test_a_reload_right_after_ready_reloads_rather_than_kills(daemon_factory, ma
     assert manager.index("RELOADING=1", mark) >= mark
     assert h.proc.poll() is None
     assert h.stop() == 0
+
+
+def test_status_follows_the_pending_count_live(daemon_factory, manager: Manager) -> None:  # type: ignore[no-untyped-def]
+    """Not only at READY: a request waiting for a person shows as "1 pending" while it waits, "0 pending" once
+    answered (what `systemctl --user status nexusd` shows)."""
+    h = daemon_factory(env={"NOTIFY_SOCKET": manager.path})
+    manager.until(lambda m: "READY=1" in m)
+    ui = Raw(h.socket)
+    ui.hello("ui", "notify-ui")
+    ui.ask({"type": "subscribe"})
+    agent = Raw(h.socket)
+    agent.hello("agent", "notify-agent")
+    agent.send({"type": "request", "call": CALL_BASH, "on_no_ui": "deny", "ref": "r"})
+    pend = agent.recv()
+    assert isinstance(pend, p.Pending), pend
+    manager.until(lambda m: m == ["STATUS=1 pending"])
+    ui.send({"type": "answer", "id": pend.id, "decision": "deny"})
+    manager.until(lambda m: m == ["STATUS=0 pending"])
+    assert agent.recv().decision == "deny"  # type: ignore[union-attr]
+    ui.close()
+    agent.close()

@@ -190,6 +190,18 @@ def resolve(name: str | None) -> ModeSpec | None:
     return INTERNAL.get(internal) if internal else None
 
 
+def did_you_mean(name: str) -> str | None:
+    """The known spelling closest to a mistyped mode name, or None when nothing is close."""
+    import difflib
+
+    spellings = list(dict.fromkeys(spelling for spelling, _, _ in MODES))
+    close = difflib.get_close_matches(name, spellings, n=1, cutoff=0.6)
+    if not close:
+        lowered = {s.lower(): s for s in spellings}
+        close = [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)]
+    return close[0] if close else None
+
+
 def internal_name(name: str) -> str | None:
     spec = resolve(name)
     return spec.name if spec else None
