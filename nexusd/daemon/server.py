@@ -41,12 +41,12 @@ from nexusd.daemon.answers import Answers
 from nexusd.daemon.audit import AuditLog
 from nexusd.daemon.auditexport import exporter
 from nexusd.daemon.connection import ClientErrorLog, Connection
-from nexusd.daemon.guard import AgentRegistry, widens
+from nexusd.daemon.guard import AGENTS_NAME, AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
 from nexusd.daemon.listener import BoundSocket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
-from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
+from nexusd.daemon.peer import ancestors, peer_credentials, with_parent
 from nexusd.daemon.pending import PendingTable
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
@@ -196,7 +196,8 @@ class Server:
         self._next_cid = 0
         self.stopping_now = False
         self.daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
-        self.agents = AgentRegistry(self.daemon_ancestors)  # who may not widen the gate (daemon/guard.py)
+        # who may not widen the gate (daemon/guard.py), kept across restarts in the state directory
+        self.agents = AgentRegistry(self.daemon_ancestors, config.state_dir / AGENTS_NAME)
         self.limiter = RunawayLimiter()  # automatic allows per session and minute (daemon/limits.py)
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
@@ -343,7 +344,7 @@ class Server:
             self.errlog.note(f"uid {cred.uid} (pid {cred.pid})", "refused a peer of another uid", {}, time.monotonic())
             self._refuse(conn, "only processes of the daemon's user are served")
             return
-        conn.peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
+        conn.peer = with_parent(cred)  # its parent and start time, from the kernel, once
         self._next_cid += 1
         conn.cid = self._next_cid
         self.conns.add(conn)
@@ -445,7 +446,7 @@ class Server:
 
     def from_agent(self, conn: Connection) -> bool:
         try:
-            return self.agents.from_agent(conn.peer.pid)
+            return self.agents.from_agent(conn.peer.pid, conn.peer.start)
         except Exception:  # cannot tell: fail closed
             log.exception("agent ancestry check failed")
             return True
