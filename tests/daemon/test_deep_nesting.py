@@ -23,11 +23,7 @@ def _request(depth: int, shape: str = "[]") -> bytes:
         inner = '{"a":' * depth + "1" + "}" * depth
     else:
         inner = '[{"a":' * (depth // 2) + "1" + "}]" * (depth // 2)
-    call = (
-        '{"provider":"claude","session":"s","tool":"Bash","input":{"command":"ls","x":'
-        + inner
-        + '},"cwd":"/tmp"}'
-    )
+    call = '{"provider":"claude","session":"s","tool":"Bash","input":{"command":"ls","x":' + inner + '},"cwd":"/tmp"}'
     return ('{"type":"request","ref":"deep","call":' + call + "}\n").encode()
 
 
@@ -40,7 +36,8 @@ def test_a_deep_message_gets_an_invalid_message_reply(daemon: DaemonHandle, shap
     assert isinstance(reply, p.Error) and reply.code == "invalid_message", reply
     assert "nested deeper" in reply.message  # (its ref cannot be read without parsing the depth)
     # the connection goes on: a normal request right after is decided
-    r.send({"type": "request", "ref": "ok", "call": {**json.loads(_request(3).decode())["call"], "input": {"command": "ls"}}})
+    call = {**json.loads(_request(3).decode())["call"], "input": {"command": "ls"}}
+    r.send({"type": "request", "ref": "ok", "call": call})
     reply = r.recv()
     assert isinstance(reply, p.Decision | p.Pending), reply
     r.close()
