@@ -43,7 +43,7 @@ from nexusd.daemon.auditexport import exporter
 from nexusd.daemon.connection import ClientErrorLog, Connection
 from nexusd.daemon.guard import AGENTS_NAME, AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
-from nexusd.daemon.listener import BoundSocket
+from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
 from nexusd.daemon.peer import ancestors, peer_credentials, with_parent
@@ -252,6 +252,8 @@ class Server:
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
+                # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
+                tg.start_soon(watch_socket, bound, lambda s: loop.create_unix_server(lambda: Connection(self), sock=s))
                 if self.probe_fn is not None:
                     tg.start_soon(self.queries.refresh_probe)
                 if self.notifier.enabled:
