@@ -46,11 +46,13 @@ from nexusd.daemon.limits import RunawayLimiter
 from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
+from nexusd.daemon.overrides import OVERRIDES_NAME, ModeOverrides
 from nexusd.daemon.peer import ancestors, peer_credentials, with_parent
 from nexusd.daemon.pending import PendingTable
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
 from nexusd.policy.grants import GrantTable
+from nexusd.policy.learned import clean_stale_temps
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 
@@ -184,6 +186,7 @@ class Server:
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.grants = GrantTable(config.state_dir)
+        self.overrides = ModeOverrides(config.state_dir / OVERRIDES_NAME)  # a person's modes, kept
         self.audit = AuditLog(
             config.state_dir / locations.AUDIT_NAME,
             max_bytes=config.audit_max_bytes,
@@ -239,6 +242,10 @@ class Server:
         loop = asyncio.get_running_loop()
         for err in self.grants.load(time.time()):
             log.error("grants error", error=err)
+        if (unreadable := self.overrides.load()) is not None:
+            log.error("mode overrides unreadable", error=unreadable)
+        for stale in clean_stale_temps(self.config.state_dir):  # left by a kill -9 mid-write
+            log.info("removed a temporary file left by an interrupted write", file=str(stale))
         for g in self.grants.timed():
             self.answers.arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
@@ -523,7 +530,7 @@ class Server:
     def session_for(self, call: p.CallInfo) -> Session:
         s = self.sessions.get(call.session)
         if s is None:
-            s = Session(id=call.session, provider=call.provider)
+            s = Session(id=call.session, provider=call.provider, override_mode=self.overrides.get(call.session))
             self.sessions[call.session] = s
             if len(self.sessions) > MAX_SESSIONS:
                 self.sessions.popitem(last=False)  # oldest; its session rules are forgotten (fail closed)
@@ -538,7 +545,7 @@ class Server:
     def session_by_id(self, sid: str) -> Session:
         s = self.sessions.get(sid)
         if s is None:
-            s = Session(id=sid)
+            s = Session(id=sid, override_mode=self.overrides.get(sid))
             self.sessions[sid] = s
             if len(self.sessions) > MAX_SESSIONS:
                 self.sessions.popitem(last=False)
@@ -567,6 +574,12 @@ class Server:
             # an unknown name would show in status and silently act as default: refuse it, with the list
             names = ", ".join(dict.fromkeys(spelling for spelling, _, _ in MODES))
             self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}; valid modes: {names}", msg.ref)
+            return
+        try:
+            self.overrides.set(msg.session, msg.mode)  # kept across restarts (daemon/overrides.py)
+        except OSError as e:
+            log.error("mode override could not be saved", error=str(e))
+            self.reply_error(conn, "refused", f"mode not changed: it could not be saved ({e.strerror or e})", msg.ref)
             return
         self.session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)
