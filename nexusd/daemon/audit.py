@@ -171,6 +171,7 @@ class AuditLog:
         self._asks_lock = threading.Lock()
         self._asks_fd: int | None = None
         self._asks_lines = 0
+        self._asks_failing = False
 
     def start(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -215,8 +216,11 @@ class AuditLog:
                 os.write(self._asks_fd, b"+" + line)
                 self._asks[rid] = None
                 self._asks_lines += 1
+                self._asks_failing = False
             except OSError as e:
-                log.error("ask journal cannot be written; a crash would leave this ask unrecorded", error=str(e))
+                if not self._asks_failing:  # once per failure, not once per ask
+                    log.error("ask journal cannot be written; a crash would leave asks unrecorded", error=str(e))
+                self._asks_failing = True
 
     def _asks_resolved(self, ids: list[str]) -> None:
         """Writer thread: the records of these ids are on disk; asks among them are closed in the journal."""
@@ -255,6 +259,14 @@ class AuditLog:
         except OSError as e:
             log.error("ask journal unreadable; asks pending at a crash may be unrecorded", error=str(e))
             return
+        if opened:  # resolved and recorded, but killed before the journal said so: not lost
+            for line in _lines_backwards(self.path):
+                try:
+                    seen = _id_decoder.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if seen.event == "decision":
+                    opened.pop(seen.id, None)
         for rid, raw in opened.items():
             try:
                 call = msgspec.json.decode(raw, type=_AskLine).call
@@ -486,8 +498,8 @@ class AuditLog:
                 for confirm in confirms:
                     with contextlib.suppress(Exception):  # the loop may be gone at stop: its hook then denies
                         confirm(ok)
-                if ok and self._asks:
-                    self._asks_resolved([r.id for r in records])
+                if ok and self._asks:  # an ask's resolution is its "decision" record (not a refused answer)
+                    self._asks_resolved([r.id for r in records if r.event == "decision"])
             for f in flushes:
                 f.done.set()
 
@@ -596,6 +608,14 @@ class AuditLog:
         if not lines:
             self._first_prev = self.chain[0]
         self.chain = (self.chain[0], len(lines))
+
+
+class _IdEvent(msgspec.Struct):
+    id: str = ""
+    event: str = "decision"
+
+
+_id_decoder = msgspec.json.Decoder(_IdEvent)
 
 
 class _AskLine(msgspec.Struct):

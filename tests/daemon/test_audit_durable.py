@@ -210,3 +210,49 @@ def test_an_ask_pending_at_a_crash_gets_a_record(daemon_factory) -> None:
     h.restart()  # recorded once, not at every start
     records = [json.loads(x) for x in (h.state_dir / "audit.jsonl").read_bytes().splitlines()]
     assert len([r for r in records if r["id"] == rid]) == 1
+
+
+def test_an_ask_recorded_before_the_crash_is_not_called_lost(tmp_path: Path) -> None:
+    """Killed after an ask's record was written but before the journal said so: no ask_lost for it; an ask
+    with no record: one."""
+    from nexusd.daemon.audit import AuditLog
+    from nexusd.protocol import AuditRecord
+
+    audit = tmp_path / "audit.jsonl"
+    log = AuditLog(audit)
+    log.start()
+    call = p.CallInfo("claude", "s", "Bash", {"command": "make deploy"}, "/tmp")
+    log.ask_opened("a" * 32, call)
+    log.ask_opened("b" * 32, call)
+    log.write(AuditRecord(1.0, "a" * 32, "claude", "s", "Bash", "", "allow", "user", "answered"))
+    assert log.flush()
+    log.close()
+    journal = audit.with_name("audit.jsonl.asks")
+    lines = (audit.read_bytes()).splitlines()
+    # as if killed between the record and the journal's close line: both asks still open in the journal
+    journal.write_bytes(
+        b"".join(
+            b"+"
+            + json.dumps(
+                {
+                    "id": i * 32,
+                    "call": {
+                        "provider": "claude",
+                        "session": "s",
+                        "tool": "Bash",
+                        "input": {"command": "make deploy"},
+                        "cwd": "/tmp",
+                    },
+                }
+            ).encode()
+            + b"\n"
+            for i in "ab"
+        )
+    )
+    log = AuditLog(audit)
+    log.start()
+    assert log.flush()
+    log.close()
+    records = [json.loads(x) for x in audit.read_bytes().splitlines()[len(lines) :]]
+    assert [(r["id"][0], r["event"]) for r in records] == [("b", "ask_lost")]
+    assert records[0]["summary"] == "make deploy" and not journal.exists()
