@@ -287,6 +287,7 @@ class Server:
             for conn in list(self.conns):
                 conn.kill()
             self.audit.close()
+            self.agents.close()
             log.info("stopped")
 
     async def _run_network(self) -> None:
