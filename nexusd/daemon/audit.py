@@ -475,7 +475,8 @@ class AuditLog:
         stop = False
         while not stop:
             items = [self._queue.get()]
-            time.sleep(BATCH_WINDOW)
+            if not (isinstance(items[0], tuple) and len(items[0]) == 3):
+                time.sleep(BATCH_WINDOW)  # an allow held until it is recorded does not wait for a batch
             while True:
                 try:
                     items.append(self._queue.get_nowait())
