@@ -25,24 +25,30 @@ def verify(ctx: click.Context, as_json: bool, offline: bool) -> None:
     """Check the audit trail's hash chain: every line must carry the hash of the one before, and the files
     must match the chain checkpoint (<audit>.chain) and the running daemon's head.
 
-    Prints the first place where the chain breaks (an edited, removed or inserted line; a truncated tail; a
-    file missing, swapped or replaced) and exits 9 when it finds any; 0 when the trail is whole.
+    Prints the first place where the chain breaks (an edited, removed or inserted line; a truncated tail; lines
+    appended after the daemon's last write; a torn line nobody sealed; a file missing, swapped or replaced) and
+    exits 9 when it finds any; 0 when the trail is whole.
     """
     from nexusd import locations
     from nexusd.daemon.audit import DEFAULT_KEEP
     from nexusd.daemon.auditchain import verify as check
 
-    path: Path | None = (ctx.obj or {}).get("audit_file")
-    live: tuple[str, int] | None = None
-    where = "files only"
-    if path is None and not offline:
-        live_path, live = _live(ctx)
-        if live is not None:
-            path, where = live_path, "files and the running daemon's head"
-        else:
-            where = "files only (nexusd is not running)"
-    path = path or locations.state_dir() / locations.AUDIT_NAME
-    rep = check(path, DEFAULT_KEEP, live)
+    given: Path | None = (ctx.obj or {}).get("audit_file")
+    # A daemon writing while we read can make the tail look wrong for a moment (a line written between its
+    # status and our scan): a tail problem is looked at again, up to 5 times; a forged or cut tail stays.
+    for attempt in range(5):
+        path, live, where = given, None, "files only"
+        if path is None and not offline:
+            live_path, live = _live(ctx)
+            if live is not None:
+                path, where = live_path, "files and the running daemon's head"
+            else:
+                where = "files only (nexusd is not running)"
+        path = path or locations.state_dir() / locations.AUDIT_NAME
+        rep = check(path, DEFAULT_KEEP, live)
+        if rep.ok or not rep.tail or attempt == 4:
+            break
+        time.sleep(0.3)
     if as_json:
         _json(
             {

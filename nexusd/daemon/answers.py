@@ -22,6 +22,7 @@ import structlog
 
 from nexusd import protocol as p
 from nexusd.core.engine import HUMAN_FLAG
+from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import ancestors, resolve_agent
 from nexusd.daemon.pending import PendingEntry
@@ -91,7 +92,9 @@ class Answers:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
             d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
-        if notify_requester:
+        strict = notify_requester and self.server.requests.strict_audit()
+        confirm = held_until_recorded(entry.conn.post, d, strict)  # on_failure = "deny": sent once recorded
+        if notify_requester and confirm is None:
             entry.conn.post(p.encode(d))
         resolved = p.encode(
             p.Resolved(
@@ -121,6 +124,7 @@ class Answers:
             scope=scope,
             trace=[*trace, *shaping.wrap_steps(decision, d)],
             requirement=entry.verdict.requirement,
+            confirm=confirm,
         )
         return d
 

@@ -7,10 +7,17 @@ time: pids are recycled), and a message that widens what is allowed (``WIDENS`` 
 comes from a process that is, or descends from, a remembered agent. A person does these from a terminal or
 UI outside the agents; narrowing (a deny rule, distrust, removing an allow rule) stays open to everyone.
 
-Agents are resolved the way the answer guard does it (``peer.resolve_agent``): up through transient
-shells and wrappers (``sh -c "nexus-hook claude"``), stopping at an interactive shell, never the daemon's
-own ancestors (a login shell or terminal that started both would otherwise lock the person out). On
-Linux everything is read from ``/proc`` (a few reads per request, cached by pid and start time).
+Who is an agent comes from the kernel only: the requester's parent as ``SO_PEERCRED`` and ``/proc`` say at
+accept, resolved up through transient shells and wrappers (``sh -c "nexus-hook claude"``), stopping at an
+interactive shell, never the daemon's own ancestors (a login shell or terminal that started both would
+otherwise lock the person out). The ``agent_pid`` a request declares is taken only when it names an
+ancestor of the requester: a request cannot make an unrelated process (a person's terminal) an agent.
+
+What must be remembered is never evicted by what agents send (issue 34: an LRU of 4,096 was worn out by
+4,200 requests naming other live processes): the table drops only processes that have ended, and it is
+kept in ``<state-dir>/agents`` (appended before the request is answered; rewritten at start with the live
+ones), so a restart, kill -9 included, still knows every live agent of this boot. The file is in the state
+directory, which the sandbox hides and a safety check protects in every mode.
 
 Limits, said plainly: a process that double-forks away from its agent (reparented to init) escapes any
 ancestry check; the uid stays the boundary (docs/SECURITY.md).
@@ -18,20 +25,26 @@ ancestry check; the uid stays the boundary (docs/SECURITY.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from nexusd import protocol as p
+from nexusd.atomicfile import write_atomic
 from nexusd.daemon.peer import SHELLS, WRAPPERS, _runs_a_command
 
 log = structlog.get_logger("nexusd.guard")
 
-MAX_AGENTS = 4096
+AGENTS_NAME = "agents"  # <state-dir>/agents
+MAX_RESOLVED = 4096  # the resolution cache (requester parent -> agent); the agents themselves are never evicted
+PRUNE_AT = 4096  # past this many agents, ended ones are dropped (the threshold then follows the live count)
+MAX_FILE_BYTES = 64 << 20  # <state-dir>/agents read at start: a bound, far above any real table
 MAX_HOPS = 8  # transient shells and wrappers between a hook and its agent
 MAX_DEPTH = 128  # ancestors walked for a widening message
 Identity = tuple[int, int]  # (pid, start time in clock ticks since boot)
@@ -116,19 +129,110 @@ def _transient(pid: int) -> bool:
     return bool(names & WRAPPERS) or bool(names & SHELLS and _runs_a_command(argv))
 
 
-class AgentRegistry:
-    """The agent processes seen making requests, by (pid, start time)."""
+def boot_id() -> str:
+    """What tells this boot from the next: start times count from boot, so a saved identity is only
+    meaningful within the boot that saved it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        pass
+    try:
+        import psutil
 
-    def __init__(self, never: frozenset[int]) -> None:
+        return f"boot-{int(psutil.boot_time())}"
+    except Exception:
+        return "unknown-boot"
+
+
+class AgentRegistry:
+    """The agent processes seen making requests, by (pid, start time), kept while they live.
+
+    ``path`` (``<state-dir>/agents``) keeps them across a restart of the daemon. When it exists but cannot be
+    read, the registry fails closed: every widening message is refused until it is readable again (a person
+    can remove it), and the daemon says so."""
+
+    def __init__(self, never: frozenset[int], path: Path | None = None) -> None:
         self.never = never  # the daemon's own ancestors: never an agent
-        self.agents: OrderedDict[Identity, None] = OrderedDict()
-        self._resolved: OrderedDict[Identity, Identity | None] = OrderedDict()  # requester parent -> agent
+        self.agents: dict[Identity, None] = {}
+        self._resolved: OrderedDict[Identity, Identity | None] = (
+            OrderedDict()
+        )  # a cache only: requester parent -> agent
+        self.path = path
+        self.broken: str | None = None  # why the saved agents could not be read: refuse every widening
+        self._boot = boot_id()
+        self._prune_at = PRUNE_AT
+        self._fd: int | None = None
+        if path is not None:
+            self._load(path)
+
+    # ------------------------------------------------------------------ persistence
+
+    def _load(self, path: Path) -> None:
+        """Read the agents saved by earlier daemons of this boot, keep the live ones, and rewrite the file."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError:
+            text = ""
+        except OSError as e:
+            self.broken = f"{path}: {e.strerror or e}"
+            log.error("saved agents unreadable: every gate-widening message is refused", error=self.broken)
+            return
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) != 3 or parts[0] != self._boot:
+                continue
+            try:
+                ident = (int(parts[1]), int(parts[2]))
+            except ValueError:
+                continue
+            if _alive(ident):
+                self.agents[ident] = None
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        """The file holds exactly the live agents (at start, and when pruning)."""
+        if self.path is None:
+            return
+        body = "".join(f"{self._boot} {pid} {start}\n" for pid, start in self.agents)
+        try:
+            self._close()
+            write_atomic(self.path, body, 0o600)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as e:
+            log.error("saved agents cannot be written; a restart would forget them", error=str(e))
+
+    def _save(self, ident: Identity) -> None:
+        """Appended at once (before the request is answered): the page cache outlives a kill -9, and after a
+        reboot no saved identity means anything anyway, so no fsync."""
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, f"{self._boot} {ident[0]} {ident[1]}\n".encode())
+        except OSError as e:
+            log.error("saved agents cannot be written; a restart would forget them", error=str(e))
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        self._close()
+
+    # ------------------------------------------------------------------ requests
 
     def saw(self, ppid: int | None, agent_pid: int | None) -> tuple[Identity, ...]:
-        """Remember the agent behind a request: the requester's parent (at accept) and the declared pid.
-        Returns the agents remembered, for ``touch`` on the connection's next requests with the same pair."""
+        """Remember the agent behind a request: the requester's parent (at accept, from the kernel), and the
+        declared pid only when it is that parent or one of its ancestors. Returns the agents remembered, for
+        ``touch`` on the connection's next requests with the same pair."""
         found: list[Identity] = []
-        for pid in {ppid, agent_pid}:
+        candidates = [ppid]
+        if agent_pid is not None and agent_pid != ppid and _is_ancestor(agent_pid, ppid):
+            candidates.append(agent_pid)
+        for pid in candidates:
             if pid is None or pid <= 1 or pid in self.never:
                 continue
             st = _stat(pid)
@@ -141,22 +245,28 @@ class AgentRegistry:
             else:
                 agent = self._resolve(pid, st)
                 self._resolved[key] = agent
-                if len(self._resolved) > MAX_AGENTS:
-                    self._resolved.popitem(last=False)
+                if len(self._resolved) > MAX_RESOLVED:
+                    self._resolved.popitem(last=False)  # a cache: what it forgets is resolved again
             if agent is not None:
                 found.append(agent)
         self.touch(found)
         return tuple(found)
 
     def touch(self, agents: Sequence[Identity]) -> None:
-        """Remember ``agents`` as the most recently seen. A connection's requester and its parent stay the
-        same processes for the connection's life, so its later requests touch what ``saw`` found then
-        instead of reading /proc again (a bridge asks many times on one connection)."""
+        """Remember ``agents`` (a connection's later requests come from the same processes: no /proc reads)."""
         for agent in agents:
-            self.agents[agent] = None
-            self.agents.move_to_end(agent)
-            if len(self.agents) > MAX_AGENTS:
-                self.agents.popitem(last=False)
+            if agent not in self.agents:
+                self.agents[agent] = None
+                self._save(agent)
+        if len(self.agents) > self._prune_at:
+            self.prune()
+
+    def prune(self) -> None:
+        """Forget agents that have ended (their descendants were reparented away from them: an ended agent
+        is nobody's ancestor); only ended ones, so nothing an agent sends can push a live one out."""
+        self.agents = {a: None for a in self.agents if _alive(a)}
+        self._prune_at = max(PRUNE_AT, 2 * len(self.agents))
+        self._rewrite()
 
     def _resolve(self, pid: int, st: tuple[int, int]) -> Identity | None:
         current, (parent, start) = pid, st
@@ -171,21 +281,52 @@ class AgentRegistry:
             current, (parent, start) = parent, nxt
         return current, start
 
-    def from_agent(self, pid: int | None) -> bool:
+    def from_agent(self, pid: int | None, start: int | None = None) -> bool:
         """Whether ``pid`` is, or descends from, a remembered agent. Unknown or unreadable: True (fail closed),
-        unless no agent has been seen at all."""
+        unless no agent has been seen at all (in this boot, by this daemon or one before it). ``start`` is the
+        peer's start time at accept: a pid that now belongs to another process is refused."""
+        if self.broken is not None:
+            return True
         if not self.agents:
             return False
         if pid is None:
             return True
         current = pid
-        for _ in range(MAX_DEPTH):
+        for i in range(MAX_DEPTH):
             st = _stat(current)
             if st is None:
                 return True  # gone or unreadable while it talks to us: cannot tell, refuse
+            if i == 0 and start is not None and st[1] != start:
+                return True  # the peer ended and its pid was reused: whoever holds its socket now, refuse
             if (current, st[1]) in self.agents:
                 return True
             if st[0] <= 1:
                 return False
             current = st[0]
         return True
+
+
+def _alive(ident: Identity) -> bool:
+    st = _stat(ident[0])
+    return st is not None and st[1] == ident[1]
+
+
+def _is_ancestor(pid: int, of: int | None) -> bool:
+    """Whether ``pid`` is ``of`` or one of its ancestors (each parent no younger than its child)."""
+    if of is None or pid <= 1:
+        return False
+    current = of
+    st = _stat(current)
+    for _ in range(MAX_DEPTH):
+        if st is None:
+            return False
+        if current == pid:
+            return True
+        parent, started = st[0], st[1]
+        if parent <= 1:
+            return False
+        st = _stat(parent)
+        if st is not None and st[1] > started:
+            return False  # the parent's pid was reused by a younger process
+        current = parent
+    return False

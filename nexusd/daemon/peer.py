@@ -26,6 +26,18 @@ class PeerCred:
     gid: int
     pid: int | None  # None when the platform does not tell
     ppid: int | None = None  # the peer's parent at accept time: for adapters, the agent process
+    start: int | None = None  # the peer's start time at accept (clock ticks since boot): its pid may be reused
+
+
+def with_parent(cred: PeerCred) -> PeerCred:
+    """``cred`` with the peer's parent and start time, read once at accept (one read of /proc on Linux)."""
+    if cred.pid is None:
+        return cred
+    if _LINUX:
+        st = _stat(cred.pid)
+        if st is not None:
+            return PeerCred(cred.uid, cred.gid, cred.pid, st[1], st[2])
+    return PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
 
 
 def peer_credentials(sock: socket.socket) -> PeerCred:

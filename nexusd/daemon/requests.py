@@ -26,6 +26,7 @@ from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SHELL_TOOLS, tool_info
+from nexusd.daemon.audit import Confirm, held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
@@ -192,6 +193,10 @@ class RequestLifecycle:
         """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
         return self.server.audit.failing is not None and self.server.store.policy.audit_on_failure == "deny"
 
+    def strict_audit(self) -> bool:
+        """[audit] on_failure = "deny": an allow is sent only once its record is on disk (audit.py)."""
+        return self.server.store.policy.audit_on_failure == "deny"
+
     def audit_refusal(self) -> str:
         return (
             f'the audit log cannot be written ({self.server.audit.failing}) and [audit] on_failure = "deny": '
@@ -213,7 +218,9 @@ class RequestLifecycle:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
         decision = self.decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun)
-        conn.send(p.encode(decision))
+        confirm = held_until_recorded(conn.send, decision, self.strict_audit())  # on_failure = "deny"
+        if confirm is None:
+            conn.send(p.encode(decision))
         self.record(
             self.record_id(),
             call,
@@ -222,6 +229,7 @@ class RequestLifecycle:
             peer=conn.peer,
             trace=[*verdict.trace, *shaping.wrap_steps(verdict.decision, decision)],
             requirement=verdict.requirement,
+            confirm=confirm,
         )
 
     def decision(
@@ -294,6 +302,7 @@ class RequestLifecycle:
         event: str = "decision",
         trace: list[p.TraceStep] | None = None,
         requirement: str | None = None,
+        confirm: Confirm | None = None,
     ) -> None:
         self.server.stats.count(decision.decision, decision.source)
         mode = next((s.outcome for s in trace or () if s.step == "mode"), None)  # the engine's first step
@@ -329,6 +338,7 @@ class RequestLifecycle:
                 trace=trace or [],
             ),
             call.input,
+            confirm=confirm,
         )  # no log line besides: the audit trail is the record of every decision
 
     def ask(
@@ -370,6 +380,7 @@ class RequestLifecycle:
             self.server.answers.agent_pids(conn, msg.call),
         )
         self.server.pending.add(entry)
+        self.server.audit.ask_opened(rid, msg.call)  # a crash before its answer still leaves it recorded
         if self.server.alerts.waits:
             self.server.alerts.asked(rid, entry.call, entry.deadline_wall)
         if self.server.subscribers:

@@ -41,17 +41,19 @@ from nexusd.daemon.answers import Answers
 from nexusd.daemon.audit import AuditLog
 from nexusd.daemon.auditexport import exporter
 from nexusd.daemon.connection import ClientErrorLog, Connection
-from nexusd.daemon.guard import AgentRegistry, widens
+from nexusd.daemon.guard import AGENTS_NAME, AgentRegistry, widens
 from nexusd.daemon.limits import RunawayLimiter
-from nexusd.daemon.listener import BoundSocket
+from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
-from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
+from nexusd.daemon.overrides import OVERRIDES_NAME, ModeOverrides
+from nexusd.daemon.peer import ancestors, peer_credentials, with_parent
 from nexusd.daemon.pending import PendingTable
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
 from nexusd.daemon.uploads import Uploads
 from nexusd.policy.grants import GrantTable
+from nexusd.policy.learned import clean_stale_temps
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 
@@ -188,6 +190,7 @@ class Server:
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
         self.grants = GrantTable(config.state_dir)
+        self.overrides = ModeOverrides(config.state_dir / OVERRIDES_NAME)  # a person's modes, kept
         self.audit = AuditLog(
             config.state_dir / locations.AUDIT_NAME,
             max_bytes=config.audit_max_bytes,
@@ -200,7 +203,8 @@ class Server:
         self._next_cid = 0
         self.stopping_now = False
         self.daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
-        self.agents = AgentRegistry(self.daemon_ancestors)  # who may not widen the gate (daemon/guard.py)
+        # who may not widen the gate (daemon/guard.py), kept across restarts in the state directory
+        self.agents = AgentRegistry(self.daemon_ancestors, config.state_dir / AGENTS_NAME)
         self.limiter = RunawayLimiter()  # automatic allows per session and minute (daemon/limits.py)
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
@@ -249,6 +253,10 @@ class Server:
         loop = asyncio.get_running_loop()
         for err in self.grants.load(time.time()):
             log.error("grants error", error=err)
+        if (unreadable := self.overrides.load()) is not None:
+            log.error("mode overrides unreadable", error=unreadable)
+        for stale in clean_stale_temps(self.config.state_dir):  # left by a kill -9 mid-write
+            log.info("removed a temporary file left by an interrupted write", file=str(stale))
         for g in self.grants.timed():
             self.answers.arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
@@ -262,6 +270,8 @@ class Server:
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
+                # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
+                tg.start_soon(watch_socket, bound, lambda s: loop.create_unix_server(lambda: Connection(self), sock=s))
                 if self.probe_fn is not None:
                     tg.start_soon(self.queries.refresh_probe)
                 if self.notifier.enabled:
@@ -288,6 +298,7 @@ class Server:
             for conn in list(self.conns):
                 conn.kill()
             self.audit.close()
+            self.agents.close()
             log.info("stopped")
 
     async def _run_network(self) -> None:
@@ -354,7 +365,7 @@ class Server:
             self.errlog.note(f"uid {cred.uid} (pid {cred.pid})", "refused a peer of another uid", {}, time.monotonic())
             self._refuse(conn, "only processes of the daemon's user are served")
             return
-        conn.peer = PeerCred(cred.uid, cred.gid, cred.pid, parent_pid(cred.pid))
+        conn.peer = with_parent(cred)  # its parent and start time, from the kernel, once
         self._next_cid += 1
         conn.cid = self._next_cid
         self.conns.add(conn)
@@ -456,7 +467,7 @@ class Server:
 
     def from_agent(self, conn: Connection) -> bool:
         try:
-            return self.agents.from_agent(conn.peer.pid)
+            return self.agents.from_agent(conn.peer.pid, conn.peer.start)
         except Exception:  # cannot tell: fail closed
             log.exception("agent ancestry check failed")
             return True
@@ -531,7 +542,7 @@ class Server:
     def session_for(self, call: p.CallInfo) -> Session:
         s = self.sessions.get(call.session)
         if s is None:
-            s = Session(id=call.session, provider=call.provider)
+            s = Session(id=call.session, provider=call.provider, override_mode=self.overrides.get(call.session))
             self.sessions[call.session] = s
             if len(self.sessions) > MAX_SESSIONS:
                 self.sessions.popitem(last=False)  # oldest; its session rules are forgotten (fail closed)
@@ -546,7 +557,7 @@ class Server:
     def session_by_id(self, sid: str) -> Session:
         s = self.sessions.get(sid)
         if s is None:
-            s = Session(id=sid)
+            s = Session(id=sid, override_mode=self.overrides.get(sid))
             self.sessions[sid] = s
             if len(self.sessions) > MAX_SESSIONS:
                 self.sessions.popitem(last=False)
@@ -577,6 +588,12 @@ class Server:
             near = did_you_mean(msg.mode)
             hint = f"; did you mean {near!r}?" if near else ""
             self.reply_error(conn, "invalid_message", f"unknown mode {msg.mode!r}{hint}; valid modes: {names}", msg.ref)
+            return
+        try:
+            self.overrides.set(msg.session, msg.mode)  # kept across restarts (daemon/overrides.py)
+        except OSError as e:
+            log.error("mode override could not be saved", error=str(e))
+            self.reply_error(conn, "refused", f"mode not changed: it could not be saved ({e.strerror or e})", msg.ref)
             return
         self.session_by_id(msg.session).override_mode = msg.mode
         log.info("session mode set", session=msg.session, mode=msg.mode, by=conn.label)

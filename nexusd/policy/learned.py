@@ -7,6 +7,8 @@ old file or the new one, never a torn one.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import tomlkit
@@ -19,6 +21,34 @@ HEADER = (
     "Rules learned from answers with scope always / never (nexusd writes this file).\n"
     "Edit freely: comments are kept. Remove a rule with `nexusctl rules remove`."
 )
+
+
+# write_atomic's temporary files: ``.<name>.<8 characters of mkstemp>.tmp``
+_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+
+
+def clean_stale_temps(state_dir: Path) -> list[Path]:
+    """Remove the temporary files that a kill -9 in the middle of a write left in the state directory (and
+    its ``lastgood/``): learned rules, trust, grants, the audit checkpoint all write through ``write_atomic``.
+    Called once at the daemon's start, when nothing of ours is writing there (the lock is ours)."""
+    removed: list[Path] = []
+    for d in (state_dir, state_dir / "lastgood"):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if not _TEMP.match(name):
+                continue
+            path = d / name
+            try:
+                if path.is_symlink() or not path.is_file():
+                    continue  # only the regular files write_atomic makes
+                path.unlink()
+            except OSError:
+                continue
+            removed.append(path)
+    return removed
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:

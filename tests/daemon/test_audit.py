@@ -30,7 +30,7 @@ def test_rotation_renames_and_keeps_every_line_whole(tmp_path):
     log.close()
     files = sorted(tmp_path.iterdir())
     names = ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.3", "audit.jsonl.chain"]
-    assert [f.name for f in files] == names
+    assert [f.name for f in files] == [*names, "audit.jsonl.head"]
     for f in files:
         assert f.stat().st_mode & 0o777 == 0o600
     for f in files[:4]:

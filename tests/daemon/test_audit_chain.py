@@ -187,14 +187,19 @@ def test_a_forged_checkpoint_is_refused(trail: Path) -> None:
 
 
 def test_a_torn_line_from_a_crash_is_a_note_not_a_break(tmp_path: Path) -> None:
+    """Once sealed by the next start; before that it is a break (issue 34, item 7)."""
     path = tmp_path / "audit.jsonl"
     write(path, 5)
     with open(path, "ab") as f:
         f.write(b'{"time":1.0,"id":"torn')  # power lost mid-line
+    rep = verify(path, KEEP)
+    assert not rep.ok and ":6: a torn line (half a record) nobody sealed" in rep.problems[0], rep.problems
     write(path, 5, start=5)
     rep = verify(path, KEEP)
     assert rep.ok, rep.problems
-    assert any(":6: not a chain record" in n for n in rep.notes)
+    assert any(":6: a torn line left by a crash, sealed" in n for n in rep.notes)
+    seal = json.loads(lines_of(path)[6])
+    assert seal["event"] == "audit_sealed" and line_hash(b'{"time":1.0,"id":"torn') in seal["reason"]
 
 
 def test_a_cut_made_while_the_daemon_was_stopped_stays_visible_after_restart(tmp_path: Path) -> None:
@@ -235,11 +240,12 @@ def test_nexusctl_audit_verify_against_a_running_daemon(daemon_factory) -> None:
     r = _ctl(h, "audit", "verify")
     assert r.returncode == 9 and "AUDIT CHAIN BROKEN" in r.stdout and "running daemon has written 30" in r.stdout
     r = _ctl(h, "audit", "verify", "--offline", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["ok"]  # the files alone cannot show this cut ...
+    assert r.returncode == 9  # the files alone show it too: the head record says where the file ends
+    assert "lines cut or replaced at the end" in json.loads(r.stdout)["problems"][0]
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:
         c.request(CallInfo("claude", "s", "Bash", {"command": "ls again"}, "/tmp"), timeout=10)
     r = _ctl(h, "audit", "verify", "--offline", "--json")
-    assert r.returncode == 9  # ... until the next decision is written after the cut
+    assert r.returncode == 9  # and the next decision written after the cut breaks the chain
     assert "chain broken" in json.loads(r.stdout)["problems"][0]
     r = _ctl(h, "audit", "-n", "1", "--json")  # the plain reader still works
     assert r.returncode == 0 and json.loads(r.stdout)["summary"] == "ls again"
