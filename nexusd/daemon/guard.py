@@ -62,6 +62,7 @@ def _rule_change_widens(m: p.RuleChange) -> bool:
 WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.Hello: False,
     p.Request: False,  # the gate decides it
+    p.Part: False,  # a piece of the next request's input: the gate decides that request
     p.Cancel: False,  # only the connection's own requests, and a cancel is a deny
     p.Subscribe: False,  # reading the queue decides nothing
     p.Answer: True,  # an allow is the obvious case; a deny of another agent's call is refused too
