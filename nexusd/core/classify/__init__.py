@@ -339,8 +339,8 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         pinfo = acc.path(raw, cwd, write=False)
         if pinfo is not None and pinfo.path and info.canonical == "Read":
             _size_checks(pinfo.path, acc)
-        if pinfo is not None and pinfo.path and info.canonical == "Grep":
-            acc.secrets_below(pinfo.path)  # a search of a directory prints the lines of the .env files below
+        if info.canonical == "Grep":
+            _recursive_read(pinfo, acc)  # a search prints lines of every file below: credentials, .env files
     for raw in ti.writes:
         pinfo = acc.path(raw, cwd, write=True)
         if pinfo is not None and info.canonical in _EDITS_THAT_SHOW:
@@ -415,6 +415,7 @@ def _fetch(info: ToolInfo, raw_urls: tuple[str, ...], acc: _Acc) -> Classificati
             acc.flag(Flag.PRIVATE_ADDRESS, f"private, loopback or metadata address: {u.domain or raw}")
         if u.domain is not None:
             acc.host(u.domain)
+        acc.words((raw[:4096],))  # spellings the URL parser refuses ([fe80::1%25eth0]) may still connect
     if len(domains) > 1:
         acc.note(f"fetches from several domains: {', '.join(domains)}")
     domain = domains[0] if len(domains) == 1 else None
