@@ -224,3 +224,20 @@ def test_a_claude_project_file_only_narrows(world: World):
     assert s.enabled and s.allow_write == ()
     assert s.deny_read == (str(world.ws / "private"),)  # ./ is the project root for a project's settings
     assert len(pol.sandbox_ignored) == 2
+
+
+def test_the_daemon_names_the_ignored_keys_when_it_starts(daemon_factory: Any, tmp_path: Path):
+    """A real daemon, started with a Claude settings file holding keys nexusd has not: each is in its log."""
+    import time
+
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(json.dumps({"sandbox": {"enabled": True, **UNSUPPORTED}}))
+    policy = "[claude]\nimport_settings = true\nmanaged_settings = '/nonexistent.json'\n"
+    d = daemon_factory(policy=policy, env={"HOME": str(home)})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "sandbox.ripgrep" not in d.log.read_text():
+        time.sleep(0.1)
+    log = d.log.read_text()
+    for key in UNSUPPORTED:
+        assert f"sandbox.{key}:" in log, (key, log[-2000:])
