@@ -187,6 +187,9 @@ def test_curl_never_reaches_a_metadata_address_in_bypass(world: World, url: str)
         "curl -K - <<< 'url = http://169.254.169.254/latest/'",
         "ssh ubuntu@169.254.169.254",
         "telnet 2852039166 80",
+        "curl --resolve example.com:80:169.254.169.254 http://example.com/latest/",
+        "curl --connect-to ::169.254.169.254:80 http://example.com/",
+        "wget -e use_proxy=yes -e http_proxy=169.254.169.254:80 http://example.com/",
     ],
 )
 @pytest.mark.parametrize("mode", ["default", "bypassPermissions"])

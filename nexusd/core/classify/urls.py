@@ -331,4 +331,13 @@ def hosts_in_word(word: str) -> list[str]:
             h = _host_of(head)
             if h and h not in out:
                 out.append(h)
+    # addresses inside a compound value: curl --resolve host:80:ADDR, --connect-to ::ADDR:80, a, b lists
+    for piece in _PIECES.split(word):
+        if piece and piece != word and ("." in piece or piece[:2].lower() == "0x"):
+            ip4 = parse_ipv4(piece.rstrip("."))
+            if ip4 is not None and str(ip4) not in out:
+                out.append(str(ip4))
     return out
+
+
+_PIECES = re.compile(r"[:,;=@/\[\]\s]+")
