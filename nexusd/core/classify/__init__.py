@@ -34,7 +34,7 @@ MAX_READ_SIZE = 10 * 1024 * 1024
 MAX_WRITE_SIZE = 10 * 1024 * 1024
 BINARY_PROBE = 8192
 MAX_GLOB_MATCHES = 256
-MAX_HOSTS = 256  # hosts kept per call (a refusal needs one)
+MAX_HOSTS = 4096  # hosts an MCP input's scan stops at (a shell command's words are bounded by the parser)
 MAX_CWDS = 8  # directories a relative path may be resolved against after cd's the parser cannot order
 _GIT_CONFIG_LIMIT = 64 * 1024
 
@@ -61,6 +61,7 @@ class _Acc:
         self.links: dict[str, str] = {}
         self.recursive: list[str] = []  # directories read with everything below them (grep -r, rg, find)
         self.hosts: list[str] = []  # network hosts the call names (normalised), for refusals in every mode
+        self._host_set: set[str] = set()
 
     def need(self, req: Requirement) -> None:
         if req > self.requirement:
@@ -142,8 +143,9 @@ class _Acc:
 
     def host(self, host: str) -> None:
         """A network host the call names: a metadata or link-local one is refused in every mode."""
-        if host in self.hosts or len(self.hosts) >= MAX_HOSTS:
+        if host in self._host_set:
             return
+        self._host_set.add(host)
         self.hosts.append(host)
         if urls.metadata_host(host):
             self.flag(Flag.METADATA_ADDRESS, f"reaches a cloud metadata or link-local address: {host}")
@@ -162,17 +164,25 @@ class _Acc:
             self.flag(Flag.SECRET_READ, f"reads {why}")
 
     def secrets_below(self, directory: str) -> None:
-        """A recursive read (``Grep``, ``grep -r``, ``rg``) of ``directory`` reads the secret files below it, as
-        far as a bounded look finds them (three levels, the decision's glob budget; dot-directories are
-        skipped as bash's globs skip them)."""
+        """A recursive read (``Grep``, ``grep -r``, ``rg``) of ``directory`` reads the workspace's secret files
+        below it, as far as a bounded look finds them (three levels, the decision's glob budget; dot-directories
+        are skipped as bash's globs skip them). Credential locations below it are ``_recursive_read``'s."""
         glob = getattr(self.fs, "glob", None)
         if glob is None or not directory:
             return
-        for pattern in (".env*", "*/.env*", "*/*/.env*"):
-            found = glob(paths.join(directory, pattern), MAX_GLOB_MATCHES)
-            for match in found or ():
-                if paths.is_secret_file_name(match.rsplit("/", 1)[-1]):
-                    self.path(match, "/", write=False, expand=False)
+        # the workspace's .env files are what the sandbox masks: look in the workspace part of the read only
+        # (``grep -r x /`` reads the workspace too; /proc and /usr hold no .env of the project's)
+        starts = (
+            [directory]
+            if paths.inside_workspace(directory, self.ctx)
+            else [r for r in self.ctx.workspace_roots if paths.within(r, directory)]
+        )
+        for start in starts:
+            for pattern in (".env*", "*/.env*", "*/*/.env*"):
+                found = glob(paths.join(start, pattern), MAX_GLOB_MATCHES)
+                for match in found or ():
+                    if paths.is_secret_file_name(match.rsplit("/", 1)[-1]):
+                        self.path(match, "/", write=False, expand=False)
 
     def _through_link(self, raw: str, cwd: str, write: bool) -> bool:
         """A path under a symlink this command created earlier (``ln -s ~/.ssh k; cat k/id_rsa``) is checked

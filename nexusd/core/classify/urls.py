@@ -9,6 +9,7 @@ are caught only when they are well-known (``localhost``, ``*.internal``, ``metad
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from urllib.parse import unquote
@@ -245,10 +246,11 @@ def is_metadata_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 def metadata_host(host: str) -> bool:
     """Whether a normalised host (``normalize_host``/``netpolicy.normalize_name``) is a metadata service."""
-    try:
-        return is_metadata_ip(ipaddress.ip_address(host))
-    except ValueError:
-        pass
+    if ":" in host or host[:1].isdigit():
+        try:
+            return is_metadata_ip(ipaddress.ip_address(host))
+        except ValueError:
+            pass
     if host in METADATA_NAMES:
         return True
     for suffix in _IP_IN_NAME:
@@ -297,7 +299,12 @@ def _host_of(authority: str) -> str | None:
     return str(ip4) if ip4 is not None else name
 
 
-def hosts_in_word(word: str) -> list[str]:
+def hosts_in_word(word: str) -> tuple[str, ...]:
+    """``_hosts_in_word``, remembered for short words (the same ones come back call after call)."""
+    return _hosts_cached(word) if len(word) <= 256 else _hosts_in_word(word)
+
+
+def _hosts_in_word(word: str) -> tuple[str, ...]:
     """Hosts a shell word may name for a program that connects (curl, wget, nc, ssh, git, python ...): every
     ``scheme://host`` inside it, ``/dev/tcp/host/port``, and the word itself read as ``[user@]host[:port][/path]``
     (after an ``--option=``), normalised (``0xa9fea9fe``, ``2852039166``, ``[::ffff:a9fe:a9fe]`` are
@@ -333,11 +340,12 @@ def hosts_in_word(word: str) -> list[str]:
                 out.append(h)
     # addresses inside a compound value: curl --resolve host:80:ADDR, --connect-to ::ADDR:80, a, b lists
     for piece in _PIECES.split(word):
-        if piece and piece != word and ("." in piece or piece[:2].lower() == "0x"):
+        if piece and piece != word and piece[0].isdigit() and ("." in piece or piece[:2].lower() == "0x"):
             ip4 = parse_ipv4(piece.rstrip("."))
             if ip4 is not None and str(ip4) not in out:
                 out.append(str(ip4))
-    return out
+    return tuple(out)
 
 
 _PIECES = re.compile(r"[:,;=@/\[\]\s]+")
+_hosts_cached = functools.lru_cache(maxsize=4096)(_hosts_in_word)
