@@ -181,8 +181,8 @@ def test_a_project_still_narrows(world: World):
     [
         ("[sandbox]\nenabled = false\n", "sandbox.enabled = false"),
         ('[sandbox]\nexcluded_commands = ["Bash(*)"]\n', 'sandbox.excluded_commands = ["Bash(*)"]'),
-        ('[sandbox.filesystem]\nallow_write = ["~/.ssh"]\n', "sandbox.allow_write"),
-        ("[sandbox.network]\nallowed_domains = ['x.example']\n", 'sandbox.allowed_domains = ["x.example"]'),
+        ('[sandbox.filesystem]\nallow_write = ["~/.ssh"]\n', "sandbox.filesystem.allow_write"),
+        ("[sandbox.network]\nallowed_domains = ['x.example']\n", 'sandbox.network.allowed_domains = ["x.example"]'),
     ],
 )
 def test_the_trust_question_lists_each_loosening_line(world: World, found: SandboxProbe, text: str, shown: str):

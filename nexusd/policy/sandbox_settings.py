@@ -388,6 +388,15 @@ def _show(value: object) -> str:
     return str(value)
 
 
+def _key(field_name: str) -> str:
+    """A setting's name as a policy file spells it (``sandbox.network.allowed_domains``)."""
+    if field_name in (*FS_KEYS, *FS_BOOL_KEYS):
+        return f"sandbox.filesystem.{field_name}"
+    if field_name in NETWORK_KEYS:
+        return f"sandbox.network.{field_name}"
+    return f"sandbox.{field_name}"
+
+
 def loosening(layer: SandboxLayer, base_mode: str | None = None) -> list[tuple[str, str]]:
     """(field, the line as shown to a person) of every setting of ``layer`` that would loosen the sandbox.
     ``base_mode``: the network mode the layers before it said (a project may go from open to filtered)."""
@@ -395,11 +404,11 @@ def loosening(layer: SandboxLayer, base_mode: str | None = None) -> list[tuple[s
     for key, narrow in NARROWING_BOOLS.items():
         v = getattr(layer, key)
         if v is not None and v != narrow:
-            out.append((key, f"sandbox.{key} = {_show(v)} ({_WHY[key]})"))
+            out.append((key, f"{_key(key)} = {_show(v)} ({_WHY[key]})"))
     for key in (*LOOSENING_LISTS, *LOOSENING_SCALARS):
         v = getattr(layer, key)
         if v:
-            out.append((key, f"sandbox.{key} = {_show(v)} ({_WHY[key]})"))
+            out.append((key, f"{_key(key)} = {_show(v)} ({_WHY[key]})"))
     if layer.enabled_platforms is not None:  # fewer platforms sandboxed is less sandbox
         out.append(
             (
