@@ -24,7 +24,7 @@ from typing import Literal
 
 from nexusd.core.classify import details as classify_details
 from nexusd.core.classify.commands import SAFE_DEVICES
-from nexusd.core.classify.paths import is_credential, is_protected, reaches_elsewhere
+from nexusd.core.classify.paths import SECRET_KINDS, is_credential, is_protected, reaches_elsewhere
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
     NOT_RULE_ALLOWABLE,
@@ -36,6 +36,7 @@ from nexusd.core.model import (
     Session,
     ToolKind,
 )
+from nexusd.core.netpolicy import DomainPattern, Target, canonical_ip, parse_pattern
 from nexusd.core.policy.modes import INTERNAL, ModeSpec, resolve
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.policy.rules import Rule, RuleError, argv_texts, parse_rule
@@ -43,16 +44,28 @@ from nexusd.core.policy.suggest import blanket_reason, code_blanket_reason, sugg
 from nexusd.core.tools import ACTS_ON_NOTHING, PATH_KEYS, READ_REDIRECTS, WRITE_REDIRECTS, tool_info
 from nexusd.protocol import CallInfo, TraceStep, Verdict
 
-__all__ = ["SAFETY_ASK", "ClassifierAnswer", "Evaluation", "HookAnswer", "Policy", "effective_mode", "evaluate"]
+__all__ = [
+    "SAFETY_ASK",
+    "SECRET_FLAG",
+    "ClassifierAnswer",
+    "Evaluation",
+    "HookAnswer",
+    "Policy",
+    "effective_mode",
+    "evaluate",
+]
 
 # Need a person in every mode, bypass included, and can never be learned.
 SAFETY_ASK = frozenset({Flag.PROTECTED_PATH, Flag.CATASTROPHIC, Flag.UNPARSEABLE, Flag.DYNAMIC, Flag.GATE_CONTROL})
-# Refused in every mode (reads and writes over 10 MB: a person cannot review such a call; and
-# the audit trail, the one record of what agents did, is never theirs to write).
-SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ, Flag.AUDIT_TRAIL})
+# Refused in every mode (reads and writes over 10 MB: a person cannot review such a call; the audit trail,
+# the one record of what agents did, is never theirs to write; cloud metadata services hand out credentials).
+SAFETY_DENY = frozenset({Flag.LARGE_WRITE, Flag.LARGE_READ, Flag.AUDIT_TRAIL, Flag.METADATA_ADDRESS})
 # Surfaced in the reason of an allow (the model and the audit trail see it), not refused.
 _SURFACED = frozenset({Flag.BINARY_READ})
 UNTRUSTED_FLAG = "untrusted_workspace"
+# a shell call's ask that only a secret read kept from the mode: the sandbox, which hides the secret, may run it
+# (``nexusd.policy.shaping.sandbox_auto_allow``); any other way it needs a person
+SECRET_FLAG = "secret_unless_sandboxed"
 # an ask rule with require_human matched: only a person answering this very call may allow it
 HUMAN_FLAG = "require_human"
 
@@ -92,6 +105,8 @@ class _Run:
     explain: bool = True  # False: no trace, details only where the daemon needs them (see evaluate)
     why_not_mode: str = ""  # set when a setting, not the mode's ceiling, kept the mode from allowing
     spelled: list[tuple[tuple[str, ...] | None, bool]] | None = None  # _deny_spellings of cls.commands, once needed
+    secret: str | None = None  # what secret the call reads (the sandbox hides it): no mode allows it by itself
+    secret_only: bool = False  # ... and the mode would have allowed the call but for it
 
     def step(self, step: str, outcome: str, detail: str = "") -> None:
         if self.explain:
@@ -375,6 +390,32 @@ def _deny_hit(rule: Rule, run: _Run, reads: list[str], writes: list[str]) -> str
     return f"tool {cls.tool}"
 
 
+def _denied_host(policy: Policy, hosts: Sequence[str]) -> str | None:
+    """Why one of ``hosts`` is a denied domain of ``[sandbox.network]`` (the proxy's own matcher), or None."""
+    denied: tuple[DomainPattern, ...] = policy.derived(("denied_domains",), lambda: _patterns(policy.denied_domains))
+    for host in hosts:
+        target = Target(host, 443, _is_ip(host))
+        for pat in denied:
+            if pat.matches(target):
+                return f"{host} is a denied domain ({pat.text}, [sandbox.network] denied_domains)"
+    return None
+
+
+def _patterns(entries: Sequence[str]) -> tuple[DomainPattern, ...]:
+    out: list[DomainPattern] = []
+    for e in entries:
+        try:
+            out.append(parse_pattern(e))
+        except ValueError:  # validated at load; an entry that cannot parse still refuses its own spelling
+            wild = e.startswith("*.")
+            out.append(DomainPattern(e, e[2 if wild else 0 :].lower().strip("."), wild, False))
+    return tuple(out)
+
+
+def _is_ip(host: str) -> bool:
+    return canonical_ip(host) is not None
+
+
 def _may_apply(rule: Rule, cls: Classification) -> bool:
     """Whether a deny/ask rule can match some call of this kind and tool (``_deny_hit`` answers None for
     the others): Read and Edit path rules see every call's paths; any other rule only the calls it covers,
@@ -651,6 +692,13 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         if hit:
             run.step("deny_rules", "matched", f"{rule.text} ({rule.origin}) matched {hit}")
             return Evaluation(_verdict(run, "deny", f"denied by rule {rule.text}: {hit}", "rule", rules=[rule]))
+    # (1') the sandbox's denied domains: refused for every tool that names them (WebFetch, curl, an MCP fetch),
+    # in every mode, whether or not the call runs sandboxed
+    if policy.denied_domains and cls.hosts:
+        refused = _denied_host(policy, cls.hosts)
+        if refused is not None:
+            run.step("deny_rules", "matched", refused)
+            return Evaluation(_verdict(run, "deny", f"refused: {refused}", "rule"))
     if trace is not None:
         trace.append(TraceStep("deny_rules", "passed"))
 
@@ -750,11 +798,17 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     if policy.trust == "unknown" and policy.workspace:
         run.step("trust", "ask", f"{policy.workspace} has a project policy and is not trusted yet")
         sugg = [f"Trust({policy.workspace})", *suggest(cls, ctx.workspace_roots)]
+        question = f"workspace {policy.workspace} has a project policy; trust it (its allow rules then apply)?"
+        if policy.sandbox_ignored:
+            question += (
+                " Trusted or not, a project only narrows the sandbox; these lines of it would loosen it and do NOT"
+                " apply (say them in your own policy to use them): " + "; ".join(policy.sandbox_ignored)
+            )
         return Evaluation(
             _ask(
                 run,
                 writes,
-                f"workspace {policy.workspace} has a project policy; trust it (its allow rules then apply)?",
+                question,
                 "safety",
                 step="trust",
                 suggestions=sugg,
@@ -772,10 +826,13 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         run.step("mode_check", "skipped", "not auto-allowable")
     else:
         used: list[Rule] = []
+        run.secret = _secret_read(run, reads)
+        # a trusted project's allow rules never cover a read of what the sandbox hides: only the person's own
+        project_ok = trusted and run.secret is None
         if cls.rule_allowable:
             allows, code_blankets = policy.derived(
-                ("allow", "trusted" if trusted else None),
-                lambda: _split_code_blankets(r for r in policy.of_kind("allow") if trusted or not r.project),
+                ("allow", "trusted" if project_ok else None),
+                lambda: _split_code_blankets(r for r in policy.of_kind("allow") if project_ok or not r.project),
             )
             own = session.allow_rules or session.grant_rules
             if own:
@@ -788,7 +845,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
                     _strip_broad(allows)
                     if own
                     else policy.derived(
-                        ("allow-auto", "trusted" if trusted else None), lambda: _strip_broad(policy_allows)
+                        ("allow-auto", "trusted" if project_ok else None), lambda: _strip_broad(policy_allows)
                     )
                 )
                 if stripped:
@@ -828,7 +885,7 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         if v is not None:
             return Evaluation(v)
         # auto mode: the external classifier decides what the mode alone does not allow.
-        if mode.escalation == "classifier":
+        if mode.escalation == "classifier" and run.secret is None:
             ev = _classifier_step(run, session, writes, classifier, dry_run, uncovered)
             if ev is not None:
                 return ev
@@ -850,7 +907,8 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     )
     if run.why_not_mode and cls.auto_allowable:
         reason = f"{cls.tool} asks because {run.why_not_mode}"
-    return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg))
+    flags = [SECRET_FLAG] if run.secret_only and cls.kind == ToolKind.SHELL else []
+    return Evaluation(_ask(run, writes, reason, "mode", step="mode escalation", suggestions=sugg, extra_flags=flags))
 
 
 _broad = functools.lru_cache(maxsize=4096)(blanket_reason)  # pure, and rules are few and repeat
@@ -885,7 +943,38 @@ def _strip_broad(allows: Sequence[Rule]) -> tuple[tuple[Rule, ...], tuple[Rule, 
     return tuple(kept), tuple(broad), detail
 
 
+_SECRET_NOTES = tuple(f"reads {kind}" for kind in SECRET_KINDS)
+
+
+def _secret_read(run: _Run, reads: Sequence[str]) -> str | None:
+    """What the sandbox hides that this call reads (``Flag.SECRET_READ``: credentials, .env files, the daemon's
+    directories; or the policy's ``[sandbox.filesystem] deny_read``), or None."""
+    if Flag.SECRET_READ in run.cls.flags:
+        return next((n[6:] for n in run.cls.notes if n.startswith(_SECRET_NOTES)), "a secret")
+    hidden = run.policy.sandbox_hidden
+    if hidden:
+        for p in reads:
+            if _inside(p, hidden):
+                return f"a path the sandbox's deny_read hides: {p}"
+    return None
+
+
 def _mode_check(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
+    """The mode's own allow, except for a read of what the sandbox hides: never by a mode alone, bypass
+    included (a person decides; a shell call may still run sandboxed, where the secret is not there)."""
+    if run.secret is None:
+        return _mode_allows(run, reads, writes)
+    explain, run.explain = run.explain, False
+    try:
+        run.secret_only = _mode_allows(run, reads, writes) is not None
+    finally:
+        run.explain = explain
+    run.why_not_mode = f"it reads {run.secret}; no mode allows that by itself (the sandbox hides it)"
+    run.step("mode_check", "passed", f"reads {run.secret}: a person decides")
+    return None
+
+
+def _mode_allows(run: _Run, reads: Sequence[str], writes: Sequence[str]) -> Verdict | None:
     cls, mode, policy = run.cls, run.mode, run.policy
     need = cls.requirement
     if (

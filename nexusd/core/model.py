@@ -66,6 +66,12 @@ class Flag(StrEnum):
     GATE_CONTROL = "gate_control"
     # writes the audit trail (its files, or a directory holding them): refused, a person cannot approve it
     AUDIT_TRAIL = "audit_trail"
+    # reads a secret the sandbox hides (a credential location, a .env file, the daemon's own directories): no
+    # mode allows it by itself, bypass included; a person, or a rule of the person's own policy, may
+    SECRET_READ = "secret_read"
+    # names a cloud metadata or link-local address (169.254.169.254, fe80::, fd00:ec2::254,
+    # metadata.google.internal ... in any spelling): refused in every mode, for every tool
+    METADATA_ADDRESS = "metadata_address"
 
 
 NOT_AUTO_ALLOWABLE = frozenset(
@@ -124,6 +130,9 @@ class Classification(msgspec.Struct, frozen=True):
     domain: str | None = None  # normalized (lowercase, IDNA, no trailing dot, no port)
     flags: frozenset[Flag] = frozenset()
     notes: tuple[str, ...] = ()  # one human-readable line per flag raised, in order found
+    # network hosts the call names (normalised: a canonical IP or a lowercase ASCII name): URLs of fetch tools,
+    # words of shell commands that may name one; matched against denied domains in every mode
+    hosts: tuple[str, ...] = ()
     # directories read with every file below them (grep -r, rg, find): Read deny/ask rules for any path below apply
     recursive_reads: tuple[str, ...] = ()
 
@@ -144,6 +153,7 @@ class Context(msgspec.Struct, frozen=True):
     home: str
     protected_dirs: tuple[str, ...] = ()  # the daemon's own config, state and socket directories
     audit_trail: str = ""  # the daemon's audit file (canonical): no agent writes it, its siblings or its directory
+    hidden_dirs: tuple[str, ...] = ()  # the daemon's config, state, managed and socket directories: sandboxes hide them
 
 
 class FileSystem(Protocol):

@@ -20,7 +20,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nexusd.core.classify.urls import is_private_ip, normalize_host, parse_ipv4, parse_url
+from nexusd.core.classify.urls import (
+    is_metadata_ip,
+    is_private_ip,
+    metadata_host,
+    normalize_host,
+    parse_ipv4,
+    parse_url,
+)
 
 DEFAULT_PORTS: tuple[int, ...] = (80, 443)
 MAX_NAME = 253
@@ -221,7 +228,10 @@ def wildcard_suggestion(target: Target) -> str | None:
 
 
 def decide(target: Target, policy: NetPolicy) -> NetVerdict:
-    """Denied domains and deny rules, then allowed domains and allow rules on an allowed port, else ask."""
+    """Metadata and link-local addresses, denied domains and deny rules refuse; then allowed domains and allow
+    rules on an allowed port pass; else ask."""
+    if metadata_host(target.host):
+        return NetVerdict("deny", f"{target.host} is a cloud metadata or link-local address: refused always", None)
     for pat in policy.denied:
         if pat.matches(target):
             return NetVerdict("deny", f"{target.host} is a denied domain ({pat.text})", pat.text)
@@ -276,6 +286,12 @@ def private_refusal(target: Target, addresses: Sequence[str], allowed: Sequence[
     when the name says it is local (``localhost``, ``*.local``, ``*.internal``, single labels ...) or an
     exact ``allowed_domains`` entry names it (an internal host a person listed); never through a wildcard
     or a learned rule. IP literals were matched as addresses already."""
+    for a in addresses:  # a metadata service is never reached, whatever name leads there and whoever listed it
+        try:
+            if is_metadata_ip(ipaddress.ip_address(a.split("%", 1)[0])):
+                return f"{target.host} resolves to {a}, a cloud metadata or link-local address: refused always"
+        except ValueError:
+            continue
     if target.is_ip:
         return None
     if parse_url(f"http://{target.host}/").private:

@@ -250,6 +250,8 @@ class Server:
         errors = self.store.load()
         for err in errors:
             log.error("policy error", error=err)
+        for warning in self.store.warnings:  # settings not applied (Claude Code keys, a project's loosening ...)
+            log.warning("policy warning", warning=warning)
         loop = asyncio.get_running_loop()
         for err in self.grants.load(time.time()):
             log.error("grants error", error=err)

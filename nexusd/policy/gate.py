@@ -109,6 +109,10 @@ def context_for(
         home=store.home,
         protected_dirs=_protected_dirs(store),
         audit_trail=_audit_trail(store),
+        # what every sandbox hides of the daemon (plan.daemon_dirs): no mode reads it by itself either
+        hidden_dirs=tuple(
+            dict.fromkeys((*store.protected_dirs, str(store.config_dir), str(store.state_dir), str(store.managed_dir)))
+        ),
     )
 
 

@@ -24,7 +24,13 @@ from nexusd.core.policy.modes import internal_name
 from nexusd.core.policy.policy import ClassifierSpec, HookSpec, Limits, NotifySpec, Policy, ProviderSettings, Trust
 from nexusd.core.policy.rules import Rule, RuleError, parse_rule
 from nexusd.core.policy.suggest import blanket_reason, code_blanket_reason
-from nexusd.policy.sandbox_settings import parse_sandbox_layer
+from nexusd.policy.sandbox_settings import (
+    SandboxSettings,
+    loosening_lines,
+    merge_settings,
+    parse_sandbox_layer,
+    resolve_sandbox_path,
+)
 
 TOP_KEYS = frozenset(
     {"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits", "notify"}
@@ -487,7 +493,17 @@ def parse_notify(t: Any) -> NotifySpec:
     return NotifySpec(**kw)
 
 
-# Claude Code's sandbox.network keys -> ours in [sandbox.network] (its domains come from WebFetch rules)
+# Claude Code's ``sandbox`` settings (its settings reference and the SDK's sandboxTypes schema) -> ours, with
+# Claude's meaning. Keys nexusd has no equivalent for are named in a warning (start log, ``nexusctl policy
+# validate``), never dropped silently.
+CLAUDE_SANDBOX_KEYS = {
+    "enabled": "enabled",
+    "failIfUnavailable": "fail_if_unavailable",
+    "autoAllowBashIfSandboxed": "auto_allow_bash_if_sandboxed",
+    "allowUnsandboxedCommands": "allow_unsandboxed_commands",
+    "excludedCommands": "excluded_commands",  # Claude's entries are Bash rule bodies: ours too
+    "enabledPlatforms": "enabled_platforms",
+}
 CLAUDE_NETWORK_KEYS = {
     "allowUnixSockets": "allow_unix_sockets",
     "allowAllUnixSockets": "allow_all_unix_sockets",
@@ -496,23 +512,84 @@ CLAUDE_NETWORK_KEYS = {
     "socksProxyPort": "socks_proxy_port",
     "allowedDomains": "allowed_domains",
     "deniedDomains": "denied_domains",
+    "allowManagedDomainsOnly": "managed_domains_only",  # honoured in managed settings only (as Claude does)
 }
+CLAUDE_FS_KEYS = {
+    "allowWrite": "allow_write",
+    "denyWrite": "deny_write",
+    "denyRead": "deny_read",
+    "allowRead": "allow_read",
+    "allowManagedReadPathsOnly": "allow_managed_read_paths_only",  # managed settings only
+}
+CLAUDE_MANAGED_ONLY = frozenset({"allowManagedDomainsOnly", "allowManagedReadPathsOnly"})
+CLAUDE_PATH_KEYS = frozenset({"allowWrite", "denyWrite", "denyRead", "allowRead", "allowUnixSockets"})
+# Claude's platform names -> ours (nexusd.sandbox.probe.detect_platform)
+CLAUDE_PLATFORMS = {"macos": ("macos",), "linux": ("linux",), "wsl": ("wsl1", "wsl2"), "wsl2": ("wsl2",)}
 
 
-def claude_sandbox(doc: Any, path: Path, managed: bool = False) -> dict[str, Any] | None:
-    """A settings.json's ``sandbox.network`` as our ``[sandbox]`` table (validated by the caller); unknown
-    Claude keys are not ours to judge and are left out."""
+def _claude_path(raw: Any, base: Path) -> Any:
+    """A Claude sandbox path as an absolute one: ``/`` and ``//`` absolute, ``~/`` the home directory, ``./`` or
+    no prefix relative to ``base`` (the project root for a project's settings, else the settings' directory)."""
+    if not isinstance(raw, str) or not raw or raw.startswith(("/", "~")):
+        return raw
+    rel = raw if raw.startswith(("./", "../")) or raw in (".", "..") else "./" + raw
+    return resolve_sandbox_path(rel, base / "settings.json")
+
+
+def claude_sandbox(
+    doc: Any, path: Path, managed: bool = False, project: bool = False
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """A settings.json's ``sandbox`` object as our ``[sandbox]`` table (validated by the caller), and a warning
+    naming each key that is not imported."""
     sb = doc.get("sandbox") if isinstance(doc, dict) else None
-    net = sb.get("network") if isinstance(sb, dict) else None
-    if not isinstance(net, dict):
-        return None
-    mapped = {ours: net[theirs] for theirs, ours in CLAUDE_NETWORK_KEYS.items() if theirs in net}
-    return {"network": mapped} if mapped else None
+    if sb is None:
+        return None, []
+    where = f"{path}: sandbox"
+    if not isinstance(sb, dict):
+        return None, [f"{where} is not an object: ignored"]
+    base = Path(policy_root(path)) if project else path.parent
+    warnings: list[str] = []
+    table: dict[str, Any] = {}
+
+    def take(obj: dict[str, Any], keys: dict[str, str], into: dict[str, Any], prefix: str) -> None:
+        for theirs, value in obj.items():
+            ours = keys.get(theirs)
+            if ours is None:
+                warnings.append(f"{where}.{prefix}{theirs}: not a sandbox setting nexusd has; ignored")
+            elif theirs in CLAUDE_MANAGED_ONLY and not managed:
+                warnings.append(
+                    f"{where}.{prefix}{theirs}: honoured in managed settings only (as Claude does); ignored"
+                )
+            elif theirs in CLAUDE_PATH_KEYS and isinstance(value, list):
+                into[ours] = [_claude_path(v, base) for v in value]
+            elif theirs == "enabledPlatforms" and isinstance(value, list):
+                names = [n for v in value for n in CLAUDE_PLATFORMS.get(str(v).lower(), ())]
+                unknown = [str(v) for v in value if str(v).lower() not in CLAUDE_PLATFORMS]
+                if unknown:
+                    warnings.append(f"{where}.enabledPlatforms: {', '.join(unknown)} not a platform nexusd runs on")
+                into[ours] = list(dict.fromkeys(names))
+            else:
+                into[ours] = value
+
+    top = {k: v for k, v in sb.items() if k not in ("network", "filesystem")}
+    take(top, CLAUDE_SANDBOX_KEYS, table, "")
+    for name, keys in (("network", CLAUDE_NETWORK_KEYS), ("filesystem", CLAUDE_FS_KEYS)):
+        sub = sb.get(name)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            warnings.append(f"{where}.{name} is not an object: ignored")
+            continue
+        inner: dict[str, Any] = {}
+        take(sub, keys, inner, f"{name}.")
+        if inner:
+            table[name] = inner
+    return (table or None), warnings
 
 
 def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = False) -> Layer:
     """The ``permissions`` of a Claude Code settings.json (allow/ask/deny, defaultMode, additionalDirectories)
-    and its ``sandbox.network`` keys."""
+    and its ``sandbox`` settings (``claude_sandbox``: every key Claude has, or a warning naming it)."""
     out = Layer(layer=layer, path=str(path), project=project)
     try:
         doc = json.loads(text)
@@ -537,12 +614,17 @@ def parse_claude_settings(text: str, path: Path, *, layer: str, project: bool = 
         if isinstance(d, str) and d:
             p = os.path.expanduser(d) if d.startswith("~") else d
             out.additional_directories.append(os.path.normpath(os.path.join(policy_root(path), p)))
-    sandbox = claude_sandbox(doc, path)
+    try:
+        sandbox, notes = claude_sandbox(doc, path, managed=layer == "claude-managed", project=project)
+    except ValueError as e:  # a path Claude would not take either
+        out.errors.append(f"{path}: {e}")
+        sandbox, notes = None, []
+    out.warnings += notes
     if sandbox is not None:
         try:
-            parse_sandbox_layer(sandbox, path)
+            parse_sandbox_layer(sandbox, path, managed=layer == "claude-managed")
         except ValueError as e:
-            out.errors.append(f"{path}: sandbox.network: {e}")
+            out.errors.append(f"{path}: {e}")
         else:
             out.sandbox = sandbox
     if out.errors:
@@ -578,6 +660,22 @@ def _merge_limits(sets: dict[str, list[int]], project: dict[str, int]) -> Limits
     return Limits(**out)
 
 
+def _loosening(layer: Layer) -> list[str]:
+    """A project layer's ``[sandbox]`` lines that would loosen the sandbox (shown in the trust question)."""
+    try:
+        return loosening_lines(parse_sandbox_layer(layer.sandbox or {}, Path(layer.path), project=True))
+    except ValueError:
+        return []  # validated at load: cannot happen; nothing of it applies anyway
+
+
+def _effective_sandbox(sandbox: list[tuple[dict[str, Any], str, bool, bool]]) -> SandboxSettings:
+    """The merged ``[sandbox]`` settings, for what the engine needs of them (hidden paths, denied domains)."""
+    try:
+        return merge_settings(parse_sandbox_layer(t, Path(p), managed=m, project=pr) for t, p, m, pr in sandbox)
+    except ValueError:  # validated at load: cannot happen
+        return SandboxSettings()
+
+
 def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust = "none") -> Policy:
     """Layers in increasing precedence: managed, claude-managed, user, claude-user, project..., learned.
 
@@ -596,7 +694,8 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     hooks: list[HookSpec] = []
     classifier: ClassifierSpec | None = None
     classifier_final = False
-    sandbox: list[tuple[dict[str, Any], str, bool]] = []
+    sandbox: list[tuple[dict[str, Any], str, bool, bool]] = []
+    sandbox_ignored: list[str] = []  # what project layers say that would loosen the sandbox (never applied)
     audit_on_failure, audit_final = "continue", False
     limit_sets: dict[str, list[int]] = {}  # [limits] values of the user's and managed layers
     project_limits: dict[str, int] = {}
@@ -618,6 +717,8 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
                 limit_sets.setdefault(key, []).append(v)
             elif v:  # a project, trusted or not, can only tighten
                 project_limits[key] = min(v, project_limits.get(key, v))
+        if layer.project and layer.sandbox is not None:
+            sandbox_ignored += _loosening(layer)
         if restrict_only:
             continue
         if layer.default_mode and not managed_mode:
@@ -641,11 +742,16 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         if layer.classifier is not None and not classifier_final:
             classifier, classifier_final = layer.classifier, layer.managed
         if layer.sandbox is not None:
-            sandbox.append((layer.sandbox, layer.path, layer.managed))
+            sandbox.append((layer.sandbox, layer.path, layer.managed, layer.project))
         if layer.audit_on_failure is not None and not audit_final and not layer.project:  # the user's or managed
             audit_on_failure, audit_final = layer.audit_on_failure, layer.managed
         if layer.notify is not None and not notify_final and not layer.project:  # the user's or managed, whole
             notify, notify_final = layer.notify, layer.managed
+    effective = _effective_sandbox(sandbox)
+    warnings += [
+        f"{line}: ignored, a project can only narrow the sandbox (say it in your own policy to use it)"
+        for line in sandbox_ignored
+    ]
     return Policy(
         rules=tuple(rules),
         default_mode=default_mode,
@@ -657,6 +763,9 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         hooks=tuple(hooks),
         classifier=classifier,
         sandbox_layers=tuple(sandbox),
+        sandbox_hidden=effective.deny_read,
+        denied_domains=effective.denied_domains,
+        sandbox_ignored=tuple(dict.fromkeys(sandbox_ignored)),
         workspace=workspace,
         trust=trust,
         builtin=builtin,

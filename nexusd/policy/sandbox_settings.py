@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ class SandboxLayer:
 
     path: str
     managed: bool = False
+    project: bool = False  # a workspace's own file: it may only narrow the sandbox (``loosening``)
     enabled: bool | None = None
     fail_if_unavailable: bool | None = None
     auto_allow_bash_if_sandboxed: bool | None = None
@@ -123,6 +124,7 @@ class SandboxSettings:
     deny_read: tuple[str, ...] = ()
     allow_read: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)  # the policy files that contributed
+    ignored: tuple[str, ...] = field(default=(), compare=False)  # project lines that would have loosened it
 
     def network(self, rule_domains: bool = False) -> str:
         """isolated | filtered | open: ``mode`` if a layer says it; ``network_isolation = false`` is open;
@@ -150,10 +152,17 @@ def person_allow_read(policy: object) -> tuple[str, ...]:
         layer = (
             item
             if isinstance(item, SandboxLayer)
-            else parse_sandbox_layer(item[0], Path(item[1]), managed=bool(item[2]) if len(item) > 2 else False)
+            else parse_sandbox_layer(
+                item[0],
+                Path(item[1]),
+                managed=bool(item[2]) if len(item) > 2 else False,
+                project=bool(item[3]) if len(item) > 3 else False,
+            )
         )
-        if (root is not None and layer.path.startswith(root) and not layer.managed) or (
-            managed_only and not layer.managed
+        if (
+            layer.project
+            or (root is not None and layer.path.startswith(root) and not layer.managed)
+            or (managed_only and not layer.managed)
         ):
             continue  # a project layer, or only the managed policy re-opens reads
         out.extend(p for p in layer.allow_read if p not in out)
@@ -209,7 +218,12 @@ def _check_keys(table: Mapping[str, Any], allowed: Iterable[str], where: str) ->
 
 
 def parse_sandbox_layer(
-    table: Mapping[str, Any], policy_file: Path, *, managed: bool = False, home: str | None = None
+    table: Mapping[str, Any],
+    policy_file: Path,
+    *,
+    managed: bool = False,
+    home: str | None = None,
+    project: bool = False,
 ) -> SandboxLayer:
     """Strict: unknown keys and wrong types are errors (raised as ValueError naming the key)."""
     if not isinstance(table, Mapping):
@@ -278,6 +292,7 @@ def parse_sandbox_layer(
     return SandboxLayer(
         path=str(policy_file),
         managed=managed,
+        project=project,
         excluded_commands=excluded,
         allow_unix_sockets=sockets,
         **values,
@@ -326,6 +341,92 @@ def _network_values(net: Mapping[str, Any], isolation: bool | None) -> dict[str,
     return out
 
 
+# A project layer (a workspace's .nexus/policy.toml, .claude/settings*.json) may only narrow the sandbox: the
+# value of each boolean that narrows it; any other value of these keys, and any entry of the lists below, would
+# loosen it and is ignored (said in the trust question, the policy's warnings and ``nexusctl policy validate``).
+NARROWING_BOOLS: dict[str, bool] = {
+    "enabled": True,
+    "fail_if_unavailable": True,
+    "auto_allow_bash_if_sandboxed": False,
+    "allow_unsandboxed_commands": False,
+    "network_isolation": True,
+    "allow_all_unix_sockets": False,
+    "allow_local_binding": False,
+    "allow_managed_read_paths_only": True,
+}
+LOOSENING_LISTS = ("excluded_commands", "allow_unix_sockets", "allowed_domains", "allow_write", "allow_read")
+LOOSENING_SCALARS = ("allowed_ports", "http_proxy_port", "socks_proxy_port")
+_WHY = {
+    "enabled": "would switch the sandbox off",
+    "fail_if_unavailable": "would run commands unsandboxed when no sandbox works",
+    "auto_allow_bash_if_sandboxed": "would allow sandboxed shell calls without a person",
+    "allow_unsandboxed_commands": "would let excluded commands leave the sandbox",
+    "network_isolation": "would open the network",
+    "allow_all_unix_sockets": "would open the host's Unix sockets",
+    "allow_local_binding": "would let commands listen on loopback",
+    "allow_managed_read_paths_only": "would let other layers' allow_read re-open reads",
+    "excluded_commands": "would run these commands outside the sandbox",
+    "allow_unix_sockets": "would open these Unix sockets",
+    "allowed_domains": "would let these domains through without a person",
+    "allow_write": "would make these paths writable",
+    "allow_read": "would re-open these hidden paths",
+    "allowed_ports": "would allow more ports",
+    "http_proxy_port": "would send traffic to another proxy instead of nexusd's",
+    "socks_proxy_port": "would send traffic to another proxy instead of nexusd's",
+    "network_mode": "would widen the network",
+    "enabled_platforms": "would leave shell calls unsandboxed on the other platforms",
+}
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
+
+
+def _key(field_name: str) -> str:
+    """A setting's name as a policy file spells it (``sandbox.network.allowed_domains``)."""
+    if field_name in (*FS_KEYS, *FS_BOOL_KEYS):
+        return f"sandbox.filesystem.{field_name}"
+    if field_name in NETWORK_KEYS:
+        return f"sandbox.network.{field_name}"
+    return f"sandbox.{field_name}"
+
+
+def loosening(layer: SandboxLayer, base_mode: str | None = None) -> list[tuple[str, str]]:
+    """(field, the line as shown to a person) of every setting of ``layer`` that would loosen the sandbox.
+    ``base_mode``: the network mode the layers before it said (a project may go from open to filtered)."""
+    out: list[tuple[str, str]] = []
+    for key, narrow in NARROWING_BOOLS.items():
+        v = getattr(layer, key)
+        if v is not None and v != narrow:
+            out.append((key, f"{_key(key)} = {_show(v)} ({_WHY[key]})"))
+    for key in (*LOOSENING_LISTS, *LOOSENING_SCALARS):
+        v = getattr(layer, key)
+        if v:
+            out.append((key, f"{_key(key)} = {_show(v)} ({_WHY[key]})"))
+    if layer.enabled_platforms is not None:  # fewer platforms sandboxed is less sandbox
+        out.append(
+            (
+                "enabled_platforms",
+                f"sandbox.enabled_platforms = {_show(layer.enabled_platforms)} ({_WHY['enabled_platforms']})",
+            )
+        )
+    mode = layer.network_mode
+    if mode is not None and mode != "isolated" and not (mode == "filtered" and base_mode == "open"):
+        out.append(("network_mode", f'sandbox.network.mode = "{mode}" ({_WHY["network_mode"]})'))
+    return out
+
+
+def loosening_lines(layer: SandboxLayer) -> list[str]:
+    """What a project layer says that would loosen the sandbox, each as ``file: line (why)``."""
+    return [f"{layer.path}: {line}" for _, line in loosening(layer)]
+
+
 def parse_sandbox_table(table: Mapping[str, Any], policy_file: Path) -> SandboxSettings:
     """One file's table as complete settings (defaults for what it leaves out); raises ValueError."""
     return merge_settings([parse_sandbox_layer(table, policy_file)])
@@ -345,8 +446,15 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     ports: list[int] | None = None
     platforms: tuple[str, ...] | None = None
     sources: list[str] = []
+    ignored: list[str] = []
     for layer in layers:
         sources.append(layer.path)
+        if layer.project and not layer.managed:
+            loose = loosening(layer, scalars.get("network_mode"))
+            if loose:  # a project only narrows: what would loosen is dropped, and said
+                ignored += [f"{layer.path}: {line}" for _, line in loose]
+                unset: dict[str, Any] = {k: _UNSET.get(k) for k, _ in loose}
+                layer = replace(layer, **unset)
         if layer.managed:
             managed_reads.extend(x for x in layer.allow_read if x not in managed_reads)
         if layer.enabled_platforms is not None:  # narrowing only: every layer's list must name the platform
@@ -381,7 +489,13 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
     if ports is not None:
         scalars["allowed_ports"] = tuple(dict.fromkeys((80, 443, *ports)))
     frozen: dict[str, Any] = {k: tuple(v) for k, v in lists.items()}
-    return SandboxSettings(**values, **scalars, **frozen, enabled_platforms=platforms, sources=tuple(sources))
+    return SandboxSettings(
+        **values, **scalars, **frozen, enabled_platforms=platforms, sources=tuple(sources), ignored=tuple(ignored)
+    )
+
+
+# what a dropped setting becomes: unset (None) or empty
+_UNSET: dict[str, Any] = {k: () for k in LOOSENING_LISTS}
 
 
 _MEMO_MAX = 64
@@ -417,5 +531,6 @@ def _sandbox_settings(policy: object) -> SandboxSettings:
         else:
             table, path = item[0], item[1]
             managed = bool(item[2]) if len(item) > 2 else False
-            parsed.append(parse_sandbox_layer(table, Path(path), managed=managed))
+            project = bool(item[3]) if len(item) > 3 else False
+            parsed.append(parse_sandbox_layer(table, Path(path), managed=managed, project=project))
     return merge_settings(parsed)

@@ -22,16 +22,16 @@ does to the verdict, and what it says, is stated here once.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from nexusd.core.disposition import command_disposition
-from nexusd.core.engine import HUMAN_FLAG
+from nexusd.core.engine import HUMAN_FLAG, SECRET_FLAG
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
-from nexusd.policy.sandbox_settings import sandbox_settings
+from nexusd.policy.sandbox_settings import SandboxSettings, sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
 
 
@@ -45,33 +45,47 @@ def sandbox_auto_allow(
     """A bare ask for a shell call that will run sandboxed is allowed (Claude Code's
     checkSandboxAutoAllow). Only an ask that came from the mode (not from a rule, hook, safety check or
     trust) qualifies; deny and ask rules already ran. Excluded commands that would leave the sandbox keep
-    the ask. The command's parse is the classification's: it is not parsed again."""
-    if (
-        v.decision != "ask"
-        or v.source != "mode"
-        or cls.kind != ToolKind.SHELL
-        or call.tool not in SANDBOXED_SHELL_TOOLS  # a shell the sandbox cannot wrap (PowerShell) would run bare
-        or not cls.auto_allowable
-        or HUMAN_FLAG in v.flags
-    ):
+    the ask. The command's parse is the classification's: it is not parsed again.
+
+    A mode's ask that only a secret read caused (``SECRET_FLAG``: the mode would allow the call but for a
+    read of what the sandbox hides) is allowed when the call runs sandboxed, setting or not: inside, the
+    secret is not there. Every other shell ask says where the call will run when that is not the whole
+    sandbox (``_disclose``): a person is never shown less than what runs outside."""
+    if v.decision != "ask" or cls.kind != ToolKind.SHELL:
         return v
     command = call.input.get("command")
-    if probe is None or not probe.available or not isinstance(command, str):
+    if not isinstance(command, str):
         return v
+    try:
+        settings = sandbox_settings(policy)
+        parsed = (tuple(c.argv for c in cls.commands), cls.flags)
+        where = _where(command, settings, parsed, probe)
+    except Exception:
+        return v
+    if where in ("sandbox", "mixed") and call.tool not in SANDBOXED_SHELL_TOOLS:
+        where = "unwrappable"  # a shell the wrapper cannot rewrite (PowerShell) would run bare: never auto-allowed
+    if v.source != "mode" or not cls.auto_allowable or HUMAN_FLAG in v.flags or where not in ("sandbox", "mixed"):
+        return _disclose(v, where)
+    assert probe is not None  # "sandbox" and "mixed" need an available probe
+    secret_only = SECRET_FLAG in v.flags
     if policy.provider(call.provider).auto_approval is False:
         # the stricter setting wins: a provider without auto-approval gets a person even for sandboxed calls
         return _step(
             v, "sandbox", "skipped", f"provider {call.provider} has no auto-approval; sandbox auto-allow does not apply"
         )
-    try:
-        settings = sandbox_settings(policy)
-        if not (settings.active_on(probe.platform) and settings.auto_allow_bash_if_sandboxed):
-            return v
-        parsed = (tuple(c.argv for c in cls.commands), cls.flags)
-        if command_disposition(command, settings, parsed=parsed) != "sandbox":
-            return v
-    except Exception:
-        return v
+    if secret_only:
+        return _step(
+            v,
+            "sandbox",
+            "allow",
+            f"runs sandboxed ({probe.backend}), where the secrets it names are hidden",
+            decision="allow",
+            reason=f"{v.reason}; runs in the sandbox, which hides them: allowed",
+            suggestions=[],
+            flags=[f for f in v.flags if f != SECRET_FLAG],
+        )
+    if not settings.auto_allow_bash_if_sandboxed or where == "mixed":
+        return _disclose(v, where)  # a chain with an excluded command is not allowed unseen
     return _step(
         v,
         "sandbox",
@@ -81,6 +95,40 @@ def sandbox_auto_allow(
         reason=f"{v.reason}; runs in the sandbox, allowed",
         suggestions=[],
     )
+
+
+Where = Literal["sandbox", "mixed", "excluded", "unsandboxed", "refused", "off", "unwrappable"]
+
+
+def _where(command: str, settings: SandboxSettings, parsed: tuple[Any, Any], probe: SandboxProbe | None) -> Where:
+    """Where an allowed shell call would run: in the sandbox; ``mixed`` (some sub-commands are excluded:
+    ``wrap_for_agent`` sandboxes the chain whole); outside it because every sub-command is excluded;
+    unsandboxed because no sandbox works and the policy lets calls run anyway (else ``refused``); or the
+    policy does not sandbox shell calls here (``off``)."""
+    if probe is None or not settings.active_on(probe.platform):
+        return "off"
+    if not probe.available:
+        return "refused" if settings.fail_if_unavailable else "unsandboxed"
+    disposition = command_disposition(command, settings, parsed=parsed)
+    return "excluded" if disposition == "unsandboxed" else disposition
+
+
+def _disclose(v: Verdict, where: Where) -> Verdict:
+    """An ask for a shell call that would not run wholly as the sandbox promises says where it runs."""
+    if where == "excluded":
+        why = "every sub-command is in [sandbox] excluded_commands: if allowed, it runs OUTSIDE the sandbox"
+    elif where == "unsandboxed":
+        why = "no sandbox works here and fail_if_unavailable = false: if allowed, it runs UNSANDBOXED"
+    elif where == "unwrappable":
+        why = "the sandbox cannot wrap this shell tool: if allowed, it runs OUTSIDE the sandbox"
+    elif where == "mixed":
+        why = (
+            "some sub-commands are in [sandbox] excluded_commands: if allowed, the whole chain runs INSIDE the "
+            "sandbox (they too); run them on their own to run them outside"
+        )
+    else:
+        return v
+    return _step(v, "sandbox", "noted", why, reason=f"{v.reason}; {why}")
 
 
 def allowed_because_sandboxed(v: Verdict) -> bool:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
+from nexusd.core.protected import is_secret_file_name
 
 MAX_ENTRIES = 50_000
 MAX_DEPTH = 16
@@ -49,14 +50,9 @@ for _parent, _child in PROTECTED_SUBPATHS:
     SUBPATHS[_parent] = (*SUBPATHS.get(_parent, ()), _child)
 
 
-# Environment files hold API keys more often than not: masked in the sandbox at any depth. Templates
-# (.env.example and friends) are meant to be read.
-ENV_PREFIX = ".env"
-ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults"})
-
-
-def is_env_secret(name: str) -> bool:
-    return name.startswith(ENV_PREFIX) and name not in ENV_TEMPLATES
+# Environment files hold API keys more often than not: masked in the sandbox at any depth (one list with the
+# gate: ``nexusd.core.protected``).
+is_env_secret = is_secret_file_name
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,12 @@ MANAGED_LAYERS = frozenset({"managed", "claude-managed"})
 
 
 def _domain_rules(policy: object, managed_only: bool) -> list[tuple[str, str, str | None, str]]:
-    trusted = getattr(policy, "trust", None) == "trusted"
     out: list[tuple[str, str, str | None, str]] = []
     for rule in getattr(policy, "rules", ()) or ():
         if getattr(rule, "family", None) != "fetch" or not getattr(rule, "domain", None):
             continue
-        untrusted = rule.project and not trusted
-        if rule.kind == "allow" and (untrusted or (managed_only and rule.layer not in MANAGED_LAYERS)):
-            continue  # an untrusted project's allow, or not the managed policy's domain
+        if rule.kind == "allow" and (rule.project or (managed_only and rule.layer not in MANAGED_LAYERS)):
+            continue  # a project only narrows the sandbox (trusted or not), or not the managed policy's domain
         if rule.kind in ("allow", "deny"):
             out.append((rule.text, rule.kind, rule.domain, rule.origin))
     return out

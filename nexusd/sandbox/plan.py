@@ -20,6 +20,7 @@ from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.disposition import command_disposition
 from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
+from nexusd.core.protected import GIT_FILES, HOME_PROTECTED, WORKSPACE_PROTECTED
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
 from nexusd.core.workspace import workspace_of
 from nexusd.policy.filesystem import RealFileSystem, read_regular_text
@@ -36,49 +37,10 @@ from nexusd.sandbox.nested import find_protected
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 
-AGENT_DIRS = (
-    ".claude",
-    ".gemini",
-    ".codex",
-    ".nexus",
-    ".vscode",
-    ".idea",
-    ".cursor",
-    ".copilot",
-    ".opencode",
-    ".config/opencode",
-    ".github/hooks",
-    ".github/copilot",
-    "opencode.json",
-    "opencode.jsonc",
-)
-GIT_FILES = (".git/hooks", ".git/config")
-HOME_FILES = (
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".bash_aliases",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".kshrc",
-    ".mkshrc",
-    ".cshrc",
-    ".tcshrc",
-    ".config/fish",
-    ".inputrc",
-    ".gitconfig",
-    ".config/git",
-    ".ssh/config",
-    ".ssh/authorized_keys",
-    ".config/systemd",
-    ".config/autostart",
-    ".local/bin",
-)
+# The protected places, stated once for the gate and the sandbox (``nexusd.core.protected``): bound read-only at
+# the top of the workspace and the cwd (AGENT_DIRS, GIT_FILES) and in the home directory (HOME_FILES).
+AGENT_DIRS = WORKSPACE_PROTECTED
+HOME_FILES = HOME_PROTECTED
 
 
 def _real(p: str) -> str:
@@ -142,14 +104,13 @@ _GLOB = frozenset("*?[")
 def policy_write_paths(policy: object, cwd: str, home: str) -> list[str]:
     """Where the permission policy lets the agent write, so that a write the gate allowed does not fail
     inside the sandbox: additional directories (the agent's --add-dir) and the concrete paths of Edit allow
-    rules (a project's only when the workspace is trusted, as the engine does)."""
+    rules of the person's own layers (a project, trusted or not, only narrows the sandbox)."""
     out = list(getattr(policy, "additional_directories", ()) or ())
-    trusted = getattr(policy, "trust", None) == "trusted"
     for rule in getattr(policy, "rules", ()) or ():
         if getattr(rule, "kind", None) != "allow" or getattr(rule, "tool", None) not in ("Edit", "Write", "MultiEdit"):
             continue
-        if getattr(rule, "project", False) and not trusted:
-            continue
+        if getattr(rule, "project", False):
+            continue  # a project only narrows the sandbox: its Edit rules widen the gate (when trusted), not this
         path = _rule_path(rule, cwd, home)
         if path is not None and path != "/":
             out.append(path)
@@ -504,9 +465,8 @@ def wrap_for_agent(
     if (probe is None or not probe.available) and not settings.fail_if_unavailable:
         return None  # the policy allows unsandboxed runs; the wrapper would only add a warning
     parsed = (tuple(c.argv for c in cls.commands), cls.flags) if cls is not None and cls.commands else None
-    disposition = command_disposition(command, settings, parsed=parsed)
-    if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
-        return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
+    if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
+        return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs inside
     from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
 
     ws = call.workspace or call.cwd

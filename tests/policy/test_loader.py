@@ -58,7 +58,7 @@ enabled = true
     assert la.hooks[0].command == ("/usr/bin/check", "--fast") and la.hooks[0].on_error == "ask"
     assert la.classifier.command == ("/usr/bin/classify", "--json") and la.classifier.max_denials == 2
     pol = merge([la])
-    assert pol.sandbox_layers == (({"enabled": True}, str(P), False),)
+    assert pol.sandbox_layers == (({"enabled": True}, str(P), False, False),)
     assert pol.disable_bypass and not pol.builtin
 
 

@@ -110,8 +110,12 @@ def test_excluded_commands_never_unsandbox_a_chain_silently(world: World) -> Non
     store = world.store()
     assert wrap_for_agent(_call("npm install x", world.ws), _allow(), store, world.probe) is None
     assert wrap_for_agent(_call("npm install x; rm -rf ~", world.ws), _allow(), store, world.probe) is not None
+    # a person's allow of a mixed chain runs it sandboxed whole, as the ask said (issue 34.2): never less
+    # sandboxed than shown; only a chain of excluded commands alone leaves the sandbox
     person = Verdict(decision="allow", reason="a person said yes", source="user")
-    assert wrap_for_agent(_call("npm install x; make", world.ws), person, store, world.probe) is None
+    for chain in ("npm install x; make", "npm install x && cat ~/.ssh/id_rsa", "make || npm install x"):
+        assert wrap_for_agent(_call(chain, world.ws), person, store, world.probe) is not None, chain
+    assert wrap_for_agent(_call("npm install x", world.ws), person, store, world.probe) is None
 
 
 def _rule(kind: str, tool: str, base: str | None, pattern: str) -> SimpleNamespace:
@@ -159,7 +163,10 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
     ws = tmp_path / "ws"
     (ws / ".nexus").mkdir(parents=True)
     (ws / ".git").mkdir()
-    (ws / ".nexus" / "policy.toml").write_text("[sandbox]\nenabled = true\nauto_allow_bash_if_sandboxed = true\n")
+    # the project turns the sandbox on (it may: that narrows); auto-allow loosens, so it is the person's to say
+    (ws / ".nexus" / "policy.toml").write_text("[sandbox]\nenabled = true\n")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "policy.toml").write_text("[sandbox]\nauto_allow_bash_if_sandboxed = true\n")
     store = PolicyStore(
         config_dir=tmp_path / "cfg",
         state_dir=tmp_path / "state",

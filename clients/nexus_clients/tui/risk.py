@@ -30,6 +30,8 @@ FLAG_TEXT: dict[str, str] = {
     "binary_read": "reads a binary file",
     "unknown_tool": "a tool nexusd does not know",
     "background": "runs in the background",
+    "secret_read": "reads a secret the sandbox hides (credentials, a .env file, nexusd's own files)",
+    "metadata_address": "reaches a cloud metadata or link-local address (refused)",
 }
 
 CRITICAL_FLAGS = frozenset({"catastrophic"})
@@ -44,6 +46,8 @@ HIGH_FLAGS = frozenset(
         "hidden_chars",
         "private_address",
         "large_write",
+        "secret_read",
+        "metadata_address",
     }
 )
 

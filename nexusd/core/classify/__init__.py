@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from typing import Any
 
 from nexusd.core.classify import bash, commands, paths, text, urls
@@ -34,6 +34,7 @@ MAX_READ_SIZE = 10 * 1024 * 1024
 MAX_WRITE_SIZE = 10 * 1024 * 1024
 BINARY_PROBE = 8192
 MAX_GLOB_MATCHES = 256
+MAX_HOSTS = 4096  # hosts an MCP input's scan stops at (a shell command's words are bounded by the parser)
 MAX_CWDS = 8  # directories a relative path may be resolved against after cd's the parser cannot order
 _GIT_CONFIG_LIMIT = 64 * 1024
 
@@ -59,6 +60,8 @@ class _Acc:
         # symlinks created earlier in this command: link path -> its target ("" when the target is unknown)
         self.links: dict[str, str] = {}
         self.recursive: list[str] = []  # directories read with everything below them (grep -r, rg, find)
+        self.hosts: list[str] = []  # network hosts the call names (normalised), for refusals in every mode
+        self._host_set: set[str] = set()
 
     def need(self, req: Requirement) -> None:
         if req > self.requirement:
@@ -116,6 +119,7 @@ class _Acc:
             self.add_write(info.path)
         else:
             self.add_read(info.path)
+            self.secret(info.path, raw)
         if info.symlink_escape:
             self.flag(Flag.SYMLINK_ESCAPE, f"{raw} is a symlink that leads outside the workspace: {info.path}")
         if not info.inside:
@@ -136,6 +140,49 @@ class _Acc:
             if paths.touches_audit(info.path, self.ctx):
                 self.flag(Flag.AUDIT_TRAIL, f"writes nexusd's audit trail: {info.path}")
         return info
+
+    def host(self, host: str) -> None:
+        """A network host the call names: a metadata or link-local one is refused in every mode."""
+        if host in self._host_set:
+            return
+        self._host_set.add(host)
+        self.hosts.append(host)
+        if urls.metadata_host(host):
+            self.flag(Flag.METADATA_ADDRESS, f"reaches a cloud metadata or link-local address: {host}")
+
+    def words(self, words: Iterable[str]) -> None:
+        """The hosts shell words may name (``urls.hosts_in_word``); words that cannot name one are skipped."""
+        for w in words:
+            if "." in w or ":" in w or w.isdigit() or w[:2].lower() == "0x" or w.lower() in urls.METADATA_NAMES:
+                for h in urls.hosts_in_word(w):
+                    self.host(h)
+
+    def secret(self, path: str, raw: str) -> None:
+        """A read of what the sandbox hides (``nexusd.core.protected``): no mode allows it by itself."""
+        why = paths.secret_read(path, raw, self.ctx)
+        if why is not None:
+            self.flag(Flag.SECRET_READ, f"reads {why}")
+
+    def secrets_below(self, directory: str) -> None:
+        """A recursive read (``Grep``, ``grep -r``, ``rg``) of ``directory`` reads the workspace's secret files
+        below it, as far as a bounded look finds them (three levels, the decision's glob budget; dot-directories
+        are skipped as bash's globs skip them). Credential locations below it are ``_recursive_read``'s."""
+        glob = getattr(self.fs, "glob", None)
+        if glob is None or not directory:
+            return
+        # the workspace's .env files are what the sandbox masks: look in the workspace part of the read only
+        # (``grep -r x /`` reads the workspace too; /proc and /usr hold no .env of the project's)
+        starts = (
+            [directory]
+            if paths.inside_workspace(directory, self.ctx)
+            else [r for r in self.ctx.workspace_roots if paths.within(r, directory)]
+        )
+        for start in starts:
+            for pattern in (".env*", "*/.env*", "*/*/.env*"):
+                found = glob(paths.join(start, pattern), MAX_GLOB_MATCHES)
+                for match in found or ():
+                    if paths.is_secret_file_name(match.rsplit("/", 1)[-1]):
+                        self.path(match, "/", write=False, expand=False)
 
     def _through_link(self, raw: str, cwd: str, write: bool) -> bool:
         """A path under a symlink this command created earlier (``ln -s ~/.ssh k; cat k/id_rsa``) is checked
@@ -270,6 +317,7 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         for raw in mcp_paths(call.input):  # a filesystem server: deny rules, protected paths, the boundary
             acc.path(raw, cwd, write=False)
             acc.path(raw, cwd, write=True)
+        _mcp_hosts(call.input, acc)  # a fetch-like server: metadata addresses and denied domains
         return _finish(info, acc)
     if info.canonical in ("Bash", "PowerShell"):
         if ti.background:
@@ -301,14 +349,53 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         pinfo = acc.path(raw, cwd, write=False)
         if pinfo is not None and pinfo.path and info.canonical == "Read":
             _size_checks(pinfo.path, acc, sliced=ti.sliced)
+        if info.canonical == "Grep":
+            _recursive_read(pinfo, acc)  # a search prints lines of every file below: credentials, .env files
     for raw in ti.writes:
-        acc.path(raw, cwd, write=True)
+        pinfo = acc.path(raw, cwd, write=True)
+        if pinfo is not None and info.canonical in _EDITS_THAT_SHOW:
+            acc.secret(pinfo.path, raw)  # the edit tool prints lines of the file it changes
     if ti.writes:
         acc.need(WW)
     written = ti.write_bytes + call.omitted_bytes  # what the client could not even send counts too
     if written > MAX_WRITE_SIZE:
         acc.flag(Flag.LARGE_WRITE, f"writes {written} bytes (over seed 000's limit of {MAX_WRITE_SIZE})")
     return _finish(info, acc)
+
+
+_EDITS_THAT_SHOW = frozenset({"Edit", "MultiEdit", "NotebookEdit"})
+
+
+def _network_words(sa: bash.ShellAnalysis, acc: _Acc) -> None:
+    """Every host a shell command may connect to, as far as its words say: arguments (curl, wget, nc, ssh,
+    git, an interpreter's code), assignments in front of it (``http_proxy=...``), the literal text it reads
+    on standard input, and ``/dev/tcp`` redirects."""
+    for cmd in sa.commands:
+        acc.words(cmd.argv[1:])
+        acc.words(v for _, v in cmd.env)
+        if cmd.stdin:
+            acc.words(cmd.stdin.split())
+    acc.words(r.target for r in sa.redirects if r.target)
+
+
+_HOST_KEYS = frozenset({"url", "urls", "uri", "href", "endpoint", "host", "hostname", "address", "server"})
+
+
+def _mcp_hosts(value: object, acc: _Acc, key: str = "", depth: int = 0) -> None:
+    """An MCP tool's hosts: URLs in any string of its input, and the values of keys that name a host."""
+    if depth > 6 or len(acc.hosts) >= MAX_HOSTS:
+        return
+    if isinstance(value, str):
+        if key.lower() in _HOST_KEYS:
+            acc.words((value[:4096],))
+        elif "://" in value:
+            acc.words(m.group(0) for m in urls.URL_RE.finditer(value[:65536]))
+    elif isinstance(value, dict):
+        for k, v in list(value.items())[:256]:
+            _mcp_hosts(v, acc, str(k), depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value[:256]:
+            _mcp_hosts(v, acc, key, depth + 1)
 
 
 def _size_checks(path: str, acc: _Acc, *, sliced: bool = False) -> None:
@@ -337,6 +424,9 @@ def _fetch(info: ToolInfo, raw_urls: tuple[str, ...], acc: _Acc) -> Classificati
                 domains.append(u.domain)
         if u.private:
             acc.flag(Flag.PRIVATE_ADDRESS, f"private, loopback or metadata address: {u.domain or raw}")
+        if u.domain is not None:
+            acc.host(u.domain)
+        acc.words((raw[:4096],))  # spellings the URL parser refuses ([fe80::1%25eth0]) may still connect
     if len(domains) > 1:
         acc.note(f"fetches from several domains: {', '.join(domains)}")
     domain = domains[0] if len(domains) == 1 else None
@@ -374,6 +464,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         own.append((before, len(acc.writes)))
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
+    _network_words(sa, acc)
     if (acc.writes or sa.redirects) and len(sa.commands) > 1:
         _runs_what_it_writes(sa, own, cwd, acc)
     return _finish(info, acc, commands=tuple(out), redirects=sa.redirects)
@@ -598,6 +689,7 @@ def _recursive_read(info: paths.PathInfo | None, acc: _Acc) -> None:
     d = info.path
     if d not in acc.recursive:
         acc.recursive.append(d)
+    acc.secrets_below(d)
     home = acc.ctx.home.rstrip("/")
     if not (paths.within(home, d) or paths.within(d, home)):
         return  # no credential location can lie below it
@@ -869,6 +961,7 @@ def _finish(
     if not acc.flags.isdisjoint(_UNKNOWABLE_CALL):
         acc.need(DFA)
     return Classification(
+        hosts=tuple(acc.hosts),
         kind=info.kind,
         tool=info.canonical,
         requirement=acc.requirement,

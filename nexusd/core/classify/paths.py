@@ -15,161 +15,29 @@ import re
 import msgspec
 
 from nexusd.core.model import Context, FileSystem
+
+# The one catalogue of protected places and secrets lives in ``nexusd.core.protected``: the gate (here) and the
+# sandbox (``nexusd.sandbox.plan``, ``nexusd.sandbox.nested``) both read it.
+from nexusd.core.protected import (
+    CREDENTIAL_PATHS,
+    PROTECTED_DIR_NAMES,
+    PROTECTED_FILE_NAMES,
+    PROTECTED_HOME,
+    PROTECTED_SUBPATHS,
+    PROTECTED_SYSTEM,
+    is_secret_file_name,
+)
 from nexusd.protocol import PATH_MAX
 
-# Directory names that hold code or settings something runs later; a write anywhere inside is protected.
-# The floor is sandbox-runtime's and Claude Code's lists; the agents' own settings directories (an agent
-# rewriting its hook configuration is a known bypass) and build tools' configuration that runs code on the
-# next build are added.
-PROTECTED_DIR_NAMES = frozenset(
-    {
-        ".git",
-        ".claude",
-        ".gemini",
-        ".codex",
-        ".nexus",
-        ".vscode",
-        ".idea",
-        ".husky",
-        ".cursor",
-        ".copilot",
-        ".opencode",
-        ".devcontainer",
-        ".cargo",
-        ".mvn",
-        ".continue",
-        ".windsurf",
-        ".zed",
-    }
-)
-# File names that a shell, git or direnv executes or obeys later, wherever they are.
-PROTECTED_FILE_NAMES = frozenset(
-    {
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".bash_logout",
-        ".profile",
-        ".zshrc",
-        ".zshenv",
-        ".zprofile",
-        ".zlogin",
-        ".zlogout",
-        ".kshrc",
-        ".mkshrc",
-        ".cshrc",
-        ".tcshrc",
-        ".login",
-        ".logout",
-        ".inputrc",
-        ".envrc",
-        ".gitconfig",
-        ".bash_aliases",
-        # run or obeyed on the next start, commit, install or build without anyone asking
-        ".gitmodules",
-        ".gitattributes",
-        ".ripgreprc",
-        ".mcp.json",
-        ".claude.json",
-        "opencode.json",
-        "opencode.jsonc",
-        ".npmrc",
-        ".yarnrc",
-        ".yarnrc.yml",
-        ".pnpmfile.cjs",
-        ".pre-commit-config.yaml",
-        ".lefthook.yml",
-        "lefthook.yml",
-        "gradlew",
-        "gradlew.bat",
-        "mvnw",
-        "mvnw.cmd",
-        "gradle-wrapper.properties",
-        ".pypirc",
-        ".netrc",
-    }
-)
-# Relative to the home directory.
-PROTECTED_HOME = (
-    ".ssh",
-    ".config/git",
-    ".config/fish",
-    ".config/nexus",
-    ".gnupg",
-    ".aws",
-    ".kube",
-    ".docker",
-    ".config/systemd",
-    ".config/autostart",
-    ".config/opencode",
-    ".config/environment.d",
-    ".local/bin",
-    ".local/share/applications",
-    "Library/LaunchAgents",
-    ".github/hooks",
-    ".config/pip",
-    ".config/powershell",
-    ".local/share/powershell",
-)  # pwsh's profiles and modules load on start
-# Where credentials live (home-relative). Never "inside the workspace" for the mode, even when the workspace
-# is the home directory: reading one needs a person (or an explicit rule). The sandbox masks the same list.
-CREDENTIAL_PATHS = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".kube",
-    ".docker/config.json",
-    ".netrc",
-    ".git-credentials",
-    ".config/gh",
-    ".config/hub",
-    ".npmrc",
-    ".yarnrc",
-    ".pypirc",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".vault-token",
-    ".terraform.d/credentials.tfrc.json",
-    ".password-store",
-    ".local/share/keyrings",
-    ".pki",
-    ".config/op",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".claude.json",
-    ".codex/auth.json",
-    ".gemini/oauth_creds.json",
-)
-# Two-component places inside any directory: Copilot CLI loads hooks from .github/hooks/*.json and hooks and
-# permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
-PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
-PROTECTED_SYSTEM = (
-    "/etc/profile",
-    "/etc/profile.d",
-    "/etc/bash.bashrc",
-    "/etc/zsh",
-    "/etc/environment",
-    "/etc/github-copilot",
-    "/etc/cursor",
-    "/etc/gitconfig",
-    "/etc/crontab",
-    "/etc/cron.d",
-    "/etc/cron.hourly",
-    "/etc/cron.daily",
-    "/etc/cron.weekly",
-    "/etc/cron.monthly",
-    "/var/spool/cron",
-    "/etc/ld.so.preload",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/systemd",
-    "/etc/ssh",
-)
+__all__ = [
+    "CREDENTIAL_PATHS",
+    "PROTECTED_DIR_NAMES",
+    "PROTECTED_FILE_NAMES",
+    "PROTECTED_HOME",
+    "PROTECTED_SUBPATHS",
+    "PROTECTED_SYSTEM",
+    "is_secret_file_name",
+]
 
 _GLOB = re.compile(r"[*?\[]")
 # any expansion bash performs: $NAME, ${NAME}, ${NAME:-x} and other operators, $1, $@, $$, $?, $(...)
@@ -356,6 +224,26 @@ def _protected_prefixes(home: str, protected_dirs: tuple[str, ...]) -> tuple[fro
     """The protected roots as a set and as ``root/`` prefixes (one C-level startswith for them all)."""
     roots = _protected_roots(home, protected_dirs)
     return frozenset(roots), tuple(r.rstrip("/") + "/" for r in roots)
+
+
+SECRET_KINDS = ("a credential location", "an environment file", "nexusd's own directory")
+
+
+def secret_read(path: str, raw: str, ctx: Context) -> str | None:
+    """Why reading ``path`` (canonical; ``raw`` as the call spelled it) reads a secret the sandbox hides, or None:
+    a credential location, a ``.env``-like file (by its own name or the name it was reached by), or the daemon's
+    own config, state and socket directories (``Context.hidden_dirs``)."""
+    if not path:
+        return None
+    if is_credential(path, ctx):
+        return f"{SECRET_KINDS[0]}: {path}"
+    for name in (path.rsplit("/", 1)[-1], raw.rstrip("/").rsplit("/", 1)[-1]):
+        if is_secret_file_name(name):
+            return f"{SECRET_KINDS[1]}: {path}"
+    for d in ctx.hidden_dirs:
+        if within(path, d):
+            return f"{SECRET_KINDS[2]}: {path}"
+    return None
 
 
 def touches_audit(path: str, ctx: Context) -> bool:

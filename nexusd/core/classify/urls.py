@@ -9,6 +9,7 @@ are caught only when they are well-known (``localhost``, ``*.internal``, ``metad
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from urllib.parse import unquote
@@ -199,3 +200,152 @@ def domain_matches(pattern: str, domain: str) -> bool:
     if wildcard:
         return dom.endswith("." + pat)
     return dom == pat
+
+
+# ---------------------------------------------------------------------- cloud metadata and link-local addresses
+
+# Refused in every mode, for every tool (``Flag.METADATA_ADDRESS``): instance metadata services hand out the
+# machine's cloud credentials to whoever asks. Link-local ranges whole (169.254.169.254 AWS/GCP/Azure/OCI,
+# 169.254.170.2 ECS task roles, fe80::/10), AWS's IPv6 service, Alibaba's, Oracle's legacy address.
+_METADATA_NETS = (
+    ipaddress.ip_network("169.254.0.0/16"),
+    ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),
+    ipaddress.ip_network("100.100.100.200/32"),
+    ipaddress.ip_network("192.0.0.192/32"),
+)
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata.azure.internal",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.tencentyun.com",
+        "metadata.platformequinix.com",
+    }
+)
+# wildcard DNS services that answer any name with the address spelled in it (169.254.169.254.nip.io)
+_IP_IN_NAME = (".nip.io", ".sslip.io", ".xip.io", ".traefik.me", ".localtest.me")
+
+
+def is_metadata_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A link-local or cloud metadata address, also inside an IPv6 spelling of an IPv4 one (mapped, 6to4,
+    NAT64, IPv4-compatible, Teredo's client)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner: list[ipaddress.IPv4Address] = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
+        if ip.teredo is not None:
+            inner.append(ip.teredo[1])
+        if ip in ipaddress.ip_network("64:ff9b::/96") or ip in ipaddress.ip_network("::/96"):
+            inner.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if any(is_metadata_ip(a) for a in inner):
+            return True
+    return any(ip.version == n.version and ip in n for n in _METADATA_NETS)
+
+
+def metadata_host(host: str) -> bool:
+    """Whether a normalised host (``normalize_host``/``netpolicy.normalize_name``) is a metadata service."""
+    if ":" in host or host[:1].isdigit():
+        try:
+            return is_metadata_ip(ipaddress.ip_address(host))
+        except ValueError:
+            pass
+    if host in METADATA_NAMES:
+        return True
+    for suffix in _IP_IN_NAME:
+        if host.endswith(suffix):
+            labels = host[: -len(suffix)].split(".")
+            last = labels[-1]
+            spellings = [".".join(labels[-4:]), ".".join(last.split("-")[-4:])]
+            if re.fullmatch(r"[0-9a-f]{8}", last):
+                spellings.append("0x" + last)  # nip.io's hex form: a9fea9fe.nip.io
+            for cand in spellings:
+                ip4 = parse_ipv4(cand)
+                if ip4 is not None and (cand.count(".") == 3 or cand.startswith("0x")) and is_metadata_ip(ip4):
+                    return True
+    return False
+
+
+_SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:/+([^/?#\s'\"`<>]*)")
+_DEV_NET = re.compile(r"/dev/(?:tcp|udp)/([^/\s]+)")
+_HOSTISH = re.compile(r"[A-Za-z0-9.\-_\[\]:%]+")
+
+
+def _host_of(authority: str) -> str | None:
+    """The normalised host of ``[user@]host[:port]`` (any IP spelling), or None."""
+    a = authority.rsplit("@", 1)[-1]
+    if not a:
+        return None
+    if a.startswith("["):
+        end = a.find("]")
+        a = a[1:end] if end > 0 else a[1:]
+    elif a.count(":") == 1:
+        a = a.split(":", 1)[0]
+    elif ":" in a:  # a bare IPv6 address (a port needs brackets)
+        pass
+    a = a.split("%", 1)[0]
+    if ":" in a:
+        try:
+            ip6 = ipaddress.IPv6Address(a)
+        except ValueError:
+            return None
+        mapped = ip6.ipv4_mapped
+        return str(mapped) if mapped is not None else str(ip6)
+    name, _ = normalize_host(a)
+    if not name:
+        return None
+    ip4 = parse_ipv4(name)
+    return str(ip4) if ip4 is not None else name
+
+
+def hosts_in_word(word: str) -> tuple[str, ...]:
+    """``_hosts_in_word``, remembered for short words (the same ones come back call after call)."""
+    return _hosts_cached(word) if len(word) <= 256 else _hosts_in_word(word)
+
+
+def _hosts_in_word(word: str) -> tuple[str, ...]:
+    """Hosts a shell word may name for a program that connects (curl, wget, nc, ssh, git, python ...): every
+    ``scheme://host`` inside it, ``/dev/tcp/host/port``, and the word itself read as ``[user@]host[:port][/path]``
+    (after an ``--option=``), normalised (``0xa9fea9fe``, ``2852039166``, ``[::ffff:a9fe:a9fe]`` are
+    169.254.169.254). A plain word yields its name too: the caller matches hosts against refusals only."""
+    if len(word) > 4096:
+        word = word[:4096]
+    out: list[str] = []
+    for m in _SCHEME_AUTHORITY.finditer(word):
+        h = _host_of(m.group(1))
+        if h and h not in out:
+            out.append(h)
+    for m in _DEV_NET.finditer(word):
+        h = _host_of(m.group(1))
+        if h and h not in out:
+            out.append(h)
+    bare = word
+    if bare.startswith("-") and "=" in bare:
+        bare = bare.split("=", 1)[1]
+    elif bare.startswith("-") and len(bare) > 2 and bare[1] != "-":
+        bare = bare[2:]  # -x169.254.169.254 (curl -x, nc -s ...): an option's glued value
+    if "://" not in bare:
+        bare = bare.rsplit("@", 1)[-1]
+        if bare.startswith("["):
+            end = bare.find("]")
+            head = bare[: end + 1] if end > 0 else bare
+        else:
+            head = re.split(r"[/?#]", bare, maxsplit=1)[0]
+            if head.count(":") == 1:
+                head = head.split(":", 1)[0]  # host:port, or scp's host:path
+        if head and _HOSTISH.fullmatch(head):
+            h = _host_of(head)
+            if h and h not in out:
+                out.append(h)
+    # addresses inside a compound value: curl --resolve host:80:ADDR, --connect-to ::ADDR:80, a, b lists
+    for piece in _PIECES.split(word):
+        if piece and piece != word and piece[0].isdigit() and ("." in piece or piece[:2].lower() == "0x"):
+            ip4 = parse_ipv4(piece.rstrip("."))
+            if ip4 is not None and str(ip4) not in out:
+                out.append(str(ip4))
+    return tuple(out)
+
+
+_PIECES = re.compile(r"[:,;=@/\[\]\s]+")
+_hosts_cached = functools.lru_cache(maxsize=4096)(_hosts_in_word)

@@ -102,8 +102,14 @@ class Policy:
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     hooks: tuple[HookSpec, ...] = ()
     classifier: ClassifierSpec | None = None
-    # Each layer's raw [sandbox] table: (table, file path, managed). nexusd.policy.sandbox_settings validates/merges.
-    sandbox_layers: tuple[tuple[dict[str, Any], str, bool], ...] = ()
+    # Each layer's raw [sandbox] table: (table, file path, managed, project). nexusd.policy.sandbox_settings merges.
+    sandbox_layers: tuple[tuple[Any, ...], ...] = ()
+    # from the merged [sandbox] settings (the loader computes them): what the sandbox's deny_read hides (no mode
+    # reads it by itself either), the denied domains (refused for every tool, in every mode), and the project
+    # lines that would have loosened the sandbox and are ignored (the trust question lists them)
+    sandbox_hidden: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
+    sandbox_ignored: tuple[str, ...] = ()
     workspace: str | None = None
     trust: Trust = "none"
     builtin: bool = True  # no policy file contributed anything

@@ -108,8 +108,8 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("cat > notes.md <<'EOF'\nhello $(id)\nEOF", W, set(), [["cat"]], [], ["{ws}/notes.md"]),
     # --- outside the workspace
     ("cat /etc/passwd", R, {OUT}, _, ["/etc/passwd"], []),
-    ("cat ~/.ssh/id_rsa", R, {OUT}, _, ["{home}/.ssh/id_rsa"], []),
-    ("cat $HOME/.ssh/id_rsa", R, {OUT}, _, ["{home}/.ssh/id_rsa"], []),
+    ("cat ~/.ssh/id_rsa", R, {OUT, Flag.SECRET_READ}, _, ["{home}/.ssh/id_rsa"], []),
+    ("cat $HOME/.ssh/id_rsa", R, {OUT, Flag.SECRET_READ}, _, ["{home}/.ssh/id_rsa"], []),
     ("cat ../../etc/passwd", R, {OUT}, _, _, []),
     ("cat src/../../outside/secret.txt", R, {OUT}, _, ["{out}/secret.txt"], []),
     ("echo x > /tmp/x", D, {OUT}, _, [], ["/tmp/x"]),
