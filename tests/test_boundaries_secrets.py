@@ -252,3 +252,32 @@ def test_the_daemons_own_directories_are_hidden_from_file_tools(world: World):
     (world.root / "state" / "learned.toml").write_text("")
     v = world.decide(store, "Read", {"file_path": str(world.root / "state" / "learned.toml")}, "bypassPermissions")
     assert v.decision == "ask" and "secret_read" in v.flags, v
+
+
+@pytest.mark.parametrize(
+    ("tool", "inp", "planted"),
+    [
+        ("Grep", {"pattern": "KEY", "path": "sub/deep"}, "sub/deep/.env"),
+        ("Bash", {"command": "grep -rn KEY sub/deep"}, "sub/deep/.env.staging"),
+        ("Bash", {"command": "rg KEY sub/deep"}, "sub/deep/pkg/.env"),
+    ],
+)
+def test_a_remembered_allow_does_not_outlive_a_new_env_file(world: World, tool: str, inp: dict[str, Any], planted: str):
+    """The decision memo replays the file-system questions of the first decision: an .env file planted
+    below a search's directory afterwards makes the same call a person's question again."""
+    from nexusd.policy.memo import DecisionMemo
+
+    memo = DecisionMemo()
+    store = world.store()
+    call = CallInfo("claude", "s", tool, inp, str(world.ws), mode="default", workspace=str(world.ws))
+    session = Session(id="s", agent_mode="default")
+
+    def again() -> Verdict:
+        return anyio.run(lambda: decide(call, store, session, memo=memo))
+
+    assert again().decision == "allow"
+    assert again().decision == "allow" and memo.hits >= 1
+    (world.ws / planted).parent.mkdir(parents=True, exist_ok=True)
+    (world.ws / planted).write_text("KEY=x")
+    v = again()
+    assert v.decision == "ask" and "secret_read" in v.flags, v

@@ -2,8 +2,8 @@
 
 The classifier (``nexusd.core.classify.paths``) asks a person for writes to protected places and for reads of
 secrets; the sandbox (``nexusd.sandbox.plan`` and ``nexusd.sandbox.nested``) binds the same protected places
-read-only and masks the same secrets. Two lists drifted apart before (the sandbox's home list and the
-classifier's differed by 31 names); now both derive from the tuples below. Pure data and string work.
+read-only and masks the same secrets. The sandbox kept a home list of its own once, and it drifted from the
+classifier's (issue 34.4); now both derive from the tuples below. Pure data and string work.
 """
 
 from __future__ import annotations
