@@ -57,6 +57,8 @@ REPLIES: Final[dict[str, str]] = {
     "grants": "grants_reply",
     "revoke_grant": "ack",
     "session_end": "ack",
+    "history": "history_reply",
+    "rewind": "rewind_reply",
 }
 # Pushed without a ref to a connection that subscribed; ``bye`` may come to any connection at any time.
 PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice"})

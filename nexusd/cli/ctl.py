@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import click
 
-from nexusd.cli import ctl_audit, ctl_bench, ctl_daemon, ctl_grants, ctl_install, ctl_policy, ctl_sandbox, ctl_service
+from nexusd.cli import (
+    ctl_audit,
+    ctl_bench,
+    ctl_daemon,
+    ctl_grants,
+    ctl_history,
+    ctl_install,
+    ctl_policy,
+    ctl_sandbox,
+    ctl_service,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +33,17 @@ def main(ctx: click.Context, socket_path: str | None) -> None:
     ctx.obj = {"socket": socket_path}
 
 
-for _module in (ctl_daemon, ctl_audit, ctl_grants, ctl_policy, ctl_sandbox, ctl_service, ctl_install, ctl_bench):
+for _module in (
+    ctl_daemon,
+    ctl_audit,
+    ctl_grants,
+    ctl_history,
+    ctl_policy,
+    ctl_sandbox,
+    ctl_service,
+    ctl_install,
+    ctl_bench,
+):
     _module.register(main)
 
 

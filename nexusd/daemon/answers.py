@@ -89,8 +89,8 @@ class Answers:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
             d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
-        if notify_requester:
-            entry.conn.post(p.encode(d))
+        if notify_requester:  # an allow that can change files: after its checkpoint (nexusd/undo)
+            self.server.undo.send(entry.conn.post, call, d, verdict if decision == "allow" else None)
         resolved = p.encode(
             p.Resolved(
                 id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope

@@ -203,7 +203,7 @@ class RequestLifecycle:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
         decision = self.decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun)
-        conn.send(p.encode(decision))
+        self.server.undo.send(conn.send, call, decision, verdict)  # an allow that can change files: checkpoint first
         self.record(
             self.record_id(),
             call,
