@@ -35,6 +35,7 @@ _CONFIG = (
     ("core.filemode", "true"),
     ("core.untrackedCache", "true"),
     ("core.fsmonitor", "false"),
+    ("core.fsyncMethod", "batch"),  # objects of one snapshot reach the disk with one flush, not one each
     ("core.quotePath", "false"),
     ("core.hooksPath", "/dev/null"),
     ("gc.auto", "0"),
