@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,17 +63,23 @@ def _ms(xs: list[float]) -> dict[str, float]:
     }
 
 
-def _floor(ws: Path) -> tuple[float, float]:
-    t0 = time.perf_counter()
+def _cpu() -> float:
+    """CPU seconds of this process and its waited-for children (git), to the microsecond."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _floor(ws: Path) -> tuple[float, float, float, float]:
+    """(wall, CPU) of two git spawns, and (wall, CPU) of an lstat of every file."""
+    c0, t0 = _cpu(), time.perf_counter()
     for _ in range(2):
         subprocess.run(["git", "--version"], capture_output=True, check=True)
-    spawn = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    spawn, spawn_cpu = time.perf_counter() - t0, _cpu() - c0
+    c0, t0 = _cpu(), time.perf_counter()
     for root, _dirs, names in os.walk(ws):
         for n in names:
             os.lstat(os.path.join(root, n))
-    walk = time.perf_counter() - t0
-    return spawn, walk
+    return spawn, spawn_cpu, time.perf_counter() - t0, _cpu() - c0
 
 
 def _mutate(ws: Path, files: list[Path], rng: random.Random, changes: int, n: int) -> None:
@@ -110,11 +117,10 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
 
         def checkpoint(n: int) -> float:
             call = p.CallInfo("claude", "bench", "Bash", {"command": f"call {n}"}, str(ws), workspace=str(ws))
-            c0, t0 = os.times(), time.perf_counter()
+            c0, t0 = _cpu(), time.perf_counter()
             entry = svc.checkpoint(call, verdict, time.monotonic() + 600)
-            took, c1 = time.perf_counter() - t0, os.times()
-            # CPU of the git processes and of this process: what a loaded machine's wall time hides
-            cpu.append(sum(c1[:4]) - sum(c0[:4]))
+            took = time.perf_counter() - t0
+            cpu.append(_cpu() - c0)  # of the git processes and of this process: what a loaded machine's wall hides
             if entry.tree is None:
                 raise RuntimeError(entry.note)
             return took
@@ -130,13 +136,17 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
         tracked = sorted(ws.rglob("*.py"))
         spawn_floor: list[float] = []
         walk_floor: list[float] = []
+        spawn_cpu: list[float] = []
+        walk_cpu: list[float] = []
         for n in range(2, calls + 2):
             _mutate(ws, tracked, rng, changes, n)
             times.append(checkpoint(n))
             if n % 10 == 0:
-                s, w = _floor(ws)
+                s, sc, w, wc = _floor(ws)
                 spawn_floor.append(s)
                 walk_floor.append(w)
+                spawn_cpu.append(sc)
+                walk_cpu.append(wc)
         repo = shadow.git_dir
         loose = _du(repo)
         t0 = time.perf_counter()
@@ -157,7 +167,12 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
             "checkpoint_cpu": _ms(cpu),
             "floor_two_git_spawns": _ms(spawn_floor),
             "floor_lstat_every_file": _ms(walk_floor),
+            "floor_two_git_spawns_cpu": _ms(spawn_cpu),
+            "floor_lstat_every_file_cpu": _ms(walk_cpu),
             "ratio_median_to_floor": round(statistics.median(times) / (med_spawn + med_walk), 2),
+            "ratio_median_cpu_to_floor_cpu": round(
+                statistics.median(cpu) / (statistics.median(spawn_cpu) + statistics.median(walk_cpu)), 2
+            ),
             "storage_loose_bytes": loose,
             "storage_packed_bytes": packed,
             "repack_s": round(repack_s, 2),
