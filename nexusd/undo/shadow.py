@@ -152,9 +152,9 @@ class Shadow:
     def snapshot(self, timeout: float = 60.0) -> str:
         """The workspace as a tree id: every file not ignored, with its bytes, its executable bit and its
         symlinks as links. Incremental: git's index re-reads only what changed since the last snapshot."""
-        self.ensure()
         if not os.path.isdir(self.workspace):
             raise GitError(f"the workspace {self.workspace} is not a directory")
+        self.ensure()
         self.git("add", "-A", "--ignore-errors", "--", ".", timeout=timeout, work_tree=True)
         return self.git("write-tree", timeout=timeout).decode().strip()
 
