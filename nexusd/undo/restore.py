@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nexusd.undo.shadow import Entry, Shadow
+from nexusd.undo.shadow import Entry, Shadow, display
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 GITLINK = "160000"
@@ -39,8 +39,8 @@ class Plan:
 
     def describe(self, current: dict[str, Entry]) -> list[tuple[str, str]]:
         """(action, path) for people: create, restore, delete, mode."""
-        out: list[tuple[str, str]] = [(_action(current.get(p), e), p) for p, e in self.writes]
-        out += [("delete", p) for p in self.deletes]
+        out: list[tuple[str, str]] = [(_action(current.get(p), e), display(p)) for p, e in self.writes]
+        out += [("delete", display(p)) for p in self.deletes]
         return sorted(out, key=lambda x: x[1])
 
 
@@ -197,14 +197,14 @@ def apply(shadow: Shadow, p: Plan, target: dict[str, Entry]) -> list[str]:
             try:
                 _delete(root_fd, path)
             except (OSError, RestoreError) as e:
-                errors.append(str(e) if isinstance(e, RestoreError) else f"{path}: {e.strerror or e}")
+                errors.append(display(str(e)) if isinstance(e, RestoreError) else f"{display(path)}: {e.strerror or e}")
         keep = {d for path in target for d in _parents(path)}
         _prune(root_fd, p.deletes, keep)
         for path, entry in p.writes:
             try:
                 _write(shadow, root_fd, path, entry)
             except (OSError, RestoreError) as e:
-                errors.append(str(e) if isinstance(e, RestoreError) else f"{path}: {e.strerror or e}")
+                errors.append(display(str(e)) if isinstance(e, RestoreError) else f"{display(path)}: {e.strerror or e}")
     finally:
         os.close(root_fd)
     return errors

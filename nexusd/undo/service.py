@@ -35,7 +35,7 @@ from nexusd.policy.gate import workspace_of
 from nexusd.undo import restore
 from nexusd.undo.history import History
 from nexusd.undo.settings import UndoSettings, load
-from nexusd.undo.shadow import EMPTY_TREE, FileChange, GitError, Shadow
+from nexusd.undo.shadow import EMPTY_TREE, FileChange, GitError, Shadow, display
 
 log = structlog.get_logger("nexusd.undo")
 
@@ -363,7 +363,7 @@ class UndoService:
             current, target = shadow.entries(now), shadow.entries(target_entry.tree)
             plan = restore.plan(current, target, only)
             changes = [list(x) for x in plan.describe(current)]
-            conflicts = sorted(self._others(shadow, self._chain(ws), msg.id, now) & set(plan.paths()))
+            conflicts = sorted(self._others(shadow, self._chain(ws), msg.id, now) & {display(x) for x in plan.paths()})
             if not plan.paths():
                 return p.RewindReply(ok=True, detail="nothing to change: the workspace is as it was", changes=[])
             if msg.dry_run:
@@ -389,7 +389,7 @@ class UndoService:
                 provider="nexusd",
                 tool="rewind",
                 summary=f"before rewinding to {msg.id}" + (f" ({', '.join(rel)})" if rel else ""),
-                writes=plan.paths(),
+                writes=[display(x) for x in plan.paths()],
                 bounded=True,
                 note=f"by {by}",
             )
@@ -398,8 +398,8 @@ class UndoService:
             errors = restore.apply(shadow, plan, target)
             after = shadow.entries(shadow.snapshot(timeout=120))
             for path in plan.paths():
-                if after.get(path) != target.get(path) and not any(path in err for err in errors):
-                    errors.append(f"{path}: not as recorded after the rewind")
+                if after.get(path) != target.get(path) and not any(display(path) in err for err in errors):
+                    errors.append(f"{display(path)}: not as recorded after the rewind")
         finally:
             shadow.lock.release()
         log.info("rewound", checkpoint=msg.id, workspace=ws, paths=len(changes), errors=len(errors), by=by)

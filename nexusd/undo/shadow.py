@@ -65,6 +65,12 @@ class FileChange:
     minus: int | None
 
 
+def display(name: bytes | str) -> str:
+    """A file name as text for people and the wire: bytes that are not UTF-8 shown as ``\\xNN``."""
+    raw = name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def workspace_key(workspace: str) -> str:
     return hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
@@ -197,11 +203,11 @@ class Shadow:
             rec = parts[i]
             if rec.startswith(b":"):
                 fields = rec.decode().split(" ")
-                status[os.fsdecode(parts[i + 1])] = fields[4][0]
+                status[display(parts[i + 1])] = fields[4][0]
                 i += 2
             elif rec:
                 plus, minus, name = rec.split(b"\t", 2)
-                counts[os.fsdecode(name)] = (
+                counts[display(name)] = (
                     int(plus) if plus != b"-" else None,
                     int(minus) if minus != b"-" else None,
                 )

@@ -21,7 +21,10 @@ from nexusd.undo.service import UndoService
 from nexusd.undo.settings import UndoSettings
 from tests.conftest import examples, short_tmpdir
 
-NAMES = ["a", "b", "c.txt", "d e", "ünï", "-dash", "sub/x", "sub/y", "sub/deep/z", "other/w", "build/out.o"]
+NAMES = [
+    *("a", "b", "c.txt", "d e", "ünï", "-dash", "not-utf8-\udcff", "new\nline"),
+    *("sub/x", "sub/y", "sub/deep/z", "other/w", "build/out.o"),
+]
 CONTENT = st.one_of(
     st.binary(max_size=64),
     st.text(max_size=40).map(lambda s: s.encode()),
@@ -157,6 +160,8 @@ def test_rewind_reproduces_every_recorded_tree(ops: list[tuple[Any, ...]], picks
         reply = svc.rewind(p.Rewind(id=cid, force=True), "property test")
         assert reply.ok, reply
         assert tree(ws) == expected, (cid, ops, reply.changes)
+        p.encode(reply)  # every name goes on the wire (not UTF-8 ones escaped)
+        p.encode(svc.query(p.History(id=cid, diff=True)))
         assert ignored_state(ws) == ignored  # ignored files are left as they are
         assert not (root / "outside").exists()
     # and a rewind can itself be rewound: its rescue checkpoint holds the tree it replaced
