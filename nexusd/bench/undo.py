@@ -186,14 +186,70 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def through_daemon(files: int, calls: int, seed: int) -> dict[str, Any]:
+    """What an agent waits for: an allowed Write's round trip through a real daemon on the same tree, with
+    undo on and off (``undo.toml``), each call after a one-file edit. The checkpoint's share is the
+    difference."""
+    from nexusd.bench.procs import start_daemon
+    from nexusd.client import Client
+
+    rng = random.Random(seed)
+    root = Path(tempfile.mkdtemp(prefix="nexus-undo-bench-"))
+    out: dict[str, Any] = {"files": files, "calls": calls}
+    try:
+        ws = root / "ws"
+        ws.mkdir()
+        _tree(ws, files, rng)
+        target = ws / "pkg000" / "mod00.py"
+        for label, enabled in (("undo_on", True), ("undo_off", False), ("undo_on_again", True)):
+            config = root / f"config-{label}"
+            config.mkdir()
+            (config / "undo.toml").write_text(f"[undo]\nenabled = {str(enabled).lower()}\ntimeout = 600\n")
+            d = start_daemon(None, extra_env={"NEXUS_CONFIG_DIR": str(config)})
+            try:
+                info = p.CallInfo(
+                    "claude",
+                    "bench",
+                    "Write",
+                    {"file_path": str(target), "content": "x\n"},
+                    str(ws),
+                    mode="bypassPermissions",
+                    workspace=str(ws),
+                )
+                took: list[float] = []
+                with Client(socket_path=str(d.socket), role="agent", name="undo-bench", timeout=600) as c:
+                    c.request(info, timeout=900)  # the first checkpoint of the tree (cold) is not counted
+                    for n in range(calls):
+                        with open(target, "a") as fh:
+                            fh.write(f"edit {n}\n")
+                        t0 = time.perf_counter()
+                        decision = c.request(info, timeout=600)
+                        took.append(time.perf_counter() - t0)
+                        if decision.decision != "allow":
+                            raise RuntimeError(f"not allowed: {decision.reason}")
+                out[label] = _ms(took)
+            finally:
+                d.cleanup()
+        out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--calls", type=int, default=1_000)
     ap.add_argument("--changes", type=int, default=3)
     ap.add_argument("--seed", type=int, default=40)
+    ap.add_argument(
+        "--daemon-calls", type=int, default=0, help="Also: N allowed Writes through a real daemon, undo on/off."
+    )
     args = ap.parse_args()
-    print(json.dumps(run(args.files, args.calls, args.changes, args.seed), indent=2))
+    result = run(args.files, args.calls, args.changes, args.seed)
+    if args.daemon_calls:
+        result["through_daemon"] = through_daemon(args.files, args.daemon_calls, args.seed)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

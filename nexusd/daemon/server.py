@@ -291,6 +291,7 @@ class Server:
                 task.cancel()
             for conn in list(self.conns):
                 conn.kill()
+            self.undo.close()  # a checkpoint still running must not hold the exit up
             self.audit.close()
             log.info("stopped")
 

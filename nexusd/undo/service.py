@@ -35,7 +35,7 @@ from nexusd.policy.gate import workspace_of
 from nexusd.undo import restore
 from nexusd.undo.history import History
 from nexusd.undo.settings import UndoSettings, load
-from nexusd.undo.shadow import EMPTY_TREE, FileChange, GitError, Shadow, display
+from nexusd.undo.shadow import EMPTY_TREE, FileChange, GitError, Shadow, display, kill_running
 
 log = structlog.get_logger("nexusd.undo")
 
@@ -43,7 +43,7 @@ _MUTATING_KINDS = frozenset({"edit", "shell", "mcp", "other"})
 _UNPROVABLE = frozenset({"unparseable", "dynamic", "hidden_effect"})
 MAINTAIN_EVERY = 200  # checkpoints per workspace between retention sweeps and repacks
 MAX_DIFF_BYTES = 4 << 20
-HARD_TIMEOUT = 600.0  # a snapshot abandoned by its call may go on this long (it warms the index)
+HARD_TIMEOUT = 300.0  # a snapshot abandoned by its call may go on this long (it warms the index)
 
 
 def can_change_workspace(verdict: p.Verdict | None) -> bool:
@@ -85,6 +85,22 @@ def _relative(paths: list[str], workspace: str) -> list[str]:
 
 def _covers(writes: list[str], path: str) -> bool:
     return any(w == "" or path == w or path.startswith(w + "/") for w in writes)
+
+
+class Ticket:
+    """Who records a checkpoint's history entry: the worker thread, or (past the deadline) the waiting call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken = False
+        self.shadow: Shadow | None = None  # the workspace's, once the thread knows it
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._taken:
+                return False
+            self._taken = True
+            return True
 
 
 class UndoService:
@@ -133,16 +149,28 @@ class UndoService:
     ) -> None:
         entry: p.HistoryEntry | None = None
         deadline = time.monotonic() + self.settings.timeout
+        ticket = Ticket()
         why = f"timed out after {self.settings.timeout:g} s"
         try:
             # past the deadline the thread is abandoned, not killed: it finishes (the index warms for the next
-            # call) and records its snapshot as too late to be this call's "before" (checkpoint() sees the time)
+            # call) but records nothing; the history entry "no checkpoint" is this side's (the ticket decides
+            # who records, once), also when the thread never started
             with anyio.move_on_after(self.settings.timeout):
-                entry = await anyio.to_thread.run_sync(self.checkpoint, call, verdict, deadline, abandon_on_cancel=True)
+                entry = await anyio.to_thread.run_sync(
+                    self.checkpoint, call, verdict, deadline, ticket, abandon_on_cancel=True
+                )
                 why = entry.note if entry.tree is None else ""
         except Exception as e:  # checkpoint() records its own failures; this is a bug's last net
             log.exception("checkpoint failed")
             why = f"{type(e).__name__}: {e}"
+        if entry is None and ticket.shadow is not None:
+            ticket.shadow.slow = True  # its snapshot goes on: other calls in the workspace fail fast meanwhile
+        if entry is None and ticket.claim():
+            log.error("checkpoint failed", error=why, tool=call.tool)
+            try:
+                await anyio.to_thread.run_sync(self._record_failure, call, verdict, f"no checkpoint: {why}")
+            except Exception:
+                log.exception("recording a failed checkpoint failed")
         if why and self.settings.on_failure == "deny":
             decision = p.Decision(
                 "deny",
@@ -167,6 +195,10 @@ class UndoService:
                 except Exception:
                     log.exception("undo maintenance failed", workspace=ws)
 
+    def close(self) -> None:
+        """The daemon stops: kill the git processes still running (their threads then end at once)."""
+        kill_running()
+
     # ------------------------------------------------------------------ blocking work (worker threads)
 
     def shadow(self, workspace: str) -> Shadow:
@@ -177,38 +209,24 @@ class UndoService:
                 self._shadows[workspace] = s
             return s
 
-    def checkpoint(self, call: p.CallInfo, verdict: p.Verdict | None, deadline: float | None = None) -> p.HistoryEntry:
-        """Snapshot the call's workspace and record it; never raises for a snapshot that fails (the entry
-        says why, with no tree). A snapshot finished after ``deadline`` (the allow went out meanwhile) is
-        no "before" of this call: recorded without its tree, though its work warmed the index."""
-        started = time.monotonic()
-        deadline = deadline if deadline is not None else started + self.settings.timeout
-        workspace = ""
-        tree: str | None = None
-        note = ""
+    def _record_failure(self, call: p.CallInfo, verdict: p.Verdict | None, note: str) -> None:
         try:
             workspace = workspace_of(call)
-            if workspace in self.skipped:
-                raise GitError(f"the workspace is {workspace}, a shared directory: not checkpointed")
-            shadow = self.shadow(workspace)
-            if shadow.slow and not shadow.lock.acquire(blocking=False):
-                raise GitError("the first checkpoint of this workspace is still being taken")
-            if not shadow.slow and not shadow.lock.acquire(timeout=max(0.01, deadline - time.monotonic())):
-                raise GitError("another checkpoint of this workspace took too long")
-            try:
-                shadow.slow = True  # until it returns: a snapshot that outlives its call makes others fail fast
-                tree = shadow.snapshot(timeout=HARD_TIMEOUT)
-                shadow.slow = False
-            finally:
-                shadow.lock.release()
-            if time.monotonic() > deadline:
-                tree = None
-                raise GitError(f"took longer than {self.settings.timeout:g} s; the call went on without it")
-        except (GitError, OSError) as e:
-            note = f"no checkpoint: {e}"
-            log.error("checkpoint failed", workspace=workspace, error=str(e), tool=call.tool)
+        except Exception:
+            workspace = ""
+        self.history.append(self._entry(call, verdict, workspace, None, note, None))
+
+    def _entry(
+        self,
+        call: p.CallInfo,
+        verdict: p.Verdict | None,
+        workspace: str,
+        tree: str | None,
+        note: str,
+        took: float | None,
+    ) -> p.HistoryEntry:
         details = verdict.details if verdict is not None else None
-        entry = p.HistoryEntry(
+        return p.HistoryEntry(
             id=self.history.next_id(),
             time=time.time(),
             workspace=workspace,
@@ -223,8 +241,49 @@ class UndoService:
             writes=_relative(list(details.writes), workspace) if details is not None and workspace else [],
             bounded=_bounded(verdict),
             note=note,
-            took_ms=round((time.monotonic() - started) * 1000, 2),
+            took_ms=round(took * 1000, 2) if took is not None else None,
         )
+
+    def checkpoint(
+        self,
+        call: p.CallInfo,
+        verdict: p.Verdict | None,
+        deadline: float | None = None,
+        ticket: Ticket | None = None,
+    ) -> p.HistoryEntry:
+        """Snapshot the call's workspace and record it; never raises for a snapshot that fails (the entry
+        says why, with no tree). A snapshot finished after ``deadline`` (the allow went out meanwhile) is
+        no "before" of this call: recorded without its tree, though its work warmed the index."""
+        started = time.monotonic()
+        deadline = deadline if deadline is not None else started + self.settings.timeout
+        workspace = ""
+        tree: str | None = None
+        note = ""
+        try:
+            workspace = workspace_of(call)
+            if workspace in self.skipped:
+                raise GitError(f"the workspace is {workspace}, a shared directory: not checkpointed")
+            shadow = self.shadow(workspace)
+            if ticket is not None:
+                ticket.shadow = shadow
+            if shadow.slow and not shadow.lock.acquire(blocking=False):
+                raise GitError("an earlier checkpoint of this workspace that outlived its call is still being taken")
+            if not shadow.slow and not shadow.lock.acquire(timeout=max(0.01, deadline - time.monotonic())):
+                raise GitError("another checkpoint of this workspace took too long")
+            try:
+                tree = shadow.snapshot(timeout=HARD_TIMEOUT)
+            finally:
+                shadow.slow = False  # (set by a call that gave up waiting for this snapshot)
+                shadow.lock.release()
+            if time.monotonic() > deadline:
+                tree = None
+                raise GitError(f"took longer than {self.settings.timeout:g} s; the call went on without it")
+        except (GitError, OSError) as e:
+            note = f"no checkpoint: {e}"
+            log.error("checkpoint failed", workspace=workspace, error=str(e), tool=call.tool)
+        entry = self._entry(call, verdict, workspace, tree, note, time.monotonic() - started)
+        if ticket is not None and not ticket.claim():
+            return entry  # abandoned by its call, which recorded "no checkpoint" itself
         if tree is not None:
             self.shadow(workspace).keep(f"c{entry.id}", tree)
         self.history.append(entry)

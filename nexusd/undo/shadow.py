@@ -47,6 +47,16 @@ _CONFIG = (
 )
 
 
+RUNNING: set[subprocess.Popen[bytes]] = set()  # git processes now running, killed when the daemon stops
+
+
+def kill_running() -> None:
+    """At the daemon's stop: a snapshot abandoned by its call must not hold the exit up."""
+    for proc in list(RUNNING):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
 class GitError(Exception):
     """A git command failed or timed out; the message says which and why."""
 
@@ -111,23 +121,29 @@ class Shadow:
     def git(self, *args: str, timeout: float = 60.0, work_tree: bool = False, input_: bytes | None = None) -> bytes:
         env = git_env(self.git_dir, self.workspace if work_tree else None)
         try:
-            done = subprocess.run(
+            proc = subprocess.Popen(
                 ["git", *args],
                 env=env,
                 cwd=self.workspace if work_tree else str(self.git_dir),
-                input=input_,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
+                stdin=subprocess.PIPE if input_ is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
-        except subprocess.TimeoutExpired:
-            raise GitError(f"git {args[0]} took longer than {timeout:g} s") from None
         except OSError as e:
             raise GitError(f"git {args[0]} could not run: {e}") from None
-        if done.returncode != 0:
-            err = done.stderr.decode(errors="replace").strip().splitlines()
-            raise GitError(f"git {args[0]} failed ({done.returncode}): {err[-1] if err else 'no message'}")
-        return done.stdout
+        RUNNING.add(proc)
+        try:
+            out, err_bytes = proc.communicate(input_, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise GitError(f"git {args[0]} took longer than {timeout:g} s") from None
+        finally:
+            RUNNING.discard(proc)
+        if proc.returncode != 0:
+            err = err_bytes.decode(errors="replace").strip().splitlines()
+            raise GitError(f"git {args[0]} failed ({proc.returncode}): {err[-1] if err else 'no message'}")
+        return out
 
     def ensure(self) -> None:
         """Create the repository on first use; (re)write its settings and excludes once per daemon run."""

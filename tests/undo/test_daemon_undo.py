@@ -201,3 +201,26 @@ def test_unknown_checkpoint(daemon_factory: Any, raw_factory: Any) -> None:
     h = daemon_factory(policy=POLICY)
     r = ui_ask(h, raw_factory, {"type": "rewind", "id": 99, "ref": "x"})
     assert isinstance(r, p.Error) and r.code == "not_found", r
+
+
+@pytest.mark.parametrize("on_failure", ["allow", "deny"])
+def test_a_checkpoint_that_times_out_never_allows_silently(
+    daemon_factory: Any, raw_factory: Any, ws: Path, on_failure: str
+) -> None:
+    """A checkpoint that cannot be taken in time: the history says so; "allow" lets the call go on, "deny"
+    denies it and audits the denial (a second record, after the allow recorded at the decision)."""
+    h = daemon_factory(policy=POLICY, autostart=False)
+    (h.config_dir / "undo.toml").write_text(f'[undo]\ntimeout = 0.001\non_failure = "{on_failure}"\n')
+    h.start()
+    agent = raw_factory(h.socket)
+    d = agent.ask({"type": "request", "call": call(ws, "Bash", {"command": "rm gone.txt"}), "ref": "r"})
+    assert isinstance(d, p.Decision) and d.ref == "r"
+    assert d.decision == on_failure, d
+    if on_failure == "deny":
+        assert "no checkpoint" in d.reason and d.source == "error"
+    entries = history(h, raw_factory).entries  # recorded before the decision was sent
+    assert len(entries) == 1 and entries[0].tree is None and "no checkpoint" in entries[0].note, entries
+    records = ui_ask(h, raw_factory, {"type": "audit", "ref": "a"})
+    assert isinstance(records, p.AuditReply)
+    events = [r.event for r in records.records if r.tool == "Bash"]
+    assert events == (["decision", "undo_checkpoint_failed"] if on_failure == "deny" else ["decision"]), events
