@@ -31,6 +31,7 @@ import msgspec
 import structlog
 
 from nexusd import protocol as p
+from nexusd.core.tools import PATH_KEYS
 from nexusd.policy.gate import workspace_of
 from nexusd.undo import restore
 from nexusd.undo.history import History
@@ -69,7 +70,7 @@ def _bounded(verdict: p.Verdict | None) -> bool:
 
 def _summary(call: p.CallInfo) -> str:
     inp = call.input
-    for key in ("command", "cmd", "file_path", "path", "notebook_path", "absolute_path"):
+    for key in ("command", "cmd", *PATH_KEYS):  # a shell command, else the path a file tool names
         v = inp.get(key)
         if isinstance(v, str):
             return v[:500]
