@@ -88,6 +88,18 @@ def _covers(writes: list[str], path: str) -> bool:
     return any(w == "" or path == w or path.startswith(w + "/") for w in writes)
 
 
+def _bisect_ids(chain: list[p.HistoryEntry], cid: int) -> int:
+    """The index of the first entry of ``chain`` (sorted by id) with an id above ``cid``."""
+    lo, hi = 0, len(chain)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if chain[mid].id <= cid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 class Ticket:
     """Who records a checkpoint's history entry: the worker thread, or (past the deadline) the waiting call."""
 
@@ -322,14 +334,23 @@ class UndoService:
                 self._diffs[key] = found
         return found
 
-    def _summarize(self, e: p.HistoryEntry, now: dict[str, str]) -> p.HistoryEntry:
+    def _next(self, e: p.HistoryEntry, chains: dict[str, list[p.HistoryEntry]]) -> p.HistoryEntry | None:
+        """The checkpoint after ``e`` in its workspace (chains: each workspace's, by id, built once a query)."""
+        chain = chains.get(e.workspace)
+        if chain is None:
+            chain = chains[e.workspace] = self._chain(e.workspace)
+        i = _bisect_ids(chain, e.id)
+        return chain[i] if i < len(chain) else None
+
+    def _summarize(
+        self, e: p.HistoryEntry, now: dict[str, str], chains: dict[str, list[p.HistoryEntry]] | None = None
+    ) -> p.HistoryEntry:
         if e.tree is None:
             return e
-        chain = self._chain(e.workspace)
-        later = [x for x in chain if x.id > e.id]
+        after = self._next(e, chains if chains is not None else {})
         shadow = self.shadow(e.workspace)
-        if later:
-            end, until = later[0].tree or EMPTY_TREE, later[0].id
+        if after is not None:
+            end, until = after.tree or EMPTY_TREE, after.id
         else:
             if e.workspace not in now:
                 now[e.workspace] = self._now(shadow)
@@ -360,10 +381,11 @@ class UndoService:
             entries = [e for e in entries if e.workspace == ws]
         entries = entries[-max(1, min(msg.limit, 10_000)) :]
         now: dict[str, str] = {}
+        chains: dict[str, list[p.HistoryEntry]] = {}
         out = []
         for e in entries:
             try:
-                out.append(self._summarize(e, now))
+                out.append(self._summarize(e, now, chains))
             except (GitError, OSError) as err:
                 out.append(msgspec.structs.replace(e, note=f"{e.note}; cannot be read: {err}".lstrip("; ")))
         diff: str | None = None
