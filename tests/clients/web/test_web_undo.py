@@ -43,14 +43,15 @@ def test_undo_page_shows_the_diff_and_rewinds(web: WebHandle, browser_factory: A
     row = page.wait_for_selector("#undo-list button", timeout=30_000)
     assert "rm gone.txt" in row.inner_text() and "~1 -1" in row.inner_text()
     row.click()
-    page.wait_for_function("document.getElementById('undo-diff').textContent.includes('-precious')", timeout=30_000)
+    # (locators, not wait_for_function: the page's CSP has no 'unsafe-eval')
+    page.locator("#undo-diff", has_text="-precious").wait_for(timeout=30_000)
     page.click("#undo-rewind")
     page.wait_for_selector("#undo-plan:not([hidden])", timeout=30_000)
     assert "gone.txt" in page.locator("#undo-changes").inner_text()
     assert not (ws / "gone.txt").exists()  # the dry run changed nothing
     page.screenshot(path=str(tmp_path / "undo.png"), full_page=True)
     page.click("#undo-confirm")
-    page.wait_for_function("document.getElementById('message').textContent.includes('rewound')", timeout=30_000)
+    page.locator("#message", has_text="rewound").wait_for(timeout=30_000)
     assert (ws / "gone.txt").read_text() == "precious\n" and (ws / "keep.txt").read_text() == "one\ntwo\n"
 
 
