@@ -58,6 +58,8 @@ REPLIES: Final[dict[str, str]] = {
     "grants": "grants_reply",
     "revoke_grant": "ack",
     "session_end": "ack",
+    "history": "history_reply",
+    "rewind": "rewind_reply",
 }
 # Sent without a reply: the pieces of a large input string, ahead of the request that names them.
 NO_REPLY: Final = frozenset({"part"})

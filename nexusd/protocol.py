@@ -312,6 +312,33 @@ class SandboxReport(_Msg):
     ref: str | None = None
 
 
+class History(_Msg):
+    """Past calls that could change a workspace, each with its checkpoint and what it changed (answered by
+    HistoryReply). ``id``: one call, with its diff when ``diff``; ``paths`` narrow that diff. Refused from an
+    agent's process tree: checkpoints hold file contents the policy may keep from agents (docs/UNDO.md)."""
+
+    session: str | None = None
+    workspace: PathText | None = None
+    id: int | None = None
+    diff: bool = False
+    paths: list[PathText] = []
+    limit: int = 200
+    ref: str | None = None
+
+
+class Rewind(_Msg):
+    """Restore a workspace (or ``paths`` in it) to the checkpoint taken before call ``id`` (answered by
+    RewindReply). A rescue checkpoint is taken first, so a rewind can be rewound. ``dry_run``: say what
+    would change, change nothing. Without ``force``, refused when it would overwrite changes made after the
+    call by someone other than the gated calls. A person's act: refused from an agent's process tree."""
+
+    id: int
+    dry_run: bool = False
+    force: bool = False
+    paths: list[PathText] = []
+    ref: str | None = None
+
+
 ClientMessage = (
     Hello
     | Request
@@ -334,6 +361,8 @@ ClientMessage = (
     | Grants
     | RevokeGrant
     | SessionEnd
+    | History
+    | Rewind
 )
 
 
@@ -591,6 +620,61 @@ class SandboxNotice(_Msg):
     time: float = 0.0
 
 
+class FileChange(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One file a call changed: A added, M changed, D deleted, T type changed; lines +/- (None: binary)."""
+
+    path: str
+    status: str
+    plus: int | None = None
+    minus: int | None = None
+
+
+class HistoryEntry(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One checkpoint: taken before a call (``kind`` call) or before a rewind (``kind`` rescue). ``tree``
+    None: no checkpoint could be taken (``note`` says why). ``files``: what changed from this checkpoint to
+    the next one in the workspace (or to the workspace now, for the newest)."""
+
+    id: int
+    time: float
+    workspace: str
+    kind: str = "call"
+    tree: str | None = None
+    session: str = ""
+    provider: str = ""
+    tool: str = ""
+    summary: str = ""
+    agent_pid: int | None = None
+    subagent_id: str | None = None
+    writes: list[str] = []  # what the classification says the call writes (workspace-relative)
+    bounded: bool = False  # True: the call can write only ``writes`` (file tools, known commands)
+    note: str = ""
+    took_ms: float | None = None
+    files: list[FileChange] = []
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    plus: int = 0
+    minus: int = 0
+    until: int | None = None  # the checkpoint ``files`` runs to; None: the workspace now
+
+
+class HistoryReply(_Msg):
+    entries: list[HistoryEntry]
+    diff: str | None = None  # History with id and diff: the unified diff
+    truncated: bool = False
+    ref: str | None = None
+
+
+class RewindReply(_Msg):
+    ok: bool
+    detail: str
+    changes: list[list[str]] = []  # [action, path]: create, restore, mode, delete
+    conflicts: list[str] = []  # paths changed after the call by someone else (refused without force)
+    errors: list[str] = []  # paths that could not be restored
+    rescue: int | None = None  # the checkpoint taken before this rewind (rewind it to undo the rewind)
+    ref: str | None = None
+
+
 ServerMessage = (
     Welcome
     | Pending
@@ -611,6 +695,8 @@ ServerMessage = (
     | SandboxNotice
     | Bye
     | Pong
+    | HistoryReply
+    | RewindReply
 )
 
 # Encoders/decoders are module-level: building them is the costly part, using them is cheap.

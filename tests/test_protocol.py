@@ -37,6 +37,8 @@ CLIENT_MESSAGES = [
     p.Grants(),
     p.RevokeGrant(id="g-1"),
     p.SessionEnd(session="s"),
+    p.History(session="s", id=3, diff=True, paths=["/w/a"]),
+    p.Rewind(id=3, dry_run=True, force=False, paths=["/w/a"]),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
 ]
 SERVER_MESSAGES = [
@@ -73,6 +75,15 @@ SERVER_MESSAGES = [
     p.SandboxNotice(command="touch x", cwd="/w", violations=["write refused (read-only): x"], session="s", time=1.0),
     p.Bye(reason="stop"),
     p.Pong(ref="k"),
+    p.HistoryReply(
+        entries=[
+            p.HistoryEntry(
+                id=3, time=1.0, workspace="/w", tree="ab" * 20, files=[p.FileChange("a", "M", 1, 2)], changed=1
+            )
+        ],
+        diff="--- a/a\n+++ b/a\n",
+    ),
+    p.RewindReply(ok=True, detail="rewound", changes=[["restore", "a"]], rescue=4),
 ]
 
 
@@ -80,6 +91,10 @@ SERVER_MESSAGES = [
 WIRE_TAGS = {
     "part",
     "answer",
+    "history",
+    "history_reply",
+    "rewind",
+    "rewind_reply",
     "audit",
     "cancel",
     "check",

@@ -13,6 +13,7 @@ what the person saw. Grants (who gave what, until when) are listed and revoked h
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal
@@ -93,9 +94,14 @@ class Answers:
         if edited is not None and d.decision == "allow" and d.updated_input is None:
             d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
         strict = notify_requester and self.server.requests.strict_audit()
-        confirm = held_until_recorded(entry.conn.post, d, strict)  # on_failure = "deny": sent once recorded
+        # an allow that can change files goes out after its checkpoint (nexusd/undo); under on_failure = "deny"
+        # only once it is recorded
+        deliver = functools.partial(
+            self.server.undo.send, entry.conn.post, call, d, verdict if decision == "allow" else None
+        )
+        confirm = held_until_recorded(entry.conn.post, d, strict, deliver)
         if notify_requester and confirm is None:
-            entry.conn.post(p.encode(d))
+            deliver()
         resolved = p.encode(
             p.Resolved(
                 id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope

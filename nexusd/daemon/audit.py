@@ -60,9 +60,15 @@ MAX_ASKS_JOURNAL = 1 << 20  # <audit>.asks is rewritten with only the open asks 
 log = structlog.get_logger("nexusd.audit")
 
 
-def held_until_recorded(send: Callable[[bytes], object], decision: Decision, strict: bool) -> Confirm | None:
+def held_until_recorded(
+    send: Callable[[bytes], object],
+    decision: Decision,
+    strict: bool,
+    deliver: Callable[[], object] | None = None,
+) -> Confirm | None:
     """Under ``[audit] on_failure = "deny"`` (``strict``) an allow is sent only once its record is on disk and
     synced; if it cannot be written, a deny goes out instead. None: send now (a deny, or not strict).
+    ``deliver``: what sends the recorded allow (undo's checkpoint first), else ``send`` of its line.
     Call on the event loop; the returned callback is the writer thread's to call."""
     if not strict or decision.decision != "allow":
         return None
@@ -80,7 +86,10 @@ def held_until_recorded(send: Callable[[bytes], object], decision: Decision, str
     )
 
     def confirm(ok: bool) -> None:
-        loop.call_soon_threadsafe(send, line if ok else refused)
+        if ok and deliver is not None:
+            loop.call_soon_threadsafe(deliver)
+        else:
+            loop.call_soon_threadsafe(send, line if ok else refused)
 
     return confirm
 

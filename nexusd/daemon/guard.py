@@ -81,6 +81,10 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.Grants: False,
     p.RevokeGrant: False,  # taking a grant back only narrows
     p.SessionEnd: False,  # ends allow grants only; deny answers and mode overrides stay
+    # undo (docs/UNDO.md): checkpoints hold files the policy may keep from agents (a Read deny), and a
+    # rewind is a person's act on the workspace: both refused from an agent's process tree
+    p.History: True,
+    p.Rewind: True,
 }
 
 

@@ -13,6 +13,7 @@ Every path that is not an explicit allow ends in deny.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import time
@@ -218,9 +219,12 @@ class RequestLifecycle:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
         decision = self.decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun)
-        confirm = held_until_recorded(conn.send, decision, self.strict_audit())  # on_failure = "deny"
+        # an allow that can change files goes out after its checkpoint (nexusd/undo) and, under [audit]
+        # on_failure = "deny", only once it is recorded
+        deliver = functools.partial(self.server.undo.send, conn.send, call, decision, verdict)
+        confirm = held_until_recorded(conn.send, decision, self.strict_audit(), deliver)
         if confirm is None:
-            conn.send(p.encode(decision))
+            deliver()
         self.record(
             self.record_id(),
             call,

@@ -56,6 +56,7 @@ from nexusd.policy.grants import GrantTable
 from nexusd.policy.learned import clean_stale_temps
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
+from nexusd.undo.service import UndoService
 
 log = structlog.get_logger("nexusd")
 
@@ -94,6 +95,8 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.Grants,
             p.RevokeGrant,
             p.SessionEnd,
+            p.History,  # undo (nexusd/undo): a person's review and rewind
+            p.Rewind,
         }
     ),
 }
@@ -206,6 +209,8 @@ class Server:
         # who may not widen the gate (daemon/guard.py), kept across restarts in the state directory
         self.agents = AgentRegistry(self.daemon_ancestors, config.state_dir / AGENTS_NAME)
         self.limiter = RunawayLimiter()  # automatic allows per session and minute (daemon/limits.py)
+        # a checkpoint before each allowed call that can change the workspace (nexusd/undo, docs/UNDO.md)
+        self.undo = UndoService(config.state_dir, config.config_dir, spawn=self.spawn, audit=self._undo_audit)
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self.requests.on_request,
@@ -228,6 +233,8 @@ class Server:
             p.Grants: self.answers.on_grants,
             p.RevokeGrant: self.answers.on_revoke_grant,
             p.SessionEnd: self._on_session_end,
+            p.History: lambda c, m: self.undo.on_history(c.send, self._error_to(c, m.ref), m),
+            p.Rewind: lambda c, m: self.undo.on_rewind(c.send, self._error_to(c, m.ref), m, c.label),
         }
 
     def _on_part(self, conn: Connection, msg: p.Part) -> None:
@@ -235,6 +242,14 @@ class Server:
         if conn.uploads is None:
             conn.uploads = Uploads()
         conn.uploads.add(msg.upload, msg.text)
+
+    def _error_to(self, conn: Connection, ref: str | None) -> Callable[[str, str], None]:
+        return lambda code, message: self.reply_error(conn, code, message, ref)  # type: ignore[arg-type]
+
+    def _undo_audit(self, call: p.CallInfo, decision: p.Decision) -> None:
+        """An allow denied because its checkpoint failed ([undo] on_failure = "deny"): its own record."""
+        rid = self.requests.record_id()
+        self.requests.record(rid, call, decision, time.monotonic(), peer=None, event="undo_checkpoint_failed")
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         """A short task outside the task group (cheaper to start); ``serve`` cancels leftovers at the end."""
@@ -299,6 +314,7 @@ class Server:
                 task.cancel()
             for conn in list(self.conns):
                 conn.kill()
+            self.undo.close()  # a checkpoint still running must not hold the exit up
             self.audit.close()
             self.agents.close()
             log.info("stopped")

@@ -29,6 +29,7 @@ from textual.widgets import Button, Footer
 
 from nexus_clients.tui import request_view, risk
 from nexus_clients.tui.escaping import escape_plain, safe_text
+from nexus_clients.tui.history import HistoryScreen
 from nexus_clients.tui.link import DaemonCall, DaemonLink, LinkDown, LinkUp, describe_error
 from nexus_clients.tui.screens import (
     AuditScreen,
@@ -86,6 +87,7 @@ class QueueScreen(Screen[None]):
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
         Binding("g", "open('grants')", "grants", show=False),  # in the help screen and docs/TUI.md
+        Binding("u", "open('history')", "undo history", show=False),  # docs/UNDO.md (tui/history.py)
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
@@ -137,6 +139,7 @@ class QueueScreen(Screen[None]):
             "audit": lambda: AuditScreen(self.call),
             "rules": lambda: RulesScreen(self.call),
             "grants": lambda: GrantsScreen(self.call),
+            "history": lambda: HistoryScreen(self.call),
             "status": lambda: StatusScreen(self.call),
             "help": HelpScreen,
         }

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nexus_clients.tui import risk
 from nexus_clients.tui.link import DaemonLink, LinkDown, LinkUp, NotConnected
 from nexus_clients.tui.state import TuiState
-from nexus_clients.web import render
+from nexus_clients.web import render, undo
 from nexus_clients.web.access import COOKIE, CSRF_HEADER, SECURITY_HEADERS, Access, allowed_hosts, is_loopback
 from nexusd import locations, protocol
 
@@ -482,6 +482,19 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
         Route("/api/rules/remove", needs_csrf(rule_remove), methods=["POST"]),
         Route("/api/grants", needs_session(grants), methods=["GET"]),
         Route("/api/grants/revoke", needs_csrf(grant_revoke), methods=["POST"]),
+        *undo.routes(  # the undo page (web/undo.py, docs/UNDO.md)
+            page=lambda request, html: (
+                None
+                if (s := session_of(request)) is None
+                else Response(html.replace("__CSRF__", s.csrf), media_type="text/html")
+            ),
+            query=query,
+            relay=relay,
+            needs_session=needs_session,
+            needs_csrf=needs_csrf,
+            read_json=read_json,
+            static=_static,
+        ),
     ]
     return SecurityHeaders(Starlette(routes=routes), access)
 

@@ -77,6 +77,7 @@ SEARCHERS["egrep"] = SEARCHERS["fgrep"] = SEARCHERS["grep"]
 _JQ_TWO_VALUES = frozenset({"--arg", "--argjson", "--slurpfile", "--rawfile"})
 WRITERS: dict[str, frozenset[str]] = {n: _value_taking(p) for n, p in TABLE.items() if p.kind == "writer"}
 MODE_WRITERS = frozenset(n for n, p in TABLE.items() if p.kind == "modewriter")
+_DASH_MODE = re.compile(r"-[rwxXst]+([,=+-][ugoa]*[rwxXst]*)*")  # chmod -x / -w,o-r: a mode, not an option
 COPIERS = {
     n: " ".join(sorted(_value_taking(p) | {"-t", "--target-directory"})) for n, p in TABLE.items() if p.kind == "copier"
 }
@@ -573,7 +574,10 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
         return Effect(WW, writes=pos, recursive_targets=rec, catastrophic=cat)
     if name in MODE_WRITERS:
         pos = _positionals(argv, frozenset({"--reference"}))
-        if not any(a.startswith("--reference") for a in argv):
+        # chmod takes a symbolic mode that looks like an option (``chmod -x FILE``, ``chmod -w,o-r FILE``):
+        # then the first positional is already a file written, not the mode
+        dash_mode = name == "chmod" and any(_DASH_MODE.fullmatch(a) for a in argv[1:])
+        if not dash_mode and not any(a.startswith("--reference") for a in argv):
             pos = pos[1:]
         rec = pos if _has_flag(argv, "R", ("--recursive",)) else []
         return Effect(WW, writes=pos, recursive_targets=rec)

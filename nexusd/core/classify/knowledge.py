@@ -555,6 +555,8 @@ TABLE.update(
             read_opts="--reference",
             examples=(
                 Ex("chmod +x src/main.py", "ww", writes="src/main.py"),
+                Ex("chmod -x src/main.py", "ww", writes="src/main.py"),  # a mode that looks like an option
+                Ex("chmod -w,o-r /etc/passwd", "dfa", "outside_workspace"),
                 Ex("chmod -R 777 /opt/app", "dfa", "catastrophic"),
             ),
         ),
