@@ -79,3 +79,14 @@ def agent_clis() -> AgentCLIs:
         if proc.returncode != 0:
             pytest.fail(f"{cli} --version failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return clis
+
+
+# a real agent CLI's run took 81 s alone, and over 120 s (the suite's default) on a loaded 2-core machine
+E2E_TIMEOUT = 600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real agent CLIs get a timeout that holds under load; a test's own ``timeout`` mark still wins."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
