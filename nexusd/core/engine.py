@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nexusd.core.classify import details as classify_details
-from nexusd.core.classify.commands import SAFE_DEVICES
+from nexusd.core.classify.commands import SAFE_DEVICES, meaning_spellings
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
     NOT_RULE_ALLOWABLE,
@@ -303,6 +303,13 @@ def _deny_spellings(c: Command) -> tuple[tuple[str, ...] | None, bool]:
         name = argv[0].lower().removesuffix(".exe")
         if name != argv[0]:
             more = argv_texts((name, *argv[1:]), exact=False)
+            if more is None:
+                return None, False
+            texts += more
+        # what the command does, in the spellings a deny rule may use (rm -fr under Bash(rm -rf *), git push
+        # origin +main under Bash(git push --force *))
+        for view in (*c.respelled, *meaning_spellings(argv), *(v for r in c.respelled for v in meaning_spellings(r))):
+            more = argv_texts(view, exact=False)
             if more is None:
                 return None, False
             texts += more

@@ -11,6 +11,8 @@ import re
 from collections.abc import Set
 from typing import Any
 
+import msgspec
+
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
 from nexusd.core.tools import (
@@ -291,8 +293,10 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         acc.need(DFA if info.kind is ToolKind.SEARCH else RO)
         return _finish(info, acc)
     if info.canonical in PLAN_APPROVAL:
-        acc.need(DFA)  # every mode that asks asks; dontAsk denies; bypass has no plan to approve
-        acc.note("leaving plan mode is the plan's approval: a person decides")
+        acc.need(DFA)  # every mode that asks asks; dontAsk denies
+        # leaving plan mode changes the agent's own permission mode: gate management, so no mode (bypass
+        # included: it has no plan to approve) and no rule approves it; a person does
+        acc.flag(Flag.GATE_CONTROL, "leaving plan mode is the plan's approval: a person decides")
         return _finish(info, acc)
     if info.kind is ToolKind.OTHER or info.canonical in ("BashOutput", "KillShell", "KillBash"):
         acc.need(WW if info.canonical in ("KillShell", "KillBash") else RO)
@@ -357,7 +361,10 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         eff = commands.effect(cmd)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
-        out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
+        command_out = cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement)
+        if cwds != [cwd]:
+            command_out = _respelled(command_out, cwd, cwds)
+        out.append(command_out)
         _command_effect(cmd, eff, cwds, acc, _fed_from(sa, k, command) if cmd.stdin_args else None)
         if (
             eff.known
@@ -380,6 +387,27 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
 _APPLY_PATCH = ("apply_patch", "applypatch")
+
+
+def _respelled(c: Command, cwd: str, cwds: list[str] | None) -> Command:
+    """After a ``cd``, the command with its relative operands written from the call's cwd (for deny rules)."""
+    views: list[tuple[str, ...]] = []
+    for d in cwds or []:
+        if d == cwd:
+            continue
+        rel = posixpath.relpath(d, cwd)
+        argv = tuple(
+            posixpath.normpath(posixpath.join(rel, a))
+            if k and a and not a.startswith(("-", "/", "~", "$")) and not _URLISH.match(a)
+            else a
+            for k, a in enumerate(c.argv)
+        )
+        if argv != c.argv:
+            views.append(argv)
+    return msgspec.structs.replace(c, respelled=tuple(views)) if views else c
+
+
+_URLISH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
@@ -493,6 +521,8 @@ def _command_effect(
     if eff.hidden:
         acc.flag(Flag.HIDDEN_EFFECT, eff.hidden)
         acc.need(DFA)
+    if eff.beyond_rule:
+        acc.flag(Flag.HIDDEN_EFFECT, eff.beyond_rule)
     if eff.gate_control:
         acc.flag(Flag.GATE_CONTROL, eff.note or f"{cmd.argv[0]} manages nexusd itself")
         acc.need(DFA)
@@ -577,6 +607,9 @@ def _command_effect(
             "(.git/hooks, agent settings and shell rc files included)",
         )
         acc.need(DFA)
+    if eff.writes and not eff.recursive_targets and commands.program_name(cmd.argv[0]) in ("rm", "rmdir"):
+        for i in eff.writes:
+            _critical_removal(cmd.argv[i], cwds, acc, cmd.argv[0])
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
@@ -730,6 +763,29 @@ def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) ->
         )
         acc.need(DFA)
         return
+
+
+_UNDER_VARIABLE = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?/\*?$")
+
+
+def _critical_removal(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
+    """``rm`` / ``rmdir`` (recursive or not) of a critical path: the root, a top-level directory, the home, a
+    workspace root, the cwd or a parent of either, or a glob right under a variable (``rm "$D"/*`` is
+    ``rm /*`` when D is empty). Claude Code's circuit breaker: a person decides, bypass included."""
+    if _UNDER_VARIABLE.match(raw):
+        acc.flag(Flag.CATASTROPHIC, f"{name} on {raw}: the root's entries when the variable is empty")
+        return
+    expanded = paths.expand_user(raw, acc.ctx.home)
+    if expanded is None:
+        return
+    home = acc.ctx.home.rstrip("/") or "/"
+    holders = (*acc.ctx.workspace_roots, home, acc.ctx.cwd)
+    for c in cwds or ["/"]:
+        absolute = posixpath.normpath(paths.join(c, expanded))
+        for cand in (absolute, posixpath.normpath(acc.fs.realpath(absolute))):
+            if cand == "/" or posixpath.dirname(cand) == "/" or any(paths.within(r, cand) for r in holders):
+                acc.flag(Flag.CATASTROPHIC, f"{name} removes a critical path: {cand}")
+                return
 
 
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:

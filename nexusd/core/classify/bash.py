@@ -1441,7 +1441,7 @@ class _Walker:
             if a.startswith("-") and len(a) > 1 and name not in ("let", "test", "["):
                 for j, ch in enumerate(a[1:], 1):
                     if ch in with_value:
-                        target = i + 1 if j == len(a) - 1 else -1
+                        target = i + 1 if j == len(a) - 1 and i + 1 < len(argv) else -1
                         if ch in name_opts:
                             if target > 0:
                                 names.append(target)

@@ -18,6 +18,7 @@ import msgspec
 from nexusd.core.classify import powershell
 from nexusd.core.classify.bash import ParsedCommand
 from nexusd.core.classify.knowledge import (
+    AGENT_CLIS,
     CONFIG_WRITERS,
     GATE_MODULES,
     GATE_PROGRAMS,
@@ -56,6 +57,9 @@ class Effect(msgspec.Struct):
     # writes files its words do not name (an archive's or a patch's members) below where it writes: any name,
     # protected ones included (.git/hooks, agent settings), so it is a protected write
     unnamed_writes: bool = False
+    # a reader's option that makes it change files (find -delete): the mode may allow it as the write it is,
+    # but no allow rule written for the reader covers it (Flag.HIDDEN_EFFECT without danger-full-access)
+    beyond_rule: str = ""
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -1012,6 +1016,7 @@ def _find_head(argv: tuple[str, ...]) -> tuple[list[int], int]:
 
 def _find(argv: tuple[str, ...]) -> Effect:
     starts, i = _find_head(argv)
+    beyond = ""
     writes: list[int] = []
     extra_reads: list[str] = []
     req = RO
@@ -1026,6 +1031,7 @@ def _find(argv: tuple[str, ...]) -> Effect:
             req = max(req, WW)
             writes = starts or []
             note = "find -delete removes what it finds"
+            beyond = "find -delete removes files: a Bash(find ...) allow rule does not cover it"
         elif a in _FIND_WRITE_VALUE:
             if i + 1 < len(argv):
                 writes.append(i + 1)
@@ -1043,7 +1049,13 @@ def _find(argv: tuple[str, ...]) -> Effect:
         if "-delete" in argv:
             extra_writes = ["."]
             return Effect(
-                req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note, extra_recursive=["."]
+                req,
+                extra_reads=extra_reads,
+                extra_writes=extra_writes,
+                writes=writes,
+                note=note,
+                extra_recursive=["."],
+                beyond_rule=beyond,
             )
     if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in argv):
         # the files it hands to the program are the ones its name tests pick: find . -name .env -exec cat {}
@@ -1064,6 +1076,7 @@ def _find(argv: tuple[str, ...]) -> Effect:
         catastrophic=cat,
         note=note,
         recursive_targets=starts if "-delete" in argv else [],
+        beyond_rule=beyond,
     )
 
 
@@ -1938,6 +1951,65 @@ _DOCKER_RO_PAIRS = frozenset(
 )
 
 
+# databases getent answers from local files alone; every other one (hosts, ahosts*, networks, netgroup ...)
+# may ask a resolver over the network
+_GETENT_LOCAL = frozenset(
+    {"passwd", "group", "shadow", "gshadow", "services", "protocols", "rpc", "ethers", "aliases", "initgroups"}
+)
+
+
+def _getent(argv: tuple[str, ...]) -> Effect:
+    """getent: a name-service lookup; ``getent hosts x`` resolves a name, which is network access."""
+    pos = [a for a in argv[1:] if not a.startswith("-")]
+    if len(pos) == len(argv) - 1 and pos and pos[0] in _GETENT_LOCAL:
+        return Effect(RO)
+    return Effect(DFA, note="getent resolves names through the name service (DNS: the network)")
+
+
+# an agent CLI's subcommands that only show its settings
+_AGENT_RO = frozenset({"list", "ls", "get", "show", "status", "--help", "-h", "help"})
+_AGENT_CONFIG = frozenset(
+    {
+        "mcp",
+        "config",
+        "configure",
+        "plugin",
+        "plugins",
+        "extensions",
+        "extension",
+        "hooks",
+        "permissions",
+        "settings",
+        "marketplace",
+        "install",
+        "uninstall",
+        "setup-token",
+        "auth",
+        "login",
+        "logout",
+        "trust",
+        "sandbox",
+        "features",
+        "profile",
+        "update",
+        "migrate-installer",
+    }
+)
+
+
+def _agent_cli(argv: tuple[str, ...]) -> Effect:
+    """``claude mcp add``, ``gemini extensions install``, ``codex mcp add``: an agent's own CLI changing its
+    settings changes what an agent may run unasked, so it is gate management (a person, always). Any
+    other use runs an agent: an unknown program."""
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words and words[0] in _AGENT_CONFIG and not (len(words) > 1 and words[1] in _AGENT_RO):
+        eff = opaque(argv)
+        eff.gate_control = True
+        eff.note = f"{program_name(argv[0])} {words[0]} changes a coding agent's own settings"
+        return eff
+    return opaque(argv)
+
+
 def _docker(argv: tuple[str, ...]) -> Effect:
     if len(argv) < 2 or argv[1].startswith("-"):
         return opaque(argv)  # global options (--config, -H, --context) change what runs
@@ -2211,8 +2283,94 @@ _PARSERS = {
     "nexus-mcp": _nexus_ui,
     "nexus-acp": _nexus_ui,
     "docker": _docker,
+    "getent": _getent,
+    **dict.fromkeys(AGENT_CLIS, _agent_cli),
     "pwsh": _pwsh,
     "powershell": _pwsh,
     "pwsh.exe": _pwsh,
     "powershell.exe": _pwsh,
 }
+
+
+# Options that mean the same thing however they are spelled, per program: long name -> short letter.
+_SAME_MEANING: dict[str, dict[str, str]] = {
+    "rm": {"--recursive": "r", "--force": "f", "-R": "r"},
+    "cp": {"--recursive": "r", "--force": "f", "-R": "r"},
+    "chmod": {"--recursive": "R"},
+    "chown": {"--recursive": "R"},
+    "chgrp": {"--recursive": "R"},
+}
+# the letters whose spellings a deny rule is likely to name; others are kept out of the canonical views
+_MEANINGFUL = {"rm": "rf", "cp": "rf", "chmod": "R", "chown": "R", "chgrp": "R"}
+_PUSH_FORCE = frozenset({"-f", "--force", "--force-with-lease", "--force-if-includes"})
+
+
+def meaning_spellings(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Other spellings of what ``argv`` does, for deny and ask rules: ``Bash(rm -rf *)`` means ``rm -fr``,
+    ``rm -r -f``, ``rm --recursive --force`` and ``rm -rfv`` too; ``Bash(git push --force *)`` means ``-f``,
+    ``--force-with-lease`` and a ``+refspec``. Empty for everything else (allow rules never see these)."""
+    if not argv:
+        return []
+    name = argv[0].rstrip("/").rsplit("/", 1)[-1]
+    if name == "git":
+        return _push_spellings(argv)
+    table = _SAME_MEANING.get(name)
+    if table is None:
+        return []
+    letters: set[str] = set()
+    operands: list[str] = []
+    for k, a in enumerate(argv[1:], 1):
+        if a == "--":
+            operands += argv[k + 1 :]
+            break
+        if a.startswith("--"):
+            if a in table:
+                letters.add(table[a])
+        elif a.startswith("-") and len(a) > 1:
+            for ch in a[1:]:
+                letters.add(table.get("-" + ch, ch))
+        else:
+            operands.append(a)
+    want = [ch for ch in _MEANINGFUL[name] if ch in letters]
+    if not want:
+        return []
+    out: list[tuple[str, ...]] = []
+    orders = [want, want[::-1]] if len(want) > 1 else [want]
+    for order in orders:
+        out.append((name, "-" + "".join(order), *operands))
+        out.append((name, *("-" + ch for ch in order), *operands))
+    longs = [k for k, v in table.items() if k.startswith("--") and v in want]
+    if longs:
+        out.append((name, *longs, *operands))
+        out.append((name, *reversed(longs), *operands))
+    if name in ("rm", "cp") and "r" in want:
+        out.append((name, "-R" + ("f" if "f" in want else ""), *operands))
+    return out
+
+
+def _push_spellings(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """``git [-C dir] push`` with a force in any spelling, as ``git push --force ARGS`` and ``git push -f ARGS``."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
+    if i >= len(argv) or argv[i] != "push":
+        return []
+    rest = argv[i + 1 :]
+    forced = False
+    args: list[str] = []
+    for a in rest:
+        if a in _PUSH_FORCE or a.startswith(("--force-with-lease=", "--force=")):
+            forced = True
+        elif a.startswith("-") and not a.startswith("--") and "f" in a[1:] and len(a) > 1:
+            forced = True
+            if a.replace("f", "") != "-":
+                args.append(a.replace("f", ""))
+        elif a.startswith("+") and len(a) > 1:
+            forced = True
+            args.append(a[1:])
+        else:
+            args.append(a)
+    if not forced:
+        return []
+    head = ("git", "push")
+    return [(*head, "--force", *args), (*head, "-f", *args), (*argv[:i], "push", "--force", *args)]

@@ -40,6 +40,7 @@ PROTECTED_DIR_NAMES = frozenset(
         ".continue",
         ".windsurf",
         ".zed",
+        ".yarn",  # Claude Code's list: .yarn/plugins and .yarn/releases run on the next yarn call
     }
 )
 # File names that a shell, git or direnv executes or obeys later, wherever they are.
@@ -87,6 +88,19 @@ PROTECTED_FILE_NAMES = frozenset(
         "gradle-wrapper.properties",
         ".pypirc",
         ".netrc",
+        # the rest of Claude Code's protected files (permission-modes, "Protected paths")
+        ".pnp.cjs",
+        ".pnp.loader.mjs",
+        "bunfig.toml",
+        ".bunfig.toml",
+        ".bazelrc",
+        ".bazelversion",
+        ".bazeliskrc",
+        "lefthook.yaml",
+        ".lefthook.yaml",
+        "maven-wrapper.properties",
+        ".devcontainer.json",
+        "pyrightconfig.json",
     }
 )
 # Relative to the home directory.

@@ -100,7 +100,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ),
     ("chmod +x run.sh", W, set(), _, [], ["{ws}/run.sh"]),
     ("ln -s src link2", W, set(), _, ["{ws}/src"], ["{ws}/link2"]),
-    ("find . -name '*.pyc' -delete", W, set(), _, _, ["{ws}"]),
+    ("find . -name '*.pyc' -delete", W, {Flag.HIDDEN_EFFECT}, _, _, ["{ws}"]),
     ("cat < README.md > copy.md", W, set(), _, ["{ws}/README.md"], ["{ws}/copy.md"]),
     ("dd if=README.md of=copy.bin", W, set(), _, ["{ws}/README.md"], ["{ws}/copy.bin"]),
     ("uniq in.txt out.txt", W, set(), _, ["{ws}/in.txt"], ["{ws}/out.txt"]),
@@ -157,7 +157,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("chown -R nobody /etc", D, {CAT, OUT}, _, _, _),
     ("shred -u /dev/nvme0n1", D, {CAT, OUT}, _, _, _),
     ("wipefs -a /dev/sda", D, {CAT}, _, _, _),
-    ("find / -delete", D, {CAT, OUT}, _, _, _),
+    ("find / -delete", D, {CAT, OUT, Flag.HIDDEN_EFFECT}, _, _, _),
     ("timeout 5 rm -rf /", D, {CAT, OUT}, [["rm", "-rf", "/"]], _, _),
     ("bash -c 'rm -rf ~'", D, {CAT, OUT}, [["rm", "-rf", "~"]], _, _),
     # --- compound commands: every part is a sub-command
