@@ -418,6 +418,32 @@ _QUOTED_PATH = re.compile(r"(['\"`])([^'\"`\s]{1,512})\1")
 _PATHY = re.compile(r"[.~/$]|[^:]*/")  # starts like a path (.env, ~/x, /etc) or holds a directory part
 
 
+# interpreter code that names the home directory: perl $ENV{HOME}, python os.environ['HOME'] / getenv /
+# expanduser / Path.home(), node os.homedir() / process.env.HOME, ruby ENV['HOME'] / Dir.home, php getenv
+_CODE_HOME = re.compile(
+    r"\$ENV\{\s*['\"]?HOME['\"]?\s*\}|environ(?:\.get\(|\[)\s*['\"]HOME['\"]|getenv\(\s*['\"]HOME['\"]|"
+    r"Path\.home\(\)|homedir\(\)|expanduser\(\s*['\"]~['\"]\s*\)|process\.env\.HOME|ENV\[\s*['\"]HOME['\"]\s*\]|Dir\.home|\$HOME\b|\$\{HOME\}"
+)
+_CODE_LITERAL = re.compile(r"(['\"])([^'\"`\s$]{1,256})\1")
+
+
+def _home_pieces(code: str) -> list[str]:
+    """``open(os.environ['HOME'] + '/.ssh/id_rsa')``, ``open "$ENV{HOME}/.ssh/id_rsa"``, ``Path.home() / '.ssh' /
+    'id_rsa'``: the code builds paths below the home directory from its literals; each run of up to four of
+    them, joined, is a path it may read or write (deny rules see them; the program stays unknown)."""
+    found: list[str] = []
+    for m in re.finditer(r"\$ENV\{\s*['\"]?HOME['\"]?\s*\}(/[^\s'\"`;)]*)|\$\{?HOME\}?(/[^\s'\"`;)]*)", code):
+        found.append("~" + (m.group(1) or m.group(2)))
+    code = _CODE_HOME.sub(" ", code)
+    pieces = [m.group(2).strip("/") for m in _CODE_LITERAL.finditer(code)][:64]
+    pieces = [p for p in pieces if p and p != "HOME"]
+    for i in range(len(pieces)):
+        for n in range(1, 5):
+            if i + n <= len(pieces):
+                found.append("~/" + "/".join(pieces[i : i + n]))
+    return found[:256]
+
+
 def opaque(argv: tuple[str, ...]) -> Effect:
     """A program the knowledge does not cover: every word that may name a path is read and written."""
     idx: list[int] = []
@@ -444,6 +470,8 @@ def opaque(argv: tuple[str, ...]) -> Effect:
         if ('"' in a or "'" in a or "`" in a) and _CODE_HINT.search(a):
             # interpreter source (python3 -c 'open(".env").read()'): quoted literals that look like paths
             extra.extend(m.group(2) for m in _QUOTED_PATH.finditer(a) if _PATHY.match(m.group(2)))
+            if _CODE_HOME.search(a):
+                extra.extend(_home_pieces(a))
         if a.startswith("@") and len(a) > 1:
             extra.append(a[1:])
         elif _ASSIGN.match(a):

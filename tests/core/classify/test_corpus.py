@@ -185,7 +185,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("$CMD --version", D, {DYN}, _, _, _),
     ("${EDITOR} file", D, {DYN, ENV} - {ENV}, _, _, _),
     ("$(echo rm) -rf build", D, {DYN}, _, _, _),
-    ('eval "ls"', D, {DYN}, [["eval", "ls"]], _, _),
+    ('eval "ls"', D, {DYN}, [["ls"], ["eval", "ls"]], _, _),
     ("source ./env.sh", D, {DYN}, _, _, _),
     (". ./env.sh", D, {DYN}, _, _, _),
     ("trap 'rm -rf build' EXIT", D, {DYN}, _, _, _),
@@ -228,8 +228,9 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("exec curl x", D, set(), [["curl", "x"]], _, _),
     ("env -i A=1 curl x", D, set(), [["curl", "x"]], _, _),
     ("env -S 'rm -rf /'", D, {CAT, OUT}, [["rm", "-rf", "/"]], _, _),
-    ("xargs rm < list.txt", D, set(), [["rm"]], _, _),
-    ("git ls-files | xargs -0 grep foo", D, set(), [["git", "ls-files"], ["grep", "foo"]], _, _),
+    ("xargs rm < list.txt", D, {DYN}, [["rm"]], _, _),  # no list.txt here: the names are unknown
+    # git ls-files prints names below the cwd: grep reads the workspace, read-only (issue 35)
+    ("git ls-files | xargs -0 grep foo", R, set(), [["git", "ls-files"], ["grep", "foo"]], _, _),
     (
         "find . -name x -exec rm {} \\;",
         D,
@@ -254,7 +255,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("sed '1e id' README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("sed -f script.sed README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("sed 'r /etc/passwd' README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
-    ("find . -exec ls {} +", D, set(), _, _, _),
+    ("find . -exec ls {} +", R, set(), _, _, _),  # a reader handed what find finds below .: read-only
     ("find . -fprint out.txt", W, set(), _, _, ["{ws}/out.txt"]),
     ("sort --compress-program=sh README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("git -c core.pager=id log", D, {Flag.HIDDEN_EFFECT}, _, _, _),
