@@ -726,6 +726,15 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     ask_flags = cls.flags & SAFETY_ASK
     if ask_flags:
         notes = "; ".join(cls.notes) or ", ".join(sorted(ask_flags))
+        if Flag.DYNAMIC in ask_flags and cls.kind == ToolKind.SHELL:
+            # what it reads is known only when it runs: say plainly that a click may approve what a deny
+            # rule forbids, and which rules those are
+            covered = [r.text for r in denies if r.family in ("read", "edit") and not r.bare][:3]
+            if covered:
+                notes += (
+                    "; WARNING: which files it reads or writes is known only when it runs, so it may read a "
+                    f"file a deny rule covers ({', '.join(covered)})"
+                )
         run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
         return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
     if trace is not None:

@@ -93,6 +93,8 @@ class _Acc:
     ) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
+        if raw == bash.PROCESS_SUBSTITUTION and not write:
+            return None  # <(cmd): a pipe from a command walked on its own, no file
         if expand and not dynamic and cwd is not None and len(raw) < PATH_MAX:
             self._glob(raw, cwd, write)
         if dynamic and paths.expand_user(raw, self.ctx.home) is not None:
@@ -360,6 +362,13 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     for k, cmd in enumerate(sa.commands):
         before = len(acc.writes)
         eff = commands.effect(cmd)
+        if cmd.function_call:
+            # a function this command defined: its body's commands are judged on their own
+            eff = commands.Effect(RO, note=f"calls the function {cmd.argv[0]} defined in this command")
+        elif eff.note == commands.JSON_TOOL and (
+            _planted_module(cwds, acc, "json") or "json/" in command or "json.py" in command
+        ):  # a json module there now, or one this command may write (mkdir json; echo ... > json/tool.py)
+            eff = commands.opaque(cmd.argv)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         command_out = cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement)
@@ -395,6 +404,13 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
 _APPLY_PATCH = ("apply_patch", "applypatch")
+
+
+def _planted_module(cwds: list[str] | None, acc: _Acc, module: str) -> bool:
+    """``python -m X`` imports from the cwd first: a module of that name there would run instead."""
+    return cwds is None or any(
+        acc.fs.lexists(paths.join(c, f"{module}.py")) or acc.fs.lexists(paths.join(c, module)) for c in cwds
+    )
 
 
 def _maybe_paths(raw: str, sa: bash.ShellAnalysis, cwds: list[str] | None, acc: _Acc, write: bool) -> None:

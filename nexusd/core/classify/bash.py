@@ -231,6 +231,8 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     glob_args: frozenset[int] = frozenset()
     stdin: str = ""  # literal text fed on standard input (model.Command.stdin)
     feeder: tuple[str, ...] = ()  # the xargs (argv, options included) that hands this command its arguments
+    # calls a shell function this command defined before (its body was walked as commands of their own)
+    function_call: bool = False
 
     def to_command(self, opaque: bool = False, requirement: Requirement = Requirement.READ_ONLY) -> Command:
         return Command(
@@ -1192,6 +1194,22 @@ class _Walker:
             if static is not None:
                 w.segs.append((static, True))
                 return
+            text = _text(node)
+            if t == "process_substitution" and text.startswith("<("):
+                # <(cmd) is a pipe the word names (/dev/fd/N): reading it reads what cmd prints, and cmd is
+                # walked as a command of its own; nothing here depends on run-time values
+                w.segs.append((PROCESS_SUBSTITUTION, True))
+                for child in node.children:
+                    if child.is_named:
+                        self.walk(child, depth + 1)
+                return
+            m = _READ_SUBSTITUTION.fullmatch(text) if t == "command_substitution" else None
+            if m is not None and "$" not in m.group(1) and "`" not in m.group(1):
+                # $(<file) is the file's text: a read of that file (as `cat file`), whose value is unknown here
+                self.commands.append(ParsedCommand(("cat", m.group(1)), text=text))
+                w.dynamic = True
+                w.segs.append((text, True))
+                return
             w.substituted = True
             w.dynamic = True
             w.segs.append((_text(node), True))
@@ -1555,7 +1573,10 @@ class _Walker:
             else:
                 self.flag(Flag.DYNAMIC, f"{base} runs shell code from its standard input, computed at run time")
         fed = stdin[1] if stdin is not None and stdin[0] == "text" else ""
-        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed, feeder))
+        called = name in self.functions and not wrappers and 0 not in dyn and 0 not in globs
+        self.commands.append(
+            ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed, feeder, called)
+        )
 
     def _var_setter(self, name: str, argv: list[str], dyn: frozenset[int]) -> None:
         """Builtins that set variables named by their arguments (read PATH, printf -v PATH, let, getopts ...)."""
@@ -2437,6 +2458,10 @@ def _expand_chars(chars: list[tuple[str, bool]], level: int) -> list[list[tuple[
                         return None
         return out
     return [chars]
+
+
+PROCESS_SUBSTITUTION = "/dev/fd/63"  # what bash puts in place of <(cmd): a pipe, not a file
+_READ_SUBSTITUTION = re.compile(r"\$\(\s*<\s*([A-Za-z0-9_./~@%+,:=-]+)\s*\)")
 
 
 def _static_heredoc_cat(node: Node) -> str | None:

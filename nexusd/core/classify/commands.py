@@ -352,6 +352,8 @@ def effect(cmd: ParsedCommand) -> Effect:
             eff.extra_writes.append(conf)
             eff.hidden = f"{name} config changes settings that run programs (script-shell, yarnPath, hooks)"
             return eff
+        if name and name.startswith("python") and argv[1:3] == ("-m", "json.tool") and not cmd.env:
+            return _json_tool(argv)
         if (
             len(argv) == 2
             and name in VERSION_PROBES
@@ -373,6 +375,35 @@ def effect(cmd: ParsedCommand) -> Effect:
     if eff.hidden:
         eff.requirement = DFA
     return eff
+
+
+JSON_TOOL = "python -m json.tool pretty-prints JSON"
+_JSON_TOOL_FLAGS = frozenset(
+    {"--sort-keys", "--no-ensure-ascii", "--json-lines", "--tab", "--no-indent", "--compact", "-h", "--help"}
+)
+
+
+def _json_tool(argv: tuple[str, ...]) -> Effect:
+    """``python3 -m json.tool [opts] [infile [outfile]]``: reads infile, writes outfile. (A json module planted
+    in the cwd would be imported instead: the classifier checks for one, see ``JSON_TOOL``.)"""
+    pos: list[int] = []
+    i = 3
+    while i < len(argv):
+        a = argv[i]
+        if a == "--indent" and i + 1 < len(argv):
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            if a not in _JSON_TOOL_FLAGS and not a.startswith("--indent="):
+                return opaque(argv)
+        else:
+            pos.append(i)
+        i += 1
+    if len(pos) > 2:
+        return opaque(argv)
+    reads = [p for p in pos[:1] if argv[p] != "-"]
+    writes = [p for p in pos[1:] if argv[p] != "-"]
+    return Effect(WW if writes else RO, reads=reads, writes=writes, note=JSON_TOOL)
 
 
 def reads_operands(word: str) -> bool:
@@ -596,6 +627,11 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
         if name in ("touch", "truncate"):
             reads = [i + 1 for i, a in enumerate(argv[1:]) if a in ("-r", "--reference")]
             pos = [p for p in pos if p not in reads]
+        if name == "tee":
+            # tee with no file, or only /dev/null and the standard streams, writes nothing
+            pos = [p for p in pos if argv[p] not in ("/dev/null", "/dev/stdout", "/dev/stderr")]
+            if not pos:
+                return Effect(RO)
         rec = pos if (name == "rm" and _has_flag(argv, "r", ("--recursive",))) or _has_flag(argv, "R") else []
         cat = ""
         if name == "rm" and "--no-preserve-root" in argv:
@@ -1436,6 +1472,10 @@ def _git(argv: tuple[str, ...]) -> Effect:
         ro = not plain or plain[0] in ("list", "show")
     elif sub == "diff" and "--no-index" in args:
         ro = True
+    elif sub == "apply":
+        # only reached with --check/--stat/--numstat/--summary and no --apply (above): it reads the patches.
+        # --index/--cached/--3way still only check; --build-fake-ancestor writes a file; --reject/-v report
+        ro = not any(a.startswith("--build-fake-ancestor") for a in args)
     if not ro and sub == "config":
         # a config write can set core.hooksPath, core.fsmonitor, aliases ...: it writes a protected file
         target = (
@@ -1724,6 +1764,10 @@ def _tar(argv: tuple[str, ...]) -> Effect:
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
         to_stdout = any(key in ("-O", "--to-stdout") for key, _v, _i in opts)  # members printed, no file made
+        if to_stdout and not hidden:
+            # tar -xOf a.tar [member...]: prints members; reads the archive (and -T lists), writes nothing.
+            # The operands name members inside the archive, not files
+            return Effect(RO, reads=[i for i in reads if i not in pos], extra_reads=ex_r)
         return Effect(
             DFA,
             reads=reads,

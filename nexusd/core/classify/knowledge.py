@@ -682,7 +682,7 @@ TABLE.update(
                 Ex("git bisect run ./t.sh", "dfa", "hidden_effect"),
                 Ex("git apply x.diff", "dfa", "hidden_effect"),
                 Ex("git am < x.mbox", "dfa", "hidden_effect"),
-                Ex("git apply --check x.diff", "dfa", "-hidden_effect"),
+                Ex("git apply --check x.diff", "ro"),
             ),
         ),
         "dd": Program("parser"),
@@ -702,7 +702,7 @@ TABLE.update(
                 Ex("tar -czf .git/hooks/x src", "dfa", "protected_path"),
                 Ex("tar -xf a.tar", "dfa", "hidden_effect protected_path"),  # members may be .git/hooks/...
                 Ex("tar -C src -xzf a.tgz", "dfa", "protected_path", writes="src"),
-                Ex("tar -xOf a.tar", "dfa", "-protected_path"),  # to standard output: no file is made
+                Ex("tar -xOf a.tar", "ro", reads="a.tar"),  # to standard output: no file is made
                 Ex("tar -cf out.tar --to-command=id src", "dfa", "hidden_effect"),
                 Ex("tar -I 'sh -c id' -cf out.tar src", "dfa", "hidden_effect"),
                 Ex("tar --use-compress-program=id -cf x.tar src", "dfa", "hidden_effect"),

@@ -179,8 +179,9 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("echo $(curl evil.io)", D, {DYN}, [["curl", "evil.io"], ["echo", "$(curl evil.io)"]], _, _),
     ("echo `id`", D, {DYN}, [["id"], ["echo", "`id`"]], _, _),
     ('echo "hello $(rm -rf build)"', D, {DYN}, _, _, _),
-    ("cat <(curl x)", D, {DYN}, _, _, _),
-    ("diff <(ls a) <(ls b)", D, {DYN}, _, _, _),
+    # <(cmd) is a pipe named /dev/fd/N: the command inside is judged on its own (curl: danger-full-access)
+    ("cat <(curl x)", D, set(), _, _, _),
+    ("diff <(ls a) <(ls b)", R, set(), _, _, _),
     ("X=$(curl x) ls", D, {DYN}, _, _, _),
     ("$CMD --version", D, {DYN}, _, _, _),
     ("${EDITOR} file", D, {DYN, ENV} - {ENV}, _, _, _),
