@@ -376,11 +376,12 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
             command_out = _respelled(command_out, cwd, cwds)
         out.append(command_out)
         _command_effect(cmd, eff, cwds, acc, _feed(sa, k, command, cwds, acc) if cmd.stdin_args else None)
-        if sa.maybe and cmd.dynamic_args:
+        if cmd.dynamic_args:
             for indices, write in ((eff.reads, False), (eff.writes, True)):
                 for i in indices:
                     if i in cmd.dynamic_args:
                         _maybe_paths(cmd.argv[i], sa, cwds, acc, write)
+                        _listed_paths(cmd.argv[i], cwds, acc, write)
         if (
             eff.known
             and cmd.argv[0].endswith("ln")
@@ -422,6 +423,21 @@ def _maybe_paths(raw: str, sa: bash.ShellAnalysis, cwds: list[str] | None, acc: 
                 for c in _each_cwd(alt, cwds):
                     acc.path(alt, c, write)
             return
+
+
+_LIST_SUBSTITUTION = re.compile(r"\$\(\s*(?:cat\s+|<\s*)([A-Za-z0-9_./~@%+,:=-]+)\s*\)")
+
+
+def _listed_paths(raw: str, cwds: list[str] | None, acc: _Acc, write: bool) -> None:
+    """``cat $(cat list.txt)``, ``cat $(<list.txt)``: the names a list in the workspace holds are read or written
+    (deny rules see them; the word stays dynamic, since the list may change before it runs)."""
+    m = _LIST_SUBSTITUTION.fullmatch(raw)
+    if m is None:
+        return
+    feed = _list_file(m.group(1), None, cwds, acc, set(acc.writes))
+    for name in feed.raws if feed.kind == "paths" else ():
+        for c in _each_cwd(name, cwds):
+            acc.path(name, c, write)
 
 
 def _respelled(c: Command, cwd: str, cwds: list[str] | None) -> Command:

@@ -595,6 +595,7 @@ def _unquoted_segs(text: str) -> list[tuple[str, bool]]:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ELEMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[[0-9]\]")  # a[0]: an indexed element (bound only when certain)
 # $name, ${name}, ${name[sub]}, ${name:-literal} / ${name-literal} / ${name:=literal}
 _VAR_REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]}]*\])?(?::?[-=]([^}$`]*))?\}")
 _INTEGER = re.compile(r"[-+]?[0-9]+|")
@@ -920,8 +921,11 @@ class _Walker:
         self.numeric[name] = self.numeric.get(name, True) and is_num
         if value_node is not None and _NAME.fullmatch(name):
             self._remember(name, value_node, value, depth)
-            if standalone and known and name == full and self._certain(node):
-                self._bind_literal(name, value)
+            if standalone and name == full and self._certain(node):
+                if known:
+                    self._bind_literal(name, value)
+                elif value_node.type == "array":
+                    self._bind_array(name, value_node, depth)
         return name, value
 
     def _remember(self, name: str, value_node: Node, value: str, depth: int) -> None:
@@ -980,6 +984,38 @@ class _Walker:
             if p.type != "list" or p.children[0].id != n.id:
                 return False
             n = p
+
+    def _bind_array(self, name: str, value_node: Node, depth: int) -> None:
+        """``a=(x y); cat "${a[0]}"``: each plain element, by its index, as ``_bind_literal`` binds a scalar."""
+        elements = [c for c in value_node.children if c.is_named]
+        if len(elements) > 16 or any(c.type not in ("word", "raw_string", "string") for c in elements):
+            return
+        values = []
+        for c in elements:
+            text = _text(c)
+            if "$" in text or "`" in text or "\\" in text:
+                return
+            words = self._word(c, depth, split_braces=False)
+            if len(words) != 1:
+                return
+            values.append(words[0].value())
+        if values and all(self._bindable(name, v) for v in values):
+            for k, v in enumerate(values):
+                self.bindings[f"{name}[{k}]"] = (v, False, False)
+
+    def _bindable(self, name: str, value: str) -> bool:
+        return not (
+            not value
+            or _SPLITS_OR_GLOBS.search(value)
+            or "~" in value
+            or "$" in value
+            or "IFS" in self.assigned
+            or b"IFS" in self.source
+            or name in self.namerefs
+            or name in self.bindings
+            or is_dangerous_env(name)
+            or self._mentions(name) != 1
+        )
 
     def _bind_literal(self, name: str, value: str) -> None:
         """``f=README.md; cat "$f"``: a plain literal assigned once, for certain, and named nowhere else in the
@@ -1203,6 +1239,20 @@ class _Walker:
                     if child.is_named:
                         self.walk(child, depth + 1)
                 return
+            echoed = _ECHO_WORD.fullmatch(text) if t == "command_substitution" else None
+            if echoed is not None:
+                # $(echo WORD) of one plain word is that word (no blank, glob or expansion to split or match)
+                value = echoed.group(1)
+                self.commands.append(ParsedCommand(("echo", value), text=text))  # still a command deny rules see
+                if value == "~" or value.startswith("~/"):
+                    head = value[:2]  # the inner shell expanded it: the home directory, as the path checks read it
+                    w.segs.append((head, False))
+                    value = value[len(head) :]
+                elif value.startswith("~"):
+                    w.dynamic = True  # ~user, ~+: not judged here
+                if value:
+                    w.segs.append((value, True))
+                return
             m = _READ_SUBSTITUTION.fullmatch(text) if t == "command_substitution" else None
             if m is not None and "$" not in m.group(1) and "`" not in m.group(1):
                 # $(<file) is the file's text: a read of that file (as `cat file`), whose value is unknown here
@@ -1407,6 +1457,17 @@ class _Walker:
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         self._simple(words, env, _text(node), depth, stdin)
+        if (
+            len(words) in (4, 5)
+            and not env
+            and words[0].value() == "printf"
+            and words[1].value() == "-v"
+            and not any(w.dynamic for w in words)
+            and ((len(words) == 4 and "%" not in words[3].value()) or words[3].value() == "%s")
+            and self._certain(node)
+        ):
+            # printf -v f '%s' VALUE (or printf -v f VALUE), run for certain: f is VALUE, as f=VALUE would be
+            self._bind_literal(words[2].value(), words[-1].value())
 
     def _simple(
         self, words: list[_Word], env: list[tuple[str, str]], text: str, depth: int, stdin: tuple[str, str] | None
@@ -1531,11 +1592,11 @@ class _Walker:
             self._fd_exec(argv, dyn, env, wrappers, text, depth)
         if name in _DYNAMIC_BUILTINS:
             self.flag(Flag.DYNAMIC, _DYNAMIC_BUILTINS[name])
-            args = argv[2:] if argv[1:2] == ["--"] else argv[1:]
-            if name == "eval" and args and not (dyn - {0}):
-                # eval of literal words runs them joined by blanks: what it runs is known, so deny and ask
-                # rules see it (it stays dynamic: never allowed without a person)
-                self._shell_script("eval", [" ".join(args)], frozenset(), env, wrappers, text, depth)
+            eval_args = argv[2:] if argv[1:2] == ["--"] else argv[1:]
+            if name == "eval" and eval_args and not (dyn - {0}) and not (globs - {0}):
+                # eval of literal words runs them joined by blanks, parsed again: what it runs is known, so deny
+                # and ask rules see it (it stays dynamic, as every eval: a person decides the rest)
+                self._shell_script("eval", [" ".join(eval_args)], frozenset(), env, wrappers, text, depth)
         elif name in ("hash",) and "-p" in argv[1:]:
             self.flag(Flag.DYNAMIC, "hash -p rebinds a command name to another program")
         elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in argv[1:]):
@@ -1573,6 +1634,7 @@ class _Walker:
             else:
                 self.flag(Flag.DYNAMIC, f"{base} runs shell code from its standard input, computed at run time")
         fed = stdin[1] if stdin is not None and stdin[0] == "text" else ""
+        # a function this command defined: what runs (its body) was walked on its own
         called = name in self.functions and not wrappers and 0 not in dyn and 0 not in globs
         self.commands.append(
             ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed, feeder, called)
@@ -1966,7 +2028,7 @@ def _bound_name(node: Node) -> str:
         text = text[2:-1]
     elif text.startswith("$"):
         text = text[1:]
-    return text if _NAME.fullmatch(text) else ""
+    return text if _NAME.fullmatch(text) or _ELEMENT.fullmatch(text) else ""
 
 
 def _arith_inner(node: Node) -> str:
@@ -2461,6 +2523,7 @@ def _expand_chars(chars: list[tuple[str, bool]], level: int) -> list[list[tuple[
 
 
 PROCESS_SUBSTITUTION = "/dev/fd/63"  # what bash puts in place of <(cmd): a pipe, not a file
+_ECHO_WORD = re.compile(r"\$\(\s*echo\s+([A-Za-z0-9_./@%+,:=~-]+)\s*\)")
 _READ_SUBSTITUTION = re.compile(r"\$\(\s*<\s*([A-Za-z0-9_./~@%+,:=-]+)\s*\)")
 
 

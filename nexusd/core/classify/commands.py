@@ -354,6 +354,11 @@ def effect(cmd: ParsedCommand) -> Effect:
             return eff
         if name and name.startswith("python") and argv[1:3] == ("-m", "json.tool") and not cmd.env:
             return _json_tool(argv)
+        implicit = _implicit_reads(name or "", argv)
+        if implicit:
+            eff = opaque(argv)
+            eff.extra_reads.extend(implicit)
+            return eff
         if (
             len(argv) == 2
             and name in VERSION_PROBES
@@ -364,6 +369,8 @@ def effect(cmd: ParsedCommand) -> Effect:
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
+    if name == "git" and any(a.startswith(("https://", "http://")) for a in argv[1:]) and _GIT_NET & set(argv):
+        eff.extra_reads = [*eff.extra_reads, "~/.netrc"]  # libcurl reads it for an http(s) remote (strace)
     roles = _GENERIC_ROLES.get(name)
     if roles is not None and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
         _apply_roles(roles, argv, eff, strict=_KIND[name] != "pure")
@@ -375,6 +382,24 @@ def effect(cmd: ParsedCommand) -> Effect:
     if eff.hidden:
         eff.requirement = DFA
     return eff
+
+
+_GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "archive", "submodule"})
+
+
+def _implicit_reads(name: str, argv: tuple[str, ...]) -> list[str]:
+    """Credential files a network program reads without naming them (what strace shows): wget reads ~/.netrc,
+    curl does with -n/--netrc, git's https transport does (libcurl) for a URL it is given. Deny rules over them
+    deny the call: the command uses the secret for the agent. (ssh's keys are not listed: a Read(~/.ssh/**)
+    deny would then deny every git push; the key is used by ssh, never shown.)"""
+    if name == "wget":
+        return [] if "--no-netrc" in argv else ["~/.netrc", "~/.wgetrc"]
+    if name == "curl":
+        files = [a.split("=", 1)[1] for a in argv if a.startswith("--netrc-file=")]
+        files += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--netrc-file"]
+        if files or any(a in ("-n", "--netrc", "--netrc-optional") for a in argv):
+            return files or ["~/.netrc"]
+    return []
 
 
 JSON_TOOL = "python -m json.tool pretty-prints JSON"

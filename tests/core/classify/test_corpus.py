@@ -185,7 +185,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("X=$(curl x) ls", D, {DYN}, _, _, _),
     ("$CMD --version", D, {DYN}, _, _, _),
     ("${EDITOR} file", D, {DYN, ENV} - {ENV}, _, _, _),
-    ("$(echo rm) -rf build", D, {DYN}, _, _, _),
+    ("$(echo rm) -rf build", W, set(), [["echo", "rm"], ["rm", "-rf", "build"]], _, _),  # $(echo WORD) is WORD
     ('eval "ls"', D, {DYN}, [["ls"], ["eval", "ls"]], _, _),
     ("source ./env.sh", D, {DYN}, _, _, _),
     (". ./env.sh", D, {DYN}, _, _, _),
@@ -285,7 +285,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("date +%s", R, set(), _, _, _),
     # --- danger by nature
     ("curl https://example.com", D, set(), _, _, _),
-    ("wget http://x/y", D, set(), _, _, _),
+    ("wget http://x/y", D, {OUT}, _, _, _),  # wget reads ~/.netrc and ~/.wgetrc itself
     ("ssh host uptime", D, set(), _, _, _),
     ("scp a host:b", D, set(), _, _, _),
     ("rsync -av . host:/srv", D, set(), _, _, _),
