@@ -45,6 +45,9 @@ _UNKNOWABLE = frozenset({Flag.UNPARSEABLE, Flag.DYNAMIC})  # what a command does
 _UNKNOWABLE_CALL = _UNKNOWABLE | {Flag.UNKNOWN_TOOL}
 
 
+_PROCESS_SUBSTITUTION = bash.PROCESS_SUBSTITUTION
+
+
 class _Acc:
     """Accumulates a classification's findings in the order they are found."""
 
@@ -93,7 +96,7 @@ class _Acc:
     ) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
-        if raw == bash.PROCESS_SUBSTITUTION and not write:
+        if raw == _PROCESS_SUBSTITUTION and not write:
             return None  # <(cmd): a pipe from a command walked on its own, no file
         if expand and not dynamic and cwd is not None and len(raw) < PATH_MAX:
             self._glob(raw, cwd, write)
@@ -372,7 +375,7 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
         command_out = cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement)
-        if cwds != [cwd]:
+        if cwds is not None and (len(cwds) > 1 or cwds[0] != cwd):
             command_out = _respelled(command_out, cwd, cwds)
         out.append(command_out)
         _command_effect(cmd, eff, cwds, acc, _feed(sa, k, command, cwds, acc) if cmd.stdin_args else None)
@@ -446,7 +449,8 @@ def _respelled(c: Command, cwd: str, cwds: list[str] | None) -> Command:
     for d in cwds or []:
         if d == cwd:
             continue
-        rel = posixpath.relpath(d, cwd)
+        # (relpath is slow: it asks the OS for the process's own cwd; d is nearly always below cwd)
+        rel = d[len(cwd) + 1 :] if d.startswith(cwd + "/") else posixpath.relpath(d, cwd)
         argv = tuple(
             posixpath.normpath(posixpath.join(rel, a))
             if k and a and not a.startswith(("-", "/", "~", "$")) and not _URLISH.match(a)
@@ -849,7 +853,12 @@ def _command_effect(
             "(.git/hooks, agent settings and shell rc files included)",
         )
         acc.need(DFA)
-    if eff.writes and not eff.recursive_targets and commands.program_name(cmd.argv[0]) in ("rm", "rmdir"):
+    if (
+        eff.writes
+        and not eff.recursive_targets
+        and cmd.argv[0].endswith(("rm", "rmdir"))
+        and commands.program_name(cmd.argv[0]) in ("rm", "rmdir")
+    ):
         for i in eff.writes:
             _critical_removal(cmd.argv[i], cwds, acc, cmd.argv[0])
     if not (eff.recursive_targets or eff.extra_recursive):

@@ -919,7 +919,7 @@ class _Walker:
             self.arith(value, f"the integer variable {name}")
             is_num = True
         self.numeric[name] = self.numeric.get(name, True) and is_num
-        if value_node is not None and _NAME.fullmatch(name):
+        if standalone and value_node is not None and _NAME.fullmatch(name):  # (VAR=x cmd: not in the shell)
             self._remember(name, value_node, value, depth)
             if standalone and name == full and self._certain(node):
                 if known:

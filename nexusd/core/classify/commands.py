@@ -354,7 +354,7 @@ def effect(cmd: ParsedCommand) -> Effect:
             return eff
         if name and name.startswith("python") and argv[1:3] == ("-m", "json.tool") and not cmd.env:
             return _json_tool(argv)
-        implicit = _implicit_reads(name or "", argv)
+        implicit = _implicit_reads(name, argv) if name in ("wget", "curl") else None
         if implicit:
             eff = opaque(argv)
             eff.extra_reads.extend(implicit)
@@ -369,7 +369,7 @@ def effect(cmd: ParsedCommand) -> Effect:
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
-    if name == "git" and any(a.startswith(("https://", "http://")) for a in argv[1:]) and _GIT_NET & set(argv):
+    if name == "git" and not _GIT_NET.isdisjoint(argv) and any(a.startswith(("https://", "http://")) for a in argv):
         eff.extra_reads = [*eff.extra_reads, "~/.netrc"]  # libcurl reads it for an http(s) remote (strace)
     roles = _GENERIC_ROLES.get(name)
     if roles is not None and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
@@ -387,7 +387,7 @@ def effect(cmd: ParsedCommand) -> Effect:
 _GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "archive", "submodule"})
 
 
-def _implicit_reads(name: str, argv: tuple[str, ...]) -> list[str]:
+def _implicit_reads(name: str | None, argv: tuple[str, ...]) -> list[str]:
     """Credential files a network program reads without naming them (what strace shows): wget reads ~/.netrc,
     curl does with -n/--netrc, git's https transport does (libcurl) for a URL it is given. Deny rules over them
     deny the call: the command uses the secret for the agent. (ssh's keys are not listed: a Read(~/.ssh/**)
