@@ -471,6 +471,9 @@ def _plain_words(tokens: list[str]) -> list[_Word]:
     return words
 
 
+_PRINTF_EACH = frozenset({"%s\\n", "%s\n", "%s "})  # each argument, then a separator xargs splits at ("%s" glues them)
+
+
 def _plain_piped(words: list[str]) -> tuple[str, str] | None:
     """``_piped_text`` for a plain stage: echo/printf of plain words and whole '...' strings, else unknown."""
     if words[0] not in ("echo", "printf"):
@@ -487,6 +490,8 @@ def _plain_piped(words: list[str]) -> tuple[str, str] | None:
             return None  # tree-sitter may read it as a number node (unknown) or a word (text)
         else:
             out.append(t)
+    if words[0] == "printf" and len(out) > 1 and out[0] in _PRINTF_EACH:
+        return ("text", "\n".join(out[1:]))  # printf '%s\n' a b: one word a line (as _piped_text)
     if (out and out[0].startswith("-")) or (words[0] == "printf" and len(out) != 1):
         return ("unknown", "")
     return ("text", " ".join(out))
@@ -1951,6 +1956,8 @@ def _piped_text(producer: Node) -> tuple[str, str]:
                     out.append(t.strip('"') if x.type == "string" else t)
                 else:
                     return ("unknown", "")
+            if _text(parts[0]) == "printf" and len(out) > 1 and out[0] in _PRINTF_EACH:
+                return ("text", "\n".join(out[1:]))  # printf '%s\n' a b: one word a line
             if (out and out[0].startswith("-")) or (_text(parts[0]) == "printf" and len(out) != 1):
                 return ("unknown", "")  # echo options; printf prints only its format when it has no %
             return ("text", " ".join(out))

@@ -161,7 +161,7 @@ CREDENTIAL_PATHS = (
 )
 # Two-component places inside any directory: Copilot CLI loads hooks from .github/hooks/*.json and hooks and
 # permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
-PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
+PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"), (".config", "git"))  # + Claude Code's list
 PROTECTED_SYSTEM = (
     "/etc/profile",
     "/etc/profile.d",
