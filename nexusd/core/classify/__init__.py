@@ -378,7 +378,8 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         if cwds is not None and (len(cwds) > 1 or cwds[0] != cwd):
             command_out = _respelled(command_out, cwd, cwds)
         out.append(command_out)
-        _command_effect(cmd, eff, cwds, acc, _feed(sa, k, command, cwds, acc) if cmd.stdin_args else None)
+        fed = cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE
+        _command_effect(cmd, eff, cwds, acc, _feed(sa, k, command, cwds, acc) if fed else None)
         if cmd.dynamic_args:
             for indices, write in ((eff.reads, False), (eff.writes, True)):
                 for i in indices:
@@ -1031,12 +1032,12 @@ def _critical_removal(raw: str, cwds: list[str] | None, acc: _Acc, name: str) ->
         return
     home = acc.ctx.home.rstrip("/") or "/"
     holders = (*acc.ctx.workspace_roots, home, acc.ctx.cwd)
+    # lexical only: rm and rmdir remove a symlink itself, never what it points to
     for c in cwds or ["/"]:
-        absolute = posixpath.normpath(paths.join(c, expanded))
-        for cand in (absolute, posixpath.normpath(acc.fs.realpath(absolute))):
-            if cand == "/" or posixpath.dirname(cand) == "/" or any(paths.within(r, cand) for r in holders):
-                acc.flag(Flag.CATASTROPHIC, f"{name} removes a critical path: {cand}")
-                return
+        cand = posixpath.normpath(paths.join(c, expanded))
+        if cand == "/" or posixpath.dirname(cand) == "/" or any(paths.within(r, cand) for r in holders):
+            acc.flag(Flag.CATASTROPHIC, f"{name} removes a critical path: {cand}")
+            return
 
 
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
