@@ -1093,6 +1093,10 @@ def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> 
     write = op in WRITE_REDIRECTS
     if not write and op not in READ_REDIRECTS:
         return
+    if r.target.startswith(("/dev/tcp/", "/dev/udp/")):
+        # bash opens a socket for these in a redirect, reading or writing: the network
+        acc.need(DFA)
+        acc.note(f"connects to the network through {r.target}")
     for c in _each_cwd(r.target, cwds):
         acc.path(r.target, c, write, dynamic=dynamic)
         if op == "<>":

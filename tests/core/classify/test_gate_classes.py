@@ -81,6 +81,8 @@ NETWORK = [
     "ping -c1 example.com",
     "resolvectl query example.com",
     "traceroute example.com",
+    "cat < /dev/tcp/example.com/80",  # bash opens a socket for a /dev/tcp redirect
+    "head -1 </dev/udp/10.0.0.1/53",
 ]
 
 
