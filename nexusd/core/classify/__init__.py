@@ -579,9 +579,11 @@ def _git_lists_names(argv: tuple[str, ...]) -> bool:
     sub = words[0] if words else ""
     if any(a.startswith(("-C", "--git-dir", "--work-tree")) for a in argv[1:]):
         return False
+    if any(".." in a or a.startswith(("/", "~", "$")) for a in words[1:]):
+        return False  # git ls-files ../..: names above the cwd, maybe outside the workspace (a repository above it)
     return sub in ("ls-files", "ls-tree") or (
-        sub in ("diff", "log", "show", "grep", "status")
-        and any(a in ("--name-only", "--name-status", "-l", "--files-with-matches", "--porcelain", "-s") for a in argv)
+        sub in ("diff", "log", "show", "grep")  # (status -s prints ../x for files above the cwd)
+        and any(a in ("--name-only", "--name-status", "-l", "--files-with-matches") for a in argv)
     )
 
 
