@@ -1825,6 +1825,9 @@ class _Walker:
                     c.dynamic_args,
                     c.stdin_args,
                     c.glob_args,
+                    c.stdin,
+                    c.feeder,
+                    c.function_call,
                 )
             )
         base = len(self.redirects)
