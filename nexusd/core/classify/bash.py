@@ -1245,7 +1245,7 @@ class _Walker:
                         self.walk(child, depth + 1)
                 return
             echoed = _ECHO_WORD.fullmatch(text) if t == "command_substitution" else None
-            if echoed is not None:
+            if echoed is not None and not echoed.group(1).startswith("-") and "echo" not in self.functions:
                 # $(echo WORD) of one plain word is that word (no blank, glob or expansion to split or match)
                 value = echoed.group(1)
                 self.commands.append(ParsedCommand(("echo", value), text=text))  # still a command deny rules see

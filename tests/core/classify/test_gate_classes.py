@@ -345,5 +345,7 @@ def test_assignments_that_may_not_hold_stay_dynamic(gate: Gate) -> None:
         "g() { f=x; }; f=README.md; g; cat $f",
         "f=README.md | cat $f",
         "cat ${F:-README.md}",  # F from the environment
+        "echo() { printf %s @HOME/.ssh/id_rsa; }; cat $(echo README.md)",  # echo is a function here
+        "cat $(echo -n)",  # an option, not a word
     ):
         assert gate.decide(command) != "allow", command
