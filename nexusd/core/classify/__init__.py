@@ -46,6 +46,7 @@ _UNKNOWABLE_CALL = _UNKNOWABLE | {Flag.UNKNOWN_TOOL}
 
 
 _PROCESS_SUBSTITUTION = bash.PROCESS_SUBSTITUTION
+_JSON_TOOL = commands.JSON_TOOL
 
 
 class _Acc:
@@ -368,8 +369,10 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         if cmd.function_call:
             # a function this command defined: its body's commands are judged on their own
             eff = commands.Effect(RO, note=f"calls the function {cmd.argv[0]} defined in this command")
-        elif eff.note == commands.JSON_TOOL and (
-            _planted_module(cwds, acc, "json") or "json/" in command or "json.py" in command
+        elif (
+            eff.note
+            and eff.note == _JSON_TOOL
+            and (_planted_module(cwds, acc, "json") or "json/" in command or "json.py" in command)
         ):  # a json module there now, or one this command may write (mkdir json; echo ... > json/tool.py)
             eff = commands.opaque(cmd.argv)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
@@ -744,7 +747,8 @@ def _command_effect(
     cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc, feed: _Feed | None = None
 ) -> None:
     acc.need(eff.requirement)
-    acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
+    if eff.note and (eff.requirement is DFA or eff.catastrophic):
+        acc.note(eff.note)
     if eff.catastrophic:
         acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
     if eff.hidden:
