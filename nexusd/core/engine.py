@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nexusd.core.classify import details as classify_details
-from nexusd.core.classify.commands import SAFE_DEVICES
+from nexusd.core.classify.commands import SAFE_DEVICES, meaning_spellings
 from nexusd.core.classify.paths import SECRET_KINDS, is_credential, is_protected, reaches_elsewhere
 from nexusd.core.model import (
     NOT_AUTO_ALLOWABLE,
@@ -331,6 +331,13 @@ def _deny_spellings(c: Command) -> tuple[tuple[str, ...] | None, bool]:
         name = argv[0].lower().removesuffix(".exe")
         if name != argv[0]:
             more = argv_texts((name, *argv[1:]), exact=False)
+            if more is None:
+                return None, False
+            texts += more
+        # what the command does, in the spellings a deny rule may use (rm -fr under Bash(rm -rf *), git push
+        # origin +main under Bash(git push --force *))
+        for view in (*c.respelled, *meaning_spellings(argv), *(v for r in c.respelled for v in meaning_spellings(r))):
+            more = argv_texts(view, exact=False)
             if more is None:
                 return None, False
             texts += more
@@ -780,6 +787,15 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
     ask_flags = cls.flags & SAFETY_ASK
     if ask_flags:
         notes = "; ".join(cls.notes) or ", ".join(sorted(ask_flags))
+        if Flag.DYNAMIC in ask_flags and cls.kind == ToolKind.SHELL:
+            # what it reads is known only when it runs: say plainly that a click may approve what a deny
+            # rule forbids, and which rules those are
+            covered = [r.text for r in denies if r.family in ("read", "edit") and not r.bare][:3]
+            if covered:
+                notes += (
+                    "; WARNING: which files it reads or writes is known only when it runs, so it may read a "
+                    f"file a deny rule covers ({', '.join(covered)})"
+                )
         run.step("safety", "ask", f"{', '.join(sorted(ask_flags))}: {notes}")
         return Evaluation(_ask(run, writes, f"needs a person (safety check): {notes}", "safety", step="safety"))
     if trace is not None:

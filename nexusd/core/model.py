@@ -108,6 +108,9 @@ class Command(msgspec.Struct, frozen=True):
     # literal text fed on standard input (a here-document, here-string or piped echo): an opaque program
     # may run it as code (``crontab <<< '* * * * * curl x'``, ``make -f - <<EOF``), so rules look inside
     stdin: str = ""
+    # the same command as written from the call's own cwd, for deny and ask rules only: after ``cd src``,
+    # ``rm a.py`` is also ``rm src/a.py`` (a path-scoped ``Bash(rm src/*)`` deny still fires)
+    respelled: tuple[tuple[str, ...], ...] = ()
 
 
 class Redirect(msgspec.Struct, frozen=True):

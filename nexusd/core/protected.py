@@ -31,6 +31,7 @@ PROTECTED_DIR_NAMES = frozenset(
         ".continue",
         ".windsurf",
         ".zed",
+        ".yarn",  # Claude Code's list: .yarn/plugins and .yarn/releases run on the next yarn call
     }
 )
 # File names that a shell, git or direnv executes or obeys later, wherever they are.
@@ -78,6 +79,19 @@ PROTECTED_FILE_NAMES = frozenset(
         "gradle-wrapper.properties",
         ".pypirc",
         ".netrc",
+        # the rest of Claude Code's protected files (permission-modes, "Protected paths")
+        ".pnp.cjs",
+        ".pnp.loader.mjs",
+        "bunfig.toml",
+        ".bunfig.toml",
+        ".bazelrc",
+        ".bazelversion",
+        ".bazeliskrc",
+        "lefthook.yaml",
+        ".lefthook.yaml",
+        "maven-wrapper.properties",
+        ".devcontainer.json",
+        "pyrightconfig.json",
     }
 )
 # Relative to the home directory.
@@ -138,7 +152,7 @@ CREDENTIAL_PATHS = (
 )
 # Two-component places inside any directory: Copilot CLI loads hooks from .github/hooks/*.json and hooks and
 # permissions from .github/copilot/settings*.json (a bare .github is workflows and templates, not protected).
-PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"))
+PROTECTED_SUBPATHS = ((".github", "hooks"), (".github", "copilot"), (".config", "git"))  # + Claude Code's list
 PROTECTED_SYSTEM = (
     "/etc/profile",
     "/etc/profile.d",

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "policy"))
 from policy_factories import CTX, DFA, WS, call, edit, fetch, policy, read, session, shell, tool
 
 from nexusd.core import engine
+from nexusd.core.classify.commands import meaning_spellings
 from nexusd.core.model import Command, Requirement, ToolKind
 from nexusd.core.policy.rules import Rule, argv_texts, parse_rule
 
@@ -58,6 +59,9 @@ def _walked(rule: Rule, c: Command) -> bool:
         name = c.argv[0].lower().removesuffix(".exe")
         if name != c.argv[0] and rule.matches_argv((name, *c.argv[1:])):
             return True
+    # what the command does in other spellings (rm -fr as rm -rf, git push +main as --force; issue 35)
+    if any(rule.matches_argv(v) for v in (*c.respelled, *meaning_spellings(c.argv))):
+        return True
     return c.opaque and any(rule.matches_argv(v) for v in engine._opaque_views(c.argv, c.stdin))
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from collections.abc import Iterable, Set
 from typing import Any
+
+import msgspec
 
 from nexusd.core.classify import bash, commands, paths, text, urls
 from nexusd.core.model import Classification, Command, Context, FileSystem, Flag, Redirect, Requirement, ToolKind
@@ -41,6 +44,10 @@ _GIT_CONFIG_LIMIT = 64 * 1024
 RO, WW, DFA = Requirement.READ_ONLY, Requirement.WORKSPACE_WRITE, Requirement.DANGER_FULL_ACCESS
 _UNKNOWABLE = frozenset({Flag.UNPARSEABLE, Flag.DYNAMIC})  # what a command does is known only at run time
 _UNKNOWABLE_CALL = _UNKNOWABLE | {Flag.UNKNOWN_TOOL}
+
+
+_PROCESS_SUBSTITUTION = bash.PROCESS_SUBSTITUTION
+_JSON_TOOL = commands.JSON_TOOL
 
 
 class _Acc:
@@ -93,6 +100,8 @@ class _Acc:
     ) -> paths.PathInfo | None:
         """Resolve and check one path read or written; raise requirements and flags as needed."""
         verb = "writes" if write else "reads"
+        if raw == _PROCESS_SUBSTITUTION and not write:
+            return None  # <(cmd): a pipe from a command walked on its own, no file
         if expand and not dynamic and cwd is not None and len(raw) < PATH_MAX:
             self._glob(raw, cwd, write)
         if dynamic and paths.expand_user(raw, self.ctx.home) is not None:
@@ -339,8 +348,10 @@ def _classify(call: CallInfo, ctx: Context, fs: FileSystem) -> Classification:
         acc.need(DFA if info.kind is ToolKind.SEARCH else RO)
         return _finish(info, acc)
     if info.canonical in PLAN_APPROVAL:
-        acc.need(DFA)  # every mode that asks asks; dontAsk denies; bypass has no plan to approve
-        acc.note("leaving plan mode is the plan's approval: a person decides")
+        acc.need(DFA)  # every mode that asks asks; dontAsk denies
+        # leaving plan mode changes the agent's own permission mode: gate management, so no mode (bypass
+        # included: it has no plan to approve) and no rule approves it; a person does
+        acc.flag(Flag.GATE_CONTROL, "leaving plan mode is the plan's approval: a person decides")
         return _finish(info, acc)
     if info.kind is ToolKind.OTHER or info.canonical in ("BashOutput", "KillShell", "KillBash"):
         acc.need(WW if info.canonical in ("KillShell", "KillBash") else RO)
@@ -446,10 +457,29 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
     for k, cmd in enumerate(sa.commands):
         before = len(acc.writes)
         eff = commands.effect(cmd)
+        if cmd.function_call:
+            # a function this command defined: its body's commands are judged on their own
+            eff = commands.Effect(RO, note=f"calls the function {cmd.argv[0]} defined in this command")
+        elif (
+            eff.note
+            and eff.note == _JSON_TOOL
+            and (_planted_module(cwds, acc, "json") or "json/" in command or "json.py" in command)
+        ):  # a json module there now, or one this command may write (mkdir json; echo ... > json/tool.py)
+            eff = commands.opaque(cmd.argv)
         # a known program with a hidden effect runs code its words carry (git -c core.sshCommand='...', awk
         # system(...)): deny and ask rules look inside its words as they do for an unknown program
-        out.append(cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement))
-        _command_effect(cmd, eff, cwds, acc, _fed_from(sa, k, command) if cmd.stdin_args else None)
+        command_out = cmd.to_command(opaque=not eff.known or bool(eff.hidden), requirement=eff.requirement)
+        if cwds is not None and (len(cwds) > 1 or cwds[0] != cwd):
+            command_out = _respelled(command_out, cwd, cwds)
+        out.append(command_out)
+        fed = cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE
+        _command_effect(cmd, eff, cwds, acc, _feed(sa, k, command, cwds, acc) if fed else None)
+        if cmd.dynamic_args:
+            for indices, write in ((eff.reads, False), (eff.writes, True)):
+                for i in indices:
+                    if i in cmd.dynamic_args:
+                        _maybe_paths(cmd.argv[i], sa, cwds, acc, write)
+                        _listed_paths(cmd.argv[i], cwds, acc, write)
         if (
             eff.known
             and cmd.argv[0].endswith("ln")
@@ -464,6 +494,8 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
         own.append((before, len(acc.writes)))
     for i, r in enumerate(sa.redirects):
         _redirect(r, i in sa.dynamic_redirects, cwds, acc)
+        if i in sa.dynamic_redirects and sa.maybe and r.target and r.op in WRITE_REDIRECTS | READ_REDIRECTS:
+            _maybe_paths(r.target, sa, cwds, acc, r.op in WRITE_REDIRECTS)
     _network_words(sa, acc)
     if (acc.writes or sa.redirects) and len(sa.commands) > 1:
         _runs_what_it_writes(sa, own, cwd, acc)
@@ -472,6 +504,61 @@ def _bash(info: ToolInfo, command: str, cwd: str, acc: _Acc) -> Classification:
 
 _INTERPRETERS = bash.SHELLS | bash.CODE_PROGRAMS | {"make", "source", "."}
 _APPLY_PATCH = ("apply_patch", "applypatch")
+
+
+def _planted_module(cwds: list[str] | None, acc: _Acc, module: str) -> bool:
+    """``python -m X`` imports from the cwd first: a module of that name there would run instead."""
+    return cwds is None or any(
+        acc.fs.lexists(paths.join(c, f"{module}.py")) or acc.fs.lexists(paths.join(c, module)) for c in cwds
+    )
+
+
+def _maybe_paths(raw: str, sa: bash.ShellAnalysis, cwds: list[str] | None, acc: _Acc, write: bool) -> None:
+    """A variable word whose values this command assigned (``f=~/.ssh/id_rsa; cat "$f"``): each value is read or
+    written too, so a deny rule that covers one denies the call instead of asking (the word stays dynamic)."""
+    for k, alts in sa.maybe:
+        if k == raw:
+            for alt in alts:
+                for c in _each_cwd(alt, cwds):
+                    acc.path(alt, c, write)
+            return
+
+
+_LIST_SUBSTITUTION = re.compile(r"\$\(\s*(?:cat\s+|<\s*)([A-Za-z0-9_./~@%+,:=-]+)\s*\)")
+
+
+def _listed_paths(raw: str, cwds: list[str] | None, acc: _Acc, write: bool) -> None:
+    """``cat $(cat list.txt)``, ``cat $(<list.txt)``: the names a list in the workspace holds are read or written
+    (deny rules see them; the word stays dynamic, since the list may change before it runs)."""
+    m = _LIST_SUBSTITUTION.fullmatch(raw)
+    if m is None:
+        return
+    feed = _list_file(m.group(1), None, cwds, acc, set(acc.writes))
+    for name in feed.raws if feed.kind == "paths" else ():
+        for c in _each_cwd(name, cwds):
+            acc.path(name, c, write)
+
+
+def _respelled(c: Command, cwd: str, cwds: list[str] | None) -> Command:
+    """After a ``cd``, the command with its relative operands written from the call's cwd (for deny rules)."""
+    views: list[tuple[str, ...]] = []
+    for d in cwds or []:
+        if d == cwd:
+            continue
+        # (relpath is slow: it asks the OS for the process's own cwd; d is nearly always below cwd)
+        rel = d[len(cwd) + 1 :] if d.startswith(cwd + "/") else posixpath.relpath(d, cwd)
+        argv = tuple(
+            posixpath.normpath(posixpath.join(rel, a))
+            if k and a and not a.startswith(("-", "/", "~", "$")) and not _URLISH.match(a)
+            else a
+            for k, a in enumerate(c.argv)
+        )
+        if argv != c.argv:
+            views.append(argv)
+    return msgspec.structs.replace(c, respelled=tuple(views)) if views else c
+
+
+_URLISH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
@@ -506,6 +593,179 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
                 acc.flag(Flag.DYNAMIC, f"runs code this command writes: {text.escape_for_display(w)[:200]}")
                 acc.need(DFA)
                 return
+
+
+MAX_LIST_BYTES = 64 * 1024  # a list file (xargs -a, < list, cat list |) larger than this is not read
+MAX_LIST_WORDS = 256
+
+
+class _Feed:
+    """What a command handed file names at run time (xargs, find -exec) is handed: every file below some
+    start points (``tree``), the names of a list we can read (``paths``), or names we cannot know."""
+
+    __slots__ = ("kind", "raws", "why")
+
+    def __init__(self, kind: str, raws: list[str], why: str = "") -> None:
+        self.kind, self.raws, self.why = kind, raws, why
+
+
+# programs whose output is file names below their operands (or the cwd): what they feed is a tree
+_NAME_LISTERS = frozenset({"find", "fd", "fdfind", "ls", "rg", "grep", "egrep", "fgrep", "ag", "tree"})
+_LIST_READERS = frozenset({"cat", "head", "tail", "sort", "uniq"})
+
+
+def _feed(sa: bash.ShellAnalysis, k: int, command: str, cwds: list[str] | None, acc: _Acc) -> _Feed:
+    """Where the file names that command ``k`` receives at run time come from."""
+    cmd = sa.commands[k]
+    if "find" in cmd.wrappers:
+        starts = _fed_from(sa, k, command)
+        return _Feed("tree", starts or ["."])
+    feeder = cmd.feeder
+    if not feeder:
+        return _Feed("unknown", [], "its arguments arrive at run time")
+    opts = _xargs_options(feeder)
+    if opts is None:
+        return _Feed("unknown", [], "xargs with options we do not read")
+    arg_file, delim = opts
+    # a list this command itself writes (`echo ~/.ssh/id_rsa > l; xargs -a l cat`) holds what it writes then
+    written = set(acc.writes) | {
+        posixpath.normpath(posixpath.join(c, r.target))
+        for r in sa.redirects
+        if r.op in WRITE_REDIRECTS and r.target
+        for c in (cwds or [])
+    }
+    if arg_file is not None:
+        return _list_file(arg_file, delim, cwds, acc, written)
+    if cmd.stdin:
+        return _split_list(cmd.stdin, delim)
+    # the command piped into this one: the last before it with other text (sudo xargs cat records sudo too)
+    prev = next((c for c in reversed(sa.commands[:k]) if c.text != cmd.text), None)
+    piped = (
+        prev is not None
+        and prev.text
+        and cmd.text
+        and re.search(re.escape(prev.text) + r"[ \t]*\|&?[ \t]*" + re.escape(cmd.text), command)
+    )
+    if piped and prev is not None and prev.argv:
+        name = commands.program_name(prev.argv[0])
+        if name == "find":
+            return _Feed("tree", [prev.argv[i] for i in commands.find_starts(prev.argv)] or ["."])
+        if name == "git" and _git_lists_names(prev.argv):
+            return _Feed("tree", ["."])
+        if name in _NAME_LISTERS and not prev.dynamic_args:
+            operands = [a for a in prev.argv[1:] if not a.startswith("-")]
+            if name in ("rg", "grep", "egrep", "fgrep", "ag") and operands:
+                operands = operands[1:] if not any(a in ("--files", "-e", "-f") for a in prev.argv) else operands
+            return _Feed("tree", operands or ["."])
+        if name in _LIST_READERS and not prev.dynamic_args:
+            files = [a for a in prev.argv[1:] if not a.startswith("-")]
+            if len(files) == 1 and name == "cat":
+                return _list_file(files[0], delim, cwds, acc, written)
+        return _Feed("unknown", [], f"xargs hands it what {prev.argv[0]} prints")
+    m = re.search(re.escape(cmd.text) + r"[ \t]*<[ \t]*([A-Za-z0-9_./~@%+,:-]+)", command) if cmd.text else None
+    if m is not None:
+        return _list_file(m.group(1), delim, cwds, acc, written)
+    return _Feed("unknown", [], "xargs hands it the names on its standard input")
+
+
+def _git_lists_names(argv: tuple[str, ...]) -> bool:
+    """git ls-files, git diff/log/show --name-only, git grep -l: workspace-relative names."""
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    sub = words[0] if words else ""
+    if any(a.startswith(("-C", "--git-dir", "--work-tree")) for a in argv[1:]):
+        return False
+    if any(".." in a or a.startswith(("/", "~", "$")) for a in words[1:]):
+        return False  # git ls-files ../..: names above the cwd, maybe outside the workspace (a repository above it)
+    return sub in ("ls-files", "ls-tree") or (
+        sub in ("diff", "log", "show", "grep")  # (status -s prints ../x for files above the cwd)
+        and any(a in ("--name-only", "--name-status", "-l", "--files-with-matches") for a in argv)
+    )
+
+
+def _xargs_options(argv: tuple[str, ...]) -> tuple[str | None, str | None] | None:
+    """xargs's list file (-a/--arg-file) and delimiter (-0, -d); None for a -d we cannot read."""
+    arg_file: str | None = None
+    delim: str | None = None
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-a", "--arg-file") and i + 1 < len(argv):
+            arg_file = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--arg-file="):
+            arg_file = a.split("=", 1)[1]
+        elif a in ("-0", "--null"):
+            delim = "\x00"
+        elif a in ("-d", "--delimiter") and i + 1 < len(argv):
+            delim = argv[i + 1]
+            i += 2
+            if len(delim) != 1:
+                return None
+            continue
+        elif a.startswith("--delimiter="):
+            delim = a.split("=", 1)[1]
+        elif a.startswith("-") and not a.startswith("--") and len(a) > 1:
+            # a cluster: -0a FILE, -0, -aFILE, -d, -I{} ...
+            for j, ch in enumerate(a[1:], 1):
+                if ch == "0":
+                    delim = "\x00"
+                elif ch == "a":
+                    arg_file = a[j + 1 :] or (argv[i + 1] if i + 1 < len(argv) else None)
+                    if not a[j + 1 :]:
+                        i += 1
+                    break
+                elif ch == "d":
+                    delim = a[j + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
+                    if not a[j + 1 :]:
+                        i += 1
+                    if len(delim) != 1:
+                        return None
+                    break
+                elif ch in "EILnPs":
+                    if not a[j + 1 :]:
+                        i += 1
+                    break
+                elif ch == "i":
+                    break
+        i += 1
+    return arg_file, delim
+
+
+def _list_file(raw: str, delim: str | None, cwds: list[str] | None, acc: _Acc, written: Set[str]) -> _Feed:
+    """A list of names in a file the gate may read: one inside the workspace, small and plain."""
+    if "$" in raw or cwds is None or len(cwds) != 1:
+        return _Feed("unknown", [], f"the names come from {raw}, which we cannot see")
+    info = paths.resolve(raw, cwds[0], acc.ctx, acc.fs)
+    if info.unresolved or not info.inside or info.symlink_escape:
+        return _Feed("unknown", [], f"the names come from {raw}, outside the workspace")
+    if info.path in written or posixpath.basename(info.path) in {posixpath.basename(w) for w in written}:
+        return _Feed("unknown", [], f"the names come from {raw}, which this command writes")
+    size = acc.fs.size(info.path)
+    head = acc.fs.head(info.path, MAX_LIST_BYTES + 1) if size is not None and size <= MAX_LIST_BYTES else None
+    if head is None or len(head) > MAX_LIST_BYTES:
+        return _Feed("unknown", [], f"the names come from {raw}, which we cannot read here")
+    try:
+        body = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Feed("unknown", [], f"the names come from {raw}, which is not text")
+    return _split_list(body, delim)
+
+
+def _split_list(body: str, delim: str | None) -> _Feed:
+    """xargs's split of a list: one delimiter (-0, -d), else blanks and newlines with quotes and backslashes."""
+    if delim is not None:
+        words = [w for w in body.split(delim) if w != ""]
+        if delim != "\n" and words and words[-1].endswith("\n"):
+            words[-1] = words[-1][:-1]
+    else:
+        try:
+            words = shlex.split(body, comments=False, posix=True)
+        except ValueError:
+            return _Feed("unknown", [], "a list whose quoting we cannot read")
+    if len(words) > MAX_LIST_WORDS:
+        return _Feed("unknown", [], f"a list of more than {MAX_LIST_WORDS} names")
+    return _Feed("paths", words)
 
 
 def _fed_from(sa: bash.ShellAnalysis, k: int, command: str) -> list[str] | None:
@@ -576,30 +836,53 @@ def _each_cwd(raw: str, cwds: list[str] | None) -> list[str | None]:
 
 
 def _command_effect(
-    cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc, fed_from: list[str] | None = None
+    cmd: bash.ParsedCommand, eff: commands.Effect, cwds: list[str] | None, acc: _Acc, feed: _Feed | None = None
 ) -> None:
     acc.need(eff.requirement)
-    acc.note(eff.note if eff.requirement is DFA or eff.catastrophic else "")
+    if eff.note and (eff.requirement is DFA or eff.catastrophic):
+        acc.note(eff.note)
     if eff.catastrophic:
         acc.flag(Flag.CATASTROPHIC, eff.catastrophic)
     if eff.hidden:
         acc.flag(Flag.HIDDEN_EFFECT, eff.hidden)
         acc.need(DFA)
+    if eff.beyond_rule:
+        acc.flag(Flag.HIDDEN_EFFECT, eff.beyond_rule)
     if eff.gate_control:
         acc.flag(Flag.GATE_CONTROL, eff.note or f"{cmd.argv[0]} manages nexusd itself")
         acc.need(DFA)
     if cmd.glob_args:
         _glob_options(cmd, cwds, acc)
     if cmd.stdin_args and cmd.argv and cmd.argv[0] not in commands.PURE:
-        # xargs / find -exec: the files arrive at run time, so no boundary can be proven
-        acc.need(DFA)
-        acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
-        # `find . | xargs cat`, `find . -exec cat {} +`: what it is handed may be any file below the find's
-        # start points, or (fed by anything else) below the directory it runs in: Read deny rules for any
-        # of them apply (the names are unknown here)
-        for raw in (fed_from or ["."]) if commands.reads_operands(cmd.argv[0]) else ():
-            for c in _each_cwd(raw, cwds):
-                _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
+        feed = feed or _Feed("unknown", [], "its arguments arrive at run time")
+        reader = commands.reads_operands(cmd.argv[0])
+        # a known program that only reads, handed names we can see (a list we read, or every file below
+        # the start points of a find / git ls-files / ls): read-only, checked as those reads
+        if not (eff.known and eff.requirement is RO and not eff.hidden and reader and feed.kind != "unknown"):
+            acc.need(DFA)
+            acc.note(f"{cmd.argv[0]} receives its file arguments at run time")
+        if feed.kind == "paths":
+            # xargs -a list.txt cat, echo ~/.ssh/id_rsa | xargs cat: the names are known, checked as written
+            for raw in feed.raws:
+                for c in _each_cwd(raw, cwds):
+                    acc.path(raw, c, write=not reader)
+        elif feed.kind == "tree":
+            # `find . | xargs cat`, `find . -exec cat {} +`: any file below the start points; Read deny rules
+            # for any of them apply (the names are unknown here)
+            for raw in feed.raws if reader else ():
+                for c in _each_cwd(raw, cwds):
+                    _recursive_read(acc.path(raw, c, write=False, dynamic="$" in raw), acc)
+        else:
+            # names we cannot see: any file at all, one a deny rule covers included; never allowed unasked.
+            # Names relative to the cwd are the likeliest: deny rules below it deny the call outright
+            for c in (cwds or []) if reader else ():
+                _recursive_read(acc.path(".", c, write=False), acc)
+            acc.flag(
+                Flag.DYNAMIC,
+                f"{cmd.argv[0]} is handed file names at run time ({feed.why}): "
+                "it may read or write any file, one a deny rule covers included",
+            )
+            acc.need(DFA)
         if (
             (
                 cmd.argv[0] == "rm"
@@ -669,6 +952,14 @@ def _command_effect(
             "(.git/hooks, agent settings and shell rc files included)",
         )
         acc.need(DFA)
+    if (
+        eff.writes
+        and not eff.recursive_targets
+        and cmd.argv[0].endswith(("rm", "rmdir"))
+        and commands.program_name(cmd.argv[0]) in ("rm", "rmdir")
+    ):
+        for i in eff.writes:
+            _critical_removal(cmd.argv[i], cwds, acc, cmd.argv[0])
     if not (eff.recursive_targets or eff.extra_recursive):
         return
     name = commands.program_name(cmd.argv[0]) or cmd.argv[0] if cmd.argv else ""
@@ -825,6 +1116,29 @@ def _glob_options(cmd: bash.ParsedCommand, cwds: list[str] | None, acc: _Acc) ->
         return
 
 
+_UNDER_VARIABLE = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?/\*?$")
+
+
+def _critical_removal(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
+    """``rm`` / ``rmdir`` (recursive or not) of a critical path: the root, a top-level directory, the home, a
+    workspace root, the cwd or a parent of either, or a glob right under a variable (``rm "$D"/*`` is
+    ``rm /*`` when D is empty). Claude Code's circuit breaker: a person decides, bypass included."""
+    if _UNDER_VARIABLE.match(raw):
+        acc.flag(Flag.CATASTROPHIC, f"{name} on {raw}: the root's entries when the variable is empty")
+        return
+    expanded = paths.expand_user(raw, acc.ctx.home)
+    if expanded is None:
+        return
+    home = acc.ctx.home.rstrip("/") or "/"
+    holders = (*acc.ctx.workspace_roots, home, acc.ctx.cwd)
+    # lexical only: rm and rmdir remove a symlink itself, never what it points to
+    for c in cwds or ["/"]:
+        cand = posixpath.normpath(paths.join(c, expanded))
+        if cand == "/" or posixpath.dirname(cand) == "/" or any(paths.within(r, cand) for r in holders):
+            acc.flag(Flag.CATASTROPHIC, f"{name} removes a critical path: {cand}")
+            return
+
+
 def _catastrophic_target(raw: str, cwds: list[str] | None, acc: _Acc, name: str) -> None:
     """Recursive deletes (and chmod/chown -R) of a directory outside the workspace are catastrophic (28.4)."""
     home = acc.ctx.home.rstrip("/") or "/"
@@ -878,6 +1192,10 @@ def _redirect(r: Redirect, dynamic: bool, cwds: list[str] | None, acc: _Acc) -> 
     write = op in WRITE_REDIRECTS
     if not write and op not in READ_REDIRECTS:
         return
+    if r.target.startswith(("/dev/tcp/", "/dev/udp/")):
+        # bash opens a socket for these in a redirect, reading or writing: the network
+        acc.need(DFA)
+        acc.note(f"connects to the network through {r.target}")
     for c in _each_cwd(r.target, cwds):
         acc.path(r.target, c, write, dynamic=dynamic)
         if op == "<>":

@@ -230,6 +230,9 @@ class ParsedCommand(msgspec.Struct, frozen=True):
     # into several words, any of which may start with "-" (a file named --output=x in the workspace)
     glob_args: frozenset[int] = frozenset()
     stdin: str = ""  # literal text fed on standard input (model.Command.stdin)
+    feeder: tuple[str, ...] = ()  # the xargs (argv, options included) that hands this command its arguments
+    # calls a shell function this command defined before (its body was walked as commands of their own)
+    function_call: bool = False
 
     def to_command(self, opaque: bool = False, requirement: Requirement = Requirement.READ_ONLY) -> Command:
         return Command(
@@ -252,6 +255,9 @@ class ShellAnalysis(msgspec.Struct, frozen=True):
     flags: frozenset[Flag] = frozenset()
     notes: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()  # names of shell functions the command defines
+    # a variable word ("$f", "${a[0]}", "${F:-x}") -> the literal values it may take, from assignments in this
+    # command (``f=~/.ssh/id_rsa; cat "$f"``): deny and ask rules see them; the word stays dynamic
+    maybe: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -321,6 +327,7 @@ def _analyse(
         frozenset(walker.flags),
         tuple(walker.notes),
         tuple(walker.functions),
+        tuple(walker.maybe.items()),
     )
 
 
@@ -464,6 +471,9 @@ def _plain_words(tokens: list[str]) -> list[_Word]:
     return words
 
 
+_PRINTF_EACH = frozenset({"%s\\n", "%s\n", "%s "})  # each argument, then a separator xargs splits at ("%s" glues them)
+
+
 def _plain_piped(words: list[str]) -> tuple[str, str] | None:
     """``_piped_text`` for a plain stage: echo/printf of plain words and whole '...' strings, else unknown."""
     if words[0] not in ("echo", "printf"):
@@ -480,6 +490,8 @@ def _plain_piped(words: list[str]) -> tuple[str, str] | None:
             return None  # tree-sitter may read it as a number node (unknown) or a word (text)
         else:
             out.append(t)
+    if words[0] == "printf" and len(out) > 1 and out[0] in _PRINTF_EACH:
+        return ("text", "\n".join(out[1:]))  # printf '%s\n' a b: one word a line (as _piped_text)
     if (out and out[0].startswith("-")) or (words[0] == "printf" and len(out) != 1):
         return ("unknown", "")
     return ("text", " ".join(out))
@@ -588,6 +600,9 @@ def _unquoted_segs(text: str) -> list[tuple[str, bool]]:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ELEMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[[0-9]\]")  # a[0]: an indexed element (bound only when certain)
+# $name, ${name}, ${name[sub]}, ${name:-literal} / ${name-literal} / ${name:=literal}
+_VAR_REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]}]*\])?(?::?[-=]([^}$`]*))?\}")
 _INTEGER = re.compile(r"[-+]?[0-9]+|")
 # a maximal run of word characters not just after $ or { (a name standing as itself); see _Walker._mentions
 _MENTION = re.compile(r"(?<![$\w{])\w+")
@@ -663,6 +678,9 @@ class _Walker:
         # here-string, ("unknown", "") for one with expansions; consumed by the first command walked
         self._redir_stdin: tuple[str, str] | None = None
         self._pipe_stdin: tuple[str, str] | None = None  # the same for every command of a piped-into stage
+        # every variable assigned a literal anywhere in this command -> those values (for deny rules only)
+        self.assigned: dict[str, list[str]] = {}
+        self.maybe: dict[str, tuple[str, ...]] = {}  # a dynamic word's text -> the literal values it may take
 
     # ------------------------------------------------------------------ bookkeeping
     def flag(self, flag: Flag, note: str) -> None:
@@ -723,10 +741,13 @@ class _Walker:
 
     def arith(self, text: str, where: str, array: str | None = None) -> None:
         """Check an arithmetic expression's text: every variable it reads must hold a known integer."""
+        if "$(" in text or "`" in text:
+            # evaluated again when bash reads it (an associative array's subscript is expanded as a string,
+            # an indexed one's as arithmetic): the substitution runs; deny rules see what it runs
+            self.flag(Flag.DYNAMIC, f"{where} runs a command substitution inside arithmetic")
+            self._code_in_text(text)
         if array is not None and array in self.assoc_vars:
             return
-        if "$(" in text or "`" in text:
-            self.flag(Flag.DYNAMIC, f"{where} runs a command substitution inside arithmetic")
         stripped = _ARITH_NUMBERS.sub(" ", _ARITH_LENGTHS.sub(" 0 ", text))
         for m in _ARITH_ASSIGN.finditer(stripped):
             name = next(g for g in m.groups() if g)
@@ -737,6 +758,26 @@ class _Walker:
             name = next((g for g in m.groups() if g), "")
             if name:
                 self.arith_refs.append((name, where))
+
+    def _code_in_text(self, text: str) -> None:
+        """The ``$(...)`` and backtick bodies of a text bash evaluates again: parsed as the commands they are."""
+        bodies = [m.group(1) for m in _BACKTICK_BODY.finditer(text)]
+        start = text.find("$(")
+        while start >= 0 and len(bodies) < 16:
+            depth, i = 0, start + 1
+            while i < len(text):
+                if text[i] == "(":
+                    depth += 1
+                elif text[i] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                i += 1
+            bodies.append(text[start + 2 : i])
+            start = text.find("$(", i)
+        for body in bodies:
+            if body.strip() and self.shell_depth + 1 <= MAX_SHELL_DEPTH:
+                self._merge(_analyse(body, self.shell_depth + 1, budget=self.budget), ())
 
     def expansion(self, node: Node) -> None:
         """``${...}``: indirection, prompt expansion, subscripts, substrings and default assignments."""
@@ -883,7 +924,122 @@ class _Walker:
             self.arith(value, f"the integer variable {name}")
             is_num = True
         self.numeric[name] = self.numeric.get(name, True) and is_num
+        if standalone and value_node is not None and _NAME.fullmatch(name):  # (VAR=x cmd: not in the shell)
+            self._remember(name, value_node, value, depth)
+            if standalone and name == full and self._certain(node):
+                if known:
+                    self._bind_literal(name, value)
+                elif value_node.type == "array":
+                    self._bind_array(name, value_node, depth)
         return name, value
+
+    def _remember(self, name: str, value_node: Node, value: str, depth: int) -> None:
+        """Keep the literal values ``name`` is given (an array's elements too) for deny rules."""
+        values = self.assigned.setdefault(name, [])
+        if len(values) >= 16:
+            return
+        if value_node.type == "array":
+            for child in value_node.children:
+                text = _text(child)
+                if child.is_named and "$" not in text and "`" not in text:
+                    values.extend(w.value() for w in self._word(child, depth, split_braces=False))
+        elif "`" not in value and "$(" not in value:
+            values.append(value)
+
+    def alternatives(self, text: str) -> tuple[str, ...]:
+        """The literal values a word with ``$name``, ``${name}``, ``${name[i]}``, ``${name:-lit}`` may take, from
+        the values assigned in this command (a changed IFS also splits them). Empty when some part is unknown."""
+        options: list[str] = [""]
+        pos = 0
+        for m in _VAR_REF.finditer(text):
+            name = m.group(1) or m.group(2)
+            values = list(self.assigned.get(name, ()))
+            if m.group(3) is not None:  # ${name:-lit}: unset or empty gives the literal
+                values.append(m.group(3))
+            if name in ("HOME",):
+                values.append(m.group(0))  # expanded by the path checks themselves
+            if not values:
+                return ()
+            head = text[pos : m.start()]
+            options = [o + head + v for o in options for v in values][:32]
+            pos = m.end()
+        if pos == 0:
+            return ()
+        options = [o + text[pos:] for o in options]
+        if any("$" in o.replace("$HOME", "").replace("${HOME}", "") or "`" in o for o in options):
+            return ()
+        ifs = self.assigned.get("IFS")
+        if ifs:
+            seps = "".join(ifs)
+            pieces = [p for o in options for p in re.split(f"[{re.escape(seps)}]+", o) if p] if seps else []
+            options += pieces
+        return tuple(dict.fromkeys(options))[:32]
+
+    def _certain(self, node: Node) -> bool:
+        """Whether the assignment runs before anything after it: a statement of the top-level script, or the
+        first of an ``&&``/``||`` list that is one (not after a condition, in a loop, function or subshell)."""
+        n = node
+        while True:
+            p = n.parent
+            if p is None:
+                return False
+            if p.type == "program":
+                nxt = n.next_sibling
+                return nxt is None or nxt.type != "&"  # `f=x &` assigns in a background subshell
+            if p.type != "list" or p.children[0].id != n.id:
+                return False
+            n = p
+
+    def _bind_array(self, name: str, value_node: Node, depth: int) -> None:
+        """``a=(x y); cat "${a[0]}"``: each plain element, by its index, as ``_bind_literal`` binds a scalar."""
+        elements = [c for c in value_node.children if c.is_named]
+        if len(elements) > 16 or any(c.type not in ("word", "raw_string", "string") for c in elements):
+            return
+        values = []
+        for c in elements:
+            text = _text(c)
+            if "$" in text or "`" in text or "\\" in text:
+                return
+            words = self._word(c, depth, split_braces=False)
+            if len(words) != 1:
+                return
+            values.append(words[0].value())
+        if values and all(self._bindable(name, v) for v in values):
+            for k, v in enumerate(values):
+                self.bindings[f"{name}[{k}]"] = (v, False, False)
+
+    def _bindable(self, name: str, value: str) -> bool:
+        return not (
+            not value
+            or _SPLITS_OR_GLOBS.search(value)
+            or "~" in value
+            or "$" in value
+            or "IFS" in self.assigned
+            or b"IFS" in self.source
+            or name in self.namerefs
+            or name in self.bindings
+            or is_dangerous_env(name)
+            or self._mentions(name) != 1
+        )
+
+    def _bind_literal(self, name: str, value: str) -> None:
+        """``f=README.md; cat "$f"``: a plain literal assigned once, for certain, and named nowhere else in the
+        command (no read, unset, loop, function, nameref or second assignment can change it) is that literal
+        wherever it is expanded, as a loop's value is."""
+        if (
+            not value
+            or _SPLITS_OR_GLOBS.search(value)
+            or "~" in value
+            or "$" in value
+            or "IFS" in self.assigned
+            or b"IFS" in self.source
+            or name in self.namerefs
+            or name in self.bindings
+            or is_dangerous_env(name)
+            or self._mentions(name) != 1
+        ):
+            return
+        self.bindings[name] = (value, False, False)
 
     def _declaration(self, node: Node, depth: int) -> None:
         argv: list[str] = []
@@ -1079,6 +1235,36 @@ class _Walker:
             if static is not None:
                 w.segs.append((static, True))
                 return
+            text = _text(node)
+            if t == "process_substitution" and text.startswith("<("):
+                # <(cmd) is a pipe the word names (/dev/fd/N): reading it reads what cmd prints, and cmd is
+                # walked as a command of its own; nothing here depends on run-time values
+                w.segs.append((PROCESS_SUBSTITUTION, True))
+                for child in node.children:
+                    if child.is_named:
+                        self.walk(child, depth + 1)
+                return
+            echoed = _ECHO_WORD.fullmatch(text) if t == "command_substitution" else None
+            if echoed is not None and not echoed.group(1).startswith("-") and "echo" not in self.functions:
+                # $(echo WORD) of one plain word is that word (no blank, glob or expansion to split or match)
+                value = echoed.group(1)
+                self.commands.append(ParsedCommand(("echo", value), text=text))  # still a command deny rules see
+                if value == "~" or value.startswith("~/"):
+                    head = value[:2]  # the inner shell expanded it: the home directory, as the path checks read it
+                    w.segs.append((head, False))
+                    value = value[len(head) :]
+                elif value.startswith("~"):
+                    w.dynamic = True  # ~user, ~+: not judged here
+                if value:
+                    w.segs.append((value, True))
+                return
+            m = _READ_SUBSTITUTION.fullmatch(text) if t == "command_substitution" else None
+            if m is not None and "$" not in m.group(1) and "`" not in m.group(1):
+                # $(<file) is the file's text: a read of that file (as `cat file`), whose value is unknown here
+                self.commands.append(ParsedCommand(("cat", m.group(1)), text=text))
+                w.dynamic = True
+                w.segs.append((text, True))
+                return
             w.substituted = True
             w.dynamic = True
             w.segs.append((_text(node), True))
@@ -1135,6 +1321,10 @@ class _Walker:
             target = None
         if dynamic:
             self.dyn_redirects.add(len(self.redirects))
+            if target and (self.assigned or "${" in target) and target not in self.maybe:
+                alts = self.alternatives(target)
+                if alts:
+                    self.maybe[target] = alts
         self.redirects.append(Redirect(op=op, target=target, fd=fd))
 
     # ------------------------------------------------------------------ [[ ]], (( )), for
@@ -1272,6 +1462,17 @@ class _Walker:
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
         self._simple(words, env, _text(node), depth, stdin)
+        if (
+            len(words) in (4, 5)
+            and not env
+            and words[0].value() == "printf"
+            and words[1].value() == "-v"
+            and not any(w.dynamic for w in words)
+            and ((len(words) == 4 and "%" not in words[3].value()) or words[3].value() == "%s")
+            and self._certain(node)
+        ):
+            # printf -v f '%s' VALUE (or printf -v f VALUE), run for certain: f is VALUE, as f=VALUE would be
+            self._bind_literal(words[2].value(), words[-1].value())
 
     def _simple(
         self, words: list[_Word], env: list[tuple[str, str]], text: str, depth: int, stdin: tuple[str, str] | None
@@ -1295,6 +1496,12 @@ class _Walker:
             if "~" in v and _tilde_unknown(w, i):
                 w.dynamic = True
                 self.flag(Flag.DYNAMIC, f"a tilde form path checks cannot read as the home directory: {_short(v)}")
+        if self.assigned or "${" in blob:
+            for i, w in enumerate(words):
+                if w.dynamic and not w.substituted and argv[i] not in self.maybe:
+                    alts = self.alternatives(argv[i])
+                    if alts:
+                        self.maybe[argv[i]] = alts
         if 0 in globs:
             self.flag(Flag.DYNAMIC, f"the command name is a glob pattern: {_short(argv[0])}")
         if words[0].dynamic:
@@ -1326,6 +1533,7 @@ class _Walker:
     ) -> None:
         """Record a simple command, peeling wrappers so the command that really runs is what we report."""
         self.budget.spend(len(argv))
+        feeder: tuple[str, ...] = ()
         for _ in range(MAX_UNWRAP):
             if not argv:
                 return
@@ -1370,6 +1578,7 @@ class _Walker:
             wrappers = (*wrappers, base)
             if base == "xargs":
                 own = argv[: len(argv) - len(rest)]
+                feeder = tuple(own)
                 if any(a.startswith("--arg") or (a[:1] == "-" and a[1:2] != "-" and "a" in a) for a in own[1:]):
                     # its arguments come from a file: report that read (knowledge.py's xargs entry)
                     self.commands.append(ParsedCommand(tuple(own), env, wrappers, text))
@@ -1388,6 +1597,11 @@ class _Walker:
             self._fd_exec(argv, dyn, env, wrappers, text, depth)
         if name in _DYNAMIC_BUILTINS:
             self.flag(Flag.DYNAMIC, _DYNAMIC_BUILTINS[name])
+            eval_args = argv[2:] if argv[1:2] == ["--"] else argv[1:]
+            if name == "eval" and eval_args and not (dyn - {0}) and not (globs - {0}):
+                # eval of literal words runs them joined by blanks, parsed again: what it runs is known, so deny
+                # and ask rules see it (it stays dynamic, as every eval: a person decides the rest)
+                self._shell_script("eval", [" ".join(eval_args)], frozenset(), env, wrappers, text, depth)
         elif name in ("hash",) and "-p" in argv[1:]:
             self.flag(Flag.DYNAMIC, "hash -p rebinds a command name to another program")
         elif name in ("mapfile", "readarray") and any(a.startswith("-C") for a in argv[1:]):
@@ -1425,7 +1639,11 @@ class _Walker:
             else:
                 self.flag(Flag.DYNAMIC, f"{base} runs shell code from its standard input, computed at run time")
         fed = stdin[1] if stdin is not None and stdin[0] == "text" else ""
-        self.commands.append(ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed))
+        # a function this command defined: what runs (its body) was walked on its own
+        called = name in self.functions and not wrappers and 0 not in dyn and 0 not in globs
+        self.commands.append(
+            ParsedCommand(tuple(argv), env, wrappers, text, dyn, stdin_args, globs, fed, feeder, called)
+        )
 
     def _var_setter(self, name: str, argv: list[str], dyn: frozenset[int]) -> None:
         """Builtins that set variables named by their arguments (read PATH, printf -v PATH, let, getopts ...)."""
@@ -1441,7 +1659,7 @@ class _Walker:
             if a.startswith("-") and len(a) > 1 and name not in ("let", "test", "["):
                 for j, ch in enumerate(a[1:], 1):
                     if ch in with_value:
-                        target = i + 1 if j == len(a) - 1 else -1
+                        target = i + 1 if j == len(a) - 1 and i + 1 < len(argv) else -1
                         if ch in name_opts:
                             if target > 0:
                                 names.append(target)
@@ -1477,6 +1695,12 @@ class _Walker:
                 self.flag(Flag.DYNAMIC, f"{name} sets a variable whose name is computed at run time: {argv[k]}")
             else:
                 self.set_var(argv[k], None, name)
+                if name == "printf" and k + 1 < len(argv) and _NAME.fullmatch(argv[k]):
+                    # printf -v f '%s' VALUE / printf -v f VALUE: the values it may hold, for deny rules
+                    fmt, rest = argv[k + 1], [a for j, a in enumerate(argv[k + 2 :], k + 2) if j not in dyn]
+                    self.assigned.setdefault(argv[k], []).extend(
+                        [fmt] if "%" not in fmt else rest[:16] if fmt.startswith("%s") or fmt == "%b" else []
+                    )
 
     def _pasted(self, argv: list[str], placeholder: str | None, via: str, appends: bool = False) -> None:
         """find -exec / xargs -I: a placeholder inside shell or interpreter source pastes names in as code; so
@@ -1601,6 +1825,9 @@ class _Walker:
                     c.dynamic_args,
                     c.stdin_args,
                     c.glob_args,
+                    c.stdin,
+                    c.feeder,
+                    c.function_call,
                 )
             )
         base = len(self.redirects)
@@ -1611,6 +1838,8 @@ class _Walker:
         for n in inner.notes:
             self._note(n)
         self.functions.extend(inner.functions)
+        for k, v in inner.maybe:
+            self.maybe.setdefault(k, v)
 
     def _shell_script(
         self,
@@ -1730,6 +1959,8 @@ def _piped_text(producer: Node) -> tuple[str, str]:
                     out.append(t.strip('"') if x.type == "string" else t)
                 else:
                     return ("unknown", "")
+            if _text(parts[0]) == "printf" and len(out) > 1 and out[0] in _PRINTF_EACH:
+                return ("text", "\n".join(out[1:]))  # printf '%s\n' a b: one word a line
             if (out and out[0].startswith("-")) or (_text(parts[0]) == "printf" and len(out) != 1):
                 return ("unknown", "")  # echo options; printf prints only its format when it has no %
             return ("text", " ".join(out))
@@ -1807,7 +2038,7 @@ def _bound_name(node: Node) -> str:
         text = text[2:-1]
     elif text.startswith("$"):
         text = text[1:]
-    return text if _NAME.fullmatch(text) else ""
+    return text if _NAME.fullmatch(text) or _ELEMENT.fullmatch(text) else ""
 
 
 def _arith_inner(node: Node) -> str:
@@ -2299,6 +2530,11 @@ def _expand_chars(chars: list[tuple[str, bool]], level: int) -> list[list[tuple[
                         return None
         return out
     return [chars]
+
+
+PROCESS_SUBSTITUTION = "/dev/fd/63"  # what bash puts in place of <(cmd): a pipe, not a file
+_ECHO_WORD = re.compile(r"\$\(\s*echo\s+([A-Za-z0-9_./@%+,:=~-]+)\s*\)")
+_READ_SUBSTITUTION = re.compile(r"\$\(\s*<\s*([A-Za-z0-9_./~@%+,:=-]+)\s*\)")
 
 
 def _static_heredoc_cat(node: Node) -> str | None:

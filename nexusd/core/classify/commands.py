@@ -18,6 +18,7 @@ import msgspec
 from nexusd.core.classify import powershell
 from nexusd.core.classify.bash import ParsedCommand
 from nexusd.core.classify.knowledge import (
+    AGENT_CLIS,
     CONFIG_WRITERS,
     GATE_MODULES,
     GATE_PROGRAMS,
@@ -56,6 +57,9 @@ class Effect(msgspec.Struct):
     # writes files its words do not name (an archive's or a patch's members) below where it writes: any name,
     # protected ones included (.git/hooks, agent settings), so it is a protected write
     unnamed_writes: bool = False
+    # a reader's option that makes it change files (find -delete): the mode may allow it as the write it is,
+    # but no allow rule written for the reader covers it (Flag.HIDDEN_EFFECT without danger-full-access)
+    beyond_rule: str = ""
 
 
 def _opts(text: str) -> frozenset[str]:
@@ -349,6 +353,13 @@ def effect(cmd: ParsedCommand) -> Effect:
             eff.extra_writes.append(conf)
             eff.hidden = f"{name} config changes settings that run programs (script-shell, yarnPath, hooks)"
             return eff
+        if name and name.startswith("python") and argv[1:3] == ("-m", "json.tool") and not cmd.env:
+            return _json_tool(argv)
+        implicit = _implicit_reads(name, argv) if name in ("wget", "curl") else None
+        if implicit:
+            eff = opaque(argv)
+            eff.extra_reads.extend(implicit)
+            return eff
         if (
             len(argv) == 2
             and name in VERSION_PROBES
@@ -359,6 +370,8 @@ def effect(cmd: ParsedCommand) -> Effect:
             return Effect(RO)
         return opaque(argv)
     eff = _effect(name, argv, cmd)
+    if name == "git" and not _GIT_NET.isdisjoint(argv) and any(a.startswith(("https://", "http://")) for a in argv):
+        eff.extra_reads = [*eff.extra_reads, "~/.netrc"]  # libcurl reads it for an http(s) remote (strace)
     roles = _GENERIC_ROLES.get(name)
     if roles is not None and any(a[:1] in "-+" and a != "-" for a in argv[1:]):
         _apply_roles(roles, argv, eff, strict=_KIND[name] != "pure")
@@ -370,6 +383,53 @@ def effect(cmd: ParsedCommand) -> Effect:
     if eff.hidden:
         eff.requirement = DFA
     return eff
+
+
+_GIT_NET = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "archive", "submodule"})
+
+
+def _implicit_reads(name: str | None, argv: tuple[str, ...]) -> list[str]:
+    """Credential files a network program reads without naming them (what strace shows): wget reads ~/.netrc,
+    curl does with -n/--netrc, git's https transport does (libcurl) for a URL it is given. Deny rules over them
+    deny the call: the command uses the secret for the agent. (ssh's keys are not listed: a Read(~/.ssh/**)
+    deny would then deny every git push; the key is used by ssh, never shown.)"""
+    if name == "wget":
+        return [] if "--no-netrc" in argv else ["~/.netrc", "~/.wgetrc"]
+    if name == "curl":
+        files = [a.split("=", 1)[1] for a in argv if a.startswith("--netrc-file=")]
+        files += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--netrc-file"]
+        if files or any(a in ("-n", "--netrc", "--netrc-optional") for a in argv):
+            return files or ["~/.netrc"]
+    return []
+
+
+JSON_TOOL = "python -m json.tool pretty-prints JSON"
+_JSON_TOOL_FLAGS = frozenset(
+    {"--sort-keys", "--no-ensure-ascii", "--json-lines", "--tab", "--no-indent", "--compact", "-h", "--help"}
+)
+
+
+def _json_tool(argv: tuple[str, ...]) -> Effect:
+    """``python3 -m json.tool [opts] [infile [outfile]]``: reads infile, writes outfile. (A json module planted
+    in the cwd would be imported instead: the classifier checks for one, see ``JSON_TOOL``.)"""
+    pos: list[int] = []
+    i = 3
+    while i < len(argv):
+        a = argv[i]
+        if a == "--indent" and i + 1 < len(argv):
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            if a not in _JSON_TOOL_FLAGS and not a.startswith("--indent="):
+                return opaque(argv)
+        else:
+            pos.append(i)
+        i += 1
+    if len(pos) > 2:
+        return opaque(argv)
+    reads = [p for p in pos[:1] if argv[p] != "-"]
+    writes = [p for p in pos[1:] if argv[p] != "-"]
+    return Effect(WW if writes else RO, reads=reads, writes=writes, note=JSON_TOOL)
 
 
 def reads_operands(word: str) -> bool:
@@ -415,6 +475,32 @@ _QUOTED_PATH = re.compile(r"(['\"`])([^'\"`\s]{1,512})\1")
 _PATHY = re.compile(r"[.~/$]|[^:]*/")  # starts like a path (.env, ~/x, /etc) or holds a directory part
 
 
+# interpreter code that names the home directory: perl $ENV{HOME}, python os.environ['HOME'] / getenv /
+# expanduser / Path.home(), node os.homedir() / process.env.HOME, ruby ENV['HOME'] / Dir.home, php getenv
+_CODE_HOME = re.compile(
+    r"\$ENV\{\s*['\"]?HOME['\"]?\s*\}|environ(?:\.get\(|\[)\s*['\"]HOME['\"]|getenv\(\s*['\"]HOME['\"]|"
+    r"Path\.home\(\)|homedir\(\)|expanduser\(\s*['\"]~['\"]\s*\)|process\.env\.HOME|ENV\[\s*['\"]HOME['\"]\s*\]|Dir\.home|\$HOME\b|\$\{HOME\}"
+)
+_CODE_LITERAL = re.compile(r"(['\"])([^'\"`\s$]{1,256})\1")
+
+
+def _home_pieces(code: str) -> list[str]:
+    """``open(os.environ['HOME'] + '/.ssh/id_rsa')``, ``open "$ENV{HOME}/.ssh/id_rsa"``, ``Path.home() / '.ssh' /
+    'id_rsa'``: the code builds paths below the home directory from its literals; each run of up to four of
+    them, joined, is a path it may read or write (deny rules see them; the program stays unknown)."""
+    found: list[str] = []
+    for m in re.finditer(r"\$ENV\{\s*['\"]?HOME['\"]?\s*\}(/[^\s'\"`;)]*)|\$\{?HOME\}?(/[^\s'\"`;)]*)", code):
+        found.append("~" + (m.group(1) or m.group(2)))
+    code = _CODE_HOME.sub(" ", code)
+    pieces = [m.group(2).strip("/") for m in _CODE_LITERAL.finditer(code)][:64]
+    pieces = [p for p in pieces if p and p != "HOME"]
+    for i in range(len(pieces)):
+        for n in range(1, 5):
+            if i + n <= len(pieces):
+                found.append("~/" + "/".join(pieces[i : i + n]))
+    return found[:256]
+
+
 def opaque(argv: tuple[str, ...]) -> Effect:
     """A program the knowledge does not cover: every word that may name a path is read and written."""
     idx: list[int] = []
@@ -441,6 +527,8 @@ def opaque(argv: tuple[str, ...]) -> Effect:
         if ('"' in a or "'" in a or "`" in a) and _CODE_HINT.search(a):
             # interpreter source (python3 -c 'open(".env").read()'): quoted literals that look like paths
             extra.extend(m.group(2) for m in _QUOTED_PATH.finditer(a) if _PATHY.match(m.group(2)))
+            if _CODE_HOME.search(a):
+                extra.extend(_home_pieces(a))
         if a.startswith("@") and len(a) > 1:
             extra.append(a[1:])
         elif _ASSIGN.match(a):
@@ -565,6 +653,11 @@ def _effect(name: str, argv: tuple[str, ...], cmd: ParsedCommand) -> Effect:
         if name in ("touch", "truncate"):
             reads = [i + 1 for i, a in enumerate(argv[1:]) if a in ("-r", "--reference")]
             pos = [p for p in pos if p not in reads]
+        if name == "tee":
+            # tee with no file, or only /dev/null and the standard streams, writes nothing
+            pos = [p for p in pos if argv[p] not in ("/dev/null", "/dev/stdout", "/dev/stderr")]
+            if not pos:
+                return Effect(RO)
         rec = pos if (name == "rm" and _has_flag(argv, "r", ("--recursive",))) or _has_flag(argv, "R") else []
         cat = ""
         if name == "rm" and "--no-preserve-root" in argv:
@@ -1016,6 +1109,7 @@ def _find_head(argv: tuple[str, ...]) -> tuple[list[int], int]:
 
 def _find(argv: tuple[str, ...]) -> Effect:
     starts, i = _find_head(argv)
+    beyond = ""
     writes: list[int] = []
     extra_reads: list[str] = []
     req = RO
@@ -1030,6 +1124,7 @@ def _find(argv: tuple[str, ...]) -> Effect:
             req = max(req, WW)
             writes = starts or []
             note = "find -delete removes what it finds"
+            beyond = "find -delete removes files: a Bash(find ...) allow rule does not cover it"
         elif a in _FIND_WRITE_VALUE:
             if i + 1 < len(argv):
                 writes.append(i + 1)
@@ -1047,7 +1142,13 @@ def _find(argv: tuple[str, ...]) -> Effect:
         if "-delete" in argv:
             extra_writes = ["."]
             return Effect(
-                req, extra_reads=extra_reads, extra_writes=extra_writes, writes=writes, note=note, extra_recursive=["."]
+                req,
+                extra_reads=extra_reads,
+                extra_writes=extra_writes,
+                writes=writes,
+                note=note,
+                extra_recursive=["."],
+                beyond_rule=beyond,
             )
     if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in argv):
         # the files it hands to the program are the ones its name tests pick: find . -name .env -exec cat {}
@@ -1068,6 +1169,7 @@ def _find(argv: tuple[str, ...]) -> Effect:
         catastrophic=cat,
         note=note,
         recursive_targets=starts if "-delete" in argv else [],
+        beyond_rule=beyond,
     )
 
 
@@ -1399,6 +1501,10 @@ def _git(argv: tuple[str, ...]) -> Effect:
         ro = not plain or plain[0] in ("list", "show")
     elif sub == "diff" and "--no-index" in args:
         ro = True
+    elif sub == "apply":
+        # only reached with --check/--stat/--numstat/--summary and no --apply (above): it reads the patches.
+        # --index/--cached/--3way still only check; --build-fake-ancestor writes a file; --reject/-v report
+        ro = not any(a.startswith("--build-fake-ancestor") for a in args)
     if not ro and sub == "config":
         # a config write can set core.hooksPath, core.fsmonitor, aliases ...: it writes a protected file
         target = (
@@ -1687,6 +1793,10 @@ def _tar(argv: tuple[str, ...]) -> Effect:
         for val, idx in outdir or [(".", -1)]:
             (writes.append(idx) if idx >= 0 else ex_w.append(val))
         to_stdout = any(key in ("-O", "--to-stdout") for key, _v, _i in opts)  # members printed, no file made
+        if to_stdout and not hidden:
+            # tar -xOf a.tar [member...]: prints members; reads the archive (and -T lists), writes nothing.
+            # The operands name members inside the archive, not files
+            return Effect(RO, reads=[i for i in reads if i not in pos], extra_reads=ex_r)
         return Effect(
             DFA,
             reads=reads,
@@ -1940,6 +2050,65 @@ _DOCKER_RO_PAIRS = frozenset(
         ("system", "df"),
     }
 )
+
+
+# databases getent answers from local files alone; every other one (hosts, ahosts*, networks, netgroup ...)
+# may ask a resolver over the network
+_GETENT_LOCAL = frozenset(
+    {"passwd", "group", "shadow", "gshadow", "services", "protocols", "rpc", "ethers", "aliases", "initgroups"}
+)
+
+
+def _getent(argv: tuple[str, ...]) -> Effect:
+    """getent: a name-service lookup; ``getent hosts x`` resolves a name, which is network access."""
+    pos = [a for a in argv[1:] if not a.startswith("-")]
+    if len(pos) == len(argv) - 1 and pos and pos[0] in _GETENT_LOCAL:
+        return Effect(RO)
+    return Effect(DFA, note="getent resolves names through the name service (DNS: the network)")
+
+
+# an agent CLI's subcommands that only show its settings
+_AGENT_RO = frozenset({"list", "ls", "get", "show", "status", "--help", "-h", "help"})
+_AGENT_CONFIG = frozenset(
+    {
+        "mcp",
+        "config",
+        "configure",
+        "plugin",
+        "plugins",
+        "extensions",
+        "extension",
+        "hooks",
+        "permissions",
+        "settings",
+        "marketplace",
+        "install",
+        "uninstall",
+        "setup-token",
+        "auth",
+        "login",
+        "logout",
+        "trust",
+        "sandbox",
+        "features",
+        "profile",
+        "update",
+        "migrate-installer",
+    }
+)
+
+
+def _agent_cli(argv: tuple[str, ...]) -> Effect:
+    """``claude mcp add``, ``gemini extensions install``, ``codex mcp add``: an agent's own CLI changing its
+    settings changes what an agent may run unasked, so it is gate management (a person, always). Any
+    other use runs an agent: an unknown program."""
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words and words[0] in _AGENT_CONFIG and not (len(words) > 1 and words[1] in _AGENT_RO):
+        eff = opaque(argv)
+        eff.gate_control = True
+        eff.note = f"{program_name(argv[0])} {words[0]} changes a coding agent's own settings"
+        return eff
+    return opaque(argv)
 
 
 def _docker(argv: tuple[str, ...]) -> Effect:
@@ -2215,8 +2384,94 @@ _PARSERS = {
     "nexus-mcp": _nexus_ui,
     "nexus-acp": _nexus_ui,
     "docker": _docker,
+    "getent": _getent,
+    **dict.fromkeys(AGENT_CLIS, _agent_cli),
     "pwsh": _pwsh,
     "powershell": _pwsh,
     "pwsh.exe": _pwsh,
     "powershell.exe": _pwsh,
 }
+
+
+# Options that mean the same thing however they are spelled, per program: long name -> short letter.
+_SAME_MEANING: dict[str, dict[str, str]] = {
+    "rm": {"--recursive": "r", "--force": "f", "-R": "r"},
+    "cp": {"--recursive": "r", "--force": "f", "-R": "r"},
+    "chmod": {"--recursive": "R"},
+    "chown": {"--recursive": "R"},
+    "chgrp": {"--recursive": "R"},
+}
+# the letters whose spellings a deny rule is likely to name; others are kept out of the canonical views
+_MEANINGFUL = {"rm": "rf", "cp": "rf", "chmod": "R", "chown": "R", "chgrp": "R"}
+_PUSH_FORCE = frozenset({"-f", "--force", "--force-with-lease", "--force-if-includes"})
+
+
+def meaning_spellings(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Other spellings of what ``argv`` does, for deny and ask rules: ``Bash(rm -rf *)`` means ``rm -fr``,
+    ``rm -r -f``, ``rm --recursive --force`` and ``rm -rfv`` too; ``Bash(git push --force *)`` means ``-f``,
+    ``--force-with-lease`` and a ``+refspec``. Empty for everything else (allow rules never see these)."""
+    if not argv:
+        return []
+    name = argv[0].rstrip("/").rsplit("/", 1)[-1]
+    if name == "git":
+        return _push_spellings(argv)
+    table = _SAME_MEANING.get(name)
+    if table is None:
+        return []
+    letters: set[str] = set()
+    operands: list[str] = []
+    for k, a in enumerate(argv[1:], 1):
+        if a == "--":
+            operands += argv[k + 1 :]
+            break
+        if a.startswith("--"):
+            if a in table:
+                letters.add(table[a])
+        elif a.startswith("-") and len(a) > 1:
+            for ch in a[1:]:
+                letters.add(table.get("-" + ch, ch))
+        else:
+            operands.append(a)
+    want = [ch for ch in _MEANINGFUL[name] if ch in letters]
+    if not want:
+        return []
+    out: list[tuple[str, ...]] = []
+    orders = [want, want[::-1]] if len(want) > 1 else [want]
+    for order in orders:
+        out.append((name, "-" + "".join(order), *operands))
+        out.append((name, *("-" + ch for ch in order), *operands))
+    longs = [k for k, v in table.items() if k.startswith("--") and v in want]
+    if longs:
+        out.append((name, *longs, *operands))
+        out.append((name, *reversed(longs), *operands))
+    if name in ("rm", "cp") and "r" in want:
+        out.append((name, "-R" + ("f" if "f" in want else ""), *operands))
+    return out
+
+
+def _push_spellings(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """``git [-C dir] push`` with a force in any spelling, as ``git push --force ARGS`` and ``git push -f ARGS``."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
+    if i >= len(argv) or argv[i] != "push":
+        return []
+    rest = argv[i + 1 :]
+    forced = False
+    args: list[str] = []
+    for a in rest:
+        if a in _PUSH_FORCE or a.startswith(("--force-with-lease=", "--force=")):
+            forced = True
+        elif a.startswith("-") and not a.startswith("--") and "f" in a[1:] and len(a) > 1:
+            forced = True
+            if a.replace("f", "") != "-":
+                args.append(a.replace("f", ""))
+        elif a.startswith("+") and len(a) > 1:
+            forced = True
+            args.append(a[1:])
+        else:
+            args.append(a)
+    if not forced:
+        return []
+    head = ("git", "push")
+    return [(*head, "--force", *args), (*head, "-f", *args), (*argv[:i], "push", "--force", *args)]

@@ -47,13 +47,17 @@ class Program(NamedTuple):
     pattern_opts: str = ""  # searchers: options that give the pattern (no positional pattern then)
 
 
+# coding agents' own CLIs: a subcommand that changes their settings (MCP servers, hooks, permissions,
+# plugins) changes what the agent may do without asking, i.e. manages the gate
+AGENT_CLIS = ("claude", "gemini", "codex", "cursor-agent", "copilot", "opencode", "qwen", "amp", "crush", "goose")
+
 _PAGER_ENV = "LESSOPEN LESSCLOSE LESSKEY LESSKEYIN LESSEDIT VISUAL EDITOR PAGER MANPAGER MANROFFOPT BROWSER"
 
 _PURE_NAMES = (
     "echo printf true false pwd whoami id uname which type whereis basename dirname realpath readlink seq sleep "
     "printenv test [ [[ : nproc arch uptime groups locale tty free cal yes expr tput logname users w who "
     "lsb_release getconf hash jobs wait read export declare local readonly typeset unset shift return exit break "
-    "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor getent env command "
+    "continue lscpu lsblk pgrep dirs umask times help info apropos whatis numfmt factor env command "
     "tr pstree lsof vmstat iostat (( let"
 )  # (( and let: their arithmetic is checked by the parser (a variable that may not hold a number is dynamic)
 
@@ -439,8 +443,12 @@ TABLE.update(
             "-L -I -P --filelimit --charset --sort -H -T --timefmt --gitfile",
             write_opts="-o --output",
             read_opts="--fromfile",
+            # -R reruns tree in every directory it lists with `-o 00Tree.html` added: files no word names
+            hidden=(("-R", "tree -R writes a 00Tree.html file into every directory it lists"),),
             examples=(
                 Ex("tree -L 2 src", "ro"),
+                Ex("tree -R -H . src", "dfa", "hidden_effect"),
+                Ex("tree -aRH . -L 2", "dfa", "hidden_effect"),
                 Ex("tree -o out.txt src", "ww", writes="out.txt"),
                 Ex("tree -o .git/hooks/pre-commit", "dfa", "protected_path"),
             ),
@@ -604,6 +612,26 @@ TABLE.update(
             ),
         ),
         "uniq": Program("parser"),
+        # name-service lookups: hosts, ahosts*, networks ... ask a resolver (DNS, mDNS, LDAP): the network
+        "getent": Program(
+            "parser",
+            examples=(
+                Ex("getent passwd root", "ro"),
+                Ex("getent hosts example.com", "dfa"),
+                Ex("getent ahostsv4 example.com", "dfa"),
+                Ex("getent -s dns passwd x", "dfa"),
+            ),
+        ),
+        **{
+            agent: Program(
+                "parser",
+                examples=(
+                    Ex(f"{agent} mcp add x -- y", "dfa", "gate_control"),
+                    Ex(f"{agent} mcp list", "dfa", "-gate_control"),
+                ),
+            )
+            for agent in AGENT_CLIS
+        },
         "xxd": Program("parser"),
         "find": Program(
             "parser",
@@ -656,7 +684,7 @@ TABLE.update(
                 Ex("git bisect run ./t.sh", "dfa", "hidden_effect"),
                 Ex("git apply x.diff", "dfa", "hidden_effect"),
                 Ex("git am < x.mbox", "dfa", "hidden_effect"),
-                Ex("git apply --check x.diff", "dfa", "-hidden_effect"),
+                Ex("git apply --check x.diff", "ro"),
             ),
         ),
         "dd": Program("parser"),
@@ -676,7 +704,7 @@ TABLE.update(
                 Ex("tar -czf .git/hooks/x src", "dfa", "protected_path"),
                 Ex("tar -xf a.tar", "dfa", "hidden_effect protected_path"),  # members may be .git/hooks/...
                 Ex("tar -C src -xzf a.tgz", "dfa", "protected_path", writes="src"),
-                Ex("tar -xOf a.tar", "dfa", "-protected_path"),  # to standard output: no file is made
+                Ex("tar -xOf a.tar", "ro", reads="a.tar"),  # to standard output: no file is made
                 Ex("tar -cf out.tar --to-command=id src", "dfa", "hidden_effect"),
                 Ex("tar -I 'sh -c id' -cf out.tar src", "dfa", "hidden_effect"),
                 Ex("tar --use-compress-program=id -cf x.tar src", "dfa", "hidden_effect"),

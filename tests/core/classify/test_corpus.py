@@ -100,7 +100,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ),
     ("chmod +x run.sh", W, set(), _, [], ["{ws}/run.sh"]),
     ("ln -s src link2", W, set(), _, ["{ws}/src"], ["{ws}/link2"]),
-    ("find . -name '*.pyc' -delete", W, set(), _, _, ["{ws}"]),
+    ("find . -name '*.pyc' -delete", W, {Flag.HIDDEN_EFFECT}, _, _, ["{ws}"]),
     ("cat < README.md > copy.md", W, set(), _, ["{ws}/README.md"], ["{ws}/copy.md"]),
     ("dd if=README.md of=copy.bin", W, set(), _, ["{ws}/README.md"], ["{ws}/copy.bin"]),
     ("uniq in.txt out.txt", W, set(), _, ["{ws}/in.txt"], ["{ws}/out.txt"]),
@@ -157,7 +157,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("chown -R nobody /etc", D, {CAT, OUT}, _, _, _),
     ("shred -u /dev/nvme0n1", D, {CAT, OUT}, _, _, _),
     ("wipefs -a /dev/sda", D, {CAT}, _, _, _),
-    ("find / -delete", D, {CAT, OUT}, _, _, _),
+    ("find / -delete", D, {CAT, OUT, Flag.HIDDEN_EFFECT}, _, _, _),
     ("timeout 5 rm -rf /", D, {CAT, OUT}, [["rm", "-rf", "/"]], _, _),
     ("bash -c 'rm -rf ~'", D, {CAT, OUT}, [["rm", "-rf", "~"]], _, _),
     # --- compound commands: every part is a sub-command
@@ -179,13 +179,14 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("echo $(curl evil.io)", D, {DYN}, [["curl", "evil.io"], ["echo", "$(curl evil.io)"]], _, _),
     ("echo `id`", D, {DYN}, [["id"], ["echo", "`id`"]], _, _),
     ('echo "hello $(rm -rf build)"', D, {DYN}, _, _, _),
-    ("cat <(curl x)", D, {DYN}, _, _, _),
-    ("diff <(ls a) <(ls b)", D, {DYN}, _, _, _),
+    # <(cmd) is a pipe named /dev/fd/N: the command inside is judged on its own (curl: danger-full-access)
+    ("cat <(curl x)", D, set(), _, _, _),
+    ("diff <(ls a) <(ls b)", R, set(), _, _, _),
     ("X=$(curl x) ls", D, {DYN}, _, _, _),
     ("$CMD --version", D, {DYN}, _, _, _),
     ("${EDITOR} file", D, {DYN, ENV} - {ENV}, _, _, _),
-    ("$(echo rm) -rf build", D, {DYN}, _, _, _),
-    ('eval "ls"', D, {DYN}, [["eval", "ls"]], _, _),
+    ("$(echo rm) -rf build", W, set(), [["echo", "rm"], ["rm", "-rf", "build"]], _, _),  # $(echo WORD) is WORD
+    ('eval "ls"', D, {DYN}, [["ls"], ["eval", "ls"]], _, _),
     ("source ./env.sh", D, {DYN}, _, _, _),
     (". ./env.sh", D, {DYN}, _, _, _),
     ("trap 'rm -rf build' EXIT", D, {DYN}, _, _, _),
@@ -228,8 +229,9 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("exec curl x", D, set(), [["curl", "x"]], _, _),
     ("env -i A=1 curl x", D, set(), [["curl", "x"]], _, _),
     ("env -S 'rm -rf /'", D, {CAT, OUT}, [["rm", "-rf", "/"]], _, _),
-    ("xargs rm < list.txt", D, set(), [["rm"]], _, _),
-    ("git ls-files | xargs -0 grep foo", D, set(), [["git", "ls-files"], ["grep", "foo"]], _, _),
+    ("xargs rm < list.txt", D, {DYN}, [["rm"]], _, _),  # no list.txt here: the names are unknown
+    # git ls-files prints names below the cwd: grep reads the workspace, read-only (issue 35)
+    ("git ls-files | xargs -0 grep foo", R, set(), [["git", "ls-files"], ["grep", "foo"]], _, _),
     (
         "find . -name x -exec rm {} \\;",
         D,
@@ -254,7 +256,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("sed '1e id' README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("sed -f script.sed README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("sed 'r /etc/passwd' README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
-    ("find . -exec ls {} +", D, set(), _, _, _),
+    ("find . -exec ls {} +", R, set(), _, _, _),  # a reader handed what find finds below .: read-only
     ("find . -fprint out.txt", W, set(), _, _, ["{ws}/out.txt"]),
     ("sort --compress-program=sh README.md", D, {Flag.HIDDEN_EFFECT}, _, _, _),
     ("git -c core.pager=id log", D, {Flag.HIDDEN_EFFECT}, _, _, _),
@@ -283,7 +285,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("date +%s", R, set(), _, _, _),
     # --- danger by nature
     ("curl https://example.com", D, set(), _, _, _),
-    ("wget http://x/y", D, set(), _, _, _),
+    ("wget http://x/y", D, {OUT}, _, _, _),  # wget reads ~/.netrc and ~/.wgetrc itself
     ("ssh host uptime", D, set(), _, _, _),
     ("scp a host:b", D, set(), _, _, _),
     ("rsync -av . host:/srv", D, set(), _, _, _),

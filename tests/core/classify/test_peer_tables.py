@@ -85,7 +85,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     # gemini-cli shell-utils
     ("ls -l", RO, "gemini", ""),
     ("echo $(badCommand --danger)", NO, "gemini", ""),
-    ("diff <(ls) <(ls -a)", NO, "gemini", "nexusd: a process substitution's /dev/fd path is not judged statically"),
+    ("diff <(ls) <(ls -a)", RO, "gemini", ""),
     ("echo `badCommand --danger`", NO, "gemini", ""),
     ("echo ${foo@P}", NO, "gemini", ""),
     ("echo $(cat secret) > output.txt", NO, "gemini", ""),

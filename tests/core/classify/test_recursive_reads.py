@@ -214,7 +214,8 @@ def test_files_handed_on_from_elsewhere_are_not_denied(ws, command):
 
 
 def test_xargs_fed_by_something_else_is_never_allowed_by_a_mode(ws):
-    for command in ("git ls-files | xargs cat", "cat list.txt | xargs grep KEY", "find . | xargs mystery-reader"):
+    # (git ls-files | xargs cat reads workspace files only: read-only since issue 35, see test_list_feeds.py)
+    for command in ("cat list.txt | xargs grep KEY", "find . | xargs mystery-reader", "mystery | xargs cat"):
         for mode in ("default", "acceptEdits", "auto"):
             assert decide(ws, command, [], mode=mode) != "allow", (command, mode)
 
