@@ -285,7 +285,7 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("date +%s", R, set(), _, _, _),
     # --- danger by nature
     ("curl https://example.com", D, set(), _, _, _),
-    ("wget http://x/y", D, {OUT}, _, _, _),  # wget reads ~/.netrc and ~/.wgetrc itself
+    ("wget http://x/y", D, {OUT, Flag.SECRET_READ}, _, _, _),  # wget reads ~/.netrc (a credential) and ~/.wgetrc itself
     ("ssh host uptime", D, set(), _, _, _),
     ("scp a host:b", D, set(), _, _, _),
     ("rsync -av . host:/srv", D, set(), _, _, _),
