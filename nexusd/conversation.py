@@ -57,9 +57,11 @@ REPLIES: Final[dict[str, str]] = {
     "grants": "grants_reply",
     "revoke_grant": "ack",
     "session_end": "ack",
+    "hold": "ack",
+    "rule_check": "rule_check_reply",
 }
 # Pushed without a ref to a connection that subscribed; ``bye`` may come to any connection at any time.
-PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice"})
+PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice", "held"})
 MAX_LINE_BYTES: Final = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
 
 
@@ -222,9 +224,13 @@ class Conversation:
         self.state = State.GREETING
         return data
 
-    def send_request(self, call: Any, on_no_ui: str) -> tuple[str, bytes]:
-        """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the line to send."""
-        return self._open("request", self.codec.build("request", {"call": call, "on_no_ui": on_no_ui}))
+    def send_request(self, call: Any, on_no_ui: str, max_wait: float | None = None) -> tuple[str, bytes]:
+        """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the line to send. ``max_wait``:
+        how long the caller will wait at most (a person may hold the ask up to it)."""
+        fields: dict[str, Any] = {"call": call, "on_no_ui": on_no_ui}
+        if max_wait is not None:
+            fields["max_wait"] = max_wait
+        return self._open("request", self.codec.build("request", fields))
 
     def send_call(self, msg: Any) -> tuple[str, bytes]:
         """Any other message that has a reply (``REPLIES``); its own ``ref`` is kept if it has one."""

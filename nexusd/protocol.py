@@ -164,6 +164,9 @@ class Request(_Msg):
 
     call: CallInfo
     on_no_ui: NoUi = "deny"  # when no person is reachable through nexusd
+    # the longest this requester waits for the Decision (its agent's hook timeout less its own margin): a
+    # person's Hold may push the deadline up to it, never past it; None: the deadline cannot be held
+    max_wait: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     ref: str | None = None
 
 
@@ -188,6 +191,26 @@ class Answer(_Msg):
     duration: float | None = None  # scope timed only: seconds the grant lasts (0 < duration <= 30 days)
     # allow once with a changed input (edit before approving): decided again by the gate, must not widen
     updated_input: dict[str, Any] | None = None
+    # allow with rules beyond once: the person saw each rule's rule_check reason and confirmed the ones
+    # marked "confirm" (a wildcard over a program that destroys or runs the project's code)
+    confirm_broad: bool = False
+    ref: str | None = None
+
+
+class Hold(_Msg):
+    """A person is reading a pending request: push its deadline to ``seconds`` from now, at most to what the
+    requester can wait (its ``max_wait``). Answered by Ack; every UI gets Held. Only delays a deny."""
+
+    id: str
+    seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
+    ref: str | None = None
+
+
+class RuleCheck(_Msg):
+    """How narrow rules are, by the one check every UI shows (answered by RuleCheckReply); decides nothing."""
+
+    kind: Literal["allow", "deny"]
+    rules: Annotated[list[Annotated[str, msgspec.Meta(max_length=4000)]], msgspec.Meta(max_length=50)]
     ref: str | None = None
 
 
@@ -317,6 +340,8 @@ ClientMessage = (
     | Grants
     | RevokeGrant
     | SessionEnd
+    | Hold
+    | RuleCheck
 )
 
 
@@ -377,6 +402,26 @@ class Resolved(_Msg):
 class Ack(_Msg):
     ref: str | None = None
     detail: str = ""
+
+
+class Held(_Msg):
+    """Pushed to UIs: a person held a pending request; its deadline is now ``deadline`` (unix time)."""
+
+    id: str
+    deadline: float
+    limit: float  # unix time past which it cannot be held (the requester stops waiting)
+    by: str = ""
+
+
+class RuleVerdict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    rule: str
+    status: Literal["ok", "confirm", "refused"]  # confirm: only with Answer.confirm_broad
+    reason: str
+
+
+class RuleCheckReply(_Msg):
+    results: list[RuleVerdict]
+    ref: str | None = None
 
 
 class Pong(_Msg):
@@ -592,6 +637,8 @@ ServerMessage = (
     | SandboxNotice
     | Bye
     | Pong
+    | Held
+    | RuleCheckReply
 )
 
 # Encoders/decoders are module-level: building them is the costly part, using them is cheap.

@@ -67,6 +67,8 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     p.Grants: False,
     p.RevokeGrant: False,  # taking a grant back only narrows
     p.SessionEnd: False,  # ends allow grants only; deny answers and mode overrides stay
+    p.Hold: False,  # only delays a deny, at most to what the requester itself waits
+    p.RuleCheck: False,  # a question, decides nothing
 }
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("nexusd")
 
+HOLD_MARGIN = 1.5  # seconds a held deadline stays before the requester's own max_wait: the deny must reach it
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
 
@@ -353,6 +354,8 @@ class RequestLifecycle:
             time.monotonic() + timeout,
             started,
             self.server.answers.agent_pids(conn, msg.call),
+            # a person may hold it until shortly before the requester stops waiting (docs/PROTOCOL.md "hold")
+            limit=started + msg.max_wait - HOLD_MARGIN if msg.max_wait is not None else None,
         )
         self.server.pending.add(entry)
         if self.server.alerts.waits:

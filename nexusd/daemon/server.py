@@ -90,6 +90,8 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.Grants,
             p.RevokeGrant,
             p.SessionEnd,
+            p.Hold,
+            p.RuleCheck,
         }
     ),
 }
@@ -168,7 +170,11 @@ class Server:
         self.queries = Queries(self)
         self.notifier = notifier or Notifier(None)
         # [notify]: desktop notifications and webhooks for asks nobody is looking at (notify_person.py)
-        self.alerts = PersonNotifier(lambda: self.store.policy.notify, self.answers.deny_from_notification)
+        self.alerts = PersonNotifier(
+            lambda: self.store.policy.notify,
+            self.answers.deny_from_notification,
+            on_hold=self.answers.hold_from_notification,
+        )
         self.probe_fn = probe_fn
         self.probe: p.SandboxProbe | None = None
         self.own_socket: str | None = None  # set by serve(): what agents' sandbox wrappers check for
@@ -219,6 +225,8 @@ class Server:
             p.Grants: self.answers.on_grants,
             p.RevokeGrant: self.answers.on_revoke_grant,
             p.SessionEnd: self._on_session_end,
+            p.Hold: self.answers.on_hold,
+            p.RuleCheck: self.answers.on_rule_check,
         }
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
