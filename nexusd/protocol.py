@@ -147,6 +147,7 @@ class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     created: float  # unix time
     deadline: float  # unix time of the automatic deny
     peer_pid: int | None = None
+    hold_limit: float | None = None  # unix time a person's Hold may push the deadline to (None: cannot be held)
 
 
 # --------------------------------------------------------------------------- client -> daemon

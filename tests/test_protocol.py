@@ -37,6 +37,8 @@ CLIENT_MESSAGES = [
     p.RevokeGrant(id="g-1"),
     p.SessionEnd(session="s"),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
+    p.Hold(id="a" * 32, seconds=60.0),
+    p.RuleCheck(kind="allow", rules=["Bash(rm *)"]),
 ]
 SERVER_MESSAGES = [
     p.Welcome(proto=1, version="0", role="ui", idle_timeout=600.0),
@@ -72,11 +74,17 @@ SERVER_MESSAGES = [
     p.SandboxNotice(command="touch x", cwd="/w", violations=["write refused (read-only): x"], session="s", time=1.0),
     p.Bye(reason="stop"),
     p.Pong(ref="k"),
+    p.Held(id="a", deadline=2.0, limit=3.0, by="tui (pid 1)"),
+    p.RuleCheckReply(results=[p.RuleVerdict(rule="Bash(rm *)", status="confirm", reason="r")]),
 ]
 
 
 # The wire's tags as deployed hooks and UIs speak them: a class rename must not change one silently.
 WIRE_TAGS = {
+    "hold",
+    "held",
+    "rule_check",
+    "rule_check_reply",
     "answer",
     "audit",
     "cancel",

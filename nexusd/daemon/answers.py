@@ -185,14 +185,14 @@ class Answers:
                 status, reason = "refused", str(e)
         return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]
 
-    def unconfirmed(self, rules: list[str], confirmed: bool) -> str | None:
-        """Why allow rules may not be given as they are: a rule marked ``confirm`` the person did not confirm.
-        (A refused one is refused later by the store, with its own words.)"""
-        if confirmed:
-            return None
+    def unconfirmed(self, rules: list[str], confirmed: bool, *, session: bool = False) -> str | None:
+        """Why allow rules may not be given as they are: a refused rule for a session (the store refuses the
+        others in its own words), or a rule marked ``confirm`` the person did not confirm."""
         for r in rules:
             v = self.check_rule("allow", r)
-            if v.status == "confirm":
+            if v.status == "refused" and session:
+                return f"{r} is too broad: {v.reason}"
+            if v.status == "confirm" and not confirmed:
                 return f"{r} needs a person's explicit confirmation ({v.reason}): show it and send confirm_broad"
         return None
 
@@ -287,7 +287,7 @@ class Answers:
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()
         if msg.scope != "once" and kind == "allow":
-            unconfirmed = self.unconfirmed(rules, msg.confirm_broad)
+            unconfirmed = self.unconfirmed(rules, msg.confirm_broad, session=msg.scope == "session")
             if unconfirmed:
                 self.server.reply_error(conn, "refused", f"{unconfirmed}; the request is still pending", msg.ref)
                 return None

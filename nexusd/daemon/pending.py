@@ -101,6 +101,7 @@ class PendingEntry:
             created=self.created,
             deadline=self.deadline_wall,
             peer_pid=self.conn.peer.pid,
+            hold_limit=self.deadline_wall + (self.limit - self.deadline) if self.limit > self.deadline else None,
         )
 
 
