@@ -185,6 +185,13 @@ class Answers:
                 status, reason = "refused", str(e)
         return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]
 
+    def grant_problem(self, msg: p.Answer, rules: list[str], kind: Literal["allow", "deny"]) -> str | None:
+        """Why an answer beyond once cannot be given as it is (the request stays pending), or None."""
+        if not rules:
+            return f"no rule to remember for scope {msg.scope}: send rules, or answer once"
+        why = self.unconfirmed(rules, msg.confirm_broad, session=msg.scope == "session") if kind == "allow" else None
+        return f"{why}; the request is still pending" if why else None
+
     def unconfirmed(self, rules: list[str], confirmed: bool, *, session: bool = False) -> str | None:
         """Why allow rules may not be given as they are: a refused rule for a session (the store refuses the
         others in its own words), or a rule marked ``confirm`` the person did not confirm."""
@@ -286,16 +293,10 @@ class Answers:
         rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()
-        if msg.scope != "once" and kind == "allow":
-            unconfirmed = self.unconfirmed(rules, msg.confirm_broad, session=msg.scope == "session")
-            if unconfirmed:
-                self.server.reply_error(conn, "refused", f"{unconfirmed}; the request is still pending", msg.ref)
-                return None
         if msg.scope != "once":
-            if not rules:
-                self.server.reply_error(
-                    conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
-                )
+            problem = self.grant_problem(msg, rules, kind)
+            if problem:
+                self.server.reply_error(conn, "refused", problem, msg.ref)
                 return None
             if msg.scope == "session":
                 session = self.server.session_by_id(entry.call.session)

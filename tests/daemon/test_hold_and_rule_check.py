@@ -143,9 +143,7 @@ def test_rule_check_over_the_wire_and_always_needs_the_confirmation(daemon_facto
                 ui.call(p.Answer(id=prompt.item.id, decision="allow", scope=scope, rules=["Bash(rm *)"]))
             assert e.value.code == "refused" and "confirm" in str(e.value)  # type: ignore[attr-defined]
         with pytest.raises(NexusClientError):
-            ui.call(
-                p.Answer(id=prompt.item.id, decision="allow", scope="timed", duration=60, rules=["Bash(rm *)"])
-            )
+            ui.call(p.Answer(id=prompt.item.id, decision="allow", scope="timed", duration=60, rules=["Bash(rm *)"]))
         ack = ui.call(
             p.Answer(id=prompt.item.id, decision="allow", scope="session", rules=["Bash(rm *)"], confirm_broad=True)
         )

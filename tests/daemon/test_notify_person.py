@@ -325,7 +325,9 @@ def test_deny_works_after_the_notification_server_restarts(daemon_factory: Any) 
             results: list[Any] = []
             import threading
 
-            t = threading.Thread(target=lambda: results.extend(anyio.run(_requests, daemon, ["make dist"])), daemon=True)
+            t = threading.Thread(
+                target=lambda: results.extend(anyio.run(_requests, daemon, ["make dist"])), daemon=True
+            )
             t.start()
             shown = first.notified.get(timeout=20)
             first.stop()  # the server goes away: its connection closes, the bus releases the name

@@ -159,3 +159,15 @@ def lookalike(text: str) -> str:
                 ascii_form = "not valid IDNA"
             return f"look-alike domain: {host} (really {ascii_form})"
     return ""
+
+
+_NEEDS = re.compile(r"\bneeds (read-only|workspace-write|danger-full-access)\b")
+_MODE_ASKS = re.compile(r"; mode (\S+) asks\b")
+
+
+def person_reason(reason: str) -> str:
+    """The engine's reason with its sandbox level names in a person's words ("Bash needs
+    danger-full-access; mode default asks" -> "Bash can reach beyond the workspace ...; your mode default
+    asks for that")."""
+    text = _NEEDS.sub(lambda m: REQUIREMENT_TEXT[m.group(1)], reason)
+    return _MODE_ASKS.sub(lambda m: f"; the session's mode ({m.group(1)}) asks you for that", text)

@@ -130,9 +130,18 @@ class TuiState:
         entry.resolved_at = self.clock()
         self._order()
         if self.selected == res.id:
-            if entry.answered_here is None:
-                self.say(f"The selected request was {entry.outcome()}.", "warning", about=res.id)
             self._select_if_none()  # if nothing else waits it stays, showing what happened to it
+            if entry.answered_here is None:
+                if self.selected == res.id:
+                    self.say(f"The selected request was {entry.outcome()}.", "warning", about=res.id)
+                else:  # the selection moved on: the message names the request it is about, never the live one
+                    call = entry.item.call
+                    gist = f"{call.tool} {_gist(call.input)}"
+                    self.say(
+                        f"The request you were reading ({gist}) was {entry.outcome()}; now showing the next one.",
+                        "warning",
+                        about=self.selected,
+                    )
         return entry
 
     def disconnected(self, detail: str) -> None:
@@ -241,9 +250,16 @@ class TuiState:
             return None, "The selection just moved to this request: read it first, then answer."
         return entry, ""
 
-    def say(
-        self, message: str, level: Literal["info", "warning", "error"] = "info", about: str | None = None
-    ) -> None:
+    def say(self, message: str, level: Literal["info", "warning", "error"] = "info", about: str | None = None) -> None:
         self.message = message
         self.message_level = level
         self.message_about = about
+
+
+def _gist(inp: dict[str, object], width: int = 50) -> str:
+    """A few words of a call, to name it in a message (escaped by whoever shows the message)."""
+    for key in ("command", "file_path", "path", "url", "pattern"):
+        value = inp.get(key)
+        if isinstance(value, str):
+            return value if len(value) <= width else value[: width - 1] + "…"
+    return ""

@@ -181,9 +181,12 @@ class MessageLine(Static):
 ACTIONS: list[tuple[str, str, str]] = [
     ("allow_once", "y allow", "success"),
     ("allow_session", "s session", "success"),
+    ("allow_for", "f a while", "success"),
+    ("edit_input", "i edit", "success"),
     ("always", "a always", "primary"),
     ("deny", "n deny", "error"),
     ("deny_message", "N deny+msg", "error"),
+    ("abort", "x deny+stop", "error"),
     ("never", "e never", "error"),
     ("mode", "m mode", "default"),
     ("help", "? help", "default"),

@@ -102,9 +102,7 @@ class Hub:
             self.policy_errors = [render.line(e, 1000) for e in event.errors]
             self.broadcast("policy", {"ok": event.ok, "errors": self.policy_errors})
         elif isinstance(event, protocol.Held):
-            entry = s.entries.get(event.id)
-            if entry is not None and entry.pending:
-                s.apply_held(event)
+            if s.apply_held(event) is not None:
                 view = self.views.get(event.id)
                 if view is not None:
                     view["deadline"], view["hold_limit"] = event.deadline, event.limit
@@ -120,6 +118,9 @@ class Hub:
                 )
         elif isinstance(event, protocol.Bye):
             self.broadcast("link", {"connected": False, "detail": render.line(f"nexusd is stopping: {event.reason}")})
+
+    async def rules_problem(self, rules: list[str], confirmed: bool) -> str:
+        return await _rules_problem(self.link, rules, confirmed)
 
     def broadcast(self, kind: str, data: dict[str, Any]) -> None:
         for send in list(self.listeners):
@@ -148,12 +149,20 @@ class Hub:
         scope = body.get("scope", "once")
         rules = body.get("rules")
         verdict = entry.item.verdict
-        if scope in ("session", "always", "timed") and body["decision"] == "allow" and not (rules or verdict.suggestions):
+        if (
+            scope in ("session", "always", "timed")
+            and body["decision"] == "allow"
+            and not (rules or verdict.suggestions)
+        ):
             return 422, {"error": "nexusd offered no rule narrow enough to remember: answer once", "code": "refused"}
         if scope == "always" and risk.is_dangerous(verdict) and body.get("confirm_risk") is not True:
             return 422, {"error": "this request is flagged high risk: confirm before persisting", "code": "confirm"}
-        # how narrow the rules are is the daemon's one check (rule_check): it refuses what the person did not
-        # confirm, and the page showed each rule's verdict before the person confirmed it
+        # how narrow the rules are is the daemon's one check (rule_check), asked before anything is forwarded
+        # (the daemon checks the answer again): a refused rule, or a wide one the person did not confirm
+        if body["decision"] == "allow" and scope in ("session", "always", "timed"):
+            problem = await self.rules_problem(rules or verdict.suggestions, body.get("confirm_broad") is True)
+            if problem:
+                return 422, {"error": problem, "code": "refused"}
         msg = protocol.Answer(
             id=rid,
             decision=body["decision"],
@@ -185,6 +194,24 @@ class Hub:
             return status, {"error": text, "code": code}
         entry.answered_here = f"{body['decision']} ({scope})"
         return 200, {"ok": True, "detail": render.line(getattr(ack, "detail", ""), 200)}
+
+
+async def _rules_problem(link: Any, rules: list[str], confirmed: bool) -> str:
+    """The daemon's verdict on allow rules: why they may not be given as they are ("" when they may)."""
+    try:
+        reply = await link.call(protocol.RuleCheck(kind="allow", rules=list(rules)))
+    except NotConnected:
+        return "not connected to nexusd: nothing was sent"
+    except Exception as e:
+        return f"the rules could not be checked: {render.line(str(e), 200)}"
+    if not isinstance(reply, protocol.RuleCheckReply) or len(reply.results) != len(rules):
+        return "the rules could not be checked: unexpected reply"
+    for v in reply.results:
+        if v.status == "refused":
+            return f"{render.line(v.rule, 200)} is too broad: {render.line(v.reason, 300)}"
+        if v.status == "confirm" and not confirmed:
+            return f"{render.line(v.rule, 200)} needs your explicit confirmation: {render.line(v.reason, 300)}"
+    return ""
 
 
 def validate_answer(body: Any) -> str:

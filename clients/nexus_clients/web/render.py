@@ -68,12 +68,14 @@ def item_view(entry: Entry, *, with_diff: bool = True) -> dict[str, Any]:
         "headline": line(headline(call, verdict)),
         "effects": [line(e.text) for e in effects(call, verdict)],
         "flags": [line(x) for x in risk.flag_lines(verdict)],
-        "reason": line(verdict.reason, 1000),
+        "reason": line(risk.person_reason(verdict.reason), 1000),
         "requirement": verdict.requirement or "",
         "reach": line(risk.requirement_text(verdict)),  # the requirement in a person's words
         "stated": line(risk.stated_reason(call), 1000),  # the agent's own description of the call: a claim
         "lookalike": lookalike(
-            " ".join(x for x in (request_view.summary(entry), (verdict.details.domain if verdict.details else "") or ""))
+            " ".join(
+                x for x in (request_view.summary(entry), (verdict.details.domain if verdict.details else "") or "")
+            )
         ),
         "hold_limit": item.hold_limit,
         # what "edit, then allow" starts from: the raw text, only when it holds no hidden characters (a bidi

@@ -78,6 +78,10 @@ function renderQueue() {
   const items = ordered();
   // Rebuild rows only when something but the countdowns changed: a row replaced under the pointer
   // between mouse-down and mouse-up would swallow the click.
+  const waiting = items.filter(pending).length;
+  $("count").textContent = waiting ? "(" + waiting + ")" : "";
+  renderEmpty(items.length);
+  document.title = state.signedOut ? "signed out · nexus-web" : waiting ? "(" + waiting + ") nexus-web" : "nexus-web";
   const key = items.map((it) => it.id + (pending(it) ? "p" : "r") + (it.id === state.selected ? "s" : "")).join(",");
   if (key === queueKey) {
     for (const li of q.children) {
@@ -111,10 +115,6 @@ function renderQueue() {
     q.append(li);
     if (focused === it.id) li.focus();
   }
-  const waiting = items.filter(pending).length;
-  $("count").textContent = waiting ? "(" + waiting + ")" : "";
-  renderEmpty(items.length);
-  document.title = state.signedOut ? "signed out · nexus-web" : waiting ? "(" + waiting + ") nexus-web" : "nexus-web";
 }
 
 function renderEmpty(count) {
@@ -135,9 +135,19 @@ function choose(id, open) {
   if (open) $("detail").focus();
 }
 
+// Text with a line-break opportunity after each "/" (and "=", ","): a long path wraps between its parts,
+// not in the middle of a name. textContent only: each part is a text node.
+function breakable(node, text) {
+  node.replaceChildren();
+  for (const part of String(text).split(/(?<=[\/=,])/)) {
+    node.append(document.createTextNode(part), document.createElement("wbr"));
+  }
+  return node;
+}
+
 function fillList(id, lines) {
   const ul = $(id);
-  ul.replaceChildren(...lines.map((x) => el("li", x)));
+  ul.replaceChildren(...lines.map((x) => breakable(el("li"), x)));
 }
 
 function diffInto(pre, text) {
@@ -190,7 +200,7 @@ function fillStatic(it) {
   $("d-tool").textContent = it.tool;
   $("d-agent").textContent = it.provider + (it.agent_pid ? " (pid " + it.agent_pid + ")" : "") + (it.mode ? ", mode " + it.mode : "");
   $("d-session").textContent = it.session + (it.subagent ? " (subagent " + it.subagent + ")" : "");
-  $("d-workspace").textContent = it.workspace + (it.cwd !== it.workspace ? " (cwd " + it.cwd + ")" : "");
+  breakable($("d-workspace"), it.workspace + (it.cwd !== it.workspace ? " (cwd " + it.cwd + ")" : ""));
   $("d-reason").textContent = it.reason;
   $("d-reach").textContent = it.reach || "-";
   $("d-stated").textContent = it.stated ? "“" + it.stated + "” (its own words, not checked)" : "(no description given)";
@@ -201,7 +211,7 @@ function fillStatic(it) {
   $("d-hidden").hidden = !it.hidden_chars;
   $("d-diff-box").hidden = !it.diff;
   if (it.diff) {  // the change first, coloured; the raw input below it, folded
-    $("d-diff-path").textContent = it.diff.path;
+    breakable($("d-diff-path"), it.diff.path);
     $("d-diff-note").textContent = it.diff.note;
     diffInto($("d-diff"), it.diff.text);
   }
@@ -506,9 +516,13 @@ function connect() {
     it.resolved = d;
     it._resolvedAt = performance.now();
     if (dialog && dialog.id === d.id) closeDialog();
-    if (d.id === state.selected && !it._answeredHere) say(it.tool + " " + it.summary.slice(0, 60) + " was " + d.outcome + ".", "warning", d.id);
     const was = state.selected;
     render();
+    if (was === d.id && !it._answeredHere) {
+      // the message names the request it is about: never a banner that reads as if it were the one now shown
+      if (state.selected === d.id) say("The selected request was " + d.outcome + ".", "warning", d.id);
+      else say("The request you were reading (" + it.tool + " " + it.summary.slice(0, 50) + ") was " + d.outcome + "; now showing the next one.", "warning", state.selected);
+    }
     if (state.selected !== was) setTimeout(render, GUARD_MS + 20);
   });
   es.addEventListener("held", (ev) => {
