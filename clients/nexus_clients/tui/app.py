@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -54,8 +54,9 @@ ConnectionBar { height: 1; }
 QueueView { height: auto; max-height: 30%; border-bottom: solid $primary-darken-2; }
 RequestDetail { height: 1fr; padding: 0 1; }
 MessageLine { height: 1; padding: 0 1; }
-ActionBar { height: 1; }
-ActionBar Button { margin: 0 0 0 0; min-width: 6; }
+ActionBar { height: 1; layout: grid; grid-size: 11 1; }
+ActionBar Button { margin: 0 0 0 0; min-width: 6; width: 100%; }
+QueueScreen.narrow ActionBar { height: 2; grid-size: 6 2; }
 .dialog { width: 90%; max-width: 110; height: auto; max-height: 90%; border: thick $accent;
           background: $surface; padding: 0 1; }
 ModalScreen { align: center middle; }
@@ -82,9 +83,9 @@ class QueueScreen(Screen[None]):
         Binding("e", "never", "never…", show=False),
         Binding("h", "hold", "hold"),
         Binding("m", "mode", "mode", show=False),
-        Binding("j,down", "move(1)", "down", key_display="j/k"),
+        Binding("j,down", "move(1)", "move", key_display="j/k"),
         Binding("k,up", "move(-1)", "up", show=False),
-        Binding("tab", "next_pending(1)", "next waiting", priority=True),
+        Binding("tab", "next_pending(1)", "next", priority=True),
         Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
@@ -120,6 +121,10 @@ class QueueScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(QueueView).focus()
         self._redraw()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Every answer's button stays on screen in a narrow terminal: two rows of them below 120 columns."""
+        self.set_class(event.size.width < 120, "narrow")
 
     def refresh_all(self) -> None:
         """Redraw from the state, while this screen has its widgets. A tick or a daemon event can come before

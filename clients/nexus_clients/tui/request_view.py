@@ -203,7 +203,7 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     out.append(line)
     reach = risk.requirement_text(verdict)
     if reach:
-        out.append(_kv("can reach", Text(reach)))
+        out.append(_kv("if allowed", Text(reach)))
     for effect in found[1:]:
         out.append(Text("  also ", style="dim") + safe_text(effect.text))
     why = _kv("why asked", safe_text(risk.person_reason(verdict.reason)))

@@ -309,7 +309,8 @@ class RuleEditScreen(ModalScreen[list[protocol.RuleVerdict] | None]):
         problems = self.problems()
         text = Text()
         if problems and self.checked == self.values() and self.values():
-            text.append("refused, too broad:\n", style="bold red")
+            unchecked = all(v.reason.startswith("not checked") for v in self.verdicts if v.status == "refused")
+            text.append("cannot persist:\n" if unchecked else "refused, too broad:\n", style="bold red")
             text.append("\n".join(problems), style="red")
         elif problems:
             text.append("\n".join(problems), style="dim")
@@ -390,6 +391,7 @@ HELP = [
     ("N", "deny with a message to the model"),
     ("x", "deny and stop the agent's turn"),
     ("e", "never: edit, then persist a deny rule"),
+    ("h", "hold: more time for the selected request, up to what its agent waits (ctrl+o in a dialog)"),
     ("m", "change the selected session's mode"),
     ("j / k, ↓ / ↑", "move through the queue"),
     ("tab / shift+tab", "jump to the next / previous waiting request"),
