@@ -23,6 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
+from nexus_clients.tui import risk
 from nexus_clients.tui.escaping import escape_plain, safe_text
 from nexus_clients.tui.link import DaemonCall, describe_error
 from nexusd import protocol
@@ -497,15 +498,18 @@ class AuditScreen(Screen[None]):
         table = self.query_one(DataTable)
         table.clear()
         for r in reversed(reply.records):
-            when = time.strftime("%H:%M:%S", time.localtime(r.time))
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))  # history spans days: dated
             style = "green" if r.decision == "allow" else "red"
+            what = safe_text(r.summary[:100])
+            if risk.lookalike(r.summary):
+                what = Text("⚠ look-alike domain ", style="bold red") + what
             table.add_row(
                 Text(when),
                 Text(r.decision, style=style),
                 Text(r.source),
                 safe_text(r.session[:12]),
                 safe_text(r.tool[:24]),
-                safe_text(r.summary[:100]),
+                what,
                 safe_text((r.answered_by or r.rule or "")[:40]),
             )
         msg.update(Text(f"{len(reply.records)} decisions", style="dim"))

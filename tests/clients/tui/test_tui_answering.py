@@ -154,3 +154,27 @@ async def test_a_resolved_by_daemon_error_is_not_an_answer() -> None:
     )
     e = Entry(item, 0.0, resolved=protocol.Resolved(id="a" * 32, decision="deny", source="error", reason="stopping"))
     assert e.outcome() == "denied by nexusd: stopping"
+
+
+async def test_history_is_dated_and_flags_lookalike_domains() -> None:
+    import time
+
+    from nexus_clients.tui.screens import AuditScreen
+    from textual.widgets import DataTable
+
+    now = time.time()
+    records = [
+        protocol.AuditRecord(
+            now, "1" * 32, "claude", "s", "WebFetch", "https://xn--pple-43d.com/", "deny", "user", "r"
+        ),
+        protocol.AuditRecord(now, "2" * 32, "claude", "s", "Bash", "ls -la", "allow", "rule", "r"),
+    ]
+    app = NexusTui(None, bell=False, connect=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.push_screen(AuditScreen(app.link.call, records))
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert all(row[0].startswith(time.strftime("%Y-%m-%d", time.localtime(now))) for row in rows), rows
+        flagged = [row for row in rows if "look-alike" in row[5]]
+        assert len(flagged) == 1 and "xn--pple-43d.com" in flagged[0][5]
