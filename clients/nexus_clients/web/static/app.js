@@ -180,6 +180,7 @@ function renderDetail() {
     warn.textContent = Math.ceil(left(it)) + " s left before the automatic deny: " +
       (holdable(it) ? "answer now, or hold it (h) for more time." : "answer now (its agent cannot wait longer).");
   }
+  $("hold-box").hidden = !pending(it);
   const hold = $("hold");
   hold.disabled = !holdable(it) || state.signedOut || !state.connected;
   $("dlg-hold").disabled = hold.disabled;
