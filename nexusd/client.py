@@ -195,6 +195,7 @@ class Client:
         abort: bool = False,
         duration: float | None = None,
         updated_input: dict[str, Any] | None = None,
+        confirm_broad: bool = False,
     ) -> p.Ack:
         ack: p.Ack = self.call(
             p.Answer(
@@ -206,6 +207,7 @@ class Client:
                 abort=abort,
                 duration=duration,
                 updated_input=updated_input,
+                confirm_broad=confirm_broad,
             ),
             timeout=max(self.timeout, 30.0),
         )

@@ -150,3 +150,24 @@ def test_rule_check_over_the_wire_and_always_needs_the_confirmation(daemon_facto
         assert isinstance(ack, p.Ack)
         asker.thread.join(20)
     assert isinstance(asker.result, p.Decision) and asker.result.decision == "allow"
+
+
+def test_nexusctl_answer_needs_confirm_wide_for_a_wide_rule(daemon_factory: Any) -> None:
+    import subprocess
+    import sys
+
+    daemon = daemon_factory(pending_timeout=30)
+    ctl = [sys.executable, "-c", "from nexusd.cli.ctl import main; main()"]
+    with Client(socket_path=str(daemon.socket), role="ui", name="watcher") as ui:
+        ui.subscribe()
+        asker = Asker(daemon, "rm -r build/x", wait=30)
+        prompt = ui.next_event(timeout=10)
+        assert isinstance(prompt, p.Prompt)
+        rid = prompt.item.id
+        args = ["answer", rid, "allow", "--session", "--rule", "Bash(rm *)"]
+        r = subprocess.run([*ctl, *args], env=daemon.env, capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "confirm" in (r.stdout + r.stderr), r
+        r = subprocess.run([*ctl, *args, "--confirm-wide"], env=daemon.env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r
+        asker.thread.join(20)
+    assert isinstance(asker.result, p.Decision) and asker.result.decision == "allow"
