@@ -175,7 +175,7 @@ class Client:
         """Submit a tool call and wait (through Pending, shown to ``on_pending``) for its Decision; give up
         (and cancel) at ``timeout``."""
         chan = self._connected()
-        ref, data = chan.conv.send_request(call, on_no_ui)
+        ref, data = chan.conv.send_request(call, on_no_ui, max_wait=_max_wait(timeout))
         decision: p.Decision = chan.call(ref, data, time.monotonic() + timeout, on_pending)
         return decision
 
@@ -197,6 +197,7 @@ class Client:
         abort: bool = False,
         duration: float | None = None,
         updated_input: dict[str, Any] | None = None,
+        confirm_broad: bool = False,
     ) -> p.Ack:
         ack: p.Ack = self.call(
             p.Answer(
@@ -208,6 +209,7 @@ class Client:
                 abort=abort,
                 duration=duration,
                 updated_input=updated_input,
+                confirm_broad=confirm_broad,
             ),
             timeout=max(self.timeout, 30.0),
         )
@@ -319,7 +321,7 @@ class AsyncClient:
     async def request(self, call: p.CallInfo, on_no_ui: p.NoUi = "deny", timeout: float = 55.0) -> p.Decision:
         """Submit a tool call and wait (through Pending) for the Decision; give up (and cancel) at ``timeout``."""
         decision: p.Decision = await self._roundtrip(
-            *self._conv_call(lambda: self._conv.send_request(call, on_no_ui)), timeout
+            *self._conv_call(lambda: self._conv.send_request(call, on_no_ui, max_wait=_max_wait(timeout))), timeout
         )
         return decision
 
@@ -531,3 +533,8 @@ class AsyncClient:
 
 
 MAX_QUEUED_EVENTS = 100_000  # pushes an AsyncClient holds for a slow subscriber before it disconnects
+
+
+def _max_wait(timeout: float) -> float | None:
+    """What the daemon is told of our wait (a person may hold the ask up to it): the wire's bounds."""
+    return round(min(timeout, 86_400.0), 3) if timeout > 0 else None

@@ -60,11 +60,13 @@ REPLIES: Final[dict[str, str]] = {
     "session_end": "ack",
     "history": "history_reply",
     "rewind": "rewind_reply",
+    "hold": "ack",
+    "rule_check": "rule_check_reply",
 }
 # Sent without a reply: the pieces of a large input string, ahead of the request that names them.
 NO_REPLY: Final = frozenset({"part"})
 # Pushed without a ref to a connection that subscribed; ``bye`` may come to any connection at any time.
-PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice"})
+PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice", "held"})
 MAX_LINE_BYTES: Final = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
 # Large tool input (a Write's content) travels as ``part`` lines before its request, so no line nears the
 # daemon's 1 MiB framing limit: when the input's top-level strings total more than SPLIT_CHARS, each of at
@@ -266,13 +268,17 @@ class Conversation:
         self.state = State.GREETING
         return data
 
-    def send_request(self, call: Any, on_no_ui: str) -> tuple[str, bytes]:
+    def send_request(self, call: Any, on_no_ui: str, max_wait: float | None = None) -> tuple[str, bytes]:
         """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the lines to send (its large
-        strings as ``part`` lines first, see SPLIT_CHARS)."""
+        strings as ``part`` lines first, see SPLIT_CHARS). ``max_wait``: how long the caller will wait at
+        most (a person may hold the ask up to it)."""
+        fields: dict[str, Any] = {"call": call, "on_no_ui": on_no_ui}
+        if max_wait is not None:
+            fields["max_wait"] = max_wait
         inp = self.codec.get(call, "input")
         keys = large_keys(inp) if isinstance(inp, dict) else []
         if not keys:
-            return self._open("request", self.codec.build("request", {"call": call, "on_no_ui": on_no_ui}))
+            return self._open("request", self.codec.build("request", fields))
         self._check_open()
         smaller, uploads, omitted, data = dict(inp), {}, 0, bytearray()
         for key in keys:
@@ -287,7 +293,9 @@ class Conversation:
         call = self.codec.with_field(call, "input", smaller)
         if omitted:
             call = self.codec.with_field(call, "omitted_bytes", omitted)
-        fields = {"call": call, "on_no_ui": on_no_ui, **({"uploads": uploads} if uploads else {})}
+        fields["call"] = call
+        if uploads:
+            fields["uploads"] = uploads
         ref, line = self._open("request", self.codec.build("request", fields))
         return ref, bytes(data) + line
 

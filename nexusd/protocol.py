@@ -151,6 +151,7 @@ class PendingItem(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     created: float  # unix time
     deadline: float  # unix time of the automatic deny
     peer_pid: int | None = None
+    hold_limit: float | None = None  # unix time a person's Hold may push the deadline to (None: cannot be held)
 
 
 # --------------------------------------------------------------------------- client -> daemon
@@ -171,6 +172,9 @@ class Request(_Msg):
     # input key -> upload id: the key's string came before in ``part`` lines (a Write's content over the line
     # limit); the daemon puts it back into ``call.input`` before anything reads the call
     uploads: dict[str, str] = {}
+    # the longest this requester waits for the Decision (its agent's hook timeout less its own margin): a
+    # person's Hold may push the deadline up to it, never past it; None: the deadline cannot be held
+    max_wait: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     ref: str | None = None
 
 
@@ -204,6 +208,26 @@ class Answer(_Msg):
     duration: float | None = None  # scope timed only: seconds the grant lasts (0 < duration <= 30 days)
     # allow once with a changed input (edit before approving): decided again by the gate, must not widen
     updated_input: dict[str, Any] | None = None
+    # allow with rules beyond once: the person saw each rule's rule_check reason and confirmed the ones
+    # marked "confirm" (a wildcard over a program that destroys or runs the project's code)
+    confirm_broad: bool = False
+    ref: str | None = None
+
+
+class Hold(_Msg):
+    """A person is reading a pending request: push its deadline to ``seconds`` from now, at most to what the
+    requester can wait (its ``max_wait``). Answered by Ack; every UI gets Held. Only delays a deny."""
+
+    id: str
+    seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
+    ref: str | None = None
+
+
+class RuleCheck(_Msg):
+    """How narrow rules are, by the one check every UI shows (answered by RuleCheckReply); decides nothing."""
+
+    kind: Literal["allow", "deny"]
+    rules: Annotated[list[Annotated[str, msgspec.Meta(max_length=4000)]], msgspec.Meta(max_length=50)]
     ref: str | None = None
 
 
@@ -363,6 +387,8 @@ ClientMessage = (
     | SessionEnd
     | History
     | Rewind
+    | Hold
+    | RuleCheck
 )
 
 
@@ -423,6 +449,26 @@ class Resolved(_Msg):
 class Ack(_Msg):
     ref: str | None = None
     detail: str = ""
+
+
+class Held(_Msg):
+    """Pushed to UIs: a person held a pending request; its deadline is now ``deadline`` (unix time)."""
+
+    id: str
+    deadline: float
+    limit: float  # unix time past which it cannot be held (the requester stops waiting)
+    by: str = ""
+
+
+class RuleVerdict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    rule: str
+    status: Literal["ok", "confirm", "refused"]  # confirm: only with Answer.confirm_broad
+    reason: str
+
+
+class RuleCheckReply(_Msg):
+    results: list[RuleVerdict]
+    ref: str | None = None
 
 
 class Pong(_Msg):
@@ -697,6 +743,8 @@ ServerMessage = (
     | Pong
     | HistoryReply
     | RewindReply
+    | Held
+    | RuleCheckReply
 )
 
 # Encoders/decoders are module-level: building them is the costly part, using them is cheap.

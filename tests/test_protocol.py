@@ -40,6 +40,8 @@ CLIENT_MESSAGES = [
     p.History(session="s", id=3, diff=True, paths=["/w/a"]),
     p.Rewind(id=3, dry_run=True, force=False, paths=["/w/a"]),
     p.Answer(id="a" * 32, decision="allow", scope="timed", duration=900.0, rules=["Bash(ls)"]),
+    p.Hold(id="a" * 32, seconds=60.0),
+    p.RuleCheck(kind="allow", rules=["Bash(rm *)"]),
 ]
 SERVER_MESSAGES = [
     p.Welcome(proto=1, version="0", role="ui", idle_timeout=600.0),
@@ -84,12 +86,18 @@ SERVER_MESSAGES = [
         diff="--- a/a\n+++ b/a\n",
     ),
     p.RewindReply(ok=True, detail="rewound", changes=[["restore", "a"]], rescue=4),
+    p.Held(id="a", deadline=2.0, limit=3.0, by="tui (pid 1)"),
+    p.RuleCheckReply(results=[p.RuleVerdict(rule="Bash(rm *)", status="confirm", reason="r")]),
 ]
 
 
 # The wire's tags as deployed hooks and UIs speak them: a class rename must not change one silently.
 WIRE_TAGS = {
     "part",
+    "hold",
+    "held",
+    "rule_check",
+    "rule_check_reply",
     "answer",
     "history",
     "history_reply",

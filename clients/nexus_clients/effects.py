@@ -62,6 +62,27 @@ INSTALLERS = {
     ("bun", "add"),
     ("bun", "install"),
 }
+# Options that send a file's content to the other end (curl -F name=@file, -T file, -d @file; wget --post-file).
+UPLOAD_OPTIONS = ("-F", "--form", "-T", "--upload-file", "--data-binary", "--data", "-d", "--data-raw", "--post-file")
+
+
+def _uploads(argv: list[str]) -> list[str]:
+    """The files a fetcher sends away (``curl -F f=@x`` sends x), as its words name them."""
+    if _base(argv[0]) not in FETCHERS:
+        return []
+    out: list[str] = []
+    for i, word in enumerate(argv[1:], 1):
+        opt, eq, attached = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
+        if opt not in UPLOAD_OPTIONS:
+            continue
+        value = attached if (eq or attached) else (argv[i + 1] if i + 1 < len(argv) else "")
+        if opt in ("-T", "--upload-file", "--post-file"):
+            out.append(value)
+        elif "@" in value or "<" in value:
+            out.append(value.split("@", 1)[-1] if "@" in value else value.split("<", 1)[-1])
+    return [x for x in out if x]
+
+
 SECRET_PARTS = (
     "/.ssh/",
     "/.aws/",
@@ -142,6 +163,18 @@ def effects(call: CallInfo, verdict: Verdict) -> list[Effect]:
     if any(n in FETCHERS for n in names) and any(n in INTERPRETERS for n in names[1:]):
         out.append(Effect(1, "runs code fetched from the network"))
     reads, writes = (list(det.reads), list(det.writes)) if det else ([], [])
+    uploaded: list[str] = []
+    for n, c in enumerate(commands):
+        for f in _uploads(list(c)):
+            if "{}" in f and n > 0:  # find … | xargs curl -F f=@{}: the files are what the command before names
+                f = "the files named by '" + " ".join(commands[n - 1]) + "' (names that arrive at run time)"
+            uploaded.append(f)
+    if uploaded:
+        # a program the classifier does not know has its operands counted as read and written (the safe guess):
+        # curl's "name=@file" is a file sent away, not one changed
+        words = [w for c in commands if _uploads(list(c)) for w in c[1:]]
+        writes = [p for p in writes if not any(w.endswith(posixpath.basename(p)) for w in words)]
+        out.append(Effect(0, f"uploads files to another machine: {', '.join(dict.fromkeys(uploaded))}"))
     secrets = [p for p in reads if _is_secret(p)]
     if secrets:
         out.append(Effect(1, f"reads a private key or credentials: {_where(secrets)}"))

@@ -298,9 +298,10 @@ class AgentConnection:
         self._chan = BlockingChannel.connect(conv, self.socket_path, self.timeout)
 
     def request(self, call: dict[str, Any], on_no_ui: str, timeout: float) -> LeanDecision:
-        """Send the request and wait (through Pending) for its Decision; ReplyTimeout at ``timeout``."""
+        """Send the request and wait (through Pending) for its Decision; ReplyTimeout at ``timeout``, which
+        the daemon is told (``max_wait``): a person may hold the ask up to it, never past it."""
         chan = self._connected()
-        ref, data = chan.conv.send_request(call, on_no_ui)
+        ref, data = chan.conv.send_request(call, on_no_ui, max_wait=round(max(timeout, 0.001), 3))
         return LeanDecision(chan.call(ref, data, time.monotonic() + timeout))
 
     def session_end(self, session: str, timeout: float) -> None:

@@ -184,6 +184,13 @@ def pending(ctx: click.Context, as_json: bool) -> None:
 )
 @click.option("--rule", "rules", multiple=True, help="The rule to remember (repeatable); default: the suggested one.")
 @click.option("--abort", is_flag=True, help="Deny and also stop the agent's turn (Claude Code, Gemini CLI).")
+@click.option(
+    "--confirm-wide",
+    "confirm_broad",
+    is_flag=True,
+    help="Grant rules nexusd's one narrowness check calls wide (a wildcard over rm, git commit, npm test ...); "
+    "without it such an answer is refused, with the reason.",
+)
 @click.pass_context
 def answer(
     ctx: click.Context,
@@ -195,6 +202,7 @@ def answer(
     edited: str | None,
     rules: tuple[str, ...],
     abort: bool,
+    confirm_broad: bool,
 ) -> None:
     """Answer a pending request: allow or deny, once (default), for the session, for a while, always, or never.
 
@@ -246,6 +254,7 @@ def answer(
             duration=seconds,
             updated_input=updated,
             abort=abort,
+            confirm_broad=confirm_broad,
         )
     click.echo(f"{request_id}: {ack.detail}")
     sys.exit(EXIT_OK if decision == "allow" else EXIT_DENIED)

@@ -23,6 +23,7 @@ import structlog
 
 from nexusd import protocol as p
 from nexusd.core.engine import HUMAN_FLAG
+from nexusd.core.policy.suggest import rule_status
 from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import ancestors, resolve_agent
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from nexusd.daemon.server import Server
 
 log = structlog.get_logger("nexusd")
+
+HOLD_STEP = 60.0  # seconds a notification's Hold asks for (capped at what the agent can wait)
 
 
 def why_refused(e: Exception) -> str:
@@ -140,6 +143,79 @@ class Answers:
         if entry is not None:
             self.resolve(entry, "deny", "user", "denied from a desktop notification", label="desktop notification")
 
+    def hold_from_notification(self, rid: str) -> None:
+        """A desktop notification's Hold: the same as a UI's (it only delays a deny)."""
+        entry = self.server.pending.get(rid)
+        if entry is not None:
+            self.hold(entry, HOLD_STEP, "desktop notification")
+
+    def hold(self, entry: PendingEntry, seconds: float, by: str) -> bool:
+        """Push ``entry``'s deadline (at most to its limit) and tell every UI; False when it cannot move."""
+        if not self.server.pending.extend(entry, seconds):
+            return False
+        held = p.encode(
+            p.Held(
+                id=entry.id,
+                deadline=entry.deadline_wall,
+                limit=entry.deadline_wall + (entry.limit - entry.deadline),
+                by=by,
+            )
+        )
+        for ui in list(self.server.subscribers):
+            ui.post(held)
+        log.info("ask held", id=entry.id, by=by, left=round(entry.deadline - time.monotonic(), 1))
+        return True
+
+    def on_hold(self, conn: Connection, msg: p.Hold) -> None:
+        entry = self.server.pending.get(msg.id)
+        if entry is None:
+            code: p.ErrorCode = "already_decided" if self.server.pending.decided(msg.id) else "not_found"
+            self.server.reply_error(conn, code, "no pending request with that id", msg.ref)
+            return
+        if not self.hold(entry, msg.seconds, conn.label):
+            if entry.limit <= entry.deadline + 0.001:
+                why = (
+                    "cannot be held longer: its agent stops waiting then (its hook's timeout, or it did not "
+                    "say how long it waits); answer now"
+                )
+            else:
+                why = "already held that long"
+            self.server.reply_error(conn, "refused", why, msg.ref)
+            return
+        left = entry.deadline - time.monotonic()
+        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"held: {left:.0f} s left")))
+
+    def on_rule_check(self, conn: Connection, msg: p.RuleCheck) -> None:
+        conn.send(p.encode(p.RuleCheckReply(results=[self.check_rule(msg.kind, r) for r in msg.rules], ref=msg.ref)))
+
+    def check_rule(self, kind: Literal["allow", "deny"], rule: str) -> p.RuleVerdict:
+        """The one narrowness check (``suggest.rule_status``) plus what the store refuses to grant."""
+        status, reason = rule_status(kind, rule.strip())
+        if status != "refused" and kind == "allow" and not rule.strip().startswith("Trust("):
+            try:
+                self.server.store.check_grantable(kind, [rule.strip()], None)
+            except ValueError as e:
+                status, reason = "refused", str(e)
+        return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]
+
+    def grant_problem(self, msg: p.Answer, rules: list[str], kind: Literal["allow", "deny"]) -> str | None:
+        """Why an answer beyond once cannot be given as it is (the request stays pending), or None."""
+        if not rules:
+            return f"no rule to remember for scope {msg.scope}: send rules, or answer once"
+        why = self.unconfirmed(rules, msg.confirm_broad, session=msg.scope == "session") if kind == "allow" else None
+        return f"{why}; the request is still pending" if why else None
+
+    def unconfirmed(self, rules: list[str], confirmed: bool, *, session: bool = False) -> str | None:
+        """Why allow rules may not be given as they are: a refused rule for a session (the store refuses the
+        others in its own words), or a rule marked ``confirm`` the person did not confirm."""
+        for r in rules:
+            v = self.check_rule("allow", r)
+            if v.status == "refused" and session:
+                return f"{r} is too broad: {v.reason}"
+            if v.status == "confirm" and not confirmed:
+                return f"{r} needs a person's explicit confirmation ({v.reason}): show it and send confirm_broad"
+        return None
+
     def agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]:
         """Who the requesting agent is, taken while the requester still waits (its parent chain is alive).
 
@@ -231,10 +307,9 @@ class Answers:
         kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
         now = time.time()
         if msg.scope != "once":
-            if not rules:
-                self.server.reply_error(
-                    conn, "refused", f"no rule to remember for scope {msg.scope}: send rules, or answer once", msg.ref
-                )
+            problem = self.grant_problem(msg, rules, kind)
+            if problem:
+                self.server.reply_error(conn, "refused", problem, msg.ref)
                 return None
             if msg.scope == "session":
                 session = self.server.session_by_id(entry.call.session)

@@ -85,6 +85,8 @@ WIDENS: dict[type[Any], bool | Callable[[Any], bool]] = {
     # rewind is a person's act on the workspace: both refused from an agent's process tree
     p.History: True,
     p.Rewind: True,
+    p.Hold: False,  # only delays a deny, at most to what the requester itself waits
+    p.RuleCheck: False,  # a question, decides nothing
 }
 
 

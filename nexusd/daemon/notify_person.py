@@ -11,9 +11,15 @@ starts pending and ``resolved`` when it ends; ``run`` sends. What is sent is bou
   every text is passed through the redaction patterns first (tokens, keys, passwords, credentials in
   URLs, long opaque strings, plus the user's own ``redact`` patterns);
 - never an answer by a link: links point to nexus-web's page (``web_url``), which needs its session;
-  the desktop notification's only answer is *Deny*. No *Allow* action: notification daemons let any
+  the desktop notification's only answer is *Deny* (and *Hold*, which only delays the deny, up to what
+  the agent itself waits). No *Allow* action: notification daemons let any
   process of the user invoke a notification's actions (``dunstctl action``, ``makoctl invoke``), so an
   Allow button would be a way for an agent to approve itself. A deny only ever narrows.
+
+The notification server may restart (a desktop session's daemon crashes, a person switches servers): its
+unique bus name changes, so the daemon follows ``NameOwnerChanged`` from the bus itself, takes the new
+owner's signals from then on (and no one else's), forgets the old server's notification ids (the new server
+numbers its own), and shows what still waits again.
 
 Sending never raises and never blocks the event loop: D-Bus is asynchronous (jeepney), webhooks run in
 a worker thread with a timeout, and every failure is logged and dropped.
@@ -201,9 +207,19 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
 class Desktop:
     """freedesktop notifications over the session bus (jeepney), with a Deny action where supported."""
 
-    def __init__(self, on_deny: Callable[[str], None], web_url: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        on_deny: Callable[[str], None],
+        web_url: Callable[[], str | None],
+        on_hold: Callable[[str], None] | None = None,
+        reshow: Callable[[list[Ask]], None] | None = None,
+    ) -> None:
         self.on_deny = on_deny
+        self.on_hold = on_hold
+        self.reshow = reshow
         self.web_url = web_url
+        self.asks: dict[str, Ask] = {}  # shown and not withdrawn: shown again by a new server
+        self.caps_stale = False
         self.router: Any = None
         self.server: str | None = None  # the notification server's unique bus name
         self.actions = False
@@ -211,6 +227,7 @@ class Desktop:
         self.early: dict[int, str] = {}  # actions on ids not shown yet (a click before Notify's reply)
         self.queue: Any = None
         self._filter: Any = None
+        self._owner_filter: Any = None
         self._cm: Any = None
 
     async def _connect(self) -> bool:
@@ -232,6 +249,18 @@ class Desktop:
             self._filter = router.filter(self.match, bufsize=64)
             self.queue = self._filter.__enter__()
             await bus.AddMatch(self.match)
+            # the server's restart: the bus itself says who owns the name now (same queue, one listener)
+            owner = MatchRule(
+                type="signal",
+                sender="org.freedesktop.DBus",
+                interface="org.freedesktop.DBus",
+                path="/org/freedesktop/DBus",
+                member="NameOwnerChanged",
+            )
+            owner.add_arg_condition(0, NOTIFICATIONS)
+            self._owner_filter = router.filter(owner, queue=self.queue)
+            self._owner_filter.__enter__()
+            await bus.AddMatch(owner)
         except BaseException:
             await cm.__aexit__(None, None, None)
             raise
@@ -239,10 +268,11 @@ class Desktop:
         return True
 
     async def close(self) -> None:
-        if self._filter is not None:
-            with contextlib.suppress(Exception):
-                self._filter.__exit__(None, None, None)
-            self._filter = None
+        for f in (self._filter, self._owner_filter):
+            if f is not None:
+                with contextlib.suppress(Exception):
+                    f.__exit__(None, None, None)
+        self._filter = self._owner_filter = None
         if self._cm is not None:
             cm, self._cm, self.router = self._cm, None, None
             with contextlib.suppress(Exception):
@@ -252,6 +282,10 @@ class Desktop:
         from jeepney import new_method_call
 
         await self._connect()
+        if self.caps_stale:  # a new server: what it supports is asked again
+            reply = await self.router.send_and_get_reply(new_method_call(self.addr, "GetCapabilities"))
+            self.actions = "actions" in (reply.body[0] if reply.body else [])
+            self.caps_stale = False
         title, lines = texts(asks, with_command=True, redact=redact)
         body = "\n".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         actions: list[str] = []
@@ -260,6 +294,8 @@ class Desktop:
                 actions += ["default", "Open inbox"]
             if len(asks) == 1:
                 actions += ["deny", "Deny"]
+                if self.on_hold is not None:
+                    actions += ["hold", "Hold 1 min"]
         hints = {"urgency": ("y", 2), "category": ("s", "im.received")}
         msg = new_method_call(
             self.addr, "Notify", "susssasa{sv}i", (APP_NAME, 0, "dialog-question", title, body, actions, hints, 0)
@@ -267,6 +303,7 @@ class Desktop:
         reply = await self.router.send_and_get_reply(msg)
         nid = int(reply.body[0])
         self.shown[nid] = [a.id for a in asks]
+        self.asks.update((a.id, a) for a in asks)
         early = self.early.pop(nid, None)
         if early is not None:  # clicked before the reply to Notify reached us
             self._act(nid, early)
@@ -275,6 +312,7 @@ class Desktop:
         """Close a notification once none of its requests is waiting (they were answered elsewhere)."""
         from jeepney import new_method_call
 
+        self.asks.pop(rid, None)
         for nid, ids in list(self.shown.items()):
             if rid in ids:
                 ids.remove(rid)
@@ -293,7 +331,13 @@ class Desktop:
         queue = self.queue
         while True:
             msg = await queue.get()
-            if msg.header.fields.get(HeaderFields.sender) != self.server:
+            sender = msg.header.fields.get(HeaderFields.sender)
+            if sender == "org.freedesktop.DBus" and msg.header.fields.get(HeaderFields.member) == "NameOwnerChanged":
+                name, _old, new = msg.body
+                if name == NOTIFICATIONS:
+                    self.owner_changed(new or None)
+                continue
+            if sender != self.server:
                 continue  # not the notification server: anyone can emit a signal with this name
             member = msg.header.fields.get(HeaderFields.member)
             if member == "ActionInvoked":
@@ -305,10 +349,30 @@ class Desktop:
             elif member == "NotificationClosed":
                 self.shown.pop(int(msg.body[0]), None)
 
+    def owner_changed(self, new: str | None) -> None:
+        """The notification server went away (``new`` None) or another took its name: only the new owner's
+        signals count from now on, the old server's ids mean nothing (the new one numbers its own), and
+        what still waits is shown again by the new server."""
+        if new == self.server:
+            return
+        log.info("notification server changed", old=self.server, new=new)
+        self.server = new
+        self.shown.clear()
+        self.early.clear()
+        self.caps_stale = True
+        if new is None:
+            return  # no server for now: what waits is shown when one takes the name
+        waiting = list(self.asks.values())
+        self.asks.clear()
+        if waiting and self.reshow is not None:
+            self.reshow(waiting)
+
     def _act(self, nid: int, key: str) -> None:
         ids = self.shown.get(nid, [])
         if key == "deny" and len(ids) == 1:
             self.on_deny(ids[0])
+        elif key == "hold" and len(ids) == 1 and self.on_hold is not None:
+            self.on_hold(ids[0])
         elif key == "default":
             self.open_inbox()
 
@@ -333,12 +397,13 @@ class PersonNotifier:
         spec: Callable[[], NotifySpec],
         on_deny: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        on_hold: Callable[[str], None] | None = None,
     ) -> None:
         self.spec = spec
         self.clock = clock
         self.desktop_batch = Batcher(2.0, 30.0)
         self.webhook_batch = Batcher(2.0, 30.0)
-        self.desktop = Desktop(on_deny, lambda: self.spec().web_url)
+        self.desktop = Desktop(on_deny, lambda: self.spec().web_url, on_hold, self._reshow)
         self._wake = anyio.Event()
         self._withdraw: list[str] = []
         self.sent = 0  # notifications sent, all channels (status, tests)
@@ -365,6 +430,13 @@ class PersonNotifier:
             if on:
                 batch.group_window, batch.min_interval = spec.group_window, spec.min_interval
                 batch.add(ask, now)
+        self._wake.set()
+
+    def _reshow(self, asks: list[Ask]) -> None:
+        """A new notification server: what the old one showed and still waits is shown again."""
+        now = self.clock()
+        for a in asks:
+            self.desktop_batch.add(a, now)
         self._wake.set()
 
     def resolved(self, rid: str) -> None:

@@ -41,6 +41,7 @@ class PendingEntry:
         "deadline",
         "deadline_wall",
         "id",
+        "limit",
         "ref",
         "started",
         "verdict_raw",
@@ -58,6 +59,7 @@ class PendingEntry:
         deadline: float,
         started: float,
         guard: frozenset[int] = frozenset(),
+        limit: float | None = None,
     ) -> None:
         self.id = rid
         self.call_raw = call_raw
@@ -68,6 +70,8 @@ class PendingEntry:
         self.deadline_wall = deadline_wall  # unix time, as announced
         self.deadline = deadline  # monotonic, for the timer
         self.started = started  # monotonic, for latency
+        # monotonic: how far a person's hold may push ``deadline`` (the requester's own wait, less a margin)
+        self.limit = deadline if limit is None else max(deadline, limit)
         # the requesting agent's pids: answers from below them are refused. Kept as a tuple (a frozenset of
         # two pids is 216 bytes, 10,000 pending hold 2 MB of them); the set is made when an answer comes.
         self._guard = tuple(guard)
@@ -97,6 +101,7 @@ class PendingEntry:
             created=self.created,
             deadline=self.deadline_wall,
             peer_pid=self.conn.peer.pid,
+            hold_limit=self.deadline_wall + (self.limit - self.deadline) if self.limit > self.deadline else None,
         )
 
 
@@ -194,6 +199,19 @@ class PendingTable:
         if len(self._recent) > MAX_RECENT:
             self._recent.popitem(last=False)
 
+    def extend(self, entry: PendingEntry, seconds: float, now: float | None = None) -> bool:
+        """A person holds ``entry``: its deadline moves to ``seconds`` from now, capped at ``entry.limit``;
+        never earlier than it was. False when it could not move (already at the limit). The old heap
+        item stays and is skipped when it comes due (``run_timer`` compares with the entry's deadline)."""
+        now = time.monotonic() if now is None else now
+        target = min(now + seconds, entry.limit)
+        if target <= entry.deadline + 0.001 or self._entries.get(entry.id) is not entry:
+            return False
+        entry.deadline_wall += target - entry.deadline
+        entry.deadline = target
+        heapq.heappush(self._heap, (target, entry.id))
+        return True
+
     async def run_timer(self, expire: Callable[[PendingEntry], object]) -> None:
         """One task for every deadline: a heap ordered by deadline, stale entries skipped lazily."""
         heap = self._heap
@@ -203,7 +221,7 @@ class PendingTable:
             while heap and heap[0][0] <= now:
                 _, rid = heapq.heappop(heap)
                 entry = self._entries.get(rid)
-                if entry is not None:
+                if entry is not None and entry.deadline <= now:  # a held entry has a later heap item
                     expire(entry)
                     done += 1
                     if done % _EXPIRE_BATCH == 0:

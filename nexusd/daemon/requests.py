@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("nexusd")
 
+HOLD_MARGIN = 1.5  # seconds a held deadline stays before the requester's own max_wait: the deny must reach it
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
 
@@ -382,6 +383,8 @@ class RequestLifecycle:
             time.monotonic() + timeout,
             started,
             self.server.answers.agent_pids(conn, msg.call),
+            # a person may hold it until shortly before the requester stops waiting (docs/PROTOCOL.md "hold")
+            limit=started + msg.max_wait - HOLD_MARGIN if msg.max_wait is not None else None,
         )
         self.server.pending.add(entry)
         self.server.audit.ask_opened(rid, msg.call)  # a crash before its answer still leaves it recorded

@@ -97,6 +97,8 @@ ROLE_MESSAGES: dict[str, frozenset[type]] = {
             p.SessionEnd,
             p.History,  # undo (nexusd/undo): a person's review and rewind
             p.Rewind,
+            p.Hold,
+            p.RuleCheck,
         }
     ),
 }
@@ -177,7 +179,11 @@ class Server:
         self.queries = Queries(self)
         self.notifier = notifier or Notifier(None)
         # [notify]: desktop notifications and webhooks for asks nobody is looking at (notify_person.py)
-        self.alerts = PersonNotifier(lambda: self.store.policy.notify, self.answers.deny_from_notification)
+        self.alerts = PersonNotifier(
+            lambda: self.store.policy.notify,
+            self.answers.deny_from_notification,
+            on_hold=self.answers.hold_from_notification,
+        )
         self.probe_fn = probe_fn
         self.probe: p.SandboxProbe | None = None
         self.own_socket: str | None = None  # set by serve(): what agents' sandbox wrappers check for
@@ -235,6 +241,8 @@ class Server:
             p.SessionEnd: self._on_session_end,
             p.History: lambda c, m: self.undo.on_history(c.send, self._error_to(c, m.ref), m),
             p.Rewind: lambda c, m: self.undo.on_rewind(c.send, self._error_to(c, m.ref), m, c.label),
+            p.Hold: self.answers.on_hold,
+            p.RuleCheck: self.answers.on_rule_check,
         }
 
     def _on_part(self, conn: Connection, msg: p.Part) -> None:

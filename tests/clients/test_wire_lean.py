@@ -265,8 +265,8 @@ def _conversation(replies: list[bytes]) -> LeanDecision:
         server.close()
         assert isinstance(protocol.decode_client(received[0]), protocol.Hello)
         assert protocol.decode_client(received[1]) == protocol.Request(
-            call=protocol.CallInfo(provider="p", session="s", tool="t", input={}, cwd="/"), ref="h2"
-        )
+            call=protocol.CallInfo(provider="p", session="s", tool="t", input={}, cwd="/"), max_wait=2.0, ref="h2"
+        )  # max_wait: the daemon is told how long the hook waits (a person may hold the ask up to it)
 
 
 DENY = protocol.encode(protocol.Decision("deny", "no", "rule", ref="h2")).strip()

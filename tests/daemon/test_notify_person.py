@@ -236,7 +236,9 @@ def test_desktop_notification_and_its_deny_action(daemon_factory: Any) -> None:
             shown = server.notified.get(timeout=20)
             assert shown["app"] == "nexusd" and "waiting" in shown["summary"]
             assert "Bash from claude in proj" in shown["body"] and SECRET not in shown["body"]
-            assert shown["actions"] == ["default", "Open inbox", "deny", "Deny"], "no Allow action, ever"
+            assert shown["actions"] == ["default", "Open inbox", "deny", "Deny", "hold", "Hold 1 min"], (
+                "no Allow action, ever"
+            )
             server.invoke(shown["id"], "deny")  # a person clicks Deny
             t.join(30)
             assert results and results[0].decision == "deny" and results[0].answered_by == "desktop notification"
@@ -267,7 +269,7 @@ def test_desktop_notification_withdrawn_when_answered_elsewhere_and_forged_signa
             )
             t.start()
             shown = server.notified.get(timeout=20)
-            assert shown["actions"] == ["deny", "Deny"], "no web_url: no Open action"
+            assert shown["actions"] == ["deny", "Deny", "hold", "Hold 1 min"], "no web_url: no Open action"
             # another process on the bus forges the server's signal: ignored (wrong sender)
             with open_dbus_connection(address) as forger:
                 forger.send(
@@ -308,3 +310,75 @@ def test_an_unreachable_webhook_costs_the_notification_never_the_request(daemon_
     with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
         assert c.status().pending == 0
     assert "notification failed" in daemon.log.read_text()
+
+
+def test_deny_works_after_the_notification_server_restarts(daemon_factory: Any) -> None:
+    """The server quits and another takes its name (a new unique name): the asks still waiting are shown
+    by the new one, and its Deny is taken; the old server's name, now gone, counts for nothing."""
+    root = short_tmpdir()
+    with session_bus(root) as address:
+        first = NotificationServer(address).start()
+        second: NotificationServer | None = None
+        try:
+            policy = "[notify]\ndesktop = true\ngroup_window = 0.2\nmin_interval = 0\n"
+            daemon = daemon_factory(policy=policy, env={"DBUS_SESSION_BUS_ADDRESS": address}, pending_timeout=30)
+            results: list[Any] = []
+            import threading
+
+            t = threading.Thread(
+                target=lambda: results.extend(anyio.run(_requests, daemon, ["make dist"])), daemon=True
+            )
+            t.start()
+            shown = first.notified.get(timeout=20)
+            first.stop()  # the server goes away: its connection closes, the bus releases the name
+            second = NotificationServer(address).start()
+            again = second.notified.get(timeout=20)  # what still waits is shown by the new server
+            assert "Bash from claude" in again["body"] and "deny" in again["actions"]
+            assert _pending(daemon) == 1
+            second.invoke(again["id"], "deny")  # a person clicks Deny on the new server's notification
+            t.join(30)
+            assert results and results[0].decision == "deny", results
+            assert results[0].answered_by == "desktop notification"
+            assert shown["id"] >= 1
+        finally:
+            if second is not None:
+                second.stop()
+
+
+def test_hold_from_a_notification_extends_up_to_the_agents_wait(daemon_factory: Any) -> None:
+    """Hold 1 min on a request whose agent waits 12 s: the deadline moves, to at most what the agent waits
+    (less the daemon's margin), every UI is told, and the deny then comes at that held deadline."""
+    root = short_tmpdir()
+    with session_bus(root) as address:
+        server = NotificationServer(address).start()
+        try:
+            policy = "[notify]\ndesktop = true\ngroup_window = 0.2\nmin_interval = 0\n"
+            daemon = daemon_factory(policy=policy, env={"DBUS_SESSION_BUS_ADDRESS": address}, pending_timeout=4)
+            results: list[Any] = []
+
+            async def agent() -> None:
+                async with AsyncClient(socket_path=str(daemon.socket), role="agent", name="agent", timeout=30) as c:
+                    started = time.monotonic()
+                    d = await c.request(call("make dist"), on_no_ui="ask", timeout=12)
+                    results.append((d, time.monotonic() - started))
+
+            import threading
+
+            with Client(socket_path=str(daemon.socket), role="ui", name="watcher") as ui:
+                ui.subscribe()
+                t = threading.Thread(target=lambda: anyio.run(agent), daemon=True)
+                t.start()
+                shown = server.notified.get(timeout=20)
+                prompt = ui.next_event(timeout=10)
+                assert isinstance(prompt, protocol.Prompt)
+                server.invoke(shown["id"], "hold")
+                held = ui.next_event(timeout=10)
+                assert isinstance(held, protocol.Held) and held.by == "desktop notification"
+                assert held.deadline > prompt.item.deadline + 3, "held past the 4 s default"
+                assert held.deadline <= prompt.item.created + 12, "never past what the agent waits"
+                t.join(30)
+            (d, waited) = results[0]
+            assert d.decision == "deny" and d.source == "timeout"
+            assert 7 < waited < 12, f"denied at the held deadline, before the agent gave up ({waited:.1f} s)"
+        finally:
+            server.stop()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -32,6 +32,7 @@ from nexus_clients.tui.escaping import escape_plain, safe_text
 from nexus_clients.tui.history import HistoryScreen
 from nexus_clients.tui.link import DaemonCall, DaemonLink, LinkDown, LinkUp, describe_error
 from nexus_clients.tui.screens import (
+    HOLD_KEY,
     AuditScreen,
     ConfirmScreen,
     DenyMessageScreen,
@@ -45,7 +46,7 @@ from nexus_clients.tui.screens import (
     StatusScreen,
     input_diff,
 )
-from nexus_clients.tui.state import Entry, TuiState
+from nexus_clients.tui.state import HOLD_SECONDS, Entry, TuiState
 from nexus_clients.tui.widgets import ConnectionBar, MessageLine, QueueView, RequestDetail
 from nexusd import locations, protocol
 
@@ -54,8 +55,9 @@ ConnectionBar { height: 1; }
 QueueView { height: auto; max-height: 30%; border-bottom: solid $primary-darken-2; }
 RequestDetail { height: 1fr; padding: 0 1; }
 MessageLine { height: 1; padding: 0 1; }
-ActionBar { height: 1; }
-ActionBar Button { margin: 0 0 0 0; min-width: 6; }
+ActionBar { height: 1; layout: grid; grid-size: 11 1; }
+ActionBar Button { margin: 0 0 0 0; min-width: 6; width: 100%; }
+QueueScreen.narrow ActionBar { height: 2; grid-size: 6 2; }
 .dialog { width: 90%; max-width: 110; height: auto; max-height: 90%; border: thick $accent;
           background: $surface; padding: 0 1; }
 ModalScreen { align: center middle; }
@@ -70,6 +72,7 @@ class QueueScreen(Screen[None]):
     """The main screen. Its bindings exist only here, so no dialog's unused key can answer a request."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        # the answers are in the action bar (buttons); the footer shows every other key the help lists
         Binding("y", "allow_once", "allow", show=False),
         Binding("s", "allow_session", "session", show=False),
         Binding("f", "allow_for", "for a while…", show=False),
@@ -79,15 +82,16 @@ class QueueScreen(Screen[None]):
         Binding("N", "deny_message", "deny+msg", key_display="N", show=False),
         Binding("x", "abort", "deny+stop", show=False),
         Binding("e", "never", "never…", show=False),
+        Binding("h", "hold", "hold"),
         Binding("m", "mode", "mode", show=False),
-        Binding("j,down", "move(1)", "down", show=False),
+        Binding("j,down", "move(1)", "move", key_display="j/k"),
         Binding("k,up", "move(-1)", "up", show=False),
-        Binding("tab", "next_pending(1)", "next", show=False, priority=True),
+        Binding("tab", "next_pending(1)", "next", priority=True),
         Binding("shift+tab", "next_pending(-1)", "prev", show=False, priority=True),
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
-        Binding("g", "open('grants')", "grants", show=False),  # in the help screen and docs/TUI.md
-        Binding("u", "open('history')", "undo history", show=False),  # docs/UNDO.md (tui/history.py)
+        Binding("g", "open('grants')", "grants"),
+        Binding("u", "open('history')", "undo history"),  # docs/UNDO.md (tui/history.py)
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
@@ -119,6 +123,10 @@ class QueueScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(QueueView).focus()
         self._redraw()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Every answer's button stays on screen in a narrow terminal: two rows of them below 120 columns."""
+        self.set_class(event.size.width < 120, "narrow")
 
     def refresh_all(self) -> None:
         """Redraw from the state, while this screen has its widgets. A tick or a daemon event can come before
@@ -185,13 +193,87 @@ class QueueScreen(Screen[None]):
         if entry := self._target():
             self.choose(entry, "allow", "once", "allowed once")
 
+    def action_hold(self) -> None:
+        """More time for the selected request (up to what its agent waits); it only delays the deny."""
+        entry = self.state.current()
+        if entry is None or not entry.pending:
+            self.state.say("No waiting request selected to hold.", "warning")
+            self.refresh_all()
+            return
+        self.hold(entry)
+
+    @work(group="hold")
+    async def hold(self, entry: Entry) -> None:
+        if not entry.holdable(self.state.clock()):
+            self.state.say(
+                "Cannot be held longer: its agent stops waiting at the deadline. Answer now.", "warning", entry.id
+            )
+            self.refresh_all()
+            return
+        try:
+            await self.call(protocol.Hold(id=entry.id, seconds=HOLD_SECONDS))
+        except Exception as e:
+            self.state.say(f"Not held: {describe_error(e)}", "warning", entry.id)
+            self.refresh_all()
+
+    def time_left(self, entry: Entry) -> Callable[[], tuple[float | None, bool]]:
+        """For a dialog's time line: seconds left (None once decided) and whether a hold can add more."""
+
+        def left() -> tuple[float | None, bool]:
+            now = self.state.clock()
+            return (entry.remaining(now) if entry.pending else None), entry.holdable(now)
+
+        return left
+
+    async def check_rules(self, kind: Literal["allow", "deny"], rules: list[str]) -> list[protocol.RuleVerdict]:
+        """The daemon's one narrowness check (rule_check)."""
+        reply = await self.call(protocol.RuleCheck(kind=kind, rules=rules))
+        assert isinstance(reply, protocol.RuleCheckReply)
+        return list(reply.results)
+
+    async def confirm_grant(self, entry: Entry, title: str, rules: list[str]) -> tuple[bool, bool] | None:
+        """Show the exact rules a grant would give, with the daemon's verdict on each, before it is given.
+        Returns (confirmed, wide) or None when refused or cancelled; ``wide``: the person confirmed a rule
+        the check marked wide (sent as confirm_broad)."""
+        try:
+            verdicts = await self.check_rules("allow", rules)
+        except Exception as e:
+            self.state.say(f"Not sent: the rules could not be checked ({describe_error(e)}).", "error", entry.id)
+            self.refresh_all()
+            return None
+        question = Text(title + "\n", style="bold")
+        for v in verdicts:
+            style = {"ok": "green", "confirm": "bold yellow"}.get(v.status, "bold red")
+            question.append_text(safe_text(f"  {v.rule}", style="bold"))
+            question.append_text(safe_text(f"  — {v.status}: {v.reason}\n", style=style))
+        refused = [v for v in verdicts if v.status == "refused"]
+        if refused:
+            self.state.say(
+                f"Refused: {escape_plain(refused[0].rule, limit=80)} — {refused[0].reason}", "warning", entry.id
+            )
+            self.refresh_all()
+            return None
+        wide = any(v.status == "confirm" for v in verdicts)
+        question.append("Allow anyway? " if wide else "Grant these? ", style="bold")
+        ok = await self.app.push_screen_wait(ConfirmScreen(question, self.time_left(entry)))
+        return (True, wide) if ok else None
+
     def action_allow_session(self) -> None:
         entry = self._target()
         if entry is not None and not entry.item.verdict.suggestions:
             self.state.say("No rule to remember for this session (nexusd offered none): answer once.", "warning")
             self.refresh_all()
         elif entry is not None:
-            self.choose(entry, "allow", "session", "allowed for this session")
+            self.allow_session(entry)
+
+    @work(group="dialog")
+    async def allow_session(self, entry: Entry) -> None:
+        rules = list(entry.item.verdict.suggestions)
+        title = "Allow for this session: every call of this session these rules match, until it ends:"
+        confirmed = await self.confirm_grant(entry, title, rules)
+        if confirmed is None:
+            return
+        self.choose(entry, "allow", "session", "allowed for this session", rules=rules, confirm_broad=confirmed[1])
 
     def action_allow_for(self) -> None:
         entry = self._target()
@@ -203,10 +285,23 @@ class QueueScreen(Screen[None]):
 
     @work(group="dialog")
     async def allow_for(self, entry: Entry) -> None:
-        seconds = await self.app.push_screen_wait(DurationScreen(self._what(entry)))
+        seconds = await self.app.push_screen_wait(DurationScreen(self._what(entry), self.time_left(entry)))
         if seconds is None:
             return
-        self.choose(entry, "allow", "timed", f"allowed for {seconds / 60:.0f} min", duration=seconds)
+        rules = list(entry.item.verdict.suggestions)
+        title = f"Allow for {seconds / 60:.0f} min: every call, in every session, these rules match:"
+        confirmed = await self.confirm_grant(entry, title, rules)
+        if confirmed is None:
+            return
+        self.choose(
+            entry,
+            "allow",
+            "timed",
+            f"allowed for {seconds / 60:.0f} min",
+            duration=seconds,
+            rules=rules,
+            confirm_broad=confirmed[1],
+        )
 
     def action_edit_input(self) -> None:
         if entry := self._target():
@@ -215,12 +310,12 @@ class QueueScreen(Screen[None]):
     @work(group="dialog")
     async def edit_input(self, entry: Entry) -> None:
         original = dict(entry.item.call.input)
-        edited = await self.app.push_screen_wait(EditInputScreen(self._what(entry), original))
+        edited = await self.app.push_screen_wait(EditInputScreen(self._what(entry), original, self.time_left(entry)))
         if edited is None or edited == original:
             return
         question = Text("Allow once, edited:\n", style="bold")
         question.append_text(input_diff(original, edited))
-        if not await self.app.push_screen_wait(ConfirmScreen(question)):
+        if not await self.app.push_screen_wait(ConfirmScreen(question, self.time_left(entry))):
             return
         self.choose(entry, "allow", "once", "allowed once, edited", updated_input=edited)
 
@@ -277,7 +372,9 @@ class QueueScreen(Screen[None]):
         def remaining() -> float | None:
             return entry.remaining(state.clock()) if entry.pending else None
 
-        message = await self.app.push_screen_wait(DenyMessageScreen(self._what(entry), remaining))
+        message = await self.app.push_screen_wait(
+            DenyMessageScreen(self._what(entry), remaining, lambda: entry.holdable(state.clock()))
+        )
         if message is None:
             return
         self.choose(entry, "deny", "once", "denied with a message", message=message)
@@ -285,9 +382,24 @@ class QueueScreen(Screen[None]):
     @work(group="dialog")
     async def always(self, entry: Entry) -> None:
         verdict = entry.item.verdict
-        rules = await self.app.push_screen_wait(RuleEditScreen("allow", list(verdict.suggestions), self._what(entry)))
-        if not rules:
+        checked = await self.app.push_screen_wait(
+            RuleEditScreen(
+                "allow", list(verdict.suggestions), self._what(entry), self.check_rules, self.time_left(entry)
+            )
+        )
+        if not checked:
             return
+        rules = [v.rule for v in checked]
+        wide = [v for v in checked if v.status == "confirm"]
+        if wide:  # the daemon's check marked them wide: a person's explicit yes, with the reason in front of them
+            question = Text("These rules are wide:\n", style="bold yellow")
+            for v in wide:
+                question.append_text(safe_text(f"  {v.rule} — {v.reason}\n", style="yellow"))
+            question.append("Persist them anyway, for every future matching request?\n", style="bold")
+            if not await self.app.push_screen_wait(ConfirmScreen(question, self.time_left(entry))):
+                self.state.say("Not persisted; the request is still waiting.", "info", entry.id)
+                self.refresh_all()
+                return
         if risk.is_dangerous(verdict):
             question = Text("This request is flagged ", style="bold")
             question.append(risk.tier(verdict), style=risk.TIER_STYLE[risk.tier(verdict)])
@@ -299,20 +411,22 @@ class QueueScreen(Screen[None]):
             for rule in rules:
                 question.append_text(safe_text("  " + rule))
                 question.append("\n")
-            if not await self.app.push_screen_wait(ConfirmScreen(question)):
+            if not await self.app.push_screen_wait(ConfirmScreen(question, self.time_left(entry))):
                 self.state.say("Not persisted; the request is still waiting.", "info")
                 self.refresh_all()
                 return
-        self.choose(entry, "allow", "always", "allowed always", rules=rules)
+        self.choose(entry, "allow", "always", "allowed always", rules=rules, confirm_broad=bool(wide))
 
     @work(group="dialog")
     async def never(self, entry: Entry) -> None:
         verdict = entry.item.verdict
         suggestions = list(verdict.suggestions) or [risk.exact_rule(entry.item.call, verdict)]
-        rules = await self.app.push_screen_wait(RuleEditScreen("deny", suggestions, self._what(entry)))
-        if not rules:
+        checked = await self.app.push_screen_wait(
+            RuleEditScreen("deny", suggestions, self._what(entry), self.check_rules, self.time_left(entry))
+        )
+        if not checked:
             return
-        self.choose(entry, "deny", "never", "denied, never again", rules=rules)
+        self.choose(entry, "deny", "never", "denied, never again", rules=[v.rule for v in checked])
 
     @work(group="dialog")
     async def change_mode(self, session: str) -> None:
@@ -336,6 +450,11 @@ class NexusTui(App[None]):
     TITLE = "nexus-tui"
     ENABLE_COMMAND_PALETTE = False
     CSS = CSS
+    # holding only delays a deny, so it works from every dialog too (the answer keys live on the queue screen)
+    BINDINGS: ClassVar[list[BindingType]] = [Binding(HOLD_KEY, "hold", "hold", show=False, priority=True)]
+
+    def action_hold(self) -> None:
+        self.queue_screen.action_hold()
 
     def __init__(
         self,
@@ -392,6 +511,11 @@ class NexusTui(App[None]):
                 self.arrived(event.item, 1)
         elif isinstance(event, protocol.Resolved):
             s.apply_resolved(event)
+        elif isinstance(event, protocol.Held):
+            entry = s.apply_held(event)
+            if entry is not None and entry.id == s.selected:
+                left = entry.remaining(s.clock())
+                s.say(f"Held by {escape_plain(event.by, limit=60)}: {left:.0f} s left.", "info", entry.id)
         elif isinstance(event, protocol.PolicyNotice):
             s.policy_errors = list(event.errors)
             if event.ok:

@@ -65,12 +65,13 @@ def queue_cells(entry: Entry, now: float) -> list[Text]:
     tier = risk.tier(entry.item.verdict)
     dim = "" if entry.pending else "dim"
     if entry.pending:
-        left = entry.remaining(now)
-        clock = Text(countdown(entry, now), style="bold red" if left <= 10 else "bold")
+        clock = Text(countdown(entry, now), style="bold reverse red" if entry.urgent(now) else "bold")
     else:
         clock = Text("✓" if entry.resolved and entry.resolved.decision == "allow" else "✗", style="dim")
     tool = safe_text(short(call.tool, 24), style=dim or risk.TIER_STYLE[tier])
     gist = safe_text(short(summary(entry), 120), style=dim) if entry.pending else Text(entry.outcome(), style="dim")
+    if risk.lookalike(summary(entry)):
+        gist = Text("⚠ look-alike domain ", style="bold red") + gist
     return [
         clock,
         safe_text(short(agent_label(call), 16), style=dim),
@@ -171,8 +172,16 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
             head.append_text(safe_text(f" ({call.subagent_id})", style="dim"))
     if entry.pending:
         left = entry.remaining(now)
-        head.append(f"  auto-deny in {countdown(entry, now)}", style="bold red" if left <= 10 else "")
+        head.append(f"  auto-deny in {countdown(entry, now)}", style="bold reverse red" if entry.urgent(now) else "")
     out.append(head)
+    if entry.pending:
+        limit = item.hold_limit
+        if entry.holdable(now) and limit is not None:
+            hold = Text(f"  h: hold for more time (up to {max(0, int(limit - now))} s from now: what the agent waits)")
+            out.append(Text(hold.plain, style="bold yellow" if entry.urgent(now) else "dim"))
+        if entry.urgent(now) and left > 0:
+            what = "answer now, or h to hold it" if entry.holdable(now) else "answer now: its agent cannot wait longer"
+            out.append(Text(f"⚠ {int(left + 0.999)} s left before the automatic deny: {what}", style="bold red"))
     if not entry.pending:
         out.append(Text(entry.outcome(), style="bold reverse yellow"))
     place = _kv("workspace", safe_text(workspace(entry)))
@@ -191,15 +200,22 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     line = _kv("risk", Text(tier, style=risk.TIER_STYLE[tier]))
     line.append(" — ")
     line.append_text(safe_text(headline(call, verdict), style="bold"))
-    if verdict.requirement:
-        line.append(
-            f" (needs {verdict.requirement}" + (f"; a {verdict.tier} tool)" if verdict.tier else ")"), style="dim"
-        )
     out.append(line)
+    reach = risk.requirement_text(verdict)
+    if reach:
+        out.append(_kv("if allowed", Text(reach)))
     for effect in found[1:]:
         out.append(Text("  also ", style="dim") + safe_text(effect.text))
-    why = _kv("why asked", safe_text(verdict.reason))
+    why = _kv("why asked", safe_text(risk.person_reason(verdict.reason)))
     out.append(why)
+    stated = risk.stated_reason(call)
+    if stated:
+        said = _kv("the agent says", safe_text(f"“{stated}”", style="italic"))
+        said.append(" (its own words, not checked)", style="dim")
+        out.append(said)
+    lookalike = risk.lookalike(" ".join([summary(entry), (det.domain if det and det.domain else "")]))
+    if lookalike:
+        out.append(Text("  ⚠ ", style="bold red") + safe_text(lookalike, style="bold red"))
     for reason in risk.flag_lines(verdict):
         out.append(Text("  ⚠ ", style="bold red") + safe_text(reason, style="red"))
 

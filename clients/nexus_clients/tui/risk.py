@@ -7,6 +7,7 @@ names are the wire strings of ``Verdict.flags`` (see docs/POLICY.md); the TUI ma
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from nexusd.core.policy import suggest
@@ -111,3 +112,66 @@ def exact_rule(call: CallInfo, verdict: Verdict) -> str:
         if isinstance(inp.get(key), str) and inp[key]:
             return f"{tool}({inp[key]})"
     return tool
+
+
+# --------------------------------------------------------------------------- words a person reads
+
+# The engine's requirement names are its sandbox levels; a person reads what they mean.
+REQUIREMENT_TEXT: dict[str, str] = {
+    "read-only": "only reads",
+    "workspace-write": "can change files in this workspace",
+    "danger-full-access": "can reach beyond the workspace: any of your files, the network, other programs",
+}
+
+
+def requirement_text(verdict: Verdict) -> str:
+    """What the call is allowed to reach if it runs, in a person's words ("" when the engine did not say)."""
+    req = verdict.requirement
+    return REQUIREMENT_TEXT.get(req, f"needs {req}") if req else ""
+
+
+def stated_reason(call: CallInfo) -> str:
+    """The agent's own words for the call (Claude Code's Bash ``description`` ...): its claim, not a fact."""
+    for key in ("description", "justification", "reason"):
+        value = call.input.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+_HOST = re.compile(r"(?:(?<=//)|(?<=@)|(?<=domain:)|(?<=\s)|^)([^\s/:@'\"()<>\[\]{}|;&,]+\.[^\s/:@'\"()<>\[\]{}|;&,]+)")
+
+
+def lookalike(text: str) -> str:
+    """A host name in ``text`` that may not be what it looks like: punycode (``xn--``) or non-ASCII letters
+    (a Cyrillic ``а`` in ``аpple.com``). Returns a warning naming it, or ""."""
+    for m in _HOST.finditer(text[:4000]):
+        host = m.group(1).strip(".").lower()
+        if "." not in host:
+            continue
+        labels = host.split(".")
+        if any(label.startswith("xn--") for label in labels):
+            try:
+                shown = host.encode("ascii").decode("idna")
+            except (UnicodeError, ValueError):
+                shown = "not valid IDNA"
+            return f"look-alike domain: {host} (displayed as {shown})"
+        if any(ord(ch) > 127 and ch.isalpha() for ch in host):
+            try:
+                ascii_form = host.encode("idna").decode("ascii")
+            except (UnicodeError, ValueError):
+                ascii_form = "not valid IDNA"
+            return f"look-alike domain: {host} (really {ascii_form})"
+    return ""
+
+
+_NEEDS = re.compile(r"\bneeds (read-only|workspace-write|danger-full-access)\b")
+_MODE_ASKS = re.compile(r"; mode (\S+) asks\b")
+
+
+def person_reason(reason: str) -> str:
+    """The engine's reason with its sandbox level names in a person's words ("Bash needs
+    danger-full-access; mode default asks" -> "Bash can reach beyond the workspace ...; your mode default
+    asks for that")."""
+    text = _NEEDS.sub(lambda m: REQUIREMENT_TEXT[m.group(1)], reason)
+    return _MODE_ASKS.sub(lambda m: f"; the session's mode ({m.group(1)}) asks you for that", text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar, Literal
 
 from rich.console import Group
@@ -28,6 +28,40 @@ from nexus_clients.tui.escaping import escape_plain, safe_text
 from nexus_clients.tui.link import DaemonCall, describe_error
 from nexusd import protocol
 
+# (seconds left before the automatic deny, or None once decided; whether a hold can still push it)
+TimeLeftFn = Callable[[], tuple[float | None, bool]]
+# the daemon's one narrowness check: the rules, kind -> one verdict per rule
+RuleCheckFn = Callable[[Literal["allow", "deny"], list[str]], Awaitable[list[protocol.RuleVerdict]]]
+HOLD_KEY = "ctrl+o"  # holds the ask from any screen (it only delays the deny); "h" on the queue screen
+
+
+class TimeLeft(Static):
+    """Every dialog's line of time: how long until the automatic deny, urgent near the end, and the hold key."""
+
+    def __init__(self, left: TimeLeftFn | None, **kw: object) -> None:
+        super().__init__("", **kw)  # type: ignore[arg-type]
+        self.left = left
+
+    def on_mount(self) -> None:
+        if self.left is not None:
+            self.tick()
+            self.set_interval(0.5, self.tick)
+
+    def tick(self) -> None:
+        if self.left is None:
+            return
+        left, holdable = self.left()
+        if left is None:
+            self.update(Text("this request was decided meanwhile: nothing will be sent for it", style="bold yellow"))
+            return
+        urgent = left <= 10
+        text = Text(f"time left: {max(0, int(left + 0.999))}s", style="bold reverse red" if urgent else "bold")
+        if holdable:
+            text.append(f"  ({HOLD_KEY}: hold for more time)", style="bold yellow" if urgent else "dim")
+        elif urgent:
+            text.append("  answer now: its agent cannot wait longer", style="bold red")
+        self.update(text)
+
 
 class DenyMessageScreen(ModalScreen[str | None]):
     """Deny, with a message the model will read (why, or what to do instead).
@@ -38,30 +72,28 @@ class DenyMessageScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, what: Text, remaining: Callable[[], float | None] | None = None) -> None:
+    def __init__(
+        self,
+        what: Text,
+        remaining: Callable[[], float | None] | None = None,
+        holdable: Callable[[], bool] | None = None,
+    ) -> None:
         super().__init__()
         self.what = what
         self.remaining = remaining
+        self.holdable = holdable
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(Text("Deny, with a message to the model", style="bold"))
             yield Static(self.what)
-            yield Static("", id="deny-countdown")
+            yield TimeLeft(self._left if self.remaining is not None else None, id="deny-countdown")
             yield Input(placeholder="message (Enter sends the deny, Esc cancels)", id="deny-message", max_length=2000)
 
-    def on_mount(self) -> None:
-        if self.remaining is not None:
-            self.tick()
-            self.set_interval(0.5, self.tick)
-
-    def tick(self) -> None:
-        left = self.remaining() if self.remaining is not None else None
-        label = self.query_one("#deny-countdown", Static)
-        if left is None:
-            label.update(Text("this request was decided meanwhile: the deny will not be sent", style="bold yellow"))
-        else:
-            label.update(Text(f"auto-deny in {max(0, int(left + 0.999))}s", style="bold red" if left <= 10 else "bold"))
+    def _left(self) -> tuple[float | None, bool]:
+        assert self.remaining is not None
+        left = self.remaining()
+        return left, bool(self.holdable and self.holdable())
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -76,14 +108,16 @@ class DurationScreen(ModalScreen[float | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, what: Text) -> None:
+    def __init__(self, what: Text, left: TimeLeftFn | None = None) -> None:
         super().__init__()
         self.what = what
+        self.left = left
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(Text("Allow for a while (a timed grant, revocable in the grants screen)", style="bold"))
             yield Static(self.what)
+            yield TimeLeft(self.left)
             yield Static("", id="duration-error")
             yield Input(
                 value="15m",
@@ -111,8 +145,9 @@ class EditInputScreen(ModalScreen[dict | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, what: Text, original: dict) -> None:
+    def __init__(self, what: Text, original: dict, left: TimeLeftFn | None = None) -> None:
         super().__init__()
+        self.left = left
         self.what = what
         self.original = original
         self.shell = isinstance(original.get("command"), str)
@@ -121,6 +156,7 @@ class EditInputScreen(ModalScreen[dict | None]):
         with Vertical(classes="dialog"):
             yield Label(Text("Edit, then allow once (nexusd checks the edit again)", style="bold"))
             yield Static(self.what)
+            yield TimeLeft(self.left)
             yield Static("", id="edit-error")
             text = self.original["command"] if self.shell else json.dumps(self.original, ensure_ascii=False)
             yield Input(
@@ -173,12 +209,14 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("escape", "answer(False)", "no"),
     ]
 
-    def __init__(self, question: Text) -> None:
+    def __init__(self, question: Text, left: TimeLeftFn | None = None) -> None:
         super().__init__()
+        self.left = left
         self.question = question
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
+            yield TimeLeft(self.left)
             yield Static(self.question)
             with Horizontal(classes="buttons"):
                 yield Button("y: yes", id="confirm-yes", variant="error", compact=True)
@@ -192,11 +230,13 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "confirm-yes")
 
 
-class RuleEditScreen(ModalScreen[list[str] | None]):
+class RuleEditScreen(ModalScreen[list[protocol.RuleVerdict] | None]):
     """Shows the rule(s) "always"/"never" will persist and lets the person narrow or edit them.
 
-    For allow rules a blanket rule (a whole tool, ``Bash(*)``, a launcher like ``bash *``) cannot be
-    confirmed; the daemon refuses them too. An emptied line drops that rule.
+    Each rule is checked by the daemon's one narrowness check (``rule_check``), live: a refused rule (a
+    blanket: a whole tool, ``Bash(*)``, a launcher like ``bash *``) cannot be confirmed; a wide one
+    (``Bash(rm *)``) is returned with its reason, for the caller to confirm explicitly. An emptied line
+    drops that rule. Returns the rules with their verdicts.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -204,17 +244,29 @@ class RuleEditScreen(ModalScreen[list[str] | None]):
         Binding("ctrl+s", "confirm", "confirm"),
     ]
 
-    def __init__(self, kind: Literal["allow", "deny"], rules: list[str], what: Text) -> None:
+    def __init__(
+        self,
+        kind: Literal["allow", "deny"],
+        rules: list[str],
+        what: Text,
+        check: RuleCheckFn | None = None,
+        left: TimeLeftFn | None = None,
+    ) -> None:
         super().__init__()
         self.kind = kind
         self.rules = rules or [""]
         self.what = what
+        self.check = check
+        self.left = left
+        self.verdicts: list[protocol.RuleVerdict] = []
+        self.checked: list[str] | None = None  # the rules the verdicts are for
 
     def compose(self) -> ComposeResult:
         verb = "always allow" if self.kind == "allow" else "never allow (deny rule)"
         with Vertical(classes="dialog"):
             yield Label(Text(f"{verb}: the rule(s) nexusd will persist", style="bold"))
             yield Static(self.what)
+            yield TimeLeft(self.left)
             for n, rule in enumerate(self.rules):
                 yield Input(value=rule, id=f"rule-{n}", classes="rule", max_length=4000)
             yield Static(id="rule-check")
@@ -223,7 +275,7 @@ class RuleEditScreen(ModalScreen[list[str] | None]):
                 yield Button("Esc: cancel", id="rule-cancel", compact=True)
 
     def on_mount(self) -> None:
-        self._check()
+        self.run_check()
 
     def values(self) -> list[str]:
         return [i.value.strip() for i in self.query(Input) if i.value.strip()]
@@ -232,42 +284,69 @@ class RuleEditScreen(ModalScreen[list[str] | None]):
         rules = self.values()
         if not rules:
             return ["no rule left: cancel instead"]
-        if self.kind == "deny":
-            return []
-        return [f"{escape_plain(r, limit=80)}: {why}" for r in rules if (why := risk.blanket_reason(r))]
+        if self.checked != rules:
+            return ["checking with nexusd…"]
+        return [f"{escape_plain(v.rule, limit=80)}: {v.reason}" for v in self.verdicts if v.status == "refused"]
 
-    def _check(self) -> None:
+    @work(exclusive=True, group="rule-check")
+    async def run_check(self) -> None:
+        await self.check_now()
+
+    async def check_now(self) -> None:
+        """Ask the daemon's one check about the rules as they stand (the last edit wins)."""
+        rules = self.values()
+        if rules and self.check is not None:
+            try:
+                verdicts = await self.check(self.kind, rules)
+            except Exception as e:
+                verdicts = [protocol.RuleVerdict(r, "refused", f"not checked: {describe_error(e)}") for r in rules]
+        else:
+            verdicts = [protocol.RuleVerdict(r, "refused", "not checked: no connection to nexusd") for r in rules]
+        if rules == self.values():
+            self.verdicts, self.checked = verdicts, rules
+        self._show()
+
+    def _show(self) -> None:
         problems = self.problems()
         text = Text()
-        if problems:
-            text.append("refused, too broad:\n" if self.values() else "", style="bold red")
+        if problems and self.checked == self.values() and self.values():
+            unchecked = all(v.reason.startswith("not checked") for v in self.verdicts if v.status == "refused")
+            text.append("cannot persist:\n" if unchecked else "refused, too broad:\n", style="bold red")
             text.append("\n".join(problems), style="red")
+        elif problems:
+            text.append("\n".join(problems), style="dim")
         else:
-            text.append("ok: narrow enough", style="green")
+            for v in self.verdicts:
+                style = {"ok": "green", "confirm": "bold yellow"}.get(v.status, "red")
+                word = {"ok": "ok", "confirm": "wide, you confirm next"}.get(v.status, v.status)
+                text.append_text(safe_text(f"{word}: {v.rule} — {v.reason}\n", style=style))
         self.query_one("#rule-check", Static).update(text)
 
     @on(Input.Changed)
     def changed(self) -> None:
-        self._check()
+        self._show()
+        self.run_check()
 
     @on(Input.Submitted)
-    def submitted(self) -> None:
-        self.action_confirm()
+    async def submitted(self) -> None:
+        await self.action_confirm()
 
     @on(Button.Pressed, "#rule-ok")
-    def ok(self) -> None:
-        self.action_confirm()
+    async def ok(self) -> None:
+        await self.action_confirm()
 
     @on(Button.Pressed, "#rule-cancel")
     def cancel_pressed(self) -> None:
         self.dismiss(None)
 
-    def action_confirm(self) -> None:
+    async def action_confirm(self) -> None:
+        if self.values() and self.checked != self.values():
+            await self.check_now()  # Enter pressed before the live check came back: ask now, then decide
         if self.problems():
-            self._check()
+            self._show()
             self.app.bell()
             return
-        self.dismiss(self.values())
+        self.dismiss(list(self.verdicts))
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -313,6 +392,7 @@ HELP = [
     ("N", "deny with a message to the model"),
     ("x", "deny and stop the agent's turn"),
     ("e", "never: edit, then persist a deny rule"),
+    ("h", "hold: more time for the selected request, up to what its agent waits (ctrl+o in a dialog)"),
     ("m", "change the selected session's mode"),
     ("j / k, ↓ / ↑", "move through the queue"),
     ("tab / shift+tab", "jump to the next / previous waiting request"),
@@ -418,15 +498,18 @@ class AuditScreen(Screen[None]):
         table = self.query_one(DataTable)
         table.clear()
         for r in reversed(reply.records):
-            when = time.strftime("%H:%M:%S", time.localtime(r.time))
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))  # history spans days: dated
             style = "green" if r.decision == "allow" else "red"
+            what = safe_text(r.summary[:100])
+            if risk.lookalike(r.summary):
+                what = Text("⚠ look-alike domain ", style="bold red") + what
             table.add_row(
                 Text(when),
                 Text(r.decision, style=style),
                 Text(r.source),
                 safe_text(r.session[:12]),
                 safe_text(r.tool[:24]),
-                safe_text(r.summary[:100]),
+                what,
                 safe_text((r.answered_by or r.rule or "")[:40]),
             )
         msg.update(Text(f"{len(reply.records)} decisions", style="dim"))

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nexusd.protocol import PendingItem, Resolved
+from nexusd.protocol import Held, PendingItem, Resolved
 
 Connection = Literal["connecting", "connected", "disconnected"]
 
 RESOLVED_KEEP = 60.0  # seconds an answered request stays in the queue, greyed, with who answered it
 RESOLVED_MAX = 20  # at most this many answered requests are kept
+URGENT = 10.0  # seconds left from which the countdown turns urgent and the person is told to hold or answer
+HOLD_SECONDS = 60.0  # what one hold asks for (the daemon caps it at what the agent waits)
 
 
 @dataclass
@@ -46,6 +48,14 @@ class Entry:
     def remaining(self, now: float) -> float:
         return max(0.0, self.item.deadline - now)
 
+    def holdable(self, now: float) -> bool:
+        """Whether a hold can still push the deadline (the agent waits longer than the deadline)."""
+        limit = self.item.hold_limit
+        return self.pending and limit is not None and limit > self.item.deadline + 0.5 and self.remaining(now) > 0
+
+    def urgent(self, now: float) -> bool:
+        return self.pending and self.remaining(now) <= URGENT
+
     def outcome(self) -> str:
         """One line for the queue and detail: what happened to it, and who decided."""
         r = self.resolved
@@ -55,6 +65,8 @@ class Entry:
             return "denied: timed out (nobody answered)"
         if r.source == "cancelled":
             return "cancelled: the agent went away"
+        if r.source == "error":  # nexusd itself failed or stopped: no person answered
+            return f"denied by nexusd: {r.reason or 'an error'}"
         who = r.answered_by or r.source
         scope = f" ({r.scope})" if r.scope and r.scope != "once" else ""
         return f"{r.decision}{scope}, answered by {who}"
@@ -71,6 +83,7 @@ class TuiState:
     daemon_version: str = ""
     message: str = ""  # the last thing the person should read (lost race, sent, refused, ...)
     message_level: Literal["info", "warning", "error"] = "info"
+    message_about: str | None = None  # the request the message is about; it goes when that one is no longer shown
     policy_errors: list[str] = field(default_factory=list)
     auto_selected_at: float = float("-inf")  # when the selection last moved without the person
 
@@ -100,16 +113,35 @@ class TuiState:
             self.say("")  # "Sent: …" was about the last request; a warning or an error stays until read
         return True
 
+    def apply_held(self, held: Held) -> Entry | None:
+        """A person (here or elsewhere) held a request: its new deadline and how far it may still go."""
+        entry = self.entries.get(held.id)
+        if entry is None or not entry.pending:
+            return None
+        entry.item.deadline = held.deadline
+        entry.item.hold_limit = held.limit
+        return entry
+
     def apply_resolved(self, res: Resolved) -> Entry | None:
         entry = self.entries.get(res.id)
         if entry is None or entry.resolved is not None:
             return None
         entry.resolved = res
         entry.resolved_at = self.clock()
+        self._order()
         if self.selected == res.id:
-            if entry.answered_here is None:
-                self.say(f"The selected request was {entry.outcome()}.", "warning")
             self._select_if_none()  # if nothing else waits it stays, showing what happened to it
+            if entry.answered_here is None:
+                if self.selected == res.id:
+                    self.say(f"The selected request was {entry.outcome()}.", "warning", about=res.id)
+                else:  # the selection moved on: the message names the request it is about, never the live one
+                    call = entry.item.call
+                    gist = f"{call.tool} {_gist(call.input)}"
+                    self.say(
+                        f"The request you were reading ({gist}) was {entry.outcome()}; now showing the next one.",
+                        "warning",
+                        about=self.selected,
+                    )
         return entry
 
     def disconnected(self, detail: str) -> None:
@@ -127,7 +159,9 @@ class TuiState:
     # ------------------------------------------------------------------ the queue
 
     def _order(self) -> None:
-        self.entries = dict(sorted(self.entries.items(), key=lambda kv: (kv[1].item.created, kv[0])))
+        """Waiting requests first (oldest first), then the decided ones: a decided row never pushes one that
+        still waits down the list."""
+        self.entries = dict(sorted(self.entries.items(), key=lambda kv: (not kv[1].pending, kv[1].item.created, kv[0])))
 
     def _select_if_none(self) -> None:
         """Select the oldest waiting request if nothing is selected or the selection was decided."""
@@ -137,8 +171,14 @@ class TuiState:
             if first is not None:
                 self.selected = first.id
                 self.auto_selected_at = self.clock()
+                self._message_follows()
             elif current is None:
                 self.selected = None
+
+    def _message_follows(self) -> None:
+        """A message about one request ("… was denied: timed out") must not stand over another one."""
+        if self.message_about is not None and self.message_about != self.selected:
+            self.message, self.message_level, self.message_about = "", "info", None
 
     def prune(self) -> None:
         """Forget answered requests after a while, never the selected one."""
@@ -164,6 +204,7 @@ class TuiState:
         if entry_id is None or entry_id in self.entries:
             self.selected = entry_id
             self.auto_selected_at = float("-inf")
+            self._message_follows()
 
     def move(self, step: int) -> None:
         """Up/down through the whole queue, answered entries included."""
@@ -209,6 +250,16 @@ class TuiState:
             return None, "The selection just moved to this request: read it first, then answer."
         return entry, ""
 
-    def say(self, message: str, level: Literal["info", "warning", "error"] = "info") -> None:
+    def say(self, message: str, level: Literal["info", "warning", "error"] = "info", about: str | None = None) -> None:
         self.message = message
         self.message_level = level
+        self.message_about = about
+
+
+def _gist(inp: dict[str, object], width: int = 50) -> str:
+    """A few words of a call, to name it in a message (escaped by whoever shows the message)."""
+    for key in ("command", "file_path", "path", "url", "pattern"):
+        value = inp.get(key)
+        if isinstance(value, str):
+            return value if len(value) <= width else value[: width - 1] + "…"
+    return ""

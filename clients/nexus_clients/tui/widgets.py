@@ -178,15 +178,19 @@ class MessageLine(Static):
         return text
 
 
+# The allow answers first, the deny answers after help: Deny never sits beside Always (two rows when narrow).
 ACTIONS: list[tuple[str, str, str]] = [
     ("allow_once", "y allow", "success"),
     ("allow_session", "s session", "success"),
+    ("allow_for", "f while", "success"),
+    ("edit_input", "i edit", "success"),
     ("always", "a always", "primary"),
+    ("help", "? help", "default"),
     ("deny", "n deny", "error"),
-    ("deny_message", "N deny+msg", "error"),
+    ("deny_message", "N +msg", "error"),
+    ("abort", "x stop", "error"),
     ("never", "e never", "error"),
     ("mode", "m mode", "default"),
-    ("help", "? help", "default"),
 ]
 
 

@@ -101,8 +101,26 @@ class Hub:
         elif isinstance(event, protocol.PolicyNotice):
             self.policy_errors = [render.line(e, 1000) for e in event.errors]
             self.broadcast("policy", {"ok": event.ok, "errors": self.policy_errors})
+        elif isinstance(event, protocol.Held):
+            if s.apply_held(event) is not None:
+                view = self.views.get(event.id)
+                if view is not None:
+                    view["deadline"], view["hold_limit"] = event.deadline, event.limit
+                self.broadcast(
+                    "held",
+                    {
+                        "id": event.id,
+                        "deadline": event.deadline,
+                        "limit": event.limit,
+                        "by": render.line(event.by, 200),
+                        "now": time.time(),
+                    },
+                )
         elif isinstance(event, protocol.Bye):
             self.broadcast("link", {"connected": False, "detail": render.line(f"nexusd is stopping: {event.reason}")})
+
+    async def rules_problem(self, rules: list[str], confirmed: bool) -> str:
+        return await _rules_problem(self.link, rules, confirmed)
 
     def broadcast(self, kind: str, data: dict[str, Any]) -> None:
         for send in list(self.listeners):
@@ -131,17 +149,30 @@ class Hub:
         scope = body.get("scope", "once")
         rules = body.get("rules")
         verdict = entry.item.verdict
-        if scope in ("session", "always") and not (rules or verdict.suggestions):
+        if (
+            scope in ("session", "always", "timed")
+            and body["decision"] == "allow"
+            and not (rules or verdict.suggestions)
+        ):
             return 422, {"error": "nexusd offered no rule narrow enough to remember: answer once", "code": "refused"}
-        if scope in ("session", "always"):
-            for rule in rules or verdict.suggestions:
-                why = risk.blanket_reason(rule)
-                if why:
-                    return 422, {"error": f"{render.line(rule, 200)} is too broad: {why}", "code": "refused"}
         if scope == "always" and risk.is_dangerous(verdict) and body.get("confirm_risk") is not True:
             return 422, {"error": "this request is flagged high risk: confirm before persisting", "code": "confirm"}
+        # how narrow the rules are is the daemon's one check (rule_check), asked before anything is forwarded
+        # (the daemon checks the answer again): a refused rule, or a wide one the person did not confirm
+        if body["decision"] == "allow" and scope in ("session", "always", "timed"):
+            problem = await self.rules_problem(rules or verdict.suggestions, body.get("confirm_broad") is True)
+            if problem:
+                return 422, {"error": problem, "code": "refused"}
         msg = protocol.Answer(
-            id=rid, decision=body["decision"], scope=scope, message=body.get("message") or None, rules=rules or None
+            id=rid,
+            decision=body["decision"],
+            scope=scope,
+            message=body.get("message") or None,
+            rules=rules or None,
+            abort=body.get("abort") is True,
+            duration=body.get("duration"),
+            updated_input=body.get("updated_input"),
+            confirm_broad=body.get("confirm_broad") is True,
         )
         try:
             ack = await self.link.call(msg)
@@ -165,11 +196,40 @@ class Hub:
         return 200, {"ok": True, "detail": render.line(getattr(ack, "detail", ""), 200)}
 
 
+async def _rules_problem(link: Any, rules: list[str], confirmed: bool) -> str:
+    """The daemon's verdict on allow rules: why they may not be given as they are ("" when they may)."""
+    try:
+        reply = await link.call(protocol.RuleCheck(kind="allow", rules=list(rules)))
+    except NotConnected:
+        return "not connected to nexusd: nothing was sent"
+    except Exception as e:
+        return f"the rules could not be checked: {render.line(str(e), 200)}"
+    if not isinstance(reply, protocol.RuleCheckReply) or len(reply.results) != len(rules):
+        return "the rules could not be checked: unexpected reply"
+    for v in reply.results:
+        if v.status == "refused":
+            return f"{render.line(v.rule, 200)} is too broad: {render.line(v.reason, 300)}"
+        if v.status == "confirm" and not confirmed:
+            return f"{render.line(v.rule, 200)} needs your explicit confirmation: {render.line(v.reason, 300)}"
+    return ""
+
+
 def validate_answer(body: Any) -> str:
     """Shape checks (the daemon checks again); an empty string when the answer is well formed."""
     if not isinstance(body, dict):
         return "the body must be a JSON object"
-    unknown = set(body) - {"id", "decision", "scope", "message", "rules", "confirm_risk"}
+    unknown = set(body) - {
+        "id",
+        "decision",
+        "scope",
+        "message",
+        "rules",
+        "confirm_risk",
+        "confirm_broad",
+        "abort",
+        "duration",
+        "updated_input",
+    }
     if unknown:
         return f"unknown fields: {', '.join(sorted(unknown))}"
     if not isinstance(body.get("id"), str) or not body["id"]:
@@ -177,8 +237,23 @@ def validate_answer(body: Any) -> str:
     if body.get("decision") not in ("allow", "deny"):
         return "decision must be allow or deny"
     scope = body.get("scope", "once")
-    if scope not in ("once", "session", "always", "never"):
-        return "scope must be once, session, always or never"
+    if scope not in ("once", "session", "always", "never", "timed"):
+        return "scope must be once, session, always, never or timed"
+    for flag in ("confirm_risk", "confirm_broad", "abort"):
+        if flag in body and not isinstance(body[flag], bool):
+            return f"{flag} must be true or false"
+    if body.get("abort") is True and body["decision"] != "deny":
+        return "abort goes with deny"
+    duration = body.get("duration")
+    if (scope == "timed") != (duration is not None):
+        return "duration goes with scope timed, and only with it"
+    if duration is not None and (
+        isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 < duration <= 30 * 86400
+    ):
+        return "duration must be seconds, more than 0 and at most 30 days"
+    edited = body.get("updated_input")
+    if edited is not None and (not isinstance(edited, dict) or body["decision"] != "allow" or scope != "once"):
+        return "updated_input is an object and goes with allow once"
     if scope == "never" and body["decision"] != "deny":
         return "never goes with deny"
     if scope == "always" and body["decision"] != "allow":
@@ -193,7 +268,7 @@ def validate_answer(body: Any) -> str:
         if len(rules) > MAX_RULES or any(len(r) > 4000 for r in rules):
             return "too many or too long rules"
         if scope == "once":
-            return "rules go with session, always or never"
+            return "rules go with session, timed, always or never"
     return ""
 
 
@@ -332,6 +407,47 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
             return JSONResponse({"error": f"bad request: {e}"}, status_code=400)
         status, reply = await hub.answer(body)
         return JSONResponse(reply, status_code=status)
+
+    async def whoami(request: Request) -> Response:
+        """The page asks this when its event stream breaks: 401 means this server no longer knows the
+        session (nexus-web was restarted), so the page says to open the new link."""
+        return JSONResponse({"ok": True})
+
+    async def hold(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            if not isinstance(body, dict) or set(body) - {"id", "seconds"} or not isinstance(body.get("id"), str):
+                raise ValueError("expected {id, seconds}")
+            seconds = body.get("seconds", 60)
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= 3600:
+                raise ValueError("seconds must be more than 0 and at most 3600")
+        except ValueError as e:
+            return JSONResponse({"error": f"bad request: {e}"}, status_code=400)
+        msg = protocol.Hold(id=body["id"], seconds=float(seconds))
+        return await relay(lambda: query(msg), lambda r: {"ok": True, "detail": render.line(r.detail, 200)})
+
+    async def rule_check(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            if not isinstance(body, dict) or set(body) != {"kind", "rules"} or body["kind"] not in ("allow", "deny"):
+                raise ValueError("expected {kind: allow|deny, rules}")
+            rules = body["rules"]
+            if not isinstance(rules, list) or not all(isinstance(r, str) and r.strip() for r in rules):
+                raise ValueError("rules must be a list of non-empty strings")
+            if len(rules) > MAX_RULES or any(len(r) > 4000 for r in rules):
+                raise ValueError("too many or too long rules")
+        except ValueError as e:
+            return JSONResponse({"error": f"bad request: {e}"}, status_code=400)
+        msg = protocol.RuleCheck(kind=body["kind"], rules=[r.strip() for r in rules])
+        return await relay(
+            lambda: query(msg),
+            lambda r: {
+                "results": [
+                    {"rule": render.line(x.rule, 1000), "status": x.status, "reason": render.line(x.reason, 400)}
+                    for x in r.results
+                ]
+            },
+        )
 
     async def query(msg: protocol._Msg) -> Any:
         return await hub.link.call(msg)
@@ -495,6 +611,9 @@ def build_app(hub: Hub, access: Access) -> ASGIApp:  # noqa: C901 - its route ha
             read_json=read_json,
             static=_static,
         ),
+        Route("/api/whoami", needs_session(whoami), methods=["GET"]),
+        Route("/api/hold", needs_csrf(hold), methods=["POST"]),
+        Route("/api/rules/check", needs_csrf(rule_check), methods=["POST"]),
     ]
     return SecurityHeaders(Starlette(routes=routes), access)
 
@@ -507,6 +626,7 @@ def _record(r: protocol.AuditRecord) -> dict[str, Any]:
         "session": render.line(r.session, 200),
         "tool": render.line(r.tool, 200),
         "summary": render.line(r.summary, 400),
+        "lookalike": render.lookalike(r.summary),
         "decision": r.decision,
         "source": r.source,
         "reason": render.line(r.reason, 600),

@@ -35,11 +35,18 @@ def block(text: str) -> str:
     return out
 
 
+def lookalike(text: str) -> str:
+    """A look-alike (punycode or non-ASCII) host name in ``text``, as a warning; "" when none."""
+    return line(risk.lookalike(text), 400)
+
+
 def item_view(entry: Entry, *, with_diff: bool = True) -> dict[str, Any]:
     """Everything a person needs to answer one request, as strings fit for ``textContent``."""
     item = entry.item
     call, verdict = item.call, item.verdict
     command = call.input.get("command")
+    raw = json.dumps(call.input, ensure_ascii=False)
+    hidden = has_hidden(raw)
     view: dict[str, Any] = {
         "id": item.id,
         "provider": line(call.provider, 40),
@@ -55,14 +62,26 @@ def item_view(entry: Entry, *, with_diff: bool = True) -> dict[str, Any]:
         "summary": line(request_view.summary(entry), 300),
         "command": block(command) if isinstance(command, str) else None,
         "input": block(json.dumps(call.input, ensure_ascii=False, indent=2, sort_keys=True)),
-        "hidden_chars": has_hidden(json.dumps(call.input, ensure_ascii=False)),
+        "hidden_chars": hidden,
         "tier": risk.tier(verdict),
         "dangerous": risk.is_dangerous(verdict),
         "headline": line(headline(call, verdict)),
         "effects": [line(e.text) for e in effects(call, verdict)],
         "flags": [line(x) for x in risk.flag_lines(verdict)],
-        "reason": line(verdict.reason, 1000),
+        "reason": line(risk.person_reason(verdict.reason), 1000),
         "requirement": verdict.requirement or "",
+        "reach": line(risk.requirement_text(verdict)),  # the requirement in a person's words
+        "stated": line(risk.stated_reason(call), 1000),  # the agent's own description of the call: a claim
+        "lookalike": lookalike(
+            " ".join(
+                x for x in (request_view.summary(entry), (verdict.details.domain if verdict.details else "") or "")
+            )
+        ),
+        "hold_limit": item.hold_limit,
+        # what "edit, then allow" starts from: the raw text, only when it holds no hidden characters (a bidi
+        # control in an editable field would make the edit read differently from what is sent)
+        "editable": command if isinstance(command, str) and not hidden and len(command) <= MAX_BLOCK_CHARS else None,
+        "raw_input": call.input if not hidden and len(raw) <= MAX_BLOCK_CHARS else None,
         "suggestions": [line(s, 1000) for s in verdict.suggestions],
         "never_rules": [line(s, 1000) for s in (verdict.suggestions or [risk.exact_rule(call, verdict)])],
         "created": item.created,

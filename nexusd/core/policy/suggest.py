@@ -329,3 +329,120 @@ def suggest(
         out.append(cls.tool)
     out = [r for r in out if blanket_reason(r) is None]
     return out if len(out) <= MAX_SUGGESTIONS else []
+
+
+# --------------------------------------------------------------------------- needs a person's confirmation
+
+# Programs a wildcard rule should not cover without a person saying so: they destroy or overwrite data, or
+# send it away, whatever their arguments (``Bash(rm *)`` allows ``rm -rf src``).
+DESTROYERS = EXACT_ONLY | frozenset({"unlink", "srm", "install", "sed", "tee", "tar", "unzip", "patch", "git-clean"})
+# Programs that run code the agent can write (the project's scripts, hooks, build files) whatever the arguments.
+PROJECT_CODE = frozenset(
+    {
+        "npm",
+        "yarn",
+        "pnpm",
+        "bun",
+        "make",
+        "cmake",
+        "ninja",
+        "cargo",
+        "go",
+        "gradle",
+        "gradlew",
+        "mvn",
+        "pytest",
+        "tox",
+        "nox",
+        "rake",
+        "bundle",
+        "just",
+        "task",
+        "pre-commit",
+    }
+)
+# git subcommands that run the repository's hooks or configured programs (.git/hooks, core.fsmonitor,
+# filters, aliases) or rewrite history and files.
+GIT_RUNS_CODE = frozenset(
+    {
+        "commit",
+        "merge",
+        "pull",
+        "push",
+        "rebase",
+        "am",
+        "checkout",
+        "switch",
+        "cherry-pick",
+        "revert",
+        "clone",
+        "fetch",
+        "submodule",
+        "worktree",
+        "reset",
+        "clean",
+        "restore",
+        "stash",
+        "apply",
+        "filter-branch",
+        "gc",
+        "config",
+        "rm",
+        "mv",
+    }
+)
+
+
+def confirm_reason(rule_text: str) -> str | None:
+    """Why an allow rule that is not a blanket still needs a person's explicit confirmation (None: it is
+    narrow enough as it stands).
+
+    A wildcard over a program that destroys data or runs code the agent can write (``Bash(rm *)``,
+    ``Bash(git commit *)``, ``Bash(npm test *)``): an exact command is fine, a wildcard is confirmed first.
+    The rule is assumed to have passed ``blanket_reason``.
+    """
+    try:
+        tool, spec = split_rule(rule_text)
+    except RuleError:
+        return None
+    tool = canonical_tool(tool)
+    if tool != "Bash" or spec is None:
+        return None
+    s = spec[:-2] + " *" if spec.endswith(":*") else spec
+    if "*" not in s and "?" not in s:
+        return None  # an exact command
+    words = s.split()
+    if not words:
+        return None
+    first = _base(words[0])
+    if first == "git":
+        sub = words[1] if len(words) > 1 else "*"
+        if sub == "*" or "*" in sub or sub in GIT_RUNS_CODE or sub.startswith("-"):
+            return f"'git {sub}' with any arguments can run the repository's hooks or configured programs"
+        return None
+    if first in DESTROYERS:
+        return f"{first} with any arguments can delete, overwrite or send away any file it is given"
+    if first in PROJECT_CODE:
+        return f"{first} with any arguments runs the project's own scripts, which the agent can change"
+    return None
+
+
+RuleStatus = tuple[str, str]  # ("ok" | "confirm" | "refused", reason)
+
+
+def rule_status(kind: str, rule_text: str) -> RuleStatus:
+    """The one narrowness verdict every UI shows (the daemon's ``rule_check``): ``refused`` (a blanket rule
+    or not a rule), ``confirm`` (a person must confirm it explicitly) or ``ok``. Deny rules only narrow."""
+    if kind != "allow":
+        try:
+            split_rule(rule_text)
+        except RuleError as e:
+            return "refused", f"not a valid rule: {e}"
+        return "ok", "a deny rule only narrows what agents may do"
+    why = blanket_reason(rule_text)
+    if why:
+        return "refused", why
+    why = confirm_reason(rule_text)
+    if why:
+        return "confirm", why
+    return "ok", "narrow enough: an exact command, or a program that neither destroys nor runs other code"

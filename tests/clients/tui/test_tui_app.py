@@ -98,7 +98,11 @@ async def test_session_scope_allows_the_next_identical_request_without_asking(
         agent = await ask(pilot, app, d)
         if not app.state.current().item.verdict.suggestions:  # type: ignore[union-attr]
             pytest.fail("the engine offered no rule for this request (policy engine not landed yet?)")
-        await pilot.press("s")
+        await pilot.press("s")  # the exact rule(s) the grant gives, with the daemon's check, before it is given
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the session grant's rules")
+        shown = app.screen.question.plain  # type: ignore[attr-defined]
+        assert all(rule in shown for rule in app.state.current().item.verdict.suggestions), shown  # type: ignore[union-attr]
+        await pilot.press("y")
         decision = await agent.result(pilot)
         assert (decision.decision, decision.source) == ("allow", "user")
         again = Agent(d.socket, call())
@@ -366,7 +370,7 @@ async def test_first_hour_papercuts(daemon_factory: Callable[..., Any]) -> None:
         await pilot.press("N")
         await until(pilot, lambda: isinstance(app.screen, DenyMessageScreen), what="message dialog")
         label = app.screen.query_one("#deny-countdown", Static)
-        await until(pilot, lambda: "auto-deny in" in str(label.render()), what="countdown shown")
+        await until(pilot, lambda: "time left" in str(label.render()), what="countdown shown")
         await until(pilot, lambda: "decided meanwhile" in str(label.render()), what="timeout shown", timeout=15)
         await pilot.press("escape")
         assert (await agent.result(pilot)).source == "timeout"

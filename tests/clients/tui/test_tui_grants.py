@@ -40,6 +40,10 @@ async def test_allow_for_a_while_then_revoke_in_the_grants_screen(daemon_factory
         assert isinstance(app.screen, DurationScreen)
         box.value = "2h"
         await pilot.press("enter")
+        # the exact rule(s) the grant gives, checked by the daemon, then a yes
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the grant's rules")
+        assert rule in app.screen.question.plain  # type: ignore[attr-defined]
+        await pilot.press("y")
         decision = await agent.result(pilot)
         assert (decision.decision, decision.source) == ("allow", "user")
 

@@ -49,6 +49,7 @@ def test_when_the_selected_request_is_decided_elsewhere_the_selection_moves_on_g
     s.apply_resolved(protocol.Resolved(id=item(1).id, decision="allow", source="user", answered_by="tui-2 (pid 7)"))
     assert "answered by tui-2 (pid 7)" in s.message
     assert s.selected == item(2).id
+    assert "you were reading" in s.message, "the message names the old request, not the one now shown"
     entry, why = s.answerable()
     assert entry is None and "selection just moved" in why, "a key meant for the old request must not land here"
     clock.now += 0.6
@@ -67,8 +68,9 @@ def test_choosing_a_request_by_hand_has_no_guard() -> None:
     s.apply_snapshot([item(1), item(2)])
     clock.now += 5
     s.apply_resolved(protocol.Resolved(id=item(1).id, decision="allow", source="user"))
-    s.move(-1)
+    assert next(iter(s.entries)) == item(2).id, "a decided row never sits above a waiting one"
     s.move(1)
+    s.move(-1)
     assert s.selected == item(2).id and s.answerable()[0] is not None
 
 
@@ -126,8 +128,8 @@ def test_moving_and_jumping_between_pending_requests() -> None:
     assert s.selected == item(4).id
     s.move(-1)
     assert s.selected == item(3).id
-    s.move(-1)
-    assert s.selected == item(2).id, "plain movement visits answered ones too"
+    s.move(2)
+    assert s.selected == item(2).id, "plain movement visits answered ones too (below the waiting ones)"
     s.move(-10)
     assert s.selected == item(1).id
 

@@ -118,10 +118,11 @@ def test_deny_with_message_and_never_rule_editor(web: WebHandle, browser_factory
     page.wait_for_selector(".queue-item")
     page.fill("#d-message", "not now")
     page.click("button[data-act=never]")
-    page.wait_for_selector("#rule-editor:not([hidden])")
-    rules = page.locator("#rules-text").input_value()
+    page.wait_for_selector("#dialog:not([hidden])")
+    rules = page.locator("#dlg-edit").input_value()
     assert rules.strip(), "never offers a rule to persist"
-    page.click("#rules-go")
+    page.wait_for_selector("#dlg-rules li.check-ok")  # the daemon's check of the rule
+    page.click("#dlg-go")
     out = hook.decision()
     assert out["permissionDecision"] == "deny" and "not now" in out["permissionDecisionReason"]
     records = [r for r in audit(web, source="user") if r.session == "sess-web"]
@@ -186,6 +187,9 @@ def test_daemon_gone_the_page_says_so_and_nothing_is_kept_to_send(web: WebHandle
     assert "unreachable" in page.locator("#conn").inner_text() or "stopping" in page.locator("#conn").inner_text()
     page.wait_for_selector(".queue-item", state="detached")  # the daemon denied everything pending
     assert hook.decision()["permissionDecision"] == "deny"
+    empty = page.locator("#empty").inner_text()
+    assert "nexusd unreachable" in empty and "Nothing is waiting" not in empty
+    assert "answered by error" not in page.locator("body").inner_text()
     web.daemon.start()
     page.wait_for_selector("#conn.up", timeout=30_000)  # nexus-web reconnects by itself
 
@@ -213,15 +217,18 @@ def test_allow_for_session_and_always_with_the_rule_editor(web: WebHandle, brows
     hook = HookRun(web.daemon.env, "mkdir -p build/one", session="sess-always")
     page.wait_for_selector(".queue-item")
     page.wait_for_selector("button[data-act=allow_session]:not([disabled])")
-    page.keyboard.press("s")
+    page.keyboard.press("s")  # shows the rule(s) it would grant, checked by the daemon, before granting
+    page.wait_for_selector("#dialog:not([hidden]) #dlg-rules li.check-ok")
+    page.click("#dlg-go")
     assert hook.decision()["permissionDecision"] == "allow"
     hook = HookRun(web.daemon.env, "touch build/two.txt", session="sess-always")
     page.wait_for_selector(".queue-item:not(.done)")
     page.click("button[data-act=always]")
-    page.wait_for_selector("#rule-editor:not([hidden])")
-    rules = [r for r in page.locator("#rules-text").input_value().splitlines() if r.strip()]
+    page.wait_for_selector("#dialog:not([hidden])")
+    rules = [r for r in page.locator("#dlg-edit").input_value().splitlines() if r.strip()]
     assert rules, "always offers the engine's suggestions"
-    page.click("#rules-go")
+    page.wait_for_selector("#dlg-rules li.check-ok")
+    page.click("#dlg-go")
     assert hook.decision()["permissionDecision"] == "allow"
     scopes = [r.scope for r in audit(web, source="user") if r.session == "sess-always"]
     assert scopes == ["session", "always"]
@@ -238,6 +245,8 @@ def test_grants_are_listed_and_revoked_from_the_page(web: WebHandle, browser_fac
     page.wait_for_selector(".queue-item")
     page.wait_for_selector("button[data-act=allow_session]:not([disabled])")
     page.keyboard.press("s")
+    page.wait_for_selector("#dialog:not([hidden]) #dlg-rules li.check-ok")
+    page.click("#dlg-go")
     assert hook.decision()["permissionDecision"] == "allow"
     page.click("button.tab[data-tab=grants]")
     page.wait_for_selector("#grants tbody tr")

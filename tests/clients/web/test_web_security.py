@@ -233,6 +233,12 @@ class FakeLink:
         self.sent: list[Any] = []
 
     async def call(self, msg: Any) -> Any:
+        if isinstance(msg, protocol.RuleCheck):  # the daemon's one check, as the daemon answers it
+            from nexusd.core.policy.suggest import rule_status
+
+            return protocol.RuleCheckReply(
+                results=[protocol.RuleVerdict(r, *rule_status(msg.kind, r)) for r in msg.rules]  # type: ignore[arg-type]
+            )
         self.sent.append(msg)
         return protocol.Ack(detail="ok")
 
@@ -258,7 +264,9 @@ async def test_hub_arrival_guard_and_answer_checks() -> None:
     status, _ = await hub.answer({"id": "a" * 32, "decision": "allow", "scope": "always"})
     assert status == 422 and not link.sent, "flagged high: always needs the explicit confirmation"
     status, _ = await hub.answer({"id": "a" * 32, "decision": "allow", "scope": "session", "rules": ["Bash(*)"]})
-    assert status == 422 and not link.sent, "a blanket rule is never forwarded"
+    assert status == 422 and not link.sent, "a blanket rule is never forwarded (the daemon's rule_check said so)"
+    status, reply = await hub.answer({"id": "a" * 32, "decision": "allow", "scope": "session", "rules": ["Bash(rm *)"]})
+    assert status == 422 and "confirmation" in reply["error"] and not link.sent, "a wide rule needs a yes"
     status, _ = await hub.answer({"id": "a" * 32, "decision": "allow", "scope": "always", "confirm_risk": True})
     assert status == 200 and link.sent[-1].scope == "always"
     now[0] = 200.0
