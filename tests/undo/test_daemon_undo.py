@@ -161,18 +161,21 @@ def test_rewind_never_follows_a_symlink_out(daemon_factory: Any, raw_factory: An
 
 
 def test_history_and_rewind_refused_from_an_agent(daemon_factory: Any, raw_factory: Any, ws: Path) -> None:
-    """An agent's child may not review or rewind: the script plays an agent (it names itself in a request),
-    then runs nexusctl as its shell tool would."""
+    """An agent's child may not review or rewind: the script plays an agent (its child asks nexusd as a hook
+    would, so the kernel names the script as the agent), then runs nexusctl as its shell tool would."""
     h = daemon_factory(policy=POLICY)
-    script = f"""
-import os, sys
+    hook = f"""
+import os
 from nexusd.client import Client
 from nexusd import protocol as p
 with Client(role="agent", name="agent") as c:
     d = c.request(p.CallInfo(provider="claude", session="s", tool="Bash", input={{"command": "touch x"}},
-                             cwd={str(ws)!r}, workspace={str(ws)!r}, mode="bypassPermissions", agent_pid=os.getpid()))
+                             cwd={str(ws)!r}, workspace={str(ws)!r}, mode="bypassPermissions", agent_pid=os.getppid()))
     print(d.decision)
-import subprocess
+"""
+    script = f"""
+import subprocess, sys
+print(subprocess.run([sys.executable, "-c", {hook!r}], capture_output=True, text=True).stdout.strip())
 r = subprocess.run([sys.executable, "-c", "from nexusd.cli.ctl import main; main()", "rewind", "1"],
                    capture_output=True, text=True)
 print(r.returncode, r.stderr)

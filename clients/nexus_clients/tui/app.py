@@ -91,7 +91,7 @@ class QueueScreen(Screen[None]):
         Binding("d", "open('audit')", "decisions"),
         Binding("r", "open('rules')", "rules"),
         Binding("g", "open('grants')", "grants"),
-        Binding("u", "open('history')", "undo history"),  # docs/UNDO.md (tui/history.py)
+        Binding("u", "open('history')", "undo history", show=False),  # docs/UNDO.md; no room in an 80-column footer
         Binding("t", "open('status')", "status"),
         Binding("question_mark", "open('help')", "help", show=False),  # the action bar shows "? help"
         Binding("q", "app.quit", "quit"),
