@@ -28,10 +28,10 @@ def test_plist_keys_modes_and_paths() -> None:
 
 
 def test_socket_path_matches_what_clients_use_on_macos(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nexusd import locations
+    from nexusd import locations, sockpath
 
-    monkeypatch.setattr(locations.sys, "platform", "darwin")
-    monkeypatch.setattr(locations.Path, "home", classmethod(lambda cls: HOME))
+    monkeypatch.setattr(sockpath.sys, "platform", "darwin")  # the socket's place is sockpath's (lean, for the hook)
+    monkeypatch.setenv("HOME", str(HOME))
     monkeypatch.delenv("NEXUS_SOCKET", raising=False)
     assert locations.socket_path() == launchd.socket_path(HOME)
 
