@@ -115,6 +115,28 @@ def install(
         click.echo(f"Warning: {warning}", err=True)
     if mcp and not dry_run:
         click.echo(f"Run non-interactive Claude with: claude -p … --permission-prompt-tool {settings.PROMPT_TOOL}")
+    click.echo(sandbox_first_note())
+
+
+def sandbox_first_note() -> str:
+    """What the agent's shell calls get here: sandbox-first (the default, where the sandbox works, probed
+    in this context: the agent's) or gate-only, and the one line that opts out."""
+    from nexusd.locations import config_dir
+    from nexusd.sandbox.probe import probe
+
+    found = probe()
+    policy = config_dir() / "policy.toml"
+    if found.available:
+        return (
+            f"Sandbox-first: the agent's shell calls will run in nexusd's sandbox ({found.backend}): the "
+            "workspace writable, credentials hidden, no network; a sandboxed call runs without asking unless "
+            "a deny or ask rule, a safety check or an escape needs you. Opt out with one line in "
+            f"{policy}: [sandbox] enabled = false"
+        )
+    return (
+        f"No working sandbox here ({found.reason}): the agent's shell calls are decided by the permission "
+        "gate alone (gate-only). `nexusctl sandbox probe --here` says why; `nexusctl status` notes it."
+    )
 
 
 def _claude_on_failure(version_text: str | None) -> bool:

@@ -28,8 +28,10 @@ import msgspec
 
 from nexusd.core.disposition import command_disposition
 from nexusd.core.engine import HUMAN_FLAG
+from nexusd.core.escape import escape_request, escape_summary
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
+from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
 from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
 
@@ -44,7 +46,13 @@ def sandbox_auto_allow(
     """A bare ask for a shell call that will run sandboxed is allowed (Claude Code's
     checkSandboxAutoAllow). Only an ask that came from the mode (not from a rule, hook, safety check or
     trust) qualifies; deny and ask rules already ran. Excluded commands that would leave the sandbox keep
-    the ask. The command's parse is the classification's: it is not parsed again."""
+    the ask. The command's parse is the classification's: it is not parsed again.
+
+    A call that asks to run *outside* the sandbox (``nexusd.core.escape``) is never allowed here, nor by
+    a mode or a rule: it goes to a person (``sandbox_escape``)."""
+    escaped = sandbox_escape(v, call, cls, policy, probe)
+    if escaped is not None:
+        return escaped
     if (
         v.decision != "ask"
         or v.source != "mode"
@@ -77,6 +85,40 @@ def sandbox_auto_allow(
         f"runs sandboxed ({probe.backend}); auto_allow_bash_if_sandboxed",
         decision="allow",
         reason=f"{v.reason}; runs in the sandbox, allowed",
+        suggestions=[],
+    )
+
+
+def sandbox_escape(
+    v: Verdict, call: CallInfo, cls: Classification, policy: Policy, probe: SandboxProbe | None
+) -> Verdict | None:
+    """An escape request of a call the sandbox would wrap: a deny stays a deny, anything else is asked,
+    with what the sandbox would have contained. None: not an escape (or nothing would be wrapped)."""
+    key = SANDBOXED_SHELL_TOOLS.get(call.tool)
+    if key is None or probe is None or not probe.available:
+        return None
+    command = call.input.get(key)
+    why = escape_request(call.input, command if isinstance(command, str) else None)
+    if why is None:
+        return None
+    try:
+        if not sandbox_settings(policy).active_on(probe.platform):
+            return None  # not sandboxed here anyway: an ordinary call
+    except Exception:
+        pass  # broken settings wrap with defaults (fail closed): the escape is asked
+    if v.decision == "deny":
+        return v
+    said = f" (the agent says: {why})" if why else ""
+    contained = escape_summary(cls, call.workspace or call.cwd)
+    reason = f"asks to run OUTSIDE the sandbox{said}; the sandbox would contain: {contained}"
+    return _step(
+        v,
+        "escape",
+        "ask",
+        f"escape requested; was {v.decision} ({v.source}): an escape is only a person's to allow",
+        decision="ask",
+        source="safety",
+        reason=reason if v.decision == "allow" else f"{v.reason}; {reason}",
         suggestions=[],
     )
 
