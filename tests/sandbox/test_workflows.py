@@ -570,3 +570,43 @@ def test_masked_files_read_as_empty_and_home_secrets_stay_hidden(rig: Rig) -> No
     assert "rc=0" in out and "regular empty file" in out and ENV_SECRET not in out and KEY_SECRET not in out
     assert IDENTITY[0] in out  # non-secret configuration is where tools look
     assert (sb / ".env").read_text() == ENV_SECRET + "\n"
+
+
+# ---------------------------------------------------------------------------------- the wrapper's cost
+
+
+def test_wrapper_cost_against_bare_bubblewrap(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The agent's wrapper running ``true`` (default policy: isolated network) against bare bubblewrap
+    running ``true``, medians in one run; printed, never asserted (the machine is shared)."""
+    import statistics
+
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.plan import _state_dir, plan_command, workspace_dir
+    from nexusd.sandbox.probe import probe
+    from nexusd.sandbox.wrapper import RUN_DIR, agent_command
+
+    root = Path(tempfile.mkdtemp(prefix="nxwc", dir="/var/tmp"))
+    try:
+        (root / "ws").mkdir()
+        store = PolicyStore(config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m")
+        store.load()
+        found = probe()
+        ws = str(root / "ws")
+        plan = plan_command("true", ws, store, found, workspace=ws)
+        assert plan.allowed and plan.backend == "bwrap", plan.reason
+        text = agent_command(plan, "true", workspace_dir(_state_dir(store), os.path.realpath(ws)) / RUN_DIR)
+        bare = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        bare += ["--unshare-all", "--die-with-parent", "true"]
+
+        def median(argv: list[str]) -> float:
+            runs = []
+            for _ in range(15):
+                t = time.perf_counter()
+                subprocess.run(argv, check=True, cwd=ws, timeout=60)
+                runs.append(time.perf_counter() - t)
+            return statistics.median(runs) * 1000
+
+        b, w = median(bare), median(["/bin/bash", "-c", text])
+        sys.__stdout__.write(f"\nwrapper `true` {w:.1f} ms vs bare bubblewrap {b:.1f} ms: {w - b:+.1f} ms\n")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
