@@ -57,8 +57,11 @@ def escape_request(tool_input: Mapping[str, object], command: str | None) -> str
 def how_to_escape(tool: str) -> str:
     """How this agent's shell tool asks to run a call outside the sandbox, in its own terms."""
     if tool == "Bash":  # Claude Code
-        return 'run it again with "dangerouslyDisableSandbox": true in the Bash call (the user is asked)'
-    return f'run it again with "{MARKER}" as its first line (the user is asked)'
+        return (
+            'run it again with "dangerouslyDisableSandbox": true in the Bash call (or with '
+            f'"{MARKER}" as its first line); the user is asked'
+        )
+    return f'run it again with "{MARKER}" as its first line; the user is asked'
 
 
 def escape_summary(cls: Classification, workspace: str | None) -> str:

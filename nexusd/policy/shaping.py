@@ -89,6 +89,16 @@ def sandbox_auto_allow(
     )
 
 
+def asks_to_escape(call: CallInfo) -> bool:
+    """The call asks to run outside the sandbox: never served from the decision memo, whose remembered
+    allow would skip the escape's ask (``sandbox_escape`` runs on every such decision)."""
+    key = SANDBOXED_SHELL_TOOLS.get(call.tool)
+    if key is None:
+        return False
+    command = call.input.get(key)
+    return escape_request(call.input, command if isinstance(command, str) else None) is not None
+
+
 def sandbox_escape(
     v: Verdict, call: CallInfo, cls: Classification, policy: Policy, probe: SandboxProbe | None
 ) -> Verdict | None:

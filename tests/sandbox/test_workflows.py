@@ -554,7 +554,7 @@ def test_an_escape_is_never_allowed_by_a_rule_or_a_mode(rig: Rig, extra: dict[st
     """Not by the mode that allows the sandboxed form, and not by an allow rule naming the command."""
     sb, _ = rig.twins()
     prefix = str(extra.pop("command_prefix", ""))
-    for command in ("git status --short", "ls"):
+    for command in ("git status --short", "ls", "ls"):  # the same call again: no remembered allow either
         d = rig.decide(prefix + command, sb, **extra)
         assert d.decision == "deny" and "OUTSIDE the sandbox" in d.reason, (command, d)
     plain = rig.decide("ls", sb, dangerouslyDisableSandbox=False)
