@@ -326,6 +326,7 @@ def plan_command(
         settings,
         allow_read=tuple(r for r in settings.allow_read if not any(r == m or r.startswith(m + "/") for m in secrets)),
     )
+    home_placeholders(home, sandbox_home)  # before the layout: a mount point made later looks planted
     layout = build_layout(
         cwd,
         ws,
@@ -573,6 +574,30 @@ def mask_file(state_dir: Path) -> str:
     os.close(fd)
     os.replace(tmp, path)
     return str(path)
+
+
+def home_placeholders(home: str, sandbox_home: str) -> None:
+    """Create, in the sandbox HOME, the mount points of the ``HOME_CONFIG`` entries that exist: when the
+    sandbox HOME lies inside a writable root (a workspace that holds the state directory, such as the
+    home itself), a mount point bubblewrap created during the command would be taken for a planted
+    protected file and scrubbed. Never through a symlink (the sandbox HOME is the sandbox's to shape)."""
+    own = _real(sandbox_home)
+    for rel in HOME_CONFIG:
+        src = os.path.join(home, rel)
+        dst = os.path.join(own, rel)
+        if not os.path.exists(src) or os.path.lexists(dst):
+            continue
+        parent = os.path.dirname(dst)
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            if _real(parent) != parent:
+                continue
+            if os.path.isdir(src):
+                os.mkdir(dst, 0o700)
+            else:
+                os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except OSError:
+            continue  # no placeholder: bubblewrap makes the mount point itself (scrubbed after, at worst)
 
 
 def home_config_binds(home: str, sandbox_home: str, masked: Iterable[str]) -> tuple[tuple[str, str], ...]:

@@ -610,3 +610,46 @@ def test_wrapper_cost_against_bare_bubblewrap(tmp_path_factory: pytest.TempPathF
         sys.__stdout__.write(f"\nwrapper `true` {w:.1f} ms vs bare bubblewrap {b:.1f} ms: {w - b:+.1f} ms\n")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_home_config_in_a_workspace_that_holds_the_state_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An agent working in the home itself: the sandbox HOME (under the state directory) lies inside the
+    workspace, so the ~/.gitconfig mount point must exist before the decision or it looks planted."""
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.plan import plan_command
+    from nexusd.sandbox.probe import probe
+    from nexusd.sandbox.runner import execute
+
+    root = Path(tempfile.mkdtemp(prefix="nxwh", dir="/var/tmp"))
+    try:
+        home = root / "home"
+        (home / ".local" / "state").mkdir(parents=True)
+        (home / ".gitconfig").write_text(f"[user]\n\tname = {IDENTITY[0]}\n")
+        store = PolicyStore(
+            config_dir=home / ".config" / "nexus",
+            state_dir=home / ".local" / "state" / "nexus",
+            managed_dir=root / "m",
+            home=str(home),
+        )
+        store.load()
+        found = probe()
+        old = os.environ.get("HOME")
+        os.environ["HOME"] = str(home)
+        try:
+            for _ in range(2):
+                plan = plan_command("git config user.name", str(home), store, found, workspace=str(home))
+                assert plan.allowed, plan.reason
+                with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+                    rc = execute(plan, stdout=out, err=err)  # type: ignore[arg-type]
+                    out.seek(0)
+                    err.seek(0)
+                    text, errors = out.read().decode(), err.read()
+                assert rc == 0 and text.strip() == IDENTITY[0], (text, errors)
+                assert "planted" not in errors, errors
+        finally:
+            if old is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = old
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
