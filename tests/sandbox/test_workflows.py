@@ -8,7 +8,7 @@ task says which and why). The registries are local: a PEP 503 index and an npm r
 reached through nexusd's filtered proxy (``allowed_domains``), since tests have no network.
 
 Each task's time sandboxed and bare is printed at the end of the module and written as JSON to
-``$NEXUS_WORKFLOW_REPORT`` (default: ``workflow-times.json`` in the module's temporary root); timings
+``$NEXUS_WORKFLOW_REPORT`` (default: ``workflow-times.json`` in pytest's base temporary directory); timings
 are reported, never asserted (the machine is shared).
 """
 
@@ -288,11 +288,11 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         h.stop()
         pypi.shutdown()
         npm.shutdown()
-        _report(rig)
+        _report(rig, tmp_path_factory.getbasetemp() / "workflow-times.json")
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _report(rig: Rig) -> None:
+def _report(rig: Rig, default: Path) -> None:
     if not rig.rows:
         return
     lines = [f"{'task':<28} {'outcome':<7} {'sandboxed':>10} {'bare':>8} {'extra':>8}"]
@@ -302,7 +302,7 @@ def _report(rig: Rig) -> None:
         extra = f"{(r.sandboxed_s - r.bare_s) * 1000:+.0f}" if r.sandboxed_s and r.bare_s else ""
         lines.append(f"{r.task:<28} {r.outcome:<7} {sb:>10} {bare:>8} {extra:>8}  {r.note}")
     text = "\n".join(lines)
-    target = Path(os.environ.get("NEXUS_WORKFLOW_REPORT") or rig.root.parent / "workflow-times.json")
+    target = Path(os.environ.get("NEXUS_WORKFLOW_REPORT") or default)
     target.write_text(json.dumps([r.__dict__ for r in rig.rows], indent=2) + "\n")
     sys.__stdout__.write(f"\nworkflow tasks, sandboxed vs bare (one run; {target}):\n{text}\n")
 
