@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -80,6 +81,10 @@ class DaemonHandle:
     args: list[str]
     proc: subprocess.Popen[bytes] | None = None
     log: Path = field(init=False)
+    # The daemon probes the sandbox, and the default is sandbox-first where it works. Tests of the gate
+    # alone pin it off in their policy (``GATE_ONLY``, appended by ``write_policy`` unless the text has a
+    # [sandbox] table of its own); ``daemon_factory(sandbox=True)`` keeps the default.
+    gate_only: bool = True
 
     def __post_init__(self) -> None:
         self.log = self.root / "nexusd.log"
@@ -133,15 +138,27 @@ class DaemonHandle:
         return self.start()
 
     def write_policy(self, text: str, name: str = "policy.toml") -> Path:
-        """Write the user-layer policy file (config_dir/policy.toml)."""
+        """Write the user-layer policy file (config_dir/policy.toml), pinned gate-only unless told otherwise."""
         path = self.config_dir / name
-        path.write_text(text)
+        path.write_text(gate_only_policy(text) if self.gate_only and name == "policy.toml" else text)
         return path
+
+
+GATE_ONLY = "\n[sandbox]\nenabled = false  # gate-only: this test is about the permission gate alone\n"
+_SANDBOX_TABLE = re.compile(r"^\s*\[\s*sandbox\s*[\].]", re.MULTILINE)
+
+
+def gate_only_policy(text: str) -> str:
+    """``text`` with ``[sandbox] enabled = false`` appended, unless it says something about the sandbox."""
+    return text if _SANDBOX_TABLE.search(text) else text + GATE_ONLY
 
 
 @pytest.fixture
 def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
-    """``start(policy=None, args=(), env=None, pending_timeout=None, autostart=True)``."""
+    """``start(policy=None, args=(), env=None, pending_timeout=None, autostart=True, sandbox=False)``.
+
+    ``sandbox=False`` (the default here): the policy pins ``[sandbox] enabled = false`` (gate-only) unless
+    it has a [sandbox] table; True keeps nexusd's own default (sandbox-first where the sandbox works)."""
     handles: list[DaemonHandle] = []
 
     def make(
@@ -150,6 +167,7 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
         env: dict[str, str] | None = None,
         pending_timeout: float | None = None,
         autostart: bool = True,
+        sandbox: bool = False,
     ) -> DaemonHandle:
         root = short_tmpdir()
         run = root / "run"
@@ -173,9 +191,9 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
         a = ["--log-level", "debug", *args]
         if pending_timeout is not None:
             a += ["--pending-timeout", str(pending_timeout)]
-        h = DaemonHandle(root, run / "nexusd.sock", cfg, state, managed, e, a)
-        if policy is not None:
-            h.write_policy(policy)
+        h = DaemonHandle(root, run / "nexusd.sock", cfg, state, managed, e, a, gate_only=not sandbox)
+        if policy is not None or not sandbox:
+            h.write_policy(policy or "")
         handles.append(h)
         return h.start() if autostart else h
 

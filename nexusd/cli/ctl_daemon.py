@@ -142,9 +142,25 @@ def status(ctx: click.Context, as_json: bool) -> None:
         from nexusd.cli.ctl_sandbox import format_probe
 
         click.echo(format_probe(st.sandbox, "the daemon's view"))
+    click.echo(sandbox_mode_note(st.sandbox))
     for sid, mode in sorted(st.sessions.items()):
         click.echo(f"session {sid}: {mode}")
     sys.exit(EXIT_DEGRADED if degraded else EXIT_OK)
+
+
+def sandbox_mode_note(probe: p.SandboxProbe | None) -> str:
+    """One line: sandbox-first (the default where the sandbox works) or gate-only, and why."""
+    if probe is None:
+        return "agents' shell calls: the sandbox is not probed yet (gate-only until it is)"
+    if probe.available:
+        return (
+            "agents' shell calls: SANDBOX-FIRST (the default here): they run sandboxed and skip the mode's "
+            "ask, unless a policy says [sandbox] enabled = false (per workspace: nexusctl sandbox status)"
+        )
+    return (
+        "agents' shell calls: GATE-ONLY: no working sandbox here, so each call is decided by the permission "
+        "gate alone (see the reason above; `nexusctl sandbox probe --here` for the agents' own context)"
+    )
 
 
 @click.command()

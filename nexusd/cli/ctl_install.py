@@ -135,6 +135,7 @@ def install(
             "nexusd also applies the permission rules in your Claude Code settings (allow, ask, deny) to every "
             "agent it gates, deny rules first; `[claude] import_settings = false` in nexusd's policy turns that off."
         )
+    click.echo(sandbox_first_note())
     if not dry_run:
         _warn_when_no_daemon(click.get_current_context(), agent)
 
@@ -166,6 +167,27 @@ def _warn_when_no_daemon(ctx: click.Context, agent: str) -> None:
         from nexusd.cli.ctl_service import install as service_install
 
         ctx.invoke(service_install, manager=None, dry_run=False, nexusd_path=None)
+
+
+def sandbox_first_note() -> str:
+    """What the agent's shell calls get here: sandbox-first (the default, where the sandbox works, probed
+    in this context: the agent's) or gate-only, and the one line that opts out."""
+    from nexusd.locations import config_dir
+    from nexusd.sandbox.probe import probe
+
+    found = probe()
+    policy = config_dir() / "policy.toml"
+    if found.available:
+        return (
+            f"Sandbox-first: the agent's shell calls will run in nexusd's sandbox ({found.backend}): the "
+            "workspace writable, credentials hidden, no network; a sandboxed call runs without asking unless "
+            "a deny or ask rule, a safety check or an escape needs you. Opt out with one line in "
+            f"{policy}: [sandbox] enabled = false"
+        )
+    return (
+        f"No working sandbox here ({found.reason}): the agent's shell calls are decided by the permission "
+        "gate alone (gate-only). `nexusctl sandbox probe --here` says why; `nexusctl status` notes it."
+    )
 
 
 def _claude_on_failure(version_text: str | None) -> bool:

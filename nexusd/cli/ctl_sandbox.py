@@ -8,7 +8,7 @@ import sys
 import click
 import msgspec
 
-from nexusd.protocol import Probe, ProbeReply, SandboxProbe
+from nexusd.protocol import Probe, ProbeReply, SandboxPlanReply, SandboxProbe
 
 
 def format_probe(probe: SandboxProbe, where: str) -> str:
@@ -73,7 +73,7 @@ def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None
     import os
 
     from nexusd.client import Client, NexusClientError
-    from nexusd.protocol import SandboxPlan, SandboxPlanReply
+    from nexusd.protocol import SandboxPlan
 
     ws = os.path.abspath(workspace or os.getcwd())
     try:
@@ -88,7 +88,7 @@ def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None
         ctx.exit(0 if plan.transparent and plan.allowed else 1)
     lines = [
         f"sandbox for {ws}:",
-        f"  agents' shell calls: {'run sandboxed' if plan.transparent else 'NOT sandboxed (sandbox off here)'}",
+        f"  agents' shell calls: {_mode(plan)}",
         f"  auto-allow if sandboxed: {'on' if plan.auto_allow else 'off'}",
         f"  backend: {plan.backend or 'none'}" + ("" if plan.allowed else " (commands are refused)"),
         f"  network: {plan.network}",
@@ -99,6 +99,14 @@ def status_cmd(ctx: click.Context, workspace: str | None, as_json: bool) -> None
         lines.append(f"  note: {plan.reason}")
     click.echo("\n".join(lines))
     ctx.exit(0 if plan.transparent and plan.allowed else 1)
+
+
+def _mode(plan: SandboxPlanReply) -> str:
+    if plan.transparent:
+        return "run sandboxed (sandbox-first)"
+    if plan.backend is None and "no sandbox is available" in (plan.reason or ""):
+        return "NOT sandboxed: no working sandbox here, the gate alone decides (gate-only)"
+    return "NOT sandboxed (off here: [sandbox] enabled = false, or enabled_platforms)"
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -270,6 +270,7 @@ class RequestLifecycle:
                     socket=self.server.own_socket,
                     network=self._network_for(call),
                     cls=begun.cls if begun is not None else None,
+                    by_person=source == "user",
                 )
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)

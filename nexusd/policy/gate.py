@@ -25,7 +25,7 @@ from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
 from nexusd.policy.reviewer import run_reviewer
-from nexusd.policy.shaping import sandbox_auto_allow
+from nexusd.policy.shaping import asks_to_escape, sandbox_auto_allow
 from nexusd.policy.store import PolicyStore
 from nexusd.policy.transcript import TranscriptError, read_context
 from nexusd.protocol import CallInfo, SandboxProbe, Verdict
@@ -220,7 +220,7 @@ def begin(
     workspace = workspace_of(call, fs)
     policy = store.policy_for(workspace)
     key: tuple[Any, ...] | None = None
-    if memo is not None and not dry_run:
+    if memo is not None and not dry_run and not asks_to_escape(call):
         key = memo.key(call, workspace, session, (store.home, _protected_dirs(store)))
         cached = memo.get(key, policy, fs)
         if cached is not None:

@@ -93,11 +93,17 @@ class SandboxLayer:
 
 @dataclass(frozen=True)
 class SandboxSettings:
-    """The effective sandbox settings. Defaults fail closed: no network, refuse when no sandbox works."""
+    """The effective sandbox settings. Sandbox-first: agents' shell calls run sandboxed wherever the probe
+    says the sandbox works, with no network, and a sandboxed call skips the mode's bare ask.
 
-    enabled: bool = False  # transparently sandbox agents' shell calls
+    ``enabled_set``: some layer said ``enabled`` (either way). Unsaid, the default is *on where the sandbox
+    works*: a machine without a working sandbox keeps gate-only behaviour (calls run unwrapped, every
+    ask stays an ask) instead of refusing every shell call. Said ``true``, ``fail_if_unavailable`` applies."""
+
+    enabled: bool = True  # transparently sandbox agents' shell calls (default: where the probe says it works)
+    enabled_set: bool = False  # a layer said enabled = true/false: no probe-dependent default
     fail_if_unavailable: bool = True  # no working sandbox: refuse (False: run unsandboxed, with a warning)
-    auto_allow_bash_if_sandboxed: bool = False  # sandboxed shell calls skip a bare ask (deny/ask rules still apply)
+    auto_allow_bash_if_sandboxed: bool = True  # sandboxed shell calls skip a bare ask (deny/ask rules still apply)
     allow_unsandboxed_commands: bool = True  # excluded_commands may run outside the sandbox
     network_isolation: bool = True
     # Unix sockets: closed by a seccomp filter unless allow_all_unix_sockets. allow_unix_sockets names
@@ -136,6 +142,11 @@ class SandboxSettings:
             return "open"
         named = self.allowed_domains or rule_domains or self.http_proxy_port or self.socks_proxy_port
         return "filtered" if named else "isolated"
+
+    def gate_only_when_unavailable(self) -> bool:
+        """No working sandbox: run agents' calls unwrapped under the gate alone (the default's fallback, or
+        ``fail_if_unavailable = false``) rather than refuse them."""
+        return not self.enabled_set or not self.fail_if_unavailable
 
     def active_on(self, platform: str) -> bool:
         """Whether agents' shell calls are sandboxed on ``platform`` (enabled, and the platform listed)."""
@@ -490,7 +501,13 @@ def merge_settings(layers: Iterable[SandboxLayer]) -> SandboxSettings:
         scalars["allowed_ports"] = tuple(dict.fromkeys((80, 443, *ports)))
     frozen: dict[str, Any] = {k: tuple(v) for k, v in lists.items()}
     return SandboxSettings(
-        **values, **scalars, **frozen, enabled_platforms=platforms, sources=tuple(sources), ignored=tuple(ignored)
+        **values,
+        **scalars,
+        **frozen,
+        enabled_set="enabled" in values,
+        enabled_platforms=platforms,
+        sources=tuple(sources),
+        ignored=tuple(ignored),
     )
 
 

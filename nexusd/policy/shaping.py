@@ -28,6 +28,7 @@ import msgspec
 
 from nexusd.core.disposition import command_disposition
 from nexusd.core.engine import HUMAN_FLAG, SECRET_FLAG
+from nexusd.core.escape import escape_request, escape_summary
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
@@ -50,7 +51,13 @@ def sandbox_auto_allow(
     A mode's ask that only a secret read caused (``SECRET_FLAG``: the mode would allow the call but for a
     read of what the sandbox hides) is allowed when the call runs sandboxed, setting or not: inside, the
     secret is not there. Every other shell ask says where the call will run when that is not the whole
-    sandbox (``_disclose``): a person is never shown less than what runs outside."""
+    sandbox (``_disclose``): a person is never shown less than what runs outside.
+
+    A call that asks to run *outside* the sandbox (``nexusd.core.escape``) is never allowed here, nor by
+    a mode or a rule: it goes to a person (``sandbox_escape``)."""
+    escaped = sandbox_escape(v, call, cls, policy, probe)
+    if escaped is not None:
+        return escaped
     if v.decision != "ask" or cls.kind != ToolKind.SHELL:
         return v
     command = call.input.get("command")
@@ -129,6 +136,50 @@ def _disclose(v: Verdict, where: Where) -> Verdict:
     else:
         return v
     return _step(v, "sandbox", "noted", why, reason=f"{v.reason}; {why}")
+
+
+def asks_to_escape(call: CallInfo) -> bool:
+    """The call asks to run outside the sandbox: never served from the decision memo, whose remembered
+    allow would skip the escape's ask (``sandbox_escape`` runs on every such decision)."""
+    key = SANDBOXED_SHELL_TOOLS.get(call.tool)
+    if key is None:
+        return False
+    command = call.input.get(key)
+    return escape_request(call.input, command if isinstance(command, str) else None) is not None
+
+
+def sandbox_escape(
+    v: Verdict, call: CallInfo, cls: Classification, policy: Policy, probe: SandboxProbe | None
+) -> Verdict | None:
+    """An escape request of a call the sandbox would wrap: a deny stays a deny, anything else is asked,
+    with what the sandbox would have contained. None: not an escape (or nothing would be wrapped)."""
+    key = SANDBOXED_SHELL_TOOLS.get(call.tool)
+    if key is None or probe is None or not probe.available:
+        return None
+    command = call.input.get(key)
+    why = escape_request(call.input, command if isinstance(command, str) else None)
+    if why is None:
+        return None
+    try:
+        if not sandbox_settings(policy).active_on(probe.platform):
+            return None  # not sandboxed here anyway: an ordinary call
+    except Exception:
+        pass  # broken settings wrap with defaults (fail closed): the escape is asked
+    if v.decision == "deny":
+        return v
+    said = f" (the agent says: {why})" if why else ""
+    contained = escape_summary(cls, call.workspace or call.cwd)
+    reason = f"asks to run OUTSIDE the sandbox{said}; the sandbox would contain: {contained}"
+    return _step(
+        v,
+        "escape",
+        "ask",
+        f"escape requested; was {v.decision} ({v.source}): an escape is only a person's to allow",
+        decision="ask",
+        source="safety",
+        reason=reason if v.decision == "allow" else f"{v.reason}; {reason}",
+        suggestions=[],
+    )
 
 
 def allowed_because_sandboxed(v: Verdict) -> bool:

@@ -27,7 +27,7 @@ class MountSpec:
     cwd: str
     writable: tuple[str, ...] = ()  # workspace, allow_write
     read_only: tuple[str, ...] = ()  # deny_write, bare-repo files
-    masked: tuple[str, ...] = ()  # deny_read: tmpfs over directories, /dev/null over files
+    masked: tuple[str, ...] = ()  # deny_read: tmpfs over directories, ``mask_file`` (empty, read-only) over files
     revealed: tuple[str, ...] = ()  # allow_read: re-exposed read-only inside a mask
     protected_ro: tuple[str, ...] = ()  # always: .git/hooks, .git/config, rc files, agent settings dirs
     protected_masked: tuple[str, ...] = ()  # always: the daemon's config, state and socket directories
@@ -35,6 +35,13 @@ class MountSpec:
     env: tuple[tuple[str, str], ...] = ()
     network: bool = False  # True: share the host's network
     unsetenv: tuple[str, ...] = field(default=("NEXUS_SOCKET",))
+    # An empty regular file bound read-only over masked files: a masked .env reads as empty, so that
+    # ``grep -r`` over the tree does not stop on a character device (exit 2). /dev/null when unset.
+    mask_file: str = "/dev/null"
+    # (source, destination): the user's non-secret configuration (~/.gitconfig ...) bound read-only into
+    # the sandbox's own HOME, last, so that tools find it where they look. Sources are readable inside at
+    # their own path anyway; the plan leaves out anything masked.
+    home_files: tuple[tuple[str, str], ...] = ()
 
 
 def _under(path: str, parent: str) -> bool:
@@ -101,7 +108,9 @@ def build_bwrap_argv(bwrap: str, spec: MountSpec, argv: list[str], *, full: bool
         elif os.path.isdir(path):
             out += ["--tmpfs", path]  # writable but ephemeral: nothing reaches the host
         else:
-            out += ["--ro-bind", "/dev/null", path]
+            out += ["--ro-bind", spec.mask_file, path]
+    for src, dst in spec.home_files:
+        out += ["--ro-bind", src, dst]
     flags = list(BWRAP_FULL if full else BWRAP_COMPAT)
     if spec.network:
         flags.remove("--unshare-net")

@@ -18,6 +18,7 @@ from typing import Any
 
 from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.disposition import command_disposition
+from nexusd.core.escape import escape_request, how_to_escape
 from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
 from nexusd.core.protected import GIT_FILES, HOME_PROTECTED, WORKSPACE_PROTECTED
@@ -26,7 +27,6 @@ from nexusd.core.workspace import workspace_of
 from nexusd.policy.filesystem import RealFileSystem, read_regular_text
 from nexusd.policy.sandbox_settings import (
     SandboxSettings,
-    person_allow_read,
     sandbox_settings,
 )
 from nexusd.policy.store import PolicyStore
@@ -278,16 +278,16 @@ def plan_command(
     sandbox_home, sandbox_tmp = sandbox_dirs(_state_dir(store), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
-    personal = person_allow_read(policy)
-    secrets = secret_masks(_real(ws), home, personal)
+    secrets = secret_masks(_real(ws), home)
     deny_read = [*deny_read, *secrets]
-    # a project's allow_read never re-opens a built-in secret mask (or anything inside one)
+    # No allow_read (user, managed or project) re-opens a built-in secret mask or anything inside one:
+    # sandboxed calls run without a person, and a read by one and a send by the next is how secrets
+    # leave. Reading one takes a person's allow of a call outside the sandbox (an escape).
     settings = replace(
         settings,
-        allow_read=tuple(
-            r for r in settings.allow_read if r in personal or not any(r == m or r.startswith(m + "/") for m in secrets)
-        ),
+        allow_read=tuple(r for r in settings.allow_read if not any(r == m or r.startswith(m + "/") for m in secrets)),
     )
+    home_placeholders(home, sandbox_home)  # before the layout: a mount point made later looks planted
     layout = build_layout(
         cwd,
         ws,
@@ -299,6 +299,14 @@ def plan_command(
         home=home,
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
+    )
+    layout = replace(
+        layout,
+        spec=replace(
+            layout.spec,
+            mask_file=mask_file(_state_dir(store)),
+            home_files=home_config_binds(home, sandbox_home, (*layout.spec.masked, *layout.spec.protected_masked)),
+        ),
     )
     platform = probe.platform if probe is not None else detect_platform()
     state: dict[str, Any] = {
@@ -376,21 +384,12 @@ def _network_section(
     return spec, bridge_argv(inner), 1
 
 
-def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:
-    """The built-in deny_read (credential locations, the workspace's .env files) that exist, minus what
-    the user's or managed policy re-opened (a path that equals or contains the mask)."""
+def secret_masks(workspace: str, home: str) -> list[str]:
+    """The built-in deny_read that exist: credential locations and the workspace's .env files. Final: no
+    allow_read re-opens them (see ``plan_command``)."""
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
     found += find_protected(workspace).secrets  # .env files at any depth (not templates)
-    opened = [_real(r) for r in reopened]
-    out = []
-    for p in found:
-        if not os.path.lexists(p):
-            continue
-        rp = _real(p)
-        if any(rp == o or rp.startswith(o.rstrip("/") + "/") for o in opened):
-            continue
-        out.append(rp)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
 
 
 def _unix_socket_filter(
@@ -438,6 +437,7 @@ def wrap_for_agent(
     socket: str | None = None,
     network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
     cls: Classification | None = None,
+    by_person: bool = False,
 ) -> dict[str, object] | None:
     """The updated tool input that runs an allowed shell call sandboxed, or None to run it as is.
 
@@ -445,9 +445,12 @@ def wrap_for_agent(
     ``cls``: the request's classification, whose shell parse is reused (None: the command is parsed).
     ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone.
     ``network(command, cwd, workspace)``: for a filtered network, the proxy broker and a one-time token
-    registered for this call (None, or no callback: the command runs with no network)."""
+    registered for this call (None, or no callback: the command runs with no network).
+    ``by_person``: a person answered this call's ask with allow (``verdict`` is then the ask): only that
+    lets an escape request run outside the sandbox; anything else a person allows still runs sandboxed
+    (a mixed excluded chain too: its ask said so)."""
     key = SANDBOXED_SHELL_TOOLS.get(call.tool)
-    if verdict.decision != "allow" or key is None:
+    if (verdict.decision != "allow" and not by_person) or key is None:
         return None
     command = call.input.get(key)
     if not isinstance(command, str):
@@ -458,15 +461,20 @@ def wrap_for_agent(
         if policy is None:
             policy = store.policy_for(workspace_of(call, RealFileSystem()))
         settings = sandbox_settings(policy)
-    except ValueError:
-        settings = SandboxSettings(enabled=True)  # broken settings: sandbox with defaults (fail closed)
+    except ValueError:  # broken settings: sandbox with defaults (fail closed)
+        settings = SandboxSettings(enabled=True, enabled_set=True)
     if not settings.active_on(probe.platform if probe is not None else detect_platform()):
         return None
-    if (probe is None or not probe.available) and not settings.fail_if_unavailable:
-        return None  # the policy allows unsandboxed runs; the wrapper would only add a warning
+    if (probe is None or not probe.available) and settings.gate_only_when_unavailable():
+        # sandbox-first by default, but no working sandbox here: gate-only (the default's fallback), or
+        # the policy allows unsandboxed runs (fail_if_unavailable = false); the wrapper would only warn
+        return None
+    if by_person and escape_request(call.input, command) is not None:
+        return None  # the agent asked to run it outside the sandbox, and a person allowed exactly that
     parsed = (tuple(c.argv for c in cls.commands), cls.flags) if cls is not None and cls.commands else None
     if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
-        return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs inside
+        return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs
+        # inside, even after a person's allow: that is what its ask said (a chain is never less sandboxed)
     from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
 
     ws = call.workspace or call.cwd
@@ -483,4 +491,102 @@ def wrap_for_agent(
     proxy = None
     if plan.proxy_fd_arg is not None and network is not None:
         proxy = network(command, cwd, os.path.realpath(ws))
-    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket, proxy=proxy)}
+    hint = how_to_escape(call.tool)
+    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket, proxy=proxy, escape_hint=hint)}
+
+
+# --------------------------------------------------------------------------- masks and the sandbox's HOME
+
+# The user's configuration that tools look up in $HOME and that holds no secret by itself: bound read-only
+# into the sandbox's own HOME (git's identity and aliases, ignore files, formatters' settings). Credential
+# locations are never on it (``CREDENTIAL_PATHS``); a file here that a policy masks is left out.
+HOME_CONFIG = (
+    ".gitconfig",
+    ".config/git/config",
+    ".config/git/ignore",
+    ".config/git/attributes",
+    ".gitignore_global",
+    ".editorconfig",
+    ".config/ruff",
+    ".config/black",
+    ".prettierrc",
+    ".prettierrc.json",
+    ".clang-format",
+    ".config/yapf",
+    ".config/flake8",
+    ".pycodestyle",
+)
+
+
+def mask_file(state_dir: Path) -> str:
+    """``<state>/sandbox/empty``: an empty regular file, bound read-only over every masked file.
+
+    Recreated (atomically) when it is anything but an empty regular file, so a mask never shows content."""
+    path = state_dir / "sandbox" / "empty"
+    try:
+        st = os.lstat(path)
+        if st.st_size == 0 and (st.st_mode & 0o170000) == 0o100000:
+            return str(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".empty.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o444)
+    os.close(fd)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def home_placeholders(home: str, sandbox_home: str) -> None:
+    """Create, in the sandbox HOME, the mount points of the ``HOME_CONFIG`` entries that exist: when the
+    sandbox HOME lies inside a writable root (a workspace that holds the state directory, such as the
+    home itself), a mount point bubblewrap created during the command would be taken for a planted
+    protected file and scrubbed. Never through a symlink (the sandbox HOME is the sandbox's to shape)."""
+    own = _real(sandbox_home)
+    for rel in HOME_CONFIG:
+        src = os.path.join(home, rel)
+        dst = os.path.join(own, rel)
+        if not os.path.exists(src) or os.path.lexists(dst):
+            continue
+        parent = os.path.dirname(dst)
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            if _real(parent) != parent:
+                continue
+            if os.path.isdir(src):
+                os.mkdir(dst, 0o700)
+            else:
+                os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except OSError:
+            continue  # no placeholder: bubblewrap makes the mount point itself (scrubbed after, at worst)
+
+
+def home_config_binds(home: str, sandbox_home: str, masked: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(real file, its place in the sandbox's HOME) for the ``HOME_CONFIG`` entries that exist, are not
+    credentials and are not masked (by their path or their symlink's target). Each is readable inside at
+    its own path already; this only puts it where tools look. A destination whose parent the sandbox
+    turned into a symlink (the sandbox HOME is writable) is left out rather than followed."""
+    masks = [_real(m) for m in masked]
+    cred = [_real(os.path.join(home, c)) for c in CREDENTIAL_PATHS]
+    own = _real(sandbox_home)
+    out: list[tuple[str, str]] = []
+    for rel in HOME_CONFIG:
+        src = os.path.join(home, rel)
+        if not os.path.exists(src):
+            continue
+        real = _real(src)
+        if any(real == m or real.startswith(m.rstrip("/") + "/") for m in (*masks, *cred)):
+            continue
+        dst = os.path.join(own, rel)
+        parent = os.path.dirname(dst)
+        if os.path.islink(dst):
+            try:
+                os.unlink(dst)  # the sandbox's own file: a planted link must not steer the bind
+            except OSError:
+                continue
+        if os.path.lexists(parent) and _real(parent) != parent:
+            continue
+        if not _real(parent).startswith(own.rstrip("/") + "/") and _real(parent) != own:
+            continue
+        out.append((real, dst))
+    return tuple(out)

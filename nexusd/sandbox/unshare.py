@@ -50,6 +50,8 @@ def build_unshare_argv(spec: MountSpec, argv: list[str]) -> list[str]:
             "own": spec.own,
             "env": spec.env,
             "unsetenv": spec.unsetenv,
+            "mask_file": spec.mask_file,
+            "home_files": spec.home_files,
         }
     )
     return [unshare, *ns, "--", sys.executable, "-I", "-m", "nexusd.sandbox.unshare", payload, "--", *argv]
@@ -99,6 +101,8 @@ def setup(spec: MountSpec) -> None:
     mounts = plan_mounts(spec)
     # Open every bind source before anything is masked: a reveal or an own dir may lie under a mask.
     sources = {p: os.open(p, os.O_PATH) for kind, p in mounts if kind != "mask"}
+    mask_src = os.open(spec.mask_file, os.O_PATH)
+    home_src = [(os.open(src, os.O_PATH), dst) for src, dst in spec.home_files]
     mask_dirs = {p for kind, p in mounts if kind == "mask" and os.path.isdir(p)}
     flags_of = {}
     for mp, keep in _mountinfo():
@@ -118,13 +122,21 @@ def setup(spec: MountSpec) -> None:
                 _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV)
             else:
                 _ensure_mountpoint(path, False)
-                _mount(libc, "/dev/null", path, None, MS_BIND)
+                _mount(libc, f"/proc/self/fd/{mask_src}", path, None, MS_BIND)
+                _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # an empty file stays empty
             continue
         src = f"/proc/self/fd/{sources[path]}"
         _ensure_mountpoint(path, os.path.isdir(src))
         _mount(libc, src, path, None, MS_BIND | MS_REC)
         ro = MS_RDONLY if kind in ("ro", "reveal") else 0
         _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | ro | MS_NOSUID)
+    for fd, dst in home_src:  # the user's non-secret configuration, read-only, in the sandbox's HOME
+        src = f"/proc/self/fd/{fd}"
+        _ensure_mountpoint(dst, os.path.isdir(src))
+        _mount(libc, src, dst, None, MS_BIND | MS_REC)
+        _mount(libc, None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+        os.close(fd)
+    os.close(mask_src)
     for fd in sources.values():
         os.close(fd)
 
@@ -158,6 +170,8 @@ def main(argv: list[str]) -> int:
         own=tuple(d["own"]),
         env=tuple((k, v) for k, v in d["env"]),
         unsetenv=tuple(d["unsetenv"]),
+        mask_file=d.get("mask_file", "/dev/null"),
+        home_files=tuple((a, b) for a, b in d.get("home_files", ())),
     )
     try:
         setup(spec)

@@ -168,8 +168,31 @@ def find_planted_expr() -> list[str]:
     return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
+def failure_note(plan: SandboxPlanReply, escape_hint: str) -> tuple[str, str]:
+    """What the agent reads after a sandboxed command failed, around its exit status: what the sandbox
+    contains, and how to ask (in the agent's own terms) to run it outside when that is why it failed."""
+    net = {
+        "open": "the network is the host's",
+        "filtered": "the network reaches only allowed domains (others are asked or refused)",
+    }.get(plan.network, "there is no network")
+    socks = "host Unix sockets are closed" if plan.unix_sockets == "closed" else "host Unix sockets are reachable"
+    pre = "nexus: this command ran in nexusd's sandbox and exited with status "
+    post = (
+        f". Inside, only the workspace (and allow_write) is writable, other paths are read-only, credentials "
+        f"and .env files read as empty, {net}, {socks}. If it failed because of that (Read-only file system, "
+        "Permission denied, Operation not permitted, a name that does not resolve, a refused connection), "
+        f"{escape_hint}; otherwise the failure is the command's own."
+    )
+    return pre, post
+
+
 def _script(
-    plan: SandboxPlanReply, scrub_file: str, shell_index: int, socket: str | None = None, broker: str | None = None
+    plan: SandboxPlanReply,
+    scrub_file: str,
+    shell_index: int,
+    socket: str | None = None,
+    broker: str | None = None,
+    escape_hint: str | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given)."""
@@ -231,10 +254,12 @@ def _script(
         lines.append("planted=1")
     else:
         lines.append(f"if {check}; then planted=1; else planted=; fi")
-    lines += [
-        f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)} "$2"; fi',
-        'exit "$rc"',
-    ]
+    lines.append(f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)} "$2"; fi')
+    if escape_hint:  # a failure (not a refusal, not a signal): say the sandbox may be why, and the way out
+        pre, post = failure_note(plan, escape_hint)
+        note = f"""printf '%s%s%s\\n' {q(pre)} "$rc" {q(post)} >&2"""
+        lines.append(f'if [ "$rc" -ne 0 ] && [ "$rc" -lt 126 ]; then {note}; fi')
+    lines.append('exit "$rc"')
     return "\n".join(lines) + "\n"
 
 
@@ -279,8 +304,10 @@ def agent_command(
     now: float | None = None,
     socket: str | None = None,
     proxy: tuple[str, str] | None = None,
+    escape_hint: str | None = None,
 ) -> str:
-    """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal."""
+    """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal.
+    ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure)."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
     if len(plan.argv) < 3 or plan.argv[-2] != "-c" or plan.argv[-1] != command:
@@ -299,7 +326,7 @@ def agent_command(
     )
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
-    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None)
+    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None, escape_hint)
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S

@@ -36,7 +36,11 @@ def test_user_install_dry_run_then_real_then_uninstall(home: Path) -> None:
     assert data["model"] == "opus"
     command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     assert "nexus-hook" in command and command.endswith("claude --timeout 55")
-    assert "Nothing to change." in run(home, "install", "claude")[1].strip().splitlines()
+    again = run(home, "install", "claude")[1].strip().splitlines()
+    assert again[-2] == "Nothing to change."
+    # it says what the agent's shell calls get here: sandbox-first where the sandbox works, else gate-only
+    assert again[-1].startswith(("Sandbox-first: ", "No working sandbox here")), again[-1]
+    assert "[sandbox] enabled = false" in again[-1] or "gate-only" in again[-1]
     code, out = run(home, "uninstall", "claude")
     assert code == 0 and json.loads(settings.read_text()) == {"model": "opus"}
 

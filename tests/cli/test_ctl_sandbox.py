@@ -113,3 +113,24 @@ def test_sandbox_status_says_what_applies_to_a_workspace(
     assert "host Unix sockets: closed" in r.stdout and "network: isolated" in r.stdout
     plan = json.loads(ctl(on, "sandbox", "status", "--workspace", str(ws), "--json").stdout)
     assert plan["transparent"] and plan["auto_allow"] and str(ws / "sub/.git/hooks") in plan["protected_before"]
+
+
+def test_status_notes_sandbox_first_by_default_and_gate_only_without_a_sandbox(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Path
+) -> None:
+    from nexusd.cli.ctl_daemon import sandbox_mode_note
+    from nexusd.protocol import SandboxProbe
+
+    h = daemon_factory(sandbox=True)  # no [sandbox] anywhere: nexusd's own default
+    _wait_probe(h)
+    r = ctl(h, "status")
+    assert "agents' shell calls: SANDBOX-FIRST" in r.stdout and "enabled = false" in r.stdout, r.stdout
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = ctl(h, "sandbox", "status", "--workspace", str(ws))
+    assert (
+        r.returncode == 0 and "run sandboxed (sandbox-first)" in r.stdout and "auto-allow if sandboxed: on" in r.stdout
+    )
+    off = SandboxProbe(platform="linux", available=False, reason="user namespaces are disabled")
+    assert "GATE-ONLY" in sandbox_mode_note(off) and "probe --here" in sandbox_mode_note(off)
+    assert "gate-only until" in sandbox_mode_note(None)

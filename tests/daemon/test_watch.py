@@ -11,7 +11,7 @@ from pathlib import Path
 from nexusd.client import Client
 from nexusd.daemon.watch import watch_targets
 from nexusd.protocol import CallInfo, Reload
-from tests.conftest import DaemonHandle
+from tests.conftest import DaemonHandle, gate_only_policy
 
 CALL = CallInfo("claude", "s", "Bash", {"command": "npm install left-pad"}, "/tmp")
 
@@ -39,24 +39,27 @@ def test_creating_editing_breaking_and_fixing_the_user_policy(daemon_factory: Ca
     h = daemon_factory()
     policy = h.config_dir / "policy.toml"
     assert decision(h) == "ask"
-    write(policy, '[permissions]\ndeny = ["Bash(npm install *)"]\n')
+    write(policy, gate_only_policy('[permissions]\ndeny = ["Bash(npm install *)"]\n'))
     until(h, "deny")
-    write(policy, '[permissions]\nallow = ["Bash(npm install left-pad)"]\n')
+    write(policy, gate_only_policy('[permissions]\nallow = ["Bash(npm install left-pad)"]\n'))
     until(h, "allow")
     policy.write_text('[permissions]\nallow = ["Bash(npm inst')  # a half-written save
     time.sleep(1.0)
     assert decision(h) == "allow"  # the last good parse stays
     with Client(socket_path=str(h.socket), role="ui", name="t") as c:
         assert c.status().policy_errors
+    write(policy, gate_only_policy(""))
+    until(h, "ask")  # the gate's default for it
     policy.unlink()
-    until(h, "ask")
+    until(h, "allow")  # nexusd's own default, the sandbox working here: sandbox-first, runs sandboxed
 
 
 def test_a_config_directory_created_later_is_picked_up(daemon_factory: Callable[..., DaemonHandle]) -> None:
     h = daemon_factory(autostart=False)
     shutil.rmtree(h.config_dir)
     h.start()
-    assert decision(h) == "ask"
+    # nexusd's own default: ask before the sandbox probe has answered, then sandbox-first (allow)
+    assert decision(h) in ("ask", "allow")
     h.config_dir.mkdir()
     write(h.config_dir / "policy.toml", '[permissions]\ndeny = ["Bash(npm *)"]\n')
     until(h, "deny")

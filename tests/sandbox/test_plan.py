@@ -83,8 +83,13 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
 
 
 def test_wrap_for_agent_respects_enabled_and_unavailable(world: World) -> None:
-    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), world.probe) is None  # not enabled
+    world.sandbox = {"enabled": False}  # opted out: gate-only
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), world.probe) is None
     off = world.probe.__class__(platform="linux", available=False, reason="no bwrap here")
+    world.sandbox = {}  # the default: sandbox-first where the sandbox works, gate-only where it does not
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), world.probe) is not None
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), off) is None
+    assert wrap_for_agent(_call("ls", world.ws), _allow(), world.store(), None) is None  # not probed yet
     world.sandbox = {"enabled": True}
     # unavailable and fail_if_unavailable (default): the agent's command is a refusal, one line, exit 126
     out = wrap_for_agent(_call(f"echo x > {world.outside}/pwned", world.ws), _allow(), world.store(), off)
@@ -116,6 +121,8 @@ def test_excluded_commands_never_unsandbox_a_chain_silently(world: World) -> Non
     for chain in ("npm install x; make", "npm install x && cat ~/.ssh/id_rsa", "make || npm install x"):
         assert wrap_for_agent(_call(chain, world.ws), person, store, world.probe) is not None, chain
     assert wrap_for_agent(_call("npm install x", world.ws), person, store, world.probe) is None
+    asked = Verdict(decision="ask", reason="an ordinary ask", source="mode")
+    assert wrap_for_agent(_call("make", world.ws), asked, store, world.probe, by_person=True) is not None
 
 
 def _rule(kind: str, tool: str, base: str | None, pattern: str) -> SimpleNamespace:

@@ -288,7 +288,14 @@ def test_tmpdir_and_home_are_per_workspace_and_writable(world: World, backend: s
 
 def test_exit_code_and_output_pass_through(world: World, backend: str) -> None:
     r = world.run("echo out; echo err >&2; exit 7", backend=backend)
-    assert (r.rc, r.out, r.err.strip()) == (7, "out\n", "err")
+    first, *rest = r.err.strip().split("\n")
+    assert (r.rc, r.out, first) == (7, "out\n", "err")
+    if world.via == "wrapper":  # the agent is told the sandbox may be why, and how to ask to run it outside
+        assert len(rest) == 1 and "exited with status 7" in rest[0] and '"dangerouslyDisableSandbox": true' in rest[0]
+    else:
+        assert rest == []
+    ok = world.run("echo out; echo err >&2", backend=backend)
+    assert (ok.rc, ok.err) == (0, "err\n")  # nothing is added to a success
     assert world.run("kill -TERM $$", backend=backend).rc == 143
 
 

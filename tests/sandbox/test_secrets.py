@@ -1,8 +1,8 @@
 """Credentials are unreadable inside the sandbox by default (real bubblewrap, a fake home).
 
 Masked: well-known credential locations in the home directory and the workspace root's ``.env*`` files.
-Re-opened only by ``allow_read`` of the user's (or managed) policy; a trusted project's ``allow_read``
-cannot ask for the user's keys.
+No ``allow_read`` re-opens them (user, managed or project): reading one takes a person's allow of a call
+outside the sandbox. ``allow_read`` re-opens only inside the user's own ``deny_read``.
 """
 
 from __future__ import annotations
@@ -110,10 +110,33 @@ def test_credentials_and_env_files_are_masked(world, found):
     assert "PLAIN-NOTE" in out and "PLAIN-README" in out and "TEMPLATE-VALUE" in out
 
 
-def test_users_allow_read_reopens_one(world, found):
+def test_no_allow_read_reopens_a_credential_mask(world, found):
+    """Deliberate (security first): sandboxed calls run without a person, so the user's and the managed
+    policy's allow_read do not re-open a built-in credential mask either, nor anything inside one.
+    Reading a credential takes a person's allow of a call outside the sandbox (an escape)."""
     root, home, ws = world
-    out = run(root, ws, found, cat_all(home, ws), policy='[sandbox.filesystem]\nallow_read = ["~/.aws"]\n')
-    assert "AWS-SECRET" in out and "SSH-PRIVATE-KEY" not in out
+    (root / "m").mkdir(exist_ok=True)
+    (root / "m" / "policy.toml").write_text('[sandbox.filesystem]\nallow_read = ["~/.ssh/id_ed25519"]\n')
+    out = run(
+        root,
+        ws,
+        found,
+        cat_all(home, ws),
+        policy=f'[sandbox.filesystem]\nallow_read = ["~/.aws", "~/.netrc", "{ws}/.env", "~/.kube/config"]\n',
+    )
+    for secret in ("AWS-SECRET", "NETRC-PASSWORD", "ENV-SECRET", "KUBE-TOKEN", "SSH-PRIVATE-KEY"):
+        assert secret not in out, secret
+    assert "PLAIN-NOTE" in out  # the rest of the home stays readable
+
+
+def test_allow_read_reopens_inside_the_users_own_deny_read(world, found):
+    root, home, ws = world
+    (home / "work").mkdir()
+    (home / "work" / "private.txt").write_text("PRIVATE")
+    (home / "work" / "shared.txt").write_text("SHARED")
+    policy = '[sandbox.filesystem]\ndeny_read = ["~/work"]\nallow_read = ["~/work/shared.txt"]\n'
+    out = run(root, ws, found, f"cat {home}/work/private.txt {home}/work/shared.txt 2>/dev/null; true", policy=policy)
+    assert "SHARED" in out and "PRIVATE" not in out
 
 
 def test_a_trusted_projects_allow_read_cannot_reopen_them(world, found):

@@ -17,10 +17,19 @@ from nexusd.policy.sandbox_settings import (
 POLICY = Path("/etc/proj/policy.toml")
 
 
-def test_defaults_fail_closed() -> None:
+def test_defaults_are_sandbox_first_and_fail_closed() -> None:
+    """Unsaid: sandbox-first (on, auto-allowed when sandboxed, no network), but only where the sandbox
+    works: with no working sandbox the default falls back to gate-only instead of refusing every call."""
     s = parse_sandbox_table({}, POLICY)
     assert s == SandboxSettings()
-    assert s.fail_if_unavailable and s.network_isolation and not s.enabled and not s.auto_allow_bash_if_sandboxed
+    assert s.fail_if_unavailable and s.network_isolation and s.enabled and s.auto_allow_bash_if_sandboxed
+    assert not s.enabled_set and s.gate_only_when_unavailable()
+    on = parse_sandbox_table({"enabled": True}, POLICY)
+    assert on.enabled_set and not on.gate_only_when_unavailable()  # said: refuse when unavailable
+    off = parse_sandbox_table({"enabled": False}, POLICY)
+    assert off.enabled_set and not off.enabled and not off.active_on("linux")
+    lax = parse_sandbox_table({"enabled": True, "fail_if_unavailable": False}, POLICY)
+    assert lax.gate_only_when_unavailable()
 
 
 @pytest.mark.parametrize(
@@ -118,7 +127,9 @@ def test_enabled_platforms_narrow_where_transparent_sandboxing_applies() -> None
     )
     assert not s.active_on("linux") and s.active_on("macos")
     assert merge_settings([_layer({"enabled": True})]).active_on("wsl2")  # not set: every platform
-    assert not merge_settings([_layer({"enabled_platforms": ["linux"]})]).active_on("linux")  # not enabled
+    assert not merge_settings([_layer({"enabled": False, "enabled_platforms": ["linux"]})]).active_on("linux")
+    only_linux = merge_settings([_layer({"enabled_platforms": ["linux"]})])  # sandbox-first by default
+    assert only_linux.active_on("linux") and not only_linux.active_on("macos")
 
 
 @pytest.mark.parametrize("bad", [["linux", "windows"], "linux", [1]])

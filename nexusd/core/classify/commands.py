@@ -1477,9 +1477,15 @@ def _git(argv: tuple[str, ...]) -> Effect:
     elif sub == "stash":
         ro = bool(plain) and plain[0] in ("list", "show")
     elif sub == "config":
-        ro = any(
-            f in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--get-urlmatch") for f in flags
-        ) and not any(
+        # a read: --get/--list, or one key and no value (``git config user.name``), or git 2.46's
+        # ``git config get KEY`` / ``git config list``; never with a write flag (below)
+        reading = (
+            any(f in ("--get", "--get-all", "--get-regexp", "--list", "-l", "--get-urlmatch") for f in flags)
+            or (len(plain) == 1 and "." in plain[0] and "=" not in plain[0])
+            or plain == ["list"]
+            or (len(plain) == 2 and plain[0] == "get")
+        )
+        ro = reading and not any(
             f
             in (
                 "--add",

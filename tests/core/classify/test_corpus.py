@@ -272,6 +272,14 @@ CASES: list[tuple[str, Requirement, set[Flag], list[list[str]] | None, list[str]
     ("git tag -d v1", D, set(), _, _, _),
     ("git config core.pager id", D, {PROT}, _, _, _),  # writes .git/config (core.hooksPath, fsmonitor ...)
     ("git config --get user.name", R, set(), _, _, _),
+    ("git config user.name", R, set(), _, _, _),  # one key, no value: a read
+    ("git config --global user.email", R, set(), _, _, _),
+    ("git config get user.name", R, set(), _, _, _),  # git 2.46 syntax
+    ("git config list", R, set(), _, _, _),
+    ("git config user.name x", D, {PROT}, _, _, _),  # key and value: a write
+    ("git config core.hooksPath=/x", D, {PROT}, _, _, _),  # not a key: never taken for a read
+    ("git config --unset user.name", D, {PROT}, _, _, _),
+    ("git config set user.name x", D, {PROT}, _, _, _),
     ("git stash", D, set(), _, _, _),
     ("git stash list", R, set(), _, _, _),
     ("git push --force", D, set(), _, _, _),
