@@ -32,7 +32,7 @@ from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
-from nexusd.sandbox.nested import find_protected
+from nexusd.sandbox.nested import Found, find_protected, resolved
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 
@@ -211,8 +211,10 @@ def build_layout(
     home: str,
     sandbox_home: str,
     sandbox_tmp: str,
+    scan: Callable[[str], Found] = find_protected,
 ) -> Layout:
-    """The mounts for one command, from existing paths only, and what to scrub after it."""
+    """The mounts for one command, from existing paths only, and what to scrub after it. ``scan``: the
+    nested-path search (``plan_command`` shares one answer per root between this and ``secret_masks``)."""
     cwd, workspace = _real(cwd), _real(workspace)
     common = worktree_common_dir(workspace)
     writable = [workspace, *(_real(p) for p in (*settings.allow_write, *extra_writable))]
@@ -242,21 +244,17 @@ def build_layout(
         elif in_writable(p):
             scrub.append(p)
     scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
-    nested: list[str] = []
+    nested: list[str] = []  # each protected path, and its realpath after it when a symlink's differs
     notes: list[str] = []
     for root in writable:
-        found = find_protected(root)
-        nested += found.paths
+        found = scan(root)
+        nested += resolved(found)
         if not found.complete:
             notes.append(
                 f"{root} is too large to search whole for nested protected paths (.git/hooks, agent "
                 "settings ...): some below it may stay writable"
             )
-    for p in dict.fromkeys(nested):
-        protected_ro.append(p)
-        rp = _real(p)
-        if rp != p:
-            protected_ro.append(rp)
+    protected_ro += dict.fromkeys(nested)
 
     def existing(paths: Iterable[str]) -> list[str]:
         return [r for r in dict.fromkeys(_real(p) for p in paths) if os.path.lexists(r)]
@@ -273,7 +271,8 @@ def build_layout(
         env=(("HOME", sandbox_home), ("TMPDIR", sandbox_tmp)),
         network=not settings.network_isolation,
     )
-    return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(nested)), tuple(notes))
+    found_paths = (p for root in writable for p in scan(root).paths)
+    return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(found_paths)), tuple(notes))
 
 
 def plan_command(
@@ -318,7 +317,15 @@ def plan_command(
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
     personal = person_allow_read(policy)
-    secrets = secret_masks(_real(ws), home, personal)
+    scans: dict[str, Found] = {}  # one search (and one freshness check) per root for this plan
+
+    def scan(root: str) -> Found:
+        found = scans.get(root)
+        if found is None:
+            found = scans[root] = find_protected(root)
+        return found
+
+    secrets = secret_masks(_real(ws), home, personal, scan=scan)
     deny_read = [*deny_read, *secrets]
     # a project's allow_read never re-opens a built-in secret mask (or anything inside one)
     settings = replace(
@@ -338,6 +345,7 @@ def plan_command(
         home=home,
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
+        scan=scan,
     )
     platform = probe.platform if probe is not None else detect_platform()
     state: dict[str, Any] = {
@@ -415,11 +423,13 @@ def _network_section(
     return spec, bridge_argv(inner), 1
 
 
-def secret_masks(workspace: str, home: str, reopened: Iterable[str]) -> list[str]:
+def secret_masks(
+    workspace: str, home: str, reopened: Iterable[str], *, scan: Callable[[str], Found] = find_protected
+) -> list[str]:
     """The built-in deny_read (credential locations, the workspace's .env files) that exist, minus what
     the user's or managed policy re-opened (a path that equals or contains the mask)."""
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
-    found += find_protected(workspace).secrets  # .env files at any depth (not templates)
+    found += scan(workspace).secrets  # .env files at any depth (not templates)
     opened = [_real(r) for r in reopened]
     out = []
     for p in found:
