@@ -25,7 +25,7 @@ from nexusd.core.engine import HUMAN_FLAG
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import ancestors, resolve_agent
 from nexusd.daemon.pending import PendingEntry
-from nexusd.policy import gate, shaping
+from nexusd.policy import shaping
 from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION
 
@@ -309,7 +309,7 @@ class Answers:
         edited_call = msgspec.structs.replace(call, input=updated)
         session = self.server.session_for(edited_call)
         try:
-            edited = await gate.decide(edited_call, self.server.store, session, sandbox=self.server.probe)
+            edited, _ = await self.server.pipeline.verdict(edited_call, session, sandbox=self.server.probe, memo=False)
         except Exception as e:  # decide never raises; if it did, the edit is not taken
             log.exception("deciding an edited call failed")
             self.server.reply_error(

@@ -24,7 +24,6 @@ from nexusd.core.model import Session
 from nexusd.daemon.answers import why_refused
 from nexusd.daemon.audit import read_tail
 from nexusd.daemon.connection import Connection
-from nexusd.policy import gate
 
 if TYPE_CHECKING:
     from nexusd.daemon.server import Server
@@ -52,6 +51,9 @@ class Queries:
             ):
                 if n:
                     counters[key] = n
+        for key, n in self.server.pool.status().items():  # the decision pool (nexusd/decision/pool.py)
+            if n or key == "pool/workers":
+                counters[key] = n
         return counters
 
     def on_status(self, conn: Connection, msg: p.Status) -> None:
@@ -92,14 +94,9 @@ class Queries:
             session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
         session.grant_rules = self.server.grants.timed_rules(time.time())
         try:
-            try:
-                begun = gate.begin(call, self.server.store, session, dry_run=True, sandbox=self.server.probe)
-                verdict = begun.verdict if begun.verdict is not None else await gate.run_rounds(begun)
-                policy = begun.policy
-            except Exception as e:  # as gate.decide: a failing decision is a deny that says why
-                verdict, policy = gate.failed(e), None
-            if not isinstance(verdict, p.Verdict):
-                raise TypeError(f"decide returned {type(verdict).__name__}")
+            # the pipeline as a request meets it (facts in the pool), as a check: no hook runs, nothing counts
+            verdict, begun = await self.server.pipeline.verdict(call, session, dry_run=True, sandbox=self.server.probe)
+            policy = begun.policy if begun is not None else None
             # the shaping steps a request would meet now (nothing counted, nothing pending)
             verdict, _ = self.server.requests.shape(verdict, call, policy, None, None)
         except Exception as e:

@@ -29,8 +29,11 @@ from nexusd.core.tools import SHELL_TOOLS, tool_info
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
+from nexusd.decision.pipeline import Pipeline
+from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
+from nexusd.sandbox.plan import PreparedWrap, wrap_for_agent
 
 if TYPE_CHECKING:
     from nexusd.daemon.server import Server
@@ -39,6 +42,9 @@ log = structlog.get_logger("nexusd")
 
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
+# A sandbox plan made in the pool (``Pipeline.prepare_wrap``: None, a finished input, or a plan to finish),
+# or the exception that stopped it.
+WrapOutcome = tuple[dict[str, object] | PreparedWrap | None, BaseException | None]
 
 
 def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
@@ -56,6 +62,11 @@ class RequestLifecycle:
         # per daemon run and a counter, not a getrandom syscall per call. Pending ids stay 128-bit random.
         self._id_prefix = secrets.token_hex(8)
         self._id_counter = itertools.count(1)
+        self.shaping = DaemonShaping(server, self)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.server.pipeline
 
     def on_request(self, conn: Connection, msg: p.Request) -> Coroutine[Any, Any, None] | None:
         """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
@@ -78,18 +89,7 @@ class RequestLifecycle:
         ):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self.server.session_for(call)
-        t0 = time.perf_counter_ns()
-        try:
-            begun = gate.begin(call, self.server.store, session, sandbox=self.server.probe, memo=self.server.memo)
-        except Exception as e:
-            log.exception("decide failed; denying", tool=call.tool)
-            self.settle(conn, msg, gate.failed(e), session, started, None)
-            return None
-        self.server.stats.decided(time.perf_counter_ns() - t0)
-        if begun.verdict is None:
-            return self._request_rounds(conn, msg, begun, started)
-        self.settle(conn, msg, begun.verdict, session, started, begun)
-        return None
+        return self._decide(conn, msg, session, started)
 
     async def _after_probe(self, conn: Connection, msg: p.Request) -> None:
         """The first shell calls after start (socket activation starts us on the first hook) wait for the
@@ -104,17 +104,15 @@ class RequestLifecycle:
         if more is not None:
             await more
 
-    async def _request_rounds(self, conn: Connection, msg: p.Request, begun: gate.Begun, started: float) -> None:
-        try:
-            verdict = await gate.run_rounds(begun)
-            if not isinstance(verdict, p.Verdict):
-                raise TypeError(f"decide returned {type(verdict).__name__}")
-        except Exception as e:
-            log.exception("decide failed; denying", tool=msg.call.tool)
-            verdict = gate.failed(e)
-        self.settle(conn, msg, verdict, begun.session, started, begun)
+    async def _decide(self, conn: Connection, msg: p.Request, session: Session, started: float) -> None:
+        """The pipeline (``nexusd.decision.pipeline``): facts in the pool, the ruling here, the rounds if
+        any; then shaping and the reply. The connection handles its next line once this one is settled."""
+        t0 = time.perf_counter_ns()
+        verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.server.probe)
+        self.server.stats.decided(time.perf_counter_ns() - t0)
+        await self.settle(conn, msg, verdict, session, started, begun)
 
-    def settle(
+    async def settle(
         self,
         conn: Connection,
         msg: p.Request,
@@ -126,7 +124,7 @@ class RequestLifecycle:
         """Shape the verdict (``nexusd.policy.shaping``, steps 2-6, each traced), then send an allow or deny
         now, or turn the ask into a pending request. ``begun`` carries what the gate computed once for this
         request (workspace, policy, classification): the limits, the prompt timeout and the sandbox wrap use
-        the same; None when the gate failed."""
+        the same; None when the gate failed. An allowed shell call's sandbox plan is made in the pool."""
         call = msg.call
         server = self.server
         if verdict.source == "rule" and verdict.rule and verdict.rule_origin:
@@ -138,7 +136,14 @@ class RequestLifecycle:
         if wait:
             self.ask(conn, msg, verdict, session, started, begun)
             return
-        self.reply_and_record(conn, msg.ref, call, verdict, started, begun)
+        wrap: WrapOutcome | None = None
+        if verdict.decision == "allow" and _is_shell(call, verdict):
+            try:
+                prepared = await self.pipeline.prepare_wrap(call, verdict, server.probe, begun, server.own_socket)
+                wrap = (prepared, None)
+            except Exception as e:  # denied in ``decision``, which says why
+                wrap = (None, e)
+        self.reply_and_record(conn, msg.ref, call, verdict, started, begun, wrap=wrap)
 
     def shape(
         self,
@@ -148,35 +153,9 @@ class RequestLifecycle:
         on_no_ui: p.NoUi | None,
         conn: Connection | None,
     ) -> tuple[p.Verdict, bool]:
-        """Shaping steps 2-6 (``nexusd.policy.shaping``) with the daemon's state now, in their one order;
-        True when the result is an ask that waits for a person. ``on_no_ui`` None is a check: nothing is
-        counted, and ``no_ui`` is only noted (a check cannot know what the agent would offer)."""
-        server = self.server
-        if verdict.decision == "allow":  # every automatic allow: a person's answers never come this way
-            verdict = shaping.audit_refusal(verdict, self.audit_refusal() if self.audit_refuses() else None)
-        if verdict.decision == "allow":
-            limits = (policy if policy is not None else server.store.policy).limits
-            now = time.monotonic()
-            why = server.limiter.check(call, limits, now)
-            if why is None and on_no_ui is not None:
-                server.limiter.count(call, limits, now)
-            verdict = shaping.runaway_limit(verdict, why)
-        if verdict.decision != "ask":
-            return verdict, False
-        cfg = server.config
-        if server.stopping_now:
-            return shaping.stopping(verdict), False
-        if not server.subscribers and not server.alerts.waits:  # [notify] configured: wait for a person
-            if on_no_ui is None:
-                return shaping.no_ui_noted(verdict), False
-            return shaping.no_ui(verdict, on_no_ui, server.store.policy.notify.no_ui), False
-        if conn is not None and conn.pending is not None and len(conn.pending) >= cfg.max_pending_per_connection:
-            why = f"too many pending requests on this connection (limit {cfg.max_pending_per_connection})"
-            return shaping.pending_limit(verdict, why), False
-        if len(server.pending) >= cfg.max_pending:
-            why = f"too many pending requests in the daemon (limit {cfg.max_pending})"
-            return shaping.pending_limit(verdict, why), False
-        return verdict, on_no_ui is not None
+        """``Pipeline.shape`` over this daemon's state now (``conn`` None: a check)."""
+        on_connection = len(conn.pending) if conn is not None and conn.pending is not None else None
+        return self.pipeline.shape(verdict, call, policy, on_no_ui, on_connection, self.shaping)
 
     def audit_refuses(self) -> bool:
         """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
@@ -199,10 +178,14 @@ class RequestLifecycle:
         verdict: p.Verdict,
         started: float,
         begun: gate.Begun | None = None,
+        *,
+        wrap: WrapOutcome | None = None,
     ) -> None:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
-        decision = self.decision(call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun)
+        decision = self.decision(
+            call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun, wrap=wrap
+        )
         conn.send(p.encode(decision))
         self.record(
             self.record_id(),
@@ -226,27 +209,39 @@ class RequestLifecycle:
         message: str | None = None,
         answered_by: str | None = None,
         begun: gate.Begun | None = None,
+        wrap: WrapOutcome | None = None,
     ) -> p.Decision:
         """The wire decision; an allowed shell call is wrapped to run sandboxed (``sandbox/plan.py``) with
         the request's own policy and shell parse when ``begun`` carries them (a person's answer: looked up
-        again). A wrap that fails turns the allow into a deny (``shaping.wrap_steps`` traces it)."""
+        again). ``wrap``: the plan already made in the pool (``Pipeline.prepare_wrap``), or its failure;
+        None plans here. A wrap that fails turns the allow into a deny (``shaping.wrap_steps`` traces it)."""
         updated: dict[str, Any] | None = None
         if decision == "allow" and _is_shell(call, verdict):
             try:
-                from nexusd.sandbox.plan import wrap_for_agent
-
                 if verdict is None:  # an allow to wrap always carries its verdict; without one, fail closed
                     raise ValueError("an allowed shell call without its verdict")
-                updated = wrap_for_agent(
-                    call,
-                    verdict,
-                    self.server.store,
-                    self.server.probe,
-                    policy=begun.policy if begun is not None else None,
-                    socket=self.server.own_socket,
-                    network=self._network_for(call),
-                    cls=begun.cls if begun is not None else None,
-                )
+                if wrap is None:
+                    updated = wrap_for_agent(
+                        call,
+                        verdict,
+                        self.server.store,
+                        self.server.probe,
+                        policy=begun.policy if begun is not None else None,
+                        socket=self.server.own_socket,
+                        network=self._network_for(call),
+                        cls=begun.cls if begun is not None else None,
+                    )
+                else:
+                    prepared, error = wrap
+                    if error is not None:
+                        raise error
+                    if isinstance(prepared, PreparedWrap):
+                        updated = prepared.finish(self._network_for(call))
+                    else:
+                        updated = prepared
+            except (FactsLate, PoolFull) as e:  # the plan missed its deadline: a stalled file system
+                log.warning("sandbox plan late; denying", tool=call.tool, why=str(e))
+                decision, source, reason = "deny", "error", f"sandbox wrapping failed ({e}); denied"
             except Exception as e:  # an allow we cannot wrap as planned is not an allow
                 log.exception("sandbox wrapping failed; denying", tool=call.tool)
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
@@ -407,3 +402,39 @@ class RequestLifecycle:
             return context
 
         return register
+
+
+class DaemonShaping:
+    """The daemon's state as the shaping steps read it (``nexusd.decision.pipeline.ShapingState``)."""
+
+    def __init__(self, server: Server, requests: RequestLifecycle) -> None:
+        self.server, self.requests = server, requests
+
+    def audit_refusal(self) -> str | None:
+        return self.requests.audit_refusal() if self.requests.audit_refuses() else None
+
+    def runaway(self, call: p.CallInfo, policy: Policy | None, *, count: bool) -> str | None:
+        server = self.server
+        limits = (policy if policy is not None else server.store.policy).limits
+        now = time.monotonic()
+        why = server.limiter.check(call, limits, now)
+        if why is None and count:
+            server.limiter.count(call, limits, now)
+        return why
+
+    def stopping(self) -> bool:
+        return self.server.stopping_now
+
+    def someone_answers(self) -> bool:
+        return bool(self.server.subscribers) or bool(self.server.alerts.waits)  # [notify]: wait for a person
+
+    def no_ui_setting(self) -> str:
+        return self.server.store.policy.notify.no_ui
+
+    def pending_limit(self, on_connection: int | None) -> str | None:
+        cfg = self.server.config
+        if on_connection is not None and on_connection >= cfg.max_pending_per_connection:
+            return f"too many pending requests on this connection (limit {cfg.max_pending_per_connection})"
+        if len(self.server.pending) >= cfg.max_pending:
+            return f"too many pending requests in the daemon (limit {cfg.max_pending})"
+        return None

@@ -50,6 +50,8 @@ from nexusd.daemon.peer import PeerCred, ancestors, parent_pid, peer_credentials
 from nexusd.daemon.pending import PendingTable
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
+from nexusd.decision.pipeline import Pipeline
+from nexusd.decision.pool import FactPool
 from nexusd.policy.grants import GrantTable
 from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
@@ -118,6 +120,8 @@ class Config:
     line_timeout: float = 30.0  # a line begun and not finished this long closes the connection; 0: never
     log_interval: float = 60.0  # client faults: one line per client per interval (connection.ClientErrorLog)
     log_max_lines: int = 20
+    decision_workers: int = 4  # threads of the decision pool (nexusd/decision/pool.py)
+    facts_deadline: float = 10.0  # seconds a call's facts (or its sandbox plan) may take: past it, denied
 
 
 class _RefOnly(msgspec.Struct):
@@ -183,6 +187,9 @@ class Server:
         self.stats = Stats()
         # Verified verdicts of calls seen before (nexusd/policy/memo.py).
         self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
+        # The decision pipeline: facts in the pool (off the loop, with a deadline), the ruling on the loop.
+        self.pool = FactPool(config.decision_workers)
+        self.pipeline = Pipeline(store, pool=self.pool, memo=self.memo, facts_deadline=config.facts_deadline)
         self.grants = GrantTable(config.state_dir)
         self.audit = AuditLog(
             config.state_dir / locations.AUDIT_NAME,
@@ -230,6 +237,7 @@ class Server:
     async def serve(self, bound: BoundSocket) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
         self.audit.start()
+        self.pool.start()
         # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
         self.own_socket = str(bound.path.absolute()) if bound.path is not None else None
         errors = self.store.load()
@@ -276,6 +284,7 @@ class Server:
                 task.cancel()
             for conn in list(self.conns):
                 conn.kill()
+            self.pool.close()
             self.audit.close()
             log.info("stopped")
 

@@ -494,7 +494,53 @@ def wrap_for_agent(
     ``cls``: the request's classification, whose shell parse is reused (None: the command is parsed).
     ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone.
     ``network(command, cwd, workspace)``: for a filtered network, the proxy broker and a one-time token
-    registered for this call (None, or no callback: the command runs with no network)."""
+    registered for this call (None, or no callback: the command runs with no network). The two halves,
+    ``prepare_wrap`` (the file system: off the daemon's loop) and ``PreparedWrap.finish`` (the network
+    context: the daemon's state), in one call."""
+    prepared = prepare_wrap(call, verdict, store, probe, policy=policy, socket=socket, cls=cls)
+    if isinstance(prepared, PreparedWrap):
+        return prepared.finish(network)
+    return prepared
+
+
+@dataclass(frozen=True)
+class PreparedWrap:
+    """An allowed call's sandbox plan, made where file-system questions may be slow (the decision pool);
+    ``finish`` adds what only the daemon's loop may touch (the egress proxy's registration)."""
+
+    tool_input: dict[str, Any]
+    key: str
+    command: str
+    cwd: str
+    workspace: str
+    plan: SandboxPlanReply
+    run_dir: Path
+    socket: str | None
+
+    def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
+        from nexusd.sandbox.wrapper import agent_command
+
+        proxy = None
+        if self.plan.proxy_fd_arg is not None and network is not None:
+            proxy = network(self.command, self.cwd, os.path.realpath(self.workspace))
+        return {
+            **self.tool_input,
+            self.key: agent_command(self.plan, self.command, self.run_dir, socket=self.socket, proxy=proxy),
+        }
+
+
+def prepare_wrap(
+    call: CallInfo,
+    verdict: Verdict,
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    *,
+    policy: Policy | None = None,
+    socket: str | None = None,
+    cls: Classification | None = None,
+) -> dict[str, object] | PreparedWrap | None:
+    """``wrap_for_agent`` up to the network context: None (run as is), a finished input (a refusal), or
+    the plan to ``finish``. Touches no daemon state: safe in a worker thread."""
     key = SANDBOXED_SHELL_TOOLS.get(call.tool)
     if verdict.decision != "allow" or key is None:
         return None
@@ -517,7 +563,7 @@ def wrap_for_agent(
     disposition = command_disposition(command, settings, parsed=parsed)
     if disposition == "unsandboxed" or (disposition == "mixed" and verdict.source == "user"):
         return None  # excluded (and allowed outside the sandbox), or a person approved the mixed chain
-    from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
+    from nexusd.sandbox.wrapper import RUN_DIR, refusal_command
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -530,7 +576,4 @@ def wrap_for_agent(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    proxy = None
-    if plan.proxy_fd_arg is not None and network is not None:
-        proxy = network(command, cwd, os.path.realpath(ws))
-    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket, proxy=proxy)}
+    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket)
