@@ -173,7 +173,5 @@ def render(out: dict[str, Any]) -> str:
         report.table(["ms", "runs", "median", "p90", "max"], rows),
         f"\noverlapped pairs: {out['overlapped_pairs']} of {p['pairs']}; outcomes {out['outcomes']}",
     ]
-    lines += [
-        f"{c['metric']}: {report.fmt(c['value'], 2)}, target {c['target']}: {c['result']}" for c in out["checks"]
-    ]
+    lines += [f"{c['metric']}: {report.fmt(c['value'], 2)}, target {c['target']}: {c['result']}" for c in out["checks"]]
     return "\n".join(lines)

@@ -13,7 +13,6 @@ Every path that is not an explicit allow ends in deny.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
 from collections.abc import Callable, Coroutine
@@ -25,9 +24,8 @@ import structlog
 from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
-from nexusd.core.tools import SHELL_TOOLS, tool_info
+from nexusd.core.tools import SHELL_TOOLS
 from nexusd.daemon.connection import Connection
-from nexusd.daemon.peer import PeerCred
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.decision.pipeline import Pipeline
 from nexusd.decision.pool import FactsLate, PoolFull
@@ -36,7 +34,7 @@ from nexusd.policy.grants import Use
 from nexusd.sandbox.plan import PreparedWrap, wrap_for_agent
 
 if TYPE_CHECKING:
-    from nexusd.daemon.server import Server
+    from nexusd.daemon.state import DaemonState
 
 log = structlog.get_logger("nexusd")
 
@@ -56,17 +54,13 @@ def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
 class RequestLifecycle:
     """Settle, ask, reply and record agents' tool calls (one per daemon; state lives on the ``Server``)."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        # Audit ids of calls settled at once: unique, not secret (nobody answers them), so a random prefix
-        # per daemon run and a counter, not a getrandom syscall per call. Pending ids stay 128-bit random.
-        self._id_prefix = secrets.token_hex(8)
-        self._id_counter = itertools.count(1)
-        self.shaping = DaemonShaping(server, self)
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
+        self.shaping = DaemonShaping(state, self)
 
     @property
     def pipeline(self) -> Pipeline:
-        return self.server.pipeline
+        return self.state.pipeline
 
     def on_request(self, conn: Connection, msg: p.Request) -> Coroutine[Any, Any, None] | None:
         """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
@@ -76,30 +70,30 @@ class RequestLifecycle:
         try:
             seen = conn.seen
             if seen is not None and seen[0] == call.agent_pid:
-                self.server.agents.touch(seen[1])
+                self.state.agents.touch(seen[1])
             else:
-                found = self.server.agents.saw(conn.peer.ppid, call.agent_pid)
+                found = self.state.agents.saw(conn.peer.ppid, call.agent_pid)
                 conn.seen = (call.agent_pid, found) if found else None  # nothing readable: look again next time
         except Exception:  # remembering the agent costs nothing of the request
             log.exception("agent registry failed")
         if (
-            self.server.probe is None
-            and self.server.probe_fn is not None
+            self.state.probe is None
+            and self.state.probe_fn is not None
             and call.tool in SHELL_TOOLS  # the sandbox wraps a subset of these
         ):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
-        session = self.server.session_for(call)
+        session = self.state.session_for(call)
         return self._decide(conn, msg, session, started)
 
     async def _after_probe(self, conn: Connection, msg: p.Request) -> None:
         """The first shell calls after start (socket activation starts us on the first hook) wait for the
         start-up probe instead of being planned without one (refused)."""
-        async with self.server.queries.probe_lock:  # the start-up probe holds it until it has an answer
+        async with self.state.queries.probe_lock:  # the start-up probe holds it until it has an answer
             pass
-        if self.server.probe is None:
-            await self.server.queries.refresh_probe()
-        if self.server.probe is None:  # no probe function answered: decide without (fails closed)
-            self.server.probe = p.SandboxProbe(platform="other", available=False, reason="the sandbox was not probed")
+        if self.state.probe is None:
+            await self.state.queries.refresh_probe()
+        if self.state.probe is None:  # no probe function answered: decide without (fails closed)
+            self.state.probe = p.SandboxProbe(platform="other", available=False, reason="the sandbox was not probed")
         more = self.on_request(conn, msg)
         if more is not None:
             await more
@@ -108,8 +102,8 @@ class RequestLifecycle:
         """The pipeline (``nexusd.decision.pipeline``): facts in the pool, the ruling here, the rounds if
         any; then shaping and the reply. The connection handles its next line once this one is settled."""
         t0 = time.perf_counter_ns()
-        verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.server.probe)
-        self.server.stats.decided(time.perf_counter_ns() - t0)
+        verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.state.probe)
+        self.state.stats.decided(time.perf_counter_ns() - t0)
         await self.settle(conn, msg, verdict, session, started, begun)
 
     async def settle(
@@ -126,10 +120,10 @@ class RequestLifecycle:
         request (workspace, policy, classification): the limits, the prompt timeout and the sandbox wrap use
         the same; None when the gate failed. An allowed shell call's sandbox plan is made in the pool."""
         call = msg.call
-        server = self.server
+        state = self.state
         if verdict.source == "rule" and verdict.rule and verdict.rule_origin:
             try:
-                server.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))
+                state.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))
             except Exception:  # a count must never cost the decision
                 log.exception("grant use count failed")
         verdict, wait = self.shape(verdict, call, begun.policy if begun is not None else None, msg.on_no_ui, conn)
@@ -139,7 +133,7 @@ class RequestLifecycle:
         wrap: WrapOutcome | None = None
         if verdict.decision == "allow" and _is_shell(call, verdict):
             try:
-                prepared = await self.pipeline.prepare_wrap(call, verdict, server.probe, begun, server.own_socket)
+                prepared = await self.pipeline.prepare_wrap(call, verdict, state.probe, begun, state.own_socket)
                 wrap = (prepared, None)
             except Exception as e:  # denied in ``decision``, which says why
                 wrap = (None, e)
@@ -159,16 +153,16 @@ class RequestLifecycle:
 
     def audit_refuses(self) -> bool:
         """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
-        return self.server.audit.failing is not None and self.server.store.policy.audit_on_failure == "deny"
+        return self.state.audit.failing is not None and self.state.store.policy.audit_on_failure == "deny"
 
     def audit_refusal(self) -> str:
         return (
-            f'the audit log cannot be written ({self.server.audit.failing}) and [audit] on_failure = "deny": '
+            f'the audit log cannot be written ({self.state.audit.failing}) and [audit] on_failure = "deny": '
             "nothing is allowed until it can"
         )
 
     def record_id(self) -> str:
-        return f"{self._id_prefix}{next(self._id_counter):016x}"
+        return self.state.replies.record_id()
 
     def reply_and_record(
         self,
@@ -187,7 +181,7 @@ class RequestLifecycle:
             call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun, wrap=wrap
         )
         conn.send(p.encode(decision))
-        self.record(
+        self.state.replies.record(
             self.record_id(),
             call,
             decision,
@@ -224,10 +218,10 @@ class RequestLifecycle:
                     updated = wrap_for_agent(
                         call,
                         verdict,
-                        self.server.store,
-                        self.server.probe,
+                        self.state.store,
+                        self.state.probe,
                         policy=begun.policy if begun is not None else None,
-                        socket=self.server.own_socket,
+                        socket=self.state.own_socket,
                         network=self._network_for(call),
                         cls=begun.cls if begun is not None else None,
                     )
@@ -265,52 +259,6 @@ class RequestLifecycle:
             ref=ref,
         )
 
-    def record(
-        self,
-        rid: str,
-        call: p.CallInfo,
-        decision: p.Decision,
-        started: float,
-        *,
-        peer: PeerCred | None,
-        answer_pid: int | None = None,
-        scope: p.Scope | None = None,
-        event: str = "decision",
-        trace: list[p.TraceStep] | None = None,
-    ) -> None:
-        self.server.stats.count(decision.decision, decision.source)
-        self.server.audit.write(
-            p.AuditRecord(
-                time=time.time(),
-                id=rid,
-                provider=call.provider,
-                session=call.session,
-                tool=call.tool,
-                summary="",  # the writer thread summarizes call.input, off the loop
-                decision=decision.decision,
-                source=decision.source,
-                reason=decision.reason,
-                cwd=call.cwd,
-                rule=decision.rule,
-                rule_origin=decision.rule_origin,
-                peer_pid=peer.pid if peer else None,
-                agent_pid=call.agent_pid if call.agent_pid is not None else (peer.ppid if peer else None),
-                answered_by=decision.answered_by,
-                answer_pid=answer_pid,
-                scope=scope,
-                tier=tool_info(call.tool, call.provider).tier,
-                message=decision.message,
-                abort=decision.abort,
-                latency_ms=round((time.monotonic() - started) * 1000, 3),
-                event=event,
-                workspace=call.workspace,
-                subagent_id=call.subagent_id,
-                subagent_type=call.subagent_type,
-                trace=trace or [],
-            ),
-            call.input,
-        )  # no log line besides: the audit trail is the record of every decision
-
     def ask(
         self,
         conn: Connection,
@@ -326,7 +274,7 @@ class RequestLifecycle:
         now = time.time()
         timeout = self.prompt_timeout(msg.call, begun.policy if begun is not None else None)
         if not conn.send(p.encode(p.Pending(id=rid, deadline=now + timeout, ref=msg.ref))):
-            self.record(
+            self.state.replies.record(
                 rid,
                 msg.call,
                 p.Decision("deny", "the requester disconnected", "cancelled"),
@@ -334,27 +282,27 @@ class RequestLifecycle:
                 peer=conn.peer,
             )
             return
-        if conn.closed or self.server.stopping_now:
+        if conn.closed or self.state.stopping_now:
             return
         verdict_json = _json_encoder.encode(verdict)
         entry = PendingEntry(
             rid,
             _json_encoder.encode(msg.call),
-            pack(verdict_json, len(self.server.pending)),
+            pack(verdict_json, len(self.state.pending)),
             conn,
             msg.ref,
             now,
             now + timeout,
             time.monotonic() + timeout,
             started,
-            self.server.answers.agent_pids(conn, msg.call),
+            self.state.answers.agent_pids(conn, msg.call),
         )
-        self.server.pending.add(entry)
-        if self.server.alerts.waits:
-            self.server.alerts.asked(rid, entry.call, entry.deadline_wall)
-        if self.server.subscribers:
+        self.state.pending.add(entry)
+        if self.state.alerts.waits:
+            self.state.alerts.asked(rid, entry.call, entry.deadline_wall)
+        if self.state.subscribers:
             prompt = p.encode(p.Prompt(item=entry.item(verdict_json)))  # not unpacked again
-            for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
+            for ui in list(self.state.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
 
     def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
@@ -362,28 +310,28 @@ class RequestLifecycle:
         with, not looked up again), else --pending-timeout."""
         try:
             if policy is None:
-                policy = self.server.store.policy_for(gate.workspace_of(call))
+                policy = self.state.store.policy_for(gate.workspace_of(call))
             configured = policy.provider(call.provider).prompt_timeout
         except Exception:  # a policy problem costs the setting, never the request
             log.exception("prompt_timeout lookup failed; using the default")
-            return self.server.config.pending_timeout
+            return self.state.config.pending_timeout
         if configured is None or not 0 < configured <= MAX_PROMPT_TIMEOUT:
-            return self.server.config.pending_timeout
+            return self.state.config.pending_timeout
         return float(configured)
 
     def expire(self, entry: PendingEntry) -> None:
-        self.server.answers.resolve(entry, "deny", "timeout", "nobody answered before the deadline")
+        self.state.answers.resolve(entry, "deny", "timeout", "nobody answered before the deadline")
 
     def on_cancel(self, conn: Connection, msg: p.Cancel) -> None:
-        entry = self.server.pending.get(msg.id)
+        entry = self.state.pending.get(msg.id)
         if entry is None or (entry.conn is not conn and conn.role != "admin"):
-            if self.server.pending.decided(msg.id) and entry is None:
-                self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            if self.state.pending.decided(msg.id) and entry is None:
+                self.state.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
-                self.server.reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
+                self.state.reply_error(conn, "not_found", "no such pending request of yours", msg.ref)
             return
         by = None if entry.conn is conn else conn
-        self.server.answers.resolve(
+        self.state.answers.resolve(
             entry, "deny", "cancelled", "cancelled by the requester" if by is None else "cancelled by admin", by=by
         )
         conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
@@ -393,11 +341,11 @@ class RequestLifecycle:
         "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
 
         def register(command: str, cwd: str, workspace: str) -> tuple[str, str] | None:
-            if self.server.network is None:
+            if self.state.network is None:
                 return None  # the proxy is not serving (yet): the command runs with no network
             guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
-            context: tuple[str, str] | None = self.server.network.register(
-                command, cwd, workspace, call.session, guard, self.server.store, provider=call.provider
+            context: tuple[str, str] | None = self.state.network.register(
+                command, cwd, workspace, call.session, guard, self.state.store, provider=call.provider
             )
             return context
 
@@ -407,34 +355,34 @@ class RequestLifecycle:
 class DaemonShaping:
     """The daemon's state as the shaping steps read it (``nexusd.decision.pipeline.ShapingState``)."""
 
-    def __init__(self, server: Server, requests: RequestLifecycle) -> None:
-        self.server, self.requests = server, requests
+    def __init__(self, state: DaemonState, requests: RequestLifecycle) -> None:
+        self.state, self.requests = state, requests
 
     def audit_refusal(self) -> str | None:
         return self.requests.audit_refusal() if self.requests.audit_refuses() else None
 
     def runaway(self, call: p.CallInfo, policy: Policy | None, *, count: bool) -> str | None:
-        server = self.server
-        limits = (policy if policy is not None else server.store.policy).limits
+        state = self.state
+        limits = (policy if policy is not None else state.store.policy).limits
         now = time.monotonic()
-        why = server.limiter.check(call, limits, now)
+        why = state.limiter.check(call, limits, now)
         if why is None and count:
-            server.limiter.count(call, limits, now)
+            state.limiter.count(call, limits, now)
         return why
 
     def stopping(self) -> bool:
-        return self.server.stopping_now
+        return self.state.stopping_now
 
     def someone_answers(self) -> bool:
-        return bool(self.server.subscribers) or bool(self.server.alerts.waits)  # [notify]: wait for a person
+        return bool(self.state.subscribers) or bool(self.state.alerts.waits)  # [notify]: wait for a person
 
     def no_ui_setting(self) -> str:
-        return self.server.store.policy.notify.no_ui
+        return self.state.store.policy.notify.no_ui
 
     def pending_limit(self, on_connection: int | None) -> str | None:
-        cfg = self.server.config
+        cfg = self.state.config
         if on_connection is not None and on_connection >= cfg.max_pending_per_connection:
             return f"too many pending requests on this connection (limit {cfg.max_pending_per_connection})"
-        if len(self.server.pending) >= cfg.max_pending:
+        if len(self.state.pending) >= cfg.max_pending:
             return f"too many pending requests in the daemon (limit {cfg.max_pending})"
         return None

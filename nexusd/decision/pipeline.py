@@ -30,7 +30,7 @@ from nexusd.policy import gate, shaping
 from nexusd.policy.memo import DecisionMemo, session_state
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, NoUi, SandboxProbe, TraceStep, Verdict
-from nexusd.sandbox.plan import PreparedWrap, prepare_wrap
+from nexusd.sandbox.plan import PreparedWrap, prepare_wrap, wraps
 
 log = structlog.get_logger("nexusd")
 
@@ -187,6 +187,8 @@ class Pipeline:
         a stalled mount): ``plan.prepare_wrap``. May raise: the caller denies (the ``wrap`` step)."""
         policy = begun.policy if begun is not None else None
         cls = begun.cls if begun is not None else None
+        if policy is not None and not wraps(call, policy, probe):
+            return None  # the sandbox is off for it: nothing to plan, no trip to the pool
         return await self._run(
             lambda: prepare_wrap(call, verdict, self.store, probe, policy=policy, socket=socket, cls=cls),
             "sandbox plan",

@@ -137,7 +137,8 @@ class FactPool:
         if self._closed or not self._queue.empty():
             return
         with self._lock:
-            excess = len(self._workers) - self.size - self._retiring
+            idle = sum(1 for w in self._workers if w.job is None)  # a busy one retires after its job, if due
+            excess = min(idle, len(self._workers) - self.size - self._retiring)
             if excess > 0:
                 self._retiring += excess
         for _ in range(excess):
@@ -233,9 +234,13 @@ class FactPool:
             job = get()
             if job is None:  # a retirement note (a spare no longer needed) or the pool closing
                 with self._lock:
-                    self._workers.discard(me)
                     self._retiring = max(0, self._retiring - 1)
-                return
+                    leave = self._closed or len(self._workers) > self.size  # a note is advice, not an order
+                    if leave:
+                        self._workers.discard(me)
+                if leave:
+                    return
+                continue
             if job.expired:
                 continue
             job.worker = me

@@ -529,6 +529,22 @@ class PreparedWrap:
         }
 
 
+def wraps(call: CallInfo, policy: Policy, probe: SandboxProbe | None) -> bool:
+    """Whether an allowed ``call`` under ``policy`` is planned at all: ``prepare_wrap``'s first checks, which
+    ask no file system, so the daemon can skip the pool when the sandbox is off. True when unsure."""
+    if SANDBOXED_SHELL_TOOLS.get(call.tool) is None:
+        return False
+    if probe is None:
+        return True
+    try:
+        settings = sandbox_settings(policy)
+    except ValueError:
+        return True  # broken settings: planned with defaults (fail closed)
+    if not settings.active_on(probe.platform):
+        return False
+    return probe.available or settings.fail_if_unavailable
+
+
 def prepare_wrap(
     call: CallInfo,
     verdict: Verdict,

@@ -147,7 +147,7 @@ def test_a_stalled_file_system_costs_only_the_asking_call(daemon_factory, tmp_pa
         status.close()
     assert isinstance(reply, p.StatusReply)
     assert reply.counters["pool/stuck"] == 3, reply.counters
-    assert reply.counters["pool/workers"] == 2, reply.counters
+    assert reply.counters["pool/workers"] >= 2, reply.counters  # replacements (and spares not yet retired)
     assert reply.counters["pool/late"] >= 3, reply.counters
 
 
