@@ -9,6 +9,7 @@ policy store. A sandbox's violation report only adds an audit record and a notic
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from nexusd.core.model import Session
 from nexusd.daemon.answers import why_refused
 from nexusd.daemon.audit import read_tail
 from nexusd.daemon.connection import Connection
+from nexusd.decision.pool import FactsLate, PoolFull
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -154,7 +156,14 @@ class Queries:
 
         probe = self.state.probe if self.state.probe is not None else await self.refresh_probe()
         try:
-            plan = plan_command(msg.command, msg.cwd, self.state.store, probe, msg.session, workspace=msg.workspace)
+            # the workspace scan asks the file system (a big tree, a stalled mount): in the pool, with a deadline
+            plan = await self.state.pool.run(
+                functools.partial(
+                    plan_command, msg.command, msg.cwd, self.state.store, probe, msg.session, workspace=msg.workspace
+                ),
+                self.state.config.facts_deadline,
+                "sandbox plan",
+            )
             if plan.proxy_fd_arg is not None and self.state.network is not None:
                 # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
                 guard = self.state.answers.agent_pids(
@@ -170,6 +179,8 @@ class Queries:
                 )
                 plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
+        except (FactsLate, PoolFull) as e:
+            plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {e}", ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)

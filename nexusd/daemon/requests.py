@@ -1,14 +1,15 @@
 """The request lifecycle: a tool call from an agent, from its arrival to its audit record.
 
-Theory of operation. ``on_request`` runs the gate's synchronous first round inline (rules, mode, safety:
-nearly every call is settled there, without a task); a call that needs programs (hooks, auto mode's
-reviewer) continues in one task (``gate.run_rounds``). ``settle`` applies the daemon's verdict-shaping
-steps (``nexusd.policy.shaping``: audit refusal, runaway limits, stopping, no UI, pending limits) and
-then either replies at once (``reply_and_record``: the decision, sandbox-wrapped when it is a shell
-allow, and its audit record) or turns the ask into a pending entry (``ask``) that a person's answer
-(``answers.py``), a cancel or the deadline resolves. What the gate computed once for the request (its
-workspace, policy and shell parse: ``gate.Begun``) is carried to the wrap; nothing is recomputed.
-Every path that is not an explicit allow ends in deny.
+Theory of operation. ``on_request`` hands the call to the decision pipeline (``nexusd.decision.pipeline``):
+its facts (workspace, policy, memo replay, classification) are computed in the decision pool, off the
+event loop and within a deadline, and the ruling (the engine over those facts) runs here; a call that
+needs programs (hooks, auto mode's reviewer) goes on to ``gate.run_rounds``. ``settle`` applies the
+daemon's verdict-shaping steps (``Pipeline.shape`` over ``DaemonShaping``: audit refusal, runaway limits,
+stopping, no UI, pending limits) and then either replies (``reply_and_record``: the decision, sandbox-wrapped
+when it is a shell allow, its plan made in the pool, and its audit record) or turns the ask into a pending
+entry (``ask``) that a person's answer (``answers.py``), a cancel or the deadline resolves. What was
+computed once for the request (its workspace, policy and shell parse: ``gate.Begun``) is carried to the
+wrap; nothing is recomputed. Every path that is not an explicit allow ends in deny.
 """
 
 from __future__ import annotations
