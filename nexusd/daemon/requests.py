@@ -14,6 +14,7 @@ wrap; nothing is recomputed. Every path that is not an explicit allow ends in de
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable, Coroutine
@@ -84,7 +85,17 @@ class RequestLifecycle:
         ):
             return self._after_probe(conn, msg)  # a shell call is planned with the probe: wait for it
         session = self.state.session_for(call)
-        return self._decide(conn, msg, session, started)
+        # Its facts start now, beside the connection's earlier calls still in the pool; its ruling and reply
+        # wait for theirs (``ruled``), so a connection's calls are ruled and answered in the order they came.
+        prev = conn.ruled
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        conn.ruled = done
+        conn.deciding += 1
+        work = self._decide(conn, msg, session, started, prev, done)
+        if conn.deciding > self.state.config.max_pending_per_connection:
+            return work  # that many under way: the connection reads no more until this one is settled
+        conn.server.spawn(lambda: work)
+        return None
 
     async def _after_probe(self, conn: Connection, msg: p.Request) -> None:
         """The first shell calls after start (socket activation starts us on the first hook) wait for the
@@ -99,13 +110,28 @@ class RequestLifecycle:
         if more is not None:
             await more
 
-    async def _decide(self, conn: Connection, msg: p.Request, session: Session, started: float) -> None:
-        """The pipeline (``nexusd.decision.pipeline``): facts in the pool, the ruling here, the rounds if
-        any; then shaping and the reply. The connection handles its next line once this one is settled."""
-        t0 = time.perf_counter_ns()
-        verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.state.probe)
-        self.state.stats.decided(time.perf_counter_ns() - t0)
-        await self.settle(conn, msg, verdict, session, started, begun)
+    async def _decide(
+        self,
+        conn: Connection,
+        msg: p.Request,
+        session: Session,
+        started: float,
+        prev: asyncio.Future[None] | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        """The pipeline (``nexusd.decision.pipeline``): facts in the pool, the ruling here (after ``prev``,
+        the connection's previous call), the rounds if any; then shaping and the reply; then ``done``."""
+        try:
+            t0 = time.perf_counter_ns()
+            verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.state.probe, after=prev)
+            self.state.stats.decided(time.perf_counter_ns() - t0)
+            await self.settle(conn, msg, verdict, session, started, begun)
+        finally:
+            conn.deciding -= 1
+            if not done.done():
+                done.set_result(None)
+            if conn.ruled is done:
+                conn.ruled = None  # nothing after it: the connection keeps no future
 
     async def settle(
         self,

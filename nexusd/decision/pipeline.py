@@ -18,7 +18,7 @@ and the loop only rules. Fail closed: a pipeline failure is a deny that names it
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
@@ -85,14 +85,19 @@ class Pipeline:
         dry_run: bool = False,
         sandbox: SandboxProbe | None = None,
         memo: bool = True,
+        after: Awaitable[Any] | None = None,
     ) -> gate.Begun:
         """The facts of ``call`` (in the pool, within the deadline), then the ruling here, with the session
         as it is once they are in. May raise (``FactsLate``, ``PoolFull``, a bug): ``verdict`` denies.
-        ``memo`` False: decided afresh (a person's edited call)."""
+        ``memo`` False: decided afresh (a person's edited call). ``after``: what the ruling waits for once
+        the facts are in (the same connection's previous call: rulings keep their order, facts do not wait)."""
         memo_ = self.memo if memo and not dry_run else None
         for _ in range(3):
             state = session_state(session) if memo_ is not None else None
             facts = await self._run(functools.partial(gate.gather, call, self.store, memo=memo_, state=state), "facts")
+            if after is not None:
+                await after
+                after = None
             begun = gate.rule(facts, session, self.store, dry_run=dry_run, sandbox=sandbox, memo=memo_)
             if begun is not None:
                 return begun
@@ -114,16 +119,21 @@ class Pipeline:
         dry_run: bool = False,
         sandbox: SandboxProbe | None = None,
         memo: bool = True,
+        after: Awaitable[Any] | None = None,
     ) -> tuple[Verdict, gate.Begun | None]:
         """Facts, ruling and the rounds (hooks, reviewer): the engine's verdict with the sandbox step, and
         what was computed for the call (None when deciding failed). Never raises for a bad call."""
         try:
-            begun = await self.ruling(call, session, dry_run=dry_run, sandbox=sandbox, memo=memo)
+            begun = await self.ruling(call, session, dry_run=dry_run, sandbox=sandbox, memo=memo, after=after)
         except (FactsLate, PoolFull) as e:
             log.warning("decision late; denying", tool=call.tool, why=str(e))
+            if after is not None:
+                await after  # (a denied call keeps its place too)
             return late(e), None
         except Exception as e:  # fail closed
             log.exception("decide failed; denying", tool=call.tool)
+            if after is not None:
+                await after
             return gate.failed(e), None
         if begun.verdict is not None:
             return begun.verdict, begun
