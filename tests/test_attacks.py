@@ -1,6 +1,6 @@
 """Red-team suite: every attack class in tests/attack_corpus.py against the real gate, in every mode.
 
-Most cases run through ``nexusd.policy.offline.check_offline`` (the real store, loader, classifier,
+Most cases run through ``nexusd.decision.offline.check_offline`` (the real store, loader, classifier,
 engine and gate over a policy file in a temp config dir); a few run through the real daemon and the
 real ``nexus-hook claude`` process. Nothing is mocked.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from nexus_clients import agent_settings
 
-from nexusd.policy.offline import check_offline
+from nexusd.decision.offline import check_offline
 from nexusd.protocol import CallInfo, Verdict
 from tests.attack_corpus import ALLOW, CASES, DENY, NO_RULE, POLICY, SAFETY
 from tests.conftest import DaemonHandle, short_tmpdir

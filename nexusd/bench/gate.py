@@ -1,4 +1,4 @@
-"""The gate's first-time decision in process: CPU per ``gate.begin`` over the ``agent`` scenario's calls.
+"""The first-time decision in process: CPU per ``Pipeline.ruling_now`` (facts, ruling) over the ``agent`` calls.
 
 The wire benchmark's daemon CPU per call mixes the decision with the event loop, the socket and the
 audit writer; this isolates the decision itself (workspace, policy lookup, classification with its file
@@ -24,7 +24,7 @@ def run(calls: int = 2000, rounds: int = 5, seed: int = agent.DEFAULT_SEED, clie
     """``rounds`` passes over ``calls`` calls (``clients`` sessions of the agent scenario), after one
     untimed pass; CPU time of this process per call."""
     from nexusd.core.model import Session
-    from nexusd.policy import gate
+    from nexusd.decision.pipeline import Pipeline
     from nexusd.policy.store import PolicyStore
 
     root = Path(tempfile.mkdtemp(prefix="nxg"))
@@ -40,11 +40,12 @@ def run(calls: int = 2000, rounds: int = 5, seed: int = agent.DEFAULT_SEED, clie
         stream = [c for k in range(clients) for c in agent.session_calls(seed, k, calls // clients, str(ws), corpus)]
         session = Session(id="bench", provider="claude", agent_mode=stream[0].mode)  # as the daemon's session_for
         outcomes: dict[str, int] = {}
+        pipeline = Pipeline(store)  # the daemon's pipeline, its facts in this thread (no pool, memo off)
 
         def one_pass() -> float:
             t0 = time.process_time()
             for call in stream:
-                begun = gate.begin(call, store, session)
+                begun = pipeline.ruling_now(call, session)
                 key = begun.verdict.decision if begun.verdict is not None else "rounds"
                 outcomes[key] = outcomes.get(key, 0) + 1
             return (time.process_time() - t0) / len(stream) * 1e6

@@ -62,7 +62,7 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "--scenario",
     "scenario_",
     multiple=True,
-    type=click.Choice(["agent", "allow", "deny", "prompt", "mix", "burst", "all", "sandbox", "hook"]),
+    type=click.Choice(["agent", "allow", "deny", "prompt", "mix", "burst", "all", "sandbox", "hook", "head-of-line"]),
     default=["all"],
     show_default=True,
     help="Repeatable. 'all' is the five wire scenarios, 'agent' (a seeded stream of distinct agent-like calls) "
@@ -70,7 +70,9 @@ def _socket_given(ctx: click.Context, param: click.Parameter, value: str | None)
     "answered by an automatic UI) runs only when named; 'sandbox' (alone) times an agent's sandboxed `true` "
     "against bare bubblewrap, pair by pair (needs bwrap; --requests is the number of pairs, default 60); "
     "'hook' (alone) times each agent's installed hook command as a whole process beside `python -I -S -c pass` "
-    "and `python -c pass` (--requests is the number of rounds, default 30).",
+    "and `python -c pass` (--requests is the number of rounds, default 30); "
+    "'head-of-line' (alone) times a small project's sandboxed call while another agent's call runs in a "
+    "workspace of 1,500 repositories, against the same call alone (--requests pairs, default 20).",
 )
 @click.option(
     "--asks",
@@ -161,6 +163,11 @@ def bench(
         if len(set(scenario_)) > 1:
             raise click.UsageError("--scenario hook runs alone")
         _hook(ctx, requests_, as_json, out_file)
+        return
+    if "head-of-line" in scenario_:
+        if len(set(scenario_)) > 1:
+            raise click.UsageError("--scenario head-of-line runs alone")
+        _head_of_line(ctx, requests_, as_json, out_file)
         return
     counts = _int_list(clients)
     wanted = list(dict.fromkeys(scenario_))
@@ -270,6 +277,18 @@ def _hook(ctx: click.Context, requests_: int, as_json: bool, out_file: str | Non
         sys.exit(1)
     _emit(out, hook.render(out), as_json, out_file)
     sys.exit(3 if out["errors"] else 0)
+
+
+def _head_of_line(ctx: click.Context, requests_: int, as_json: bool, out_file: str | None) -> None:
+    from nexusd.bench import headofline
+
+    pairs = requests_ if ctx.get_parameter_source("requests_") == click.core.ParameterSource.COMMANDLINE else 20
+    try:
+        out = headofline.run(pairs=pairs)
+    except (OSError, RuntimeError, FileNotFoundError) as exc:
+        click.echo(f"nexusctl bench: {exc}", err=True)
+        sys.exit(1)
+    _emit(out, headofline.render(out), as_json, out_file)
 
 
 def register(group: click.Group) -> None:

@@ -483,7 +483,7 @@ def check(ctx: click.Context, source: str, offline: bool, as_json: bool) -> None
     """
     call = _read_call(source)
     if offline:
-        from nexusd.policy.offline import check_offline
+        from nexusd.decision.offline import check_offline
 
         verdict = check_offline(call)
     else:

@@ -142,6 +142,21 @@ def banner(where: str) -> None:
     help="Verdicts of repeated calls kept, each re-checked against the file system before use; 0 turns it off.",
 )
 @click.option(
+    "--decision-workers",
+    type=click.IntRange(min=1, max=256),
+    default=4,
+    show_default=True,
+    help="Threads that compute calls' facts (classification, file-system questions, sandbox plans) off the "
+    "event loop; a thread stuck on a file system that never answers is replaced.",
+)
+@click.option(
+    "--facts-deadline",
+    type=click.FloatRange(min=0.05, max=3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a call's facts (or its sandbox plan) may take; past it the call is denied, saying why.",
+)
+@click.option(
     "--max-ui-output",
     type=click.IntRange(min=64 << 10, max=1 << 30),
     default=8 << 20,
@@ -212,6 +227,8 @@ def main(
     max_pending_per_connection: int,
     max_line_bytes: int,
     decision_memo: int,
+    decision_workers: int,
+    facts_deadline: float,
     max_ui_output: int,
     idle_timeout: float,
     line_timeout: float,
@@ -284,6 +301,8 @@ def main(
             max_pending_per_connection=max_pending_per_connection,
             max_line_bytes=max_line_bytes,
             decision_memo=decision_memo,
+            decision_workers=decision_workers,
+            facts_deadline=facts_deadline,
             watch_policy=watch_policy,
             max_ui_output=max_ui_output,
             idle_timeout=idle_timeout,

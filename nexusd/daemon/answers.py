@@ -33,7 +33,7 @@ from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION
 
 if TYPE_CHECKING:
-    from nexusd.daemon.server import Server
+    from nexusd.daemon.state import DaemonState
 
 log = structlog.get_logger("nexusd")
 
@@ -51,8 +51,8 @@ def why_refused(e: Exception) -> str:
 class Answers:
     """Resolve pending requests: answers, self-approval, learning and grants."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
         self._grant_timers: dict[str, asyncio.TimerHandle] = {}
 
     def resolve(
@@ -72,14 +72,14 @@ class Answers:
     ) -> p.Decision:
         """Atomic: no await between the pending check and here, so exactly one resolution wins.
         ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only)."""
-        if decision == "allow" and self.server.requests.audit_refuses():
-            decision, reason = "deny", f"{reason}; but {self.server.requests.audit_refusal()}"
+        if decision == "allow" and self.state.requests.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {self.state.requests.audit_refusal()}"
         rid = entry.id
-        self.server.pending.claim(entry)
+        self.state.pending.claim(entry)
         call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
         answered_by = by.label if by is not None else label
-        self.server.alerts.resolved(rid)
-        d = self.server.requests.decision(
+        self.state.alerts.resolved(rid)
+        d = self.state.requests.decision(
             call,
             decision,
             reason,
@@ -90,17 +90,17 @@ class Answers:
             message=message,
             answered_by=answered_by,
         )
-        if source == "user" and d.decision == "allow" and (s := self.server.sessions.get(entry.call.session)):
+        if source == "user" and d.decision == "allow" and (s := self.state.sessions.get(entry.call.session)):
             gate.person_allowed(s)
         if abort:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
             d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
-        strict = notify_requester and self.server.requests.strict_audit()
+        strict = notify_requester and self.state.requests.strict_audit()
         # an allow that can change files goes out after its checkpoint (nexusd/undo); under on_failure = "deny"
         # only once it is recorded
         deliver = functools.partial(
-            self.server.undo.send, entry.conn.post, call, d, verdict if decision == "allow" else None
+            self.state.undo.send, entry.conn.post, call, d, verdict if decision == "allow" else None
         )
         confirm = held_until_recorded(entry.conn.post, d, strict, deliver)
         if notify_requester and confirm is None:
@@ -110,7 +110,7 @@ class Answers:
                 id=rid, decision=d.decision, source=d.source, reason=d.reason, answered_by=answered_by, scope=scope
             )
         )
-        for ui in list(self.server.subscribers):  # a UI dropped mid-fan-out must not cut it short
+        for ui in list(self.state.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(resolved)
         how = f"{answered_by} ({scope or 'once'})" if source == "user" else reason
         trace = [
@@ -123,7 +123,7 @@ class Answers:
                 p.TraceStep("edit", "decided again", f"edited input: {msgspec.json.encode(call.input)[:300]!r}"),
                 *(msgspec.structs.replace(s, step=f"edit.{s.step}") for s in edited[1].trace),
             ]
-        self.server.requests.record(
+        self.state.replies.record(
             rid,
             call,
             d,
@@ -139,19 +139,19 @@ class Answers:
 
     def deny_from_notification(self, rid: str) -> None:
         """A desktop notification's Deny (the only answer a notification gives: see notify_person.py)."""
-        entry = self.server.pending.get(rid)
+        entry = self.state.pending.get(rid)
         if entry is not None:
             self.resolve(entry, "deny", "user", "denied from a desktop notification", label="desktop notification")
 
     def hold_from_notification(self, rid: str) -> None:
         """A desktop notification's Hold: the same as a UI's (it only delays a deny)."""
-        entry = self.server.pending.get(rid)
+        entry = self.state.pending.get(rid)
         if entry is not None:
             self.hold(entry, HOLD_STEP, "desktop notification")
 
     def hold(self, entry: PendingEntry, seconds: float, by: str) -> bool:
         """Push ``entry``'s deadline (at most to its limit) and tell every UI; False when it cannot move."""
-        if not self.server.pending.extend(entry, seconds):
+        if not self.state.pending.extend(entry, seconds):
             return False
         held = p.encode(
             p.Held(
@@ -161,16 +161,16 @@ class Answers:
                 by=by,
             )
         )
-        for ui in list(self.server.subscribers):
+        for ui in list(self.state.subscribers):
             ui.post(held)
         log.info("ask held", id=entry.id, by=by, left=round(entry.deadline - time.monotonic(), 1))
         return True
 
     def on_hold(self, conn: Connection, msg: p.Hold) -> None:
-        entry = self.server.pending.get(msg.id)
+        entry = self.state.pending.get(msg.id)
         if entry is None:
-            code: p.ErrorCode = "already_decided" if self.server.pending.decided(msg.id) else "not_found"
-            self.server.reply_error(conn, code, "no pending request with that id", msg.ref)
+            code: p.ErrorCode = "already_decided" if self.state.pending.decided(msg.id) else "not_found"
+            self.state.reply_error(conn, code, "no pending request with that id", msg.ref)
             return
         if not self.hold(entry, msg.seconds, conn.label):
             if entry.limit <= entry.deadline + 0.001:
@@ -180,7 +180,7 @@ class Answers:
                 )
             else:
                 why = "already held that long"
-            self.server.reply_error(conn, "refused", why, msg.ref)
+            self.state.reply_error(conn, "refused", why, msg.ref)
             return
         left = entry.deadline - time.monotonic()
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"held: {left:.0f} s left")))
@@ -193,7 +193,7 @@ class Answers:
         status, reason = rule_status(kind, rule.strip())
         if status != "refused" and kind == "allow" and not rule.strip().startswith("Trust("):
             try:
-                self.server.store.check_grantable(kind, [rule.strip()], None)
+                self.state.store.check_grantable(kind, [rule.strip()], None)
             except ValueError as e:
                 status, reason = "refused", str(e)
         return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]
@@ -241,7 +241,7 @@ class Answers:
                 continue
             if resolved is not None:
                 pids.add(resolved)
-        agents = frozenset(pids - self.server.daemon_ancestors)
+        agents = frozenset(pids - self.state.daemon_ancestors)
         conn.agents = (call.agent_pid, agents)
         return agents
 
@@ -258,16 +258,16 @@ class Answers:
         return bool(agents.intersection(chain))
 
     def on_answer(self, conn: Connection, msg: p.Answer) -> Coroutine[Any, Any, None] | None:
-        entry = self.server.pending.get(msg.id)
+        entry = self.state.pending.get(msg.id)
         if entry is None:
-            if self.server.pending.decided(msg.id):
-                self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+            if self.state.pending.decided(msg.id):
+                self.state.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             else:
-                self.server.reply_error(conn, "not_found", "no pending request with that id", msg.ref)
+                self.state.reply_error(conn, "not_found", "no pending request with that id", msg.ref)
             return None
-        if self._self_approval(conn, entry) or self.server.from_agent(conn):  # its own agent's tree, or any agent's
-            self.server.client_fault(conn, "self-approval refused", request=msg.id)
-            self.server.requests.record(
+        if self._self_approval(conn, entry) or self.state.from_agent(conn):  # its own agent's tree, or any agent's
+            self.state.client_fault(conn, "self-approval refused", request=msg.id)
+            self.state.replies.record(
                 msg.id,
                 entry.call,
                 p.Decision(
@@ -279,7 +279,7 @@ class Answers:
                 scope=msg.scope,
                 event="self_approval_refused",
             )
-            self.server.reply_error(
+            self.state.reply_error(
                 conn,
                 "self_approval",
                 "refused: the answering process descends from an agent (the one that made the request, or "
@@ -289,13 +289,13 @@ class Answers:
             return None
         malformed = _malformed_answer(msg)
         if malformed is not None:
-            self.server.reply_error(conn, "invalid_message", malformed, msg.ref)
+            self.state.reply_error(conn, "invalid_message", malformed, msg.ref)
             return None
         verdict = entry.verdict
         if msg.updated_input is not None:
             return self._edited_answer(conn, msg, msg.updated_input, entry)
         if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":
-            self.server.reply_error(
+            self.state.reply_error(
                 conn,
                 "refused",
                 "a person must approve each such call (require_human): answer allow "
@@ -309,10 +309,10 @@ class Answers:
         if msg.scope != "once":
             problem = self.grant_problem(msg, rules, kind)
             if problem:
-                self.server.reply_error(conn, "refused", problem, msg.ref)
+                self.state.reply_error(conn, "refused", problem, msg.ref)
                 return None
             if msg.scope == "session":
-                session = self.server.session_by_id(entry.call.session)
+                session = self.state.session_by_id(entry.call.session)
                 if msg.decision == "allow":
                     session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
                 else:
@@ -320,30 +320,30 @@ class Answers:
                 self._grant(kind, rules, "session", conn, now, session=entry.call.session)
             elif msg.scope == "timed":
                 try:  # the same checks as "always": a timed grant is an "always" with an end
-                    self.server.store.check_grantable(kind, rules, verdict)
+                    self.state.store.check_grantable(kind, rules, verdict)
                 except ValueError as e:
-                    self.server.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
+                    self.state.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
                     return None
                 assert msg.duration is not None
                 if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
-                    self.server.reply_error(
+                    self.state.reply_error(
                         conn,
                         "refused",
-                        f"not granted: {self.server.grants.path} cannot be written; the request is still pending",
+                        f"not granted: {self.state.grants.path} cannot be written; the request is still pending",
                         msg.ref,
                     )
                     return None
             else:
                 try:
-                    self.server.store.learn(kind, rules, verdict=verdict)
+                    self.state.store.learn(kind, rules, verdict=verdict)
                 except (ValueError, OSError) as e:
-                    self.server.reply_error(
+                    self.state.reply_error(
                         conn, "refused", f"not remembered: {why_refused(e)}; the request is still pending", msg.ref
                     )
                     return None
                 self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
-        if self.server.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
-            self.server.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
+        if self.state.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
+            self.state.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             return None
         reason = f"{'allowed' if msg.decision == 'allow' else 'denied'} by {conn.label}"
         if msg.scope == "timed":
@@ -366,12 +366,12 @@ class Answers:
         (nexusd/policy/edits.py). Refused: the request stays pending, for another answer."""
         call = entry.call
         if msg.decision != "allow" or msg.scope != "once" or msg.rules or msg.duration is not None:
-            self.server.reply_error(
+            self.state.reply_error(
                 conn, "invalid_message", "an edited input goes with allow, scope once, no rules", msg.ref
             )
             return
         if call.provider not in EDITABLE_PROVIDERS:
-            self.server.reply_error(
+            self.state.reply_error(
                 conn,
                 "refused",
                 f"{call.provider} cannot take a changed input back (edits work for "
@@ -381,7 +381,7 @@ class Answers:
             return
         dropped = sorted(set(call.input) - set(updated)) if call.provider in MERGING_PROVIDERS else []
         if dropped:
-            self.server.reply_error(
+            self.state.reply_error(
                 conn,
                 "refused",
                 f"{call.provider} merges an edited input into the original, so "
@@ -390,26 +390,26 @@ class Answers:
             )
             return
         if msgspec.json.encode(updated) == msgspec.json.encode(call.input):
-            self.server.reply_error(
+            self.state.reply_error(
                 conn, "invalid_message", "the edited input is the original: answer without it", msg.ref
             )
             return
         edited_call = msgspec.structs.replace(call, input=updated)
-        session = self.server.session_for(edited_call)
+        session = self.state.session_for(edited_call)
         try:
-            edited = await gate.decide(edited_call, self.server.store, session, sandbox=self.server.probe)
+            edited, _ = await self.state.pipeline.verdict(edited_call, session, sandbox=self.state.probe, memo=False)
         except Exception as e:  # decide never raises; if it did, the edit is not taken
             log.exception("deciding an edited call failed")
-            self.server.reply_error(
+            self.state.reply_error(
                 conn, "refused", f"the edited call could not be decided ({type(e).__name__})", msg.ref
             )
             return
         why = widening(entry.verdict, edited)
         if why is not None:
-            self.server.reply_error(conn, "refused", f"edit refused, {why}; the request is still pending", msg.ref)
+            self.state.reply_error(conn, "refused", f"edit refused, {why}; the request is still pending", msg.ref)
             return
-        if self.server.pending.get(msg.id) is not entry:  # answered, timed out or cancelled while the edit was decided
-            self.server.reply_error(
+        if self.state.pending.get(msg.id) is not entry:  # answered, timed out or cancelled while the edit was decided
+            self.state.reply_error(
                 conn, "already_decided", "that request was decided while the edit was checked", msg.ref
             )
             return
@@ -433,7 +433,7 @@ class Answers:
         """Record who gave what. A failure to record never undoes a grant already in force (session rules,
         learned.toml); a timed one only exists in the table, so it is not given at all (False)."""
         try:
-            given = self.server.grants.add(
+            given = self.state.grants.add(
                 kind, rules, scope, now=now, session=session, given_by=conn.label, ui=conn.name or None, expires=expires
             )
         except OSError as e:
@@ -455,39 +455,39 @@ class Answers:
 
     def _grant_expired(self, gid: str) -> None:
         self._grant_timers.pop(gid, None)
-        g = self.server.grants.get(gid)
+        g = self.state.grants.get(gid)
         if g is None:
             return
         if (g.expires or 0.0) > time.time():  # re-granted with a later expiry meanwhile
             self.arm_grant(gid, g.expires or 0.0)
             return
         try:
-            self.server.grants.remove(gid)
+            self.state.grants.remove(gid)
         except OSError as e:  # it no longer applies either way (timed_rules checks the clock)
             log.error("grants file cannot be written", error=str(e))
         log.info("grant expired", id=gid, rule=g.rule)
 
     def on_grants(self, conn: Connection, msg: p.Grants) -> None:
-        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.server.sessions.items()}
-        learned = [r for r in self.server.store.rules() if r.layer == "learned"]
-        grants = self.server.grants.listing(learned, live, time.time())
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.state.sessions.items()}
+        learned = [r for r in self.state.store.rules() if r.layer == "learned"]
+        grants = self.state.grants.listing(learned, live, time.time())
         conn.send(p.encode(p.GrantsReply(grants=grants, ref=msg.ref)))
 
     def on_revoke_grant(self, conn: Connection, msg: p.RevokeGrant) -> None:
-        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.server.sessions.items()}
-        learned = [r for r in self.server.store.rules() if r.layer == "learned"]
-        g = next((x for x in self.server.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
+        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.state.sessions.items()}
+        learned = [r for r in self.state.store.rules() if r.layer == "learned"]
+        g = next((x for x in self.state.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
         if g is None:
-            self.server.reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
+            self.state.reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
             return
         if g.scope == "learned":
             try:
-                self.server.store.change_rule("remove", g.kind, g.rule)
+                self.state.store.change_rule("remove", g.kind, g.rule)
             except ValueError as e:
-                self.server.reply_error(conn, "refused", str(e), msg.ref)
+                self.state.reply_error(conn, "refused", str(e), msg.ref)
                 return
         elif g.scope == "session" and g.session is not None:
-            s = self.server.sessions.get(g.session)
+            s = self.state.sessions.get(g.session)
             if s is not None:
                 if g.kind == "allow":
                     s.allow_rules = tuple(r for r in s.allow_rules if r != g.rule)
@@ -497,12 +497,12 @@ class Answers:
         if timer is not None:
             timer.cancel()
         try:
-            self.server.grants.remove(g.id)
+            self.state.grants.remove(g.id)
         except OSError as e:
             # a timed grant that cannot be forgotten on disk would come back at restart: say so, but it is
             # already out of the table, so it no longer applies now
-            self.server.reply_error(
-                conn, "internal", f"revoked now, but {self.server.grants.path} cannot be written: {e}", msg.ref
+            self.state.reply_error(
+                conn, "internal", f"revoked now, but {self.state.grants.path} cannot be written: {e}", msg.ref
             )
             return
         log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)

@@ -68,6 +68,7 @@ class Connection(asyncio.Protocol):
         "busy",
         "cid",
         "closed",
+        "deciding",
         "eof",
         "last_input",
         "line_since",
@@ -82,6 +83,7 @@ class Connection(asyncio.Protocol):
         "queued",
         "read_mark",
         "role",
+        "ruled",
         "seen",
         "sent",
         "server",
@@ -100,6 +102,8 @@ class Connection(asyncio.Protocol):
         self.role: str | None = None
         self.name = ""
         self.pending: list[str] | None = None  # ids of its pending requests; a list is the smallest container
+        self.deciding = 0  # its requests whose decision is under way (requests.py)
+        self.ruled: asyncio.Future[None] | None = None  # settled when its latest request has been settled
         self.subscribed = False
         self.closed = False  # nothing more is sent or handled (refused, lingering, killed, gone)
         self.eof = False

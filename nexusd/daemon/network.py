@@ -27,7 +27,7 @@ from nexusd.sandbox.network import net_policy
 from nexusd.sandbox.proxy import Context, NetworkProxy, Outcome
 
 if TYPE_CHECKING:
-    from nexusd.daemon.server import Server
+    from nexusd.daemon.state import DaemonState
     from nexusd.policy.store import PolicyStore
 
 log = structlog.get_logger("nexusd.network")
@@ -60,9 +60,9 @@ class _Requester:
 
 
 class NetworkGate:
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.proxy = NetworkProxy(self.decide, self.closed, str(server.config.state_dir), resolved=self.resolved)
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
+        self.proxy = NetworkProxy(self.decide, self.closed, str(state.config.state_dir), resolved=self.resolved)
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
         return p.CallInfo(
@@ -83,7 +83,7 @@ class NetworkGate:
         )
 
     def verdict(self, ctx: Context, target: Target) -> NetVerdict:
-        srv = self.server
+        srv = self.state
         policy = srv.store.policy_for(ctx.workspace)
         session = srv.sessions.get(ctx.session)  # looked up, not made: a command's id must not evict agents'
         allow, deny = (session.allow_rules, session.deny_rules) if session is not None else ((), ())
@@ -93,7 +93,7 @@ class NetworkGate:
         return v
 
     async def decide(self, ctx: Context, target: Target, scheme: str) -> Outcome:
-        srv = self.server
+        srv = self.state
         started = time.monotonic()
         call = self.call(ctx, target, scheme)
         v = self.verdict(ctx, target)
@@ -114,12 +114,12 @@ class NetworkGate:
             else:
                 return await self._ask(ctx, call, v, started)
         d = p.Decision(decision=decision, reason=reason, source=source, rule=v.rule)  # type: ignore[arg-type]
-        rid = srv.requests.record_id()
-        srv.requests.record(rid, call, d, started, peer=None)
+        rid = srv.replies.record_id()
+        srv.replies.record(rid, call, d, started, peer=None)
         return Outcome(decision == "allow", reason, rid)
 
     async def _ask(self, ctx: Context, call: p.CallInfo, v: NetVerdict, started: float) -> Outcome:
-        srv = self.server
+        srv = self.state
         target_host = call.input["host"]
         wild = wildcard_suggestion(Target(target_host, call.input["port"], False)) if "." in target_host else None
         reason = f"{v.reason}; asked by the sandboxed command {call.input['sandboxed_command'][:200]!r}"
@@ -161,23 +161,23 @@ class NetworkGate:
     def resolved(self, ctx: Context, target: Target, scheme: str, addresses: list[str]) -> str | None:
         """After an allow: refuse (and audit) a name that resolved to a private address (DNS rebinding)."""
         try:
-            settings = sandbox_settings(self.server.store.policy_for(ctx.workspace))
+            settings = sandbox_settings(self.state.store.policy_for(ctx.workspace))
             why = private_refusal(target, addresses, patterns(settings.allowed_domains))
         except Exception as e:  # fail closed
             why = f"the address check failed ({type(e).__name__})"
         if why is not None:
             d = p.Decision(decision="deny", reason=why, source="safety")
-            requests = self.server.requests
-            requests.record(requests.record_id(), self.call(ctx, target, scheme), d, time.monotonic(), peer=None)
+            replies = self.state.replies
+            replies.record(replies.record_id(), self.call(ctx, target, scheme), d, time.monotonic(), peer=None)
         return why
 
     def closed(self, ctx: Context, target: Target, scheme: str, outcome: Outcome, up: int, down: int) -> None:
         """The audit line at close: which allowed connection moved how many bytes."""
         call = self.call(ctx, target, scheme)
-        self.server.audit.write(
+        self.state.audit.write(
             p.AuditRecord(
                 time=time.time(),
-                id=outcome.record or self.server.requests.record_id(),
+                id=outcome.record or self.state.replies.record_id(),
                 provider=call.provider,
                 session=call.session,
                 tool=TOOL,

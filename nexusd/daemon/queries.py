@@ -9,6 +9,7 @@ policy store. A sandbox's violation report only adds an audit record and a notic
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import TYPE_CHECKING
@@ -24,10 +25,10 @@ from nexusd.core.model import Session
 from nexusd.daemon.answers import why_refused
 from nexusd.daemon.audit import read_tail
 from nexusd.daemon.connection import Connection
-from nexusd.policy import gate
+from nexusd.decision.pool import FactsLate, PoolFull
 
 if TYPE_CHECKING:
-    from nexusd.daemon.server import Server
+    from nexusd.daemon.state import DaemonState
 
 log = structlog.get_logger("nexusd")
 
@@ -38,114 +39,112 @@ MAX_AUDIT_QUERY = 5_000
 class Queries:
     """Answer queries and apply rule/trust changes."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, state: DaemonState) -> None:
+        self.state = state
         self.probe_lock = anyio.Lock()  # the start-up probe holds it until it has an answer
 
     def _counters(self) -> dict[str, int]:
-        counters = dict(self.server.stats.counters)
-        if self.server.memo is not None:
+        counters = dict(self.state.stats.counters)
+        if self.state.memo is not None:
             for key, n in (
-                ("memo/hit", self.server.memo.hits),
-                ("memo/miss", self.server.memo.misses),
-                ("memo/stale", self.server.memo.stale),
+                ("memo/hit", self.state.memo.hits),
+                ("memo/miss", self.state.memo.misses),
+                ("memo/stale", self.state.memo.stale),
             ):
                 if n:
                     counters[key] = n
+        pool = self.state.pool.status()  # the decision pool (nexusd/decision/pool.py): shown once it has a story
+        if any(n for key, n in pool.items() if key != "pool/workers"):
+            counters.update(pool)
         return counters
 
     def on_status(self, conn: Connection, msg: p.Status) -> None:
         roles: dict[str, int] = {}
-        for c in self.server.conns:
+        for c in self.state.conns:
             key = c.role or "handshake"
             roles[key] = roles.get(key, 0) + 1
         sessions = {
-            sid: s.override_mode or s.agent_mode or "default" for sid, s in list(self.server.sessions.items())[-1000:]
+            sid: s.override_mode or s.agent_mode or "default" for sid, s in list(self.state.sessions.items())[-1000:]
         }
-        errors = list(self.server.store.errors)
+        errors = list(self.state.store.errors)
         reply = p.StatusReply(
             version=__version__,
-            pid=self.server.pid,
-            uptime=round(time.monotonic() - self.server.started_mono, 3),
+            pid=self.state.pid,
+            uptime=round(time.monotonic() - self.state.started_mono, 3),
             connections=roles,
-            pending=len(self.server.pending),
+            pending=len(self.state.pending),
             counters=self._counters(),
-            policy=self.server.store.sources(),
+            policy=self.state.store.sources(),
             policy_errors=errors,
-            sandbox=self.server.probe,
+            sandbox=self.state.probe,
             sessions=sessions,
-            locked=self.server.store.policy.locked,
-            audit_error=self.server.audit.failing,
-            audit_unrecorded=self.server.audit.unrecorded,
-            audit_on_failure=self.server.store.policy.audit_on_failure,
-            audit_path=str(self.server.audit.path),
-            audit_head=self.server.audit.chain[0],
-            audit_lines=self.server.audit.chain[1],
+            locked=self.state.store.policy.locked,
+            audit_error=self.state.audit.failing,
+            audit_unrecorded=self.state.audit.unrecorded,
+            audit_on_failure=self.state.store.policy.audit_on_failure,
+            audit_path=str(self.state.audit.path),
+            audit_head=self.state.audit.chain[0],
+            audit_lines=self.state.audit.chain[1],
             ref=msg.ref,
         )
         conn.send(p.encode(reply))
 
     async def on_check(self, conn: Connection, msg: p.Check) -> None:
         call = msg.call
-        session = self.server.sessions.get(call.session)
+        session = self.state.sessions.get(call.session)
         if session is None:
             session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
-        session.grant_rules = self.server.grants.timed_rules(time.time())
+        session.grant_rules = self.state.grants.timed_rules(time.time())
         try:
-            try:
-                begun = gate.begin(call, self.server.store, session, dry_run=True, sandbox=self.server.probe)
-                verdict = begun.verdict if begun.verdict is not None else await gate.run_rounds(begun)
-                policy = begun.policy
-            except Exception as e:  # as gate.decide: a failing decision is a deny that says why
-                verdict, policy = gate.failed(e), None
-            if not isinstance(verdict, p.Verdict):
-                raise TypeError(f"decide returned {type(verdict).__name__}")
+            # the pipeline as a request meets it (facts in the pool), as a check: no hook runs, nothing counts
+            verdict, begun = await self.state.pipeline.verdict(call, session, dry_run=True, sandbox=self.state.probe)
+            policy = begun.policy if begun is not None else None
             # the shaping steps a request would meet now (nothing counted, nothing pending)
-            verdict, _ = self.server.requests.shape(verdict, call, policy, None, None)
+            verdict, _ = self.state.requests.shape(verdict, call, policy, None, None)
         except Exception as e:
             log.exception("check failed")
             verdict = p.Verdict("deny", f"internal error while deciding ({type(e).__name__}); denied", "error")
         conn.send(p.encode(p.CheckResult(verdict=verdict, ref=msg.ref)))
 
     def on_rules(self, conn: Connection, msg: p.Rules) -> None:
-        rules = list(self.server.store.rules())
-        for sid, s in self.server.sessions.items():
+        rules = list(self.state.store.rules())
+        for sid, s in self.state.sessions.items():
             rules += [p.RuleInfo("allow", r, "session", f"session:{sid}") for r in s.allow_rules]
             rules += [p.RuleInfo("deny", r, "session", f"session:{sid}") for r in s.deny_rules]
-        conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.server.store.trusted()), ref=msg.ref)))
+        conn.send(p.encode(p.RulesReply(rules=rules, trusted=list(self.state.store.trusted()), ref=msg.ref)))
 
     def on_rule_change(self, conn: Connection, msg: p.RuleChange) -> None:
         try:
-            self.server.store.change_rule(msg.action, msg.kind, msg.rule)
+            self.state.store.change_rule(msg.action, msg.kind, msg.rule)
         except (ValueError, OSError) as e:
-            self.server.reply_error(conn, "refused", why_refused(e), msg.ref)
+            self.state.reply_error(conn, "refused", why_refused(e), msg.ref)
             return
         log.info("rule changed", action=msg.action, kind=msg.kind, rule=msg.rule, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.action} {msg.kind} {msg.rule}")))
 
     def on_trust_change(self, conn: Connection, msg: p.TrustChange) -> None:
         try:
-            self.server.store.trust(msg.action, msg.path)
+            self.state.store.trust(msg.action, msg.path)
         except (ValueError, OSError) as e:
-            self.server.reply_error(conn, "refused", why_refused(e), msg.ref)
+            self.state.reply_error(conn, "refused", why_refused(e), msg.ref)
             return
         log.info("trust changed", action=msg.action, path=msg.path, by=conn.label)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"trust {msg.action} {msg.path}")))
 
     async def refresh_probe(self) -> p.SandboxProbe | None:
-        if self.server.probe_fn is None:
+        if self.state.probe_fn is None:
             return None
         async with self.probe_lock:
             try:
-                self.server.probe = await anyio.to_thread.run_sync(self.server.probe_fn, abandon_on_cancel=True)
-                log.info("sandbox probe", available=self.server.probe.available, backend=self.server.probe.backend)
+                self.state.probe = await anyio.to_thread.run_sync(self.state.probe_fn, abandon_on_cancel=True)
+                log.info("sandbox probe", available=self.state.probe.available, backend=self.state.probe.backend)
             except Exception as e:
                 log.exception("sandbox probe failed")
-                self.server.probe = p.SandboxProbe(platform="other", available=False, reason=f"probe failed: {e}")
-        return self.server.probe
+                self.state.probe = p.SandboxProbe(platform="other", available=False, reason=f"probe failed: {e}")
+        return self.state.probe
 
     async def on_probe(self, conn: Connection, msg: p.Probe) -> None:
-        probe = self.server.probe
+        probe = self.state.probe
         if msg.refresh or probe is None:
             probe = await self.refresh_probe()
         if probe is None:
@@ -155,24 +154,33 @@ class Queries:
     async def on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlan) -> None:
         from nexusd.sandbox.plan import plan_command
 
-        probe = self.server.probe if self.server.probe is not None else await self.refresh_probe()
+        probe = self.state.probe if self.state.probe is not None else await self.refresh_probe()
         try:
-            plan = plan_command(msg.command, msg.cwd, self.server.store, probe, msg.session, workspace=msg.workspace)
-            if plan.proxy_fd_arg is not None and self.server.network is not None:
+            # the workspace scan asks the file system (a big tree, a stalled mount): in the pool, with a deadline
+            plan = await self.state.pool.run(
+                functools.partial(
+                    plan_command, msg.command, msg.cwd, self.state.store, probe, msg.session, workspace=msg.workspace
+                ),
+                self.state.config.facts_deadline,
+                "sandbox plan",
+            )
+            if plan.proxy_fd_arg is not None and self.state.network is not None:
                 # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
-                guard = self.server.answers.agent_pids(
+                guard = self.state.answers.agent_pids(
                     conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={}, cwd=msg.cwd)
                 )
-                path, token = self.server.network.register(
+                path, token = self.state.network.register(
                     msg.command,
                     msg.cwd,
                     os.path.realpath(msg.workspace or msg.cwd),
                     msg.session,
                     guard,
-                    self.server.store,
+                    self.state.store,
                 )
                 plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
             plan = msgspec.structs.replace(plan, ref=msg.ref)
+        except (FactsLate, PoolFull) as e:
+            plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {e}", ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
@@ -191,8 +199,8 @@ class Queries:
         reason = f"the sandbox refused {len(violations)} operation(s): " + "; ".join(violations)
         if msg.exit_code is not None:
             reason += f" (exit {msg.exit_code})"
-        self.server.requests.record(
-            self.server.requests.record_id(),
+        self.state.replies.record(
+            self.state.replies.record_id(),
             call,
             p.Decision("deny", reason, "safety"),
             time.monotonic(),
@@ -204,13 +212,13 @@ class Queries:
                 command=command, cwd=call.cwd, violations=violations, session=session or None, time=time.time()
             )
         )
-        for ui in list(self.server.subscribers):
+        for ui in list(self.state.subscribers):
             ui.post(notice)
         conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{len(violations)} recorded")))
 
     async def on_audit(self, conn: Connection, msg: p.Audit) -> None:
         limit = max(1, min(msg.limit, MAX_AUDIT_QUERY))
         match = {"session": msg.session, "tool": msg.tool, "decision": msg.decision, "source": msg.source, "id": msg.id}
-        await anyio.to_thread.run_sync(self.server.audit.flush)
-        records = await anyio.to_thread.run_sync(read_tail, self.server.audit.path, limit, match)
+        await anyio.to_thread.run_sync(self.state.audit.flush)
+        records = await anyio.to_thread.run_sync(read_tail, self.state.audit.path, limit, match)
         conn.send(p.encode(p.AuditReply(records=records, ref=msg.ref)))

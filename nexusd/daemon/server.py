@@ -18,13 +18,10 @@ verdict. Every path that is not an explicit allow from the policy or a person en
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
+import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,28 +30,23 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from nexusd import __version__, locations
+from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, did_you_mean, resolve
 from nexusd.daemon.answers import Answers
-from nexusd.daemon.audit import AuditLog
-from nexusd.daemon.auditexport import exporter
-from nexusd.daemon.connection import ClientErrorLog, Connection
-from nexusd.daemon.guard import AGENTS_NAME, AgentRegistry, widens
-from nexusd.daemon.limits import RunawayLimiter
+from nexusd.daemon.connection import Connection
+from nexusd.daemon.guard import widens
 from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
-from nexusd.daemon.overrides import OVERRIDES_NAME, ModeOverrides
-from nexusd.daemon.peer import ancestors, peer_credentials, with_parent
-from nexusd.daemon.pending import PendingTable
+from nexusd.daemon.peer import peer_credentials, with_parent
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
+from nexusd.daemon.state import Config as Config  # re-exported: the settings are constructed with Server
+from nexusd.daemon.state import DaemonState
 from nexusd.daemon.uploads import Uploads
-from nexusd.policy.grants import GrantTable
 from nexusd.policy.learned import clean_stale_temps
-from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 from nexusd.undo.service import UndoService
 
@@ -107,30 +99,6 @@ ROLE_MESSAGES["admin"] = ROLE_MESSAGES["ui"] | {p.Cancel}
 MAX_SESSIONS = 10_000
 
 
-@dataclass
-class Config:
-    socket_path: Path
-    config_dir: Path
-    state_dir: Path
-    managed_dir: Path
-    pending_timeout: float = 30.0
-    max_pending: int = 16_384
-    max_pending_per_connection: int = 1_024
-    max_line_bytes: int = p.MAX_LINE_BYTES
-    hello_timeout: float = 10.0
-    audit_max_bytes: int = 16 << 20
-    audit_export: str | None = None  # journald[:SOCKET] | syslog[:SOCKET]: a copy of every audit line
-    otel_endpoint: str | None = None  # an OTLP/HTTP collector: audit records as logs, decision counts (daemon/otel.py)
-    otel_interval: float = 5.0
-    decision_memo: int = 4096  # entries of the verified decision memo; 0: every call decided afresh
-    watch_policy: bool = True  # reload when a global policy file changes (nexusd.daemon.watch)
-    max_ui_output: int = 8 << 20  # unread bytes a subscribed UI may hold before it is dropped
-    idle_timeout: float = 600.0  # a connection silent this long, with nothing pending, is closed; 0: never
-    line_timeout: float = 30.0  # a line begun and not finished this long closes the connection; 0: never
-    log_interval: float = 60.0  # client faults: one line per client per interval (connection.ClientErrorLog)
-    log_max_lines: int = 20
-
-
 class _RefOnly(msgspec.Struct):
     """Recovers the ``ref`` of a message that failed validation, so the error can carry it."""
 
@@ -138,22 +106,6 @@ class _RefOnly(msgspec.Struct):
 
 
 _ref_decoder = msgspec.json.Decoder(_RefOnly)
-
-
-@dataclass
-class Stats:
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def count(self, decision: str, source: str) -> None:
-        key = f"{decision}/{source}"
-        self.counters[key] = self.counters.get(key, 0) + 1
-
-    def decided(self, ns: int) -> None:
-        """``gate/calls`` and ``gate/ns``: the time the gate's inline decision took, summed (``nexusctl
-        status`` and the benchmark split a call's cost into the decision and the rest with them)."""
-        counters = self.counters
-        counters["gate/calls"] = counters.get("gate/calls", 0) + 1
-        counters["gate/ns"] = counters.get("gate/ns", 0) + ns
 
 
 def _clean(text: str, limit: int = 100) -> str:
@@ -173,10 +125,12 @@ class Server:
     ) -> None:
         self.config = config
         self.store = store
+        # The daemon's state, one explicit object (nexusd/daemon/state.py); each concern is built from it.
+        state = self.state = DaemonState(config, store, probe_fn=probe_fn)
         # the three concerns the dispatcher hands messages to (polkit's authority / agent split, one step on)
-        self.requests = RequestLifecycle(self)
-        self.answers = Answers(self)
-        self.queries = Queries(self)
+        self.requests = state.requests = RequestLifecycle(state)
+        self.answers = state.answers = Answers(state)
+        self.queries = state.queries = Queries(state)
         self.notifier = notifier or Notifier(None)
         # [notify]: desktop notifications and webhooks for asks nobody is looking at (notify_person.py)
         self.alerts = PersonNotifier(
@@ -184,39 +138,27 @@ class Server:
             self.answers.deny_from_notification,
             on_hold=self.answers.hold_from_notification,
         )
+        state.alerts = self.alerts
+        # the state's parts the dispatcher itself uses, under their old names
         self.probe_fn = probe_fn
-        self.probe: p.SandboxProbe | None = None
-        self.own_socket: str | None = None  # set by serve(): what agents' sandbox wrappers check for
-        self.uid = os.geteuid()
-        self.pid = os.getpid()
-        self.started = time.time()
-        self.started_mono = time.monotonic()
-        self.conns: set[Connection] = set()
-        self.subscribers: set[Connection] = set()
-        self.pending = PendingTable()
-        self.sessions: OrderedDict[str, Session] = OrderedDict()
-        self.stats = Stats()
-        # Verified verdicts of calls seen before (nexusd/policy/memo.py).
-        self.memo = DecisionMemo(config.decision_memo) if config.decision_memo > 0 else None
-        self.grants = GrantTable(config.state_dir)
-        self.overrides = ModeOverrides(config.state_dir / OVERRIDES_NAME)  # a person's modes, kept
-        self.audit = AuditLog(
-            config.state_dir / locations.AUDIT_NAME,
-            max_bytes=config.audit_max_bytes,
-            export=_exports(config),
+        self.conns, self.subscribers, self.pending, self.sessions = (
+            state.conns,
+            state.subscribers,
+            state.pending,
+            state.sessions,
         )
-        self.errlog = ClientErrorLog(config.log_interval, config.log_max_lines)
+        self.stats, self.memo, self.pool, self.pipeline = state.stats, state.memo, state.pool, state.pipeline
+        self.grants, self.audit, self.errlog, self.replies = state.grants, state.audit, state.errlog, state.replies
+        self.agents, self.limiter, self.daemon_ancestors = state.agents, state.limiter, state.daemon_ancestors
+        self.uid, self.pid, self.started, self.started_mono = state.uid, state.pid, state.started, state.started_mono
         self._tg: anyio.abc.TaskGroup | None = None
-        self.network: Any = None  # nexusd.daemon.network.NetworkGate, once serving
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
-        self.stopping_now = False
-        self.daemon_ancestors = frozenset(ancestors(self.pid) or [self.pid, 0, 1]) | {0, 1}
-        # who may not widen the gate (daemon/guard.py), kept across restarts in the state directory
-        self.agents = AgentRegistry(self.daemon_ancestors, config.state_dir / AGENTS_NAME)
-        self.limiter = RunawayLimiter()  # automatic allows per session and minute (daemon/limits.py)
+        self.overrides = state.overrides  # a person's modes, kept across restarts
         # a checkpoint before each allowed call that can change the workspace (nexusd/undo, docs/UNDO.md)
-        self.undo = UndoService(config.state_dir, config.config_dir, spawn=self.spawn, audit=self._undo_audit)
+        self.undo = state.undo = UndoService(
+            config.state_dir, config.config_dir, spawn=self.spawn, audit=self._undo_audit
+        )
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
         self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
             p.Request: self.requests.on_request,
@@ -256,8 +198,41 @@ class Server:
 
     def _undo_audit(self, call: p.CallInfo, decision: p.Decision) -> None:
         """An allow denied because its checkpoint failed ([undo] on_failure = "deny"): its own record."""
-        rid = self.requests.record_id()
-        self.requests.record(rid, call, decision, time.monotonic(), peer=None, event="undo_checkpoint_failed")
+        rid = self.replies.record_id()
+        self.replies.record(rid, call, decision, time.monotonic(), peer=None, event="undo_checkpoint_failed")
+
+    # The state's values that change over the daemon's life live in the state alone.
+    @property
+    def probe(self) -> p.SandboxProbe | None:
+        return self.state.probe
+
+    @probe.setter
+    def probe(self, value: p.SandboxProbe | None) -> None:
+        self.state.probe = value
+
+    @property
+    def own_socket(self) -> str | None:
+        return self.state.own_socket
+
+    @own_socket.setter
+    def own_socket(self, value: str | None) -> None:
+        self.state.own_socket = value
+
+    @property
+    def network(self) -> Any:
+        return self.state.network
+
+    @network.setter
+    def network(self, value: Any) -> None:
+        self.state.network = value
+
+    @property
+    def stopping_now(self) -> bool:
+        return self.state.stopping_now
+
+    @stopping_now.setter
+    def stopping_now(self, value: bool) -> None:
+        self.state.stopping_now = value
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         """A short task outside the task group (cheaper to start); ``serve`` cancels leftovers at the end."""
@@ -268,6 +243,10 @@ class Server:
     async def serve(self, bound: BoundSocket) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); the caller has already bound the socket."""
         self.audit.start()
+        # The loop and the decision pool's threads share one interpreter lock: a thread busy with a big
+        # tree's scan holds it up to the switch interval at a time, and each of a small call's hops between
+        # the loop and a worker may wait that long (5 ms by default). 0.5 ms keeps those waits short.
+        sys.setswitchinterval(0.0005)
         # the socket an agent's sandbox wrapper checks for (None when inherited: its path is not ours)
         self.own_socket = str(bound.path.absolute()) if bound.path is not None else None
         errors = self.store.load()
@@ -293,6 +272,7 @@ class Server:
                 # Handlers in place before READY=1: systemd may send SIGHUP (reload) the moment it
                 # sees READY, and SIGHUP's default action would kill the daemon.
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+                self.pool.start()  # (after the signal handlers: a stop during start-up stays clean)
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
                 # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
@@ -323,6 +303,7 @@ class Server:
             for conn in list(self.conns):
                 conn.kill()
             self.undo.close()  # a checkpoint still running must not hold the exit up
+            self.pool.close()
             self.audit.close()
             self.agents.close()
             log.info("stopped")
@@ -336,7 +317,7 @@ class Server:
             try:
                 from nexusd.daemon.network import NetworkGate  # an import needs a descriptor too
 
-                gate_ = NetworkGate(self)
+                gate_ = NetworkGate(self.state)
                 async with anyio.create_task_group() as tg:
                     await tg.start(gate_.proxy.serve)
                     self.network = gate_
@@ -420,7 +401,7 @@ class Server:
 
     def client_fault(self, conn: Connection, event: str, **fields: Any) -> None:
         """Anything a client can make the daemon log goes through the rate-limited ClientErrorLog."""
-        self.errlog.note(conn.label, event, fields, time.monotonic())
+        self.state.client_fault(conn, event, **fields)
 
     async def _sweep(self) -> None:
         """Close stalled connections (idle, a line never finished, a UI that stopped reading) and end the error
@@ -492,11 +473,7 @@ class Server:
         return self._guarded(conn, kind, msg.ref, outcome)
 
     def from_agent(self, conn: Connection) -> bool:
-        try:
-            return self.agents.from_agent(conn.peer.pid, conn.peer.start)
-        except Exception:  # cannot tell: fail closed
-            log.exception("agent ancestry check failed")
-            return True
+        return self.state.from_agent(conn)
 
     def _refuse_from_agent(self, conn: Connection, msg: Any) -> None:
         """A message that widens the gate, from inside an agent's process tree: refused, logged, audited."""
@@ -506,8 +483,8 @@ class Server:
         call = p.CallInfo(
             provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}", input=body, cwd="/"
         )
-        self.requests.record(
-            self.requests.record_id(),
+        self.replies.record(
+            self.replies.record_id(),
             call,
             p.Decision("deny", f"{tag} refused: it came from an agent's process tree", "user"),
             time.monotonic(),
@@ -530,9 +507,7 @@ class Server:
             self.reply_error(conn, "internal", f"internal error: {type(e).__name__}", ref)
 
     def reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
-        if code in _CLIENT_FAULTS:
-            self.client_fault(conn, "protocol error", code=code, message=message)
-        conn.send(p.encode(p.Error(code=code, message=message, ref=ref)))
+        self.state.reply_error(conn, code, message, ref)
 
     def _bad_hello(self, conn: Connection, why: str, line: bytes) -> bool:
         """A first line that is not a valid hello (wrong types, missing fields, unknown role, not JSON):
@@ -566,28 +541,10 @@ class Server:
         return True
 
     def session_for(self, call: p.CallInfo) -> Session:
-        s = self.sessions.get(call.session)
-        if s is None:
-            s = Session(id=call.session, provider=call.provider, override_mode=self.overrides.get(call.session))
-            self.sessions[call.session] = s
-            if len(self.sessions) > MAX_SESSIONS:
-                self.sessions.popitem(last=False)  # oldest; its session rules are forgotten (fail closed)
-        else:
-            self.sessions.move_to_end(call.session)
-        s.provider = call.provider
-        if call.mode is not None:
-            s.agent_mode = call.mode
-        s.grant_rules = self.grants.timed_rules(time.time())  # exactly those valid now
-        return s
+        return self.state.session_for(call)
 
     def session_by_id(self, sid: str) -> Session:
-        s = self.sessions.get(sid)
-        if s is None:
-            s = Session(id=sid, override_mode=self.overrides.get(sid))
-            self.sessions[sid] = s
-            if len(self.sessions) > MAX_SESSIONS:
-                self.sessions.popitem(last=False)
-        return s
+        return self.state.session_by_id(sid)
 
     def _on_subscribe(self, conn: Connection, msg: p.Subscribe) -> None:
         items = [e.item() for e in self.pending.values()]
@@ -670,22 +627,6 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
-
-
-def _exports(config: Config) -> Any:
-    """The audit log's copies: journald/syslog, an OpenTelemetry collector, both, or none."""
-    out = [exporter(config.audit_export)] if config.audit_export else []
-    if config.otel_endpoint:
-        from nexusd.daemon.otel import OtlpExport, combined
-
-        out.append(OtlpExport(config.otel_endpoint, interval=config.otel_interval))
-        return combined(out)
-    return out[0] if out else None
-
-
-_CLIENT_FAULTS = frozenset(
-    {"bad_json", "line_too_long", "invalid_message", "unknown_type", "wrong_role", "protocol_version"}
-)
 
 
 def _ref_of(line: bytes) -> str | None:

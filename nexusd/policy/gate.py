@@ -23,7 +23,7 @@ from nexusd.core.policy.policy import Policy
 from nexusd.core.workspace import workspace_of as _workspace_of
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 from nexusd.policy.hooks import run_hooks
-from nexusd.policy.memo import DecisionMemo, RecordingFileSystem
+from nexusd.policy.memo import DecisionMemo, RecordingFileSystem, session_state
 from nexusd.policy.reviewer import run_reviewer
 from nexusd.policy.shaping import asks_to_escape, sandbox_auto_allow
 from nexusd.policy.store import PolicyStore
@@ -205,6 +205,98 @@ async def decide(
         return failed(e)
 
 
+@dataclass(slots=True)
+class Facts:
+    """What the file system says about one call, gathered once and off the event loop (``gather``, in the
+    decision pool): its workspace and that workspace's policy, then either a memo entry whose every
+    file-system question was asked again and answered the same, or the context and the classification
+    (with the recorder that wrote down the classifier's questions, for the memo). The ruling (``rule``)
+    reads nothing else from the file system."""
+
+    call: CallInfo
+    workspace: str
+    policy: Policy
+    key: tuple[Any, ...] | None = None  # the memo key, under the session state taken at submission
+    memo_entry: object | None = None  # the entry found under ``key`` (None: a miss)
+    memo_held: bool = False  # whether that entry's questions were all answered the same again
+    ctx: Context | None = None
+    cls: Classification | None = None
+    recorder: RecordingFileSystem | None = None
+
+
+def gather(
+    call: CallInfo,
+    store: PolicyStore,
+    *,
+    memo: DecisionMemo | None = None,
+    state: tuple[Any, ...] | None = None,
+) -> Facts:
+    """The facts of ``call``: every file-system question and the classification, no daemon state (``state``
+    is the session's ``memo.session_state``, taken on the loop; None: the memo is not used). Safe to run in
+    a worker thread. May raise: the caller denies."""
+    fs = DecisionFileSystem()  # one snapshot of realpath/lexists answers, for this decision only
+    workspace = workspace_of(call, fs)
+    policy = store.policy_for(workspace)
+    key: tuple[Any, ...] | None = None
+    if memo is not None and state is not None and not asks_to_escape(call):  # an escape is asked every time
+        key = memo.key_of_state(call, workspace, state, (store.home, _protected_dirs(store)))
+        entry = memo.peek(key)
+        if entry is not None:
+            held = memo.replay(entry, policy, fs)
+            if held:
+                return Facts(call, workspace, policy, key, entry, True)
+            facts = _classified(call, store, policy, workspace, fs, key)
+            facts.memo_entry = entry
+            return facts
+    return _classified(call, store, policy, workspace, fs, key)
+
+
+def _classified(
+    call: CallInfo, store: PolicyStore, policy: Policy, workspace: str, fs: DecisionFileSystem, key: Any
+) -> Facts:
+    recorder = RecordingFileSystem(fs) if key is not None else None
+    cfs: Any = recorder if recorder is not None else fs
+    ctx = context_for(call, store, policy, workspace, cfs)
+    cls = classify_call(call, ctx, cfs)
+    return Facts(call, workspace, policy, key, None, False, ctx, cls, recorder)
+
+
+def rule(
+    facts: Facts,
+    session: Session,
+    store: PolicyStore,
+    *,
+    dry_run: bool = False,
+    sandbox: SandboxProbe | None = None,
+    memo: DecisionMemo | None = None,
+) -> Begun | None:
+    """The ruling over ``facts``, on the loop: the memo's verdict, or the engine's first round with the
+    session as it is now (and the sandbox auto-allow step). Reads no file. None: a memo hit whose session
+    state changed since the facts were gathered, and which has no classification to rule on: gather again."""
+    call, policy, workspace = facts.call, facts.policy, facts.workspace
+    key: tuple[Any, ...] | None = None
+    if memo is not None and facts.key is not None and not dry_run:
+        key = memo.key(call, workspace, session, (store.home, _protected_dirs(store)))
+        if key == facts.key:
+            cached = memo.settle(key, facts.memo_entry, facts.memo_held)
+            if cached is not None:
+                return Begun(call, session, policy, workspace, cached)
+        if facts.cls is None:
+            return None
+    assert facts.cls is not None and facts.ctx is not None
+    cls, ctx = facts.cls, facts.ctx
+    # Every decision keeps its full explanation: the audit records it (provenance, nexusctl explain).
+    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=True)
+    begun = Begun(call, session, policy, workspace, None, cls, ctx, ev, dry_run, sandbox)
+    if ev.verdict is not None:
+        if not dry_run:
+            record_classifier(session, ev)
+        if memo is not None and facts.recorder is not None and key is not None:
+            memo.put(key, policy, facts.recorder, ev.verdict)
+        begun.verdict = sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+    return begun
+
+
 def begin(
     call: CallInfo,
     store: PolicyStore,
@@ -214,30 +306,14 @@ def begin(
     sandbox: SandboxProbe | None = None,
     memo: DecisionMemo | None = None,
 ) -> Begun:
-    """Everything of a decision that needs no waiting: most calls are settled here, inline on the
-    daemon's loop, without a task. May raise; ``decide`` and the daemon turn that into deny."""
-    fs = DecisionFileSystem()  # one snapshot of realpath/lexists answers, for this decision only
-    workspace = workspace_of(call, fs)
-    policy = store.policy_for(workspace)
-    key: tuple[Any, ...] | None = None
-    if memo is not None and not dry_run and not asks_to_escape(call):
-        key = memo.key(call, workspace, session, (store.home, _protected_dirs(store)))
-        cached = memo.get(key, policy, fs)
-        if cached is not None:
-            return Begun(call, session, policy, workspace, cached)
-    recorder = RecordingFileSystem(fs) if key is not None else None
-    cfs: Any = recorder if recorder is not None else fs
-    ctx = context_for(call, store, policy, workspace, cfs)
-    cls = classify_call(call, ctx, cfs)
-    # Every decision keeps its full explanation: the audit records it (provenance, nexusctl explain).
-    ev = evaluate(call, policy, session, cls, ctx, dry_run=dry_run, explain=True)
-    begun = Begun(call, session, policy, workspace, None, cls, ctx, ev, dry_run, sandbox)
-    if ev.verdict is not None:
-        if not dry_run:
-            record_classifier(session, ev)
-        if memo is not None and recorder is not None and key is not None:
-            memo.put(key, policy, recorder, ev.verdict)
-        begun.verdict = sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+    """``gather`` then ``rule`` in the caller's thread (an offline check, a benchmark, a test): everything
+    of a decision that needs no waiting. May raise; ``decide`` and the daemon turn that into deny."""
+    use_memo = memo if memo is not None and not dry_run else None
+    state = session_state(session) if use_memo is not None else None
+    facts = gather(call, store, memo=use_memo, state=state)
+    begun = rule(facts, session, store, dry_run=dry_run, sandbox=sandbox, memo=use_memo)
+    if begun is None:  # cannot happen in one thread (nothing changes the session between the two)
+        raise RuntimeError("the session changed between the facts and the ruling")
     return begun
 
 

@@ -128,18 +128,7 @@ class DecisionMemo:
     @staticmethod
     def key(call: CallInfo, workspace: str, session: Session, fixed: tuple[Any, ...]) -> tuple[Any, ...]:
         # The input as canonical bytes: dicts are not hashable, and equal bytes mean an equal input.
-        return (
-            call.provider,
-            call.session,
-            call.tool,
-            _encode(call.input),
-            call.cwd,
-            call.workspace,
-            call.mode,
-            workspace,
-            session_state(session),
-            fixed,
-        )
+        return DecisionMemo.key_of_state(call, workspace, session_state(session), fixed)
 
     def get(self, key: tuple[Any, ...], policy: Policy, fs: DecisionFileSystem) -> Verdict | None:
         entry = self._entries.get(key)
@@ -152,6 +141,56 @@ class DecisionMemo:
             return None
         self._entries.move_to_end(key)
         self.hits += 1
+        return entry.verdict
+
+    # The memo split for the decision pool: a worker thread peeks and replays (file-system questions, off
+    # the event loop, no mutation); the loop settles the outcome (counters, LRU order, dropping a stale entry).
+
+    @staticmethod
+    def key_of_state(call: CallInfo, workspace: str, state: tuple[Any, ...], fixed: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``key`` with the session's state taken beforehand (``session_state``, on the loop)."""
+        return (
+            call.provider,
+            call.session,
+            call.tool,
+            _encode(call.input),
+            call.cwd,
+            call.workspace,
+            call.mode,
+            workspace,
+            state,
+            fixed,
+        )
+
+    def peek(self, key: tuple[Any, ...]) -> object | None:
+        """The entry under ``key``, untouched (safe from a worker thread: one dict lookup)."""
+        return self._entries.get(key)
+
+    @staticmethod
+    def replay(entry: object, policy: Policy, fs: DecisionFileSystem) -> bool:
+        """Whether ``entry`` still holds: same policy object, every file-system question answered the same.
+        Asks the file system: run it off the loop."""
+        assert isinstance(entry, _Entry)
+        return entry.policy is policy and _still_true(entry.log, fs)
+
+    def settle(self, key: tuple[Any, ...], entry: object | None, held: bool) -> Verdict | None:
+        """On the loop, after ``peek``/``replay``: the verdict of a hit whose entry is still the one replayed
+        (else None), with the counters and LRU order ``get`` keeps."""
+        if entry is None:
+            self.misses += 1
+            return None
+        current = self._entries.get(key)
+        if not held:
+            if current is entry:
+                self._drop(key)
+            self.stale += 1
+            return None
+        if current is not entry:  # replaced or dropped meanwhile: decide afresh
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        assert isinstance(entry, _Entry)
         return entry.verdict
 
     def put(self, key: tuple[Any, ...], policy: Policy, recorder: RecordingFileSystem, verdict: Verdict) -> None:

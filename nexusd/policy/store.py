@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from nexusd.policy.loader import (
     parse_claude_settings,
     parse_policy,
 )
-from nexusd.policy.trust import TrustStore
+from nexusd.policy.trust import State, TrustStore
 from nexusd.protocol import PolicySource, RuleInfo, Verdict
 
 _TRUST_RULE = re.compile(r"Trust\((/.*)\)\Z")
@@ -87,6 +88,7 @@ class PolicyStore:
         self._global: list[Layer] = []
         self._global_sources: list[PolicySource] = []
         self._project_cache: dict[str, tuple[tuple[object, ...], Policy, list[Layer]]] = {}
+        self._miss_lock = threading.Lock()  # project-policy misses, from the daemon's decision pool
         self._locked: list[str] = []  # broken global layers with no good parse anywhere (see lastgood.py)
         self._project_locks: dict[str, str] = {}  # broken project files with no good parse this run
 
@@ -286,6 +288,17 @@ class PolicyStore:
         hit = self._project_cache.get(ws)
         if hit is not None and hit[0] == key:
             return hit[1]
+        # A miss reads and merges files: the daemon asks from its decision pool's threads, so misses take
+        # turns (the hit above is one dict lookup; the event loop never takes this lock).
+        with self._miss_lock:
+            hit = self._project_cache.get(ws)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            return self._project_policy(ws, files, key, trust)
+
+    def _project_policy(
+        self, ws: str, files: list[tuple[Path, str, str]], key: tuple[object, ...], trust: State
+    ) -> Policy:
         layers, _sources, errors = self._collect([(f, n, k, True, False) for f, n, k in files])
         for e in errors:
             if e not in self.errors:
@@ -297,8 +310,8 @@ class PolicyStore:
         if project_locks:
             reasons = "; ".join(x for x in (pol.locked, *project_locks) if x)
             pol = dataclasses.replace(pol, locked=reasons)
-        if len(self._project_cache) >= MAX_PROJECT_CACHE:
-            self._project_cache.pop(next(iter(self._project_cache)))
+        while len(self._project_cache) >= MAX_PROJECT_CACHE:
+            self._project_cache.pop(next(iter(self._project_cache)), None)
         self._project_cache[ws] = (key, pol, layers)
         return pol
 
@@ -329,7 +342,7 @@ class PolicyStore:
 
     def sources(self) -> list[PolicySource]:
         out = list(self._global_sources)
-        for ws, (_, _pol, layers) in self._project_cache.items():
+        for ws, (_, _pol, layers) in list(self._project_cache.items()):  # (a pool thread may add one)
             out += [PolicySource(layer=la.layer, path=la.path, loaded=la.loaded) for la in layers]
             del ws
         if not out:
@@ -339,7 +352,7 @@ class PolicyStore:
     def rules(self) -> list[RuleInfo]:
         out: list[RuleInfo] = []
         seen_layers = list(self._global)
-        for _, _pol, layers in self._project_cache.values():
+        for _, _pol, layers in list(self._project_cache.values()):
             seen_layers += layers
         for la in seen_layers:
             for r in la.rules:

@@ -65,14 +65,16 @@ def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
     protected = [(k, p) for k, p, prot in entries if prot]
 
     def nearest(path: str) -> Kind | None:
-        """What a strict ancestor (deepest wins; at a tie the higher priority) makes of ``path``."""
-        best: tuple[int, int, Kind] | None = None
-        for k, p, _ in kept:
-            if p != path and _under(path, p):
-                key = (_depth(p), _PRIORITY[k], k)
-                if best is None or key[:2] > best[:2]:
-                    best = key
-        return best[2] if best else None
+        """What a strict ancestor (deepest wins; at a tie the higher priority) makes of ``path``: a walk up
+        ``path``'s ancestors through an index, not a scan of every entry (a tree of 1,500 repositories has
+        3,000 protected paths, and the scan made planning quadratic: 1.6 s for one command)."""
+        q = path.rstrip("/")
+        while q:
+            q = q.rsplit("/", 1)[0]
+            found = by_path.get(q or "/")
+            if found is not None:
+                return found
+        return None
 
     kept: list[tuple[Kind, str, bool]] = []
     for kind, path, prot in entries:
@@ -83,6 +85,12 @@ def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
     for own in spec.own:  # ours, so allowed under the masked state directory
         kept.append(("rw", own, False))
 
+    by_path: dict[str, Kind] = {}  # each kept path (as _under compares it) -> its highest-priority kind
+    for k, p, _ in kept:
+        norm = p.rstrip("/") or "/"
+        have = by_path.get(norm)
+        if have is None or _PRIORITY[k] > _PRIORITY[have]:
+            by_path[norm] = k
     ordered = sorted(set((k, p) for k, p, _ in kept), key=lambda e: (_depth(e[1]), _PRIORITY[e[0]], e[1]))
     out: list[tuple[Kind, str]] = []
     for kind, path in ordered:

@@ -16,6 +16,8 @@ still holds without listing them again.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
@@ -55,87 +57,149 @@ for _parent, _child in PROTECTED_SUBPATHS:
 is_env_secret = is_secret_file_name
 
 
+Stamp = tuple[int, int, int, int]  # st_mtime_ns, st_ctime_ns, st_ino, st_dev
+
+
+def stamp(st: os.stat_result) -> Stamp:
+    """What proves a directory's listing unchanged. The mtime alone can be set back by anyone who owns the
+    directory (``touch -d``); the ctime cannot (every ``utime`` moves it to now), and the inode and device
+    catch a directory swapped for another."""
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
 @dataclass(frozen=True)
 class Found:
     paths: tuple[str, ...]  # existing protected paths (files and directories), absolute
     complete: bool  # False: the walk hit a bound, some may be missing
-    dirs: tuple[tuple[str, int], ...] = ()  # (directory, st_mtime_ns) of every directory listed
+    dirs: tuple[tuple[str, Stamp], ...] = ()  # every directory listed or looked into, with its stamp
     secrets: tuple[str, ...] = ()  # .env files (not templates), to mask
+    # Protected paths that were symlinks when walked. Every other one is its own realpath below a canonical
+    # root (the walk descends into real directories only, and each parent is stamped), so callers need
+    # resolve only these again: 3,000 realpath calls cost a tree of 1,500 repositories ~60 ms a plan.
+    links: frozenset[str] = frozenset()
 
 
 _cache: dict[str, Found] = {}
 _CACHE_MAX = 64
+_lock = threading.Lock()
 
 
 def _still_valid(found: Found) -> bool:
-    for d, mtime in found.dirs:
+    """Re-stat every directory the walk listed (and every ``.git`` it looked into): an entry added, removed
+    or renamed in any of them changes its stamp. Checked at the call, so a cache hit is proven fresh by
+    the time it is used (no watcher whose events might still be in flight)."""
+    st = os.stat
+    for d, old in found.dirs:
         try:
-            if os.stat(d, follow_symlinks=False).st_mtime_ns != mtime:
-                return False
+            s = st(d, follow_symlinks=False)
         except OSError:
+            return False
+        if (s.st_mtime_ns, s.st_ctime_ns, s.st_ino, s.st_dev) != old:
             return False
     return True
 
 
+# A hook a test may set to stand for a file system that stalls (a FUSE mount whose server never answers):
+# called with each directory before it is listed. Never set in production.
+stall_hook: Callable[[str], None] | None = None
+
+
 def find_protected(root: str) -> Found:
-    """Every existing protected path at or below ``root``."""
+    """Every existing protected path at or below ``root``. Safe from several threads at once (the decision
+    pool plans in parallel): two walks of one root may race, and either answer is a fresh one."""
     hit = _cache.get(root)
     if hit is not None and _still_valid(hit):
         return hit
     found = _walk(root)
-    if len(_cache) >= _CACHE_MAX:
-        _cache.pop(next(iter(_cache)))
-    _cache[root] = found
+    with _lock:
+        _cache.pop(root, None)
+        while len(_cache) >= _CACHE_MAX:
+            _cache.pop(next(iter(_cache)), None)
+        _cache[root] = found
     return found
 
 
 def _walk(root: str) -> Found:
     paths: list[str] = []
     secrets: list[str] = []
-    dirs: list[tuple[str, int]] = []
+    dirs: list[tuple[str, Stamp]] = []
+    links: set[str] = set()
     entries = 0
     complete = True
     stack: list[tuple[str, int]] = [(root, 0)]
+
+    def inside(parent: str, parts: tuple[str, ...]) -> None:
+        """``parent``'s protected children (``.git/hooks`` ...), with ``parent`` stamped: adding one changes it."""
+        try:
+            dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
+        except OSError:
+            return
+        for part in parts:
+            q = os.path.join(parent, part)
+            try:
+                st = os.lstat(q)
+            except OSError:
+                continue
+            paths.append(q)
+            if (st.st_mode & 0o170000) == 0o120000:  # S_ISLNK
+                links.add(q)
+
     while stack:
         d, depth = stack.pop()
         try:
-            mtime = os.stat(d, follow_symlinks=False).st_mtime_ns
+            if stall_hook is not None:
+                stall_hook(d)
+            st = os.stat(d, follow_symlinks=False)
             with os.scandir(d) as it:
                 listing = list(it)
         except OSError:
             continue
-        dirs.append((d, mtime))
+        dirs.append((d, stamp(st)))
         for e in listing:
             entries += 1
             if entries > MAX_ENTRIES:
-                return Found(tuple(paths), False, tuple(dirs), tuple(secrets))
+                return Found(tuple(paths), False, tuple(dirs), tuple(secrets), frozenset(links))
             name = e.name
             if is_env_secret(name):
                 secrets.append(e.path)
             try:
                 is_dir = e.is_dir(follow_symlinks=False)
+                is_link = not is_dir and e.is_symlink()
             except OSError:
                 continue
-            if name == ".git":
-                if is_dir:
-                    paths += [q for q in (os.path.join(e.path, part) for part in GIT_PARTS) if os.path.lexists(q)]
-                else:
-                    paths.append(e.path)  # a gitdir pointer file: rewritten, it sends git elsewhere
+            if name == ".git" and is_dir:
+                inside(e.path, GIT_PARTS)
                 continue
-            if name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
-                paths.append(e.path)
+            if name == ".git" or name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
+                paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
+                if is_link:
+                    links.add(e.path)
                 continue
             if is_dir and name in SUBPATHS:
-                paths += [q for q in (os.path.join(e.path, part) for part in SUBPATHS[name]) if os.path.lexists(q)]
+                inside(e.path, SUBPATHS[name])
             if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
                 if depth + 1 > MAX_DEPTH:
                     complete = False
                     continue
                 stack.append((e.path, depth + 1))
-    return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)))
+    return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)), frozenset(links))
+
+
+def resolved(found: Found) -> list[str]:
+    """Each protected path, then its realpath when that differs (a symlinked ``.git/hooks`` must not stay
+    writable through its target): only the paths that were symlinks are resolved again."""
+    out: list[str] = []
+    for p in found.paths:
+        out.append(p)
+        if p in found.links:
+            rp = os.path.realpath(p)
+            if rp != p:
+                out.append(rp)
+    return out
 
 
 def planted(root: str, before: frozenset[str]) -> list[str]:
     """Protected paths below ``root`` now that were not there before the command (to scrub)."""
-    _cache.pop(root, None)
+    with _lock:
+        _cache.pop(root, None)
     return [p for p in find_protected(root).paths if p not in before]

@@ -33,7 +33,7 @@ from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
-from nexusd.sandbox.nested import find_protected
+from nexusd.sandbox.nested import Found, find_protected, resolved
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
 
@@ -172,8 +172,10 @@ def build_layout(
     home: str,
     sandbox_home: str,
     sandbox_tmp: str,
+    scan: Callable[[str], Found] = find_protected,
 ) -> Layout:
-    """The mounts for one command, from existing paths only, and what to scrub after it."""
+    """The mounts for one command, from existing paths only, and what to scrub after it. ``scan``: the
+    nested-path search (``plan_command`` shares one answer per root between this and ``secret_masks``)."""
     cwd, workspace = _real(cwd), _real(workspace)
     common = worktree_common_dir(workspace)
     writable = [workspace, *(_real(p) for p in (*settings.allow_write, *extra_writable))]
@@ -203,21 +205,17 @@ def build_layout(
         elif in_writable(p):
             scrub.append(p)
     scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
-    nested: list[str] = []
+    nested: list[str] = []  # each protected path, and its realpath after it when a symlink's differs
     notes: list[str] = []
     for root in writable:
-        found = find_protected(root)
-        nested += found.paths
+        found = scan(root)
+        nested += resolved(found)
         if not found.complete:
             notes.append(
                 f"{root} is too large to search whole for nested protected paths (.git/hooks, agent "
                 "settings ...): some below it may stay writable"
             )
-    for p in dict.fromkeys(nested):
-        protected_ro.append(p)
-        rp = _real(p)
-        if rp != p:
-            protected_ro.append(rp)
+    protected_ro += dict.fromkeys(nested)
 
     def existing(paths: Iterable[str]) -> list[str]:
         return [r for r in dict.fromkeys(_real(p) for p in paths) if os.path.lexists(r)]
@@ -234,7 +232,8 @@ def build_layout(
         env=(("HOME", sandbox_home), ("TMPDIR", sandbox_tmp)),
         network=not settings.network_isolation,
     )
-    return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(nested)), tuple(notes))
+    found_paths = (p for root in writable for p in scan(root).paths)
+    return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(found_paths)), tuple(notes))
 
 
 def plan_command(
@@ -278,7 +277,15 @@ def plan_command(
     sandbox_home, sandbox_tmp = sandbox_dirs(_state_dir(store), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
-    secrets = secret_masks(_real(ws), home)
+    scans: dict[str, Found] = {}  # one search (and one freshness check) per root for this plan
+
+    def scan(root: str) -> Found:
+        found = scans.get(root)
+        if found is None:
+            found = scans[root] = find_protected(root)
+        return found
+
+    secrets = secret_masks(_real(ws), home, scan=scan)
     deny_read = [*deny_read, *secrets]
     # No allow_read (user, managed or project) re-opens a built-in secret mask or anything inside one:
     # sandboxed calls run without a person, and a read by one and a send by the next is how secrets
@@ -299,6 +306,7 @@ def plan_command(
         home=home,
         sandbox_home=sandbox_home,
         sandbox_tmp=sandbox_tmp,
+        scan=scan,
     )
     layout = replace(
         layout,
@@ -384,11 +392,11 @@ def _network_section(
     return spec, bridge_argv(inner), 1
 
 
-def secret_masks(workspace: str, home: str) -> list[str]:
+def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = find_protected) -> list[str]:
     """The built-in deny_read that exist: credential locations and the workspace's .env files. Final: no
     allow_read re-opens them (see ``plan_command``)."""
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
-    found += find_protected(workspace).secrets  # .env files at any depth (not templates)
+    found += scan(workspace).secrets  # .env files at any depth (not templates)
     return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
 
 
@@ -448,7 +456,73 @@ def wrap_for_agent(
     registered for this call (None, or no callback: the command runs with no network).
     ``by_person``: a person answered this call's ask with allow (``verdict`` is then the ask): only that
     lets an escape request run outside the sandbox; anything else a person allows still runs sandboxed
-    (a mixed excluded chain too: its ask said so)."""
+    (a mixed excluded chain too: its ask said so). The two halves,
+    ``prepare_wrap`` (the file system: off the daemon's loop) and ``PreparedWrap.finish`` (the network
+    context: the daemon's state), in one call."""
+    prepared = prepare_wrap(call, verdict, store, probe, policy=policy, socket=socket, cls=cls, by_person=by_person)
+    if isinstance(prepared, PreparedWrap):
+        return prepared.finish(network)
+    return prepared
+
+
+@dataclass(frozen=True)
+class PreparedWrap:
+    """An allowed call's sandbox plan, made where file-system questions may be slow (the decision pool);
+    ``finish`` adds what only the daemon's loop may touch (the egress proxy's registration)."""
+
+    tool_input: dict[str, Any]
+    key: str
+    command: str
+    cwd: str
+    workspace: str
+    plan: SandboxPlanReply
+    run_dir: Path
+    socket: str | None
+    escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
+
+    def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
+        from nexusd.sandbox.wrapper import agent_command
+
+        proxy = None
+        if self.plan.proxy_fd_arg is not None and network is not None:
+            proxy = network(self.command, self.cwd, os.path.realpath(self.workspace))
+        return {
+            **self.tool_input,
+            self.key: agent_command(
+                self.plan, self.command, self.run_dir, socket=self.socket, proxy=proxy, escape_hint=self.escape_hint
+            ),
+        }
+
+
+def wraps(call: CallInfo, policy: Policy, probe: SandboxProbe | None) -> bool:
+    """Whether an allowed ``call`` under ``policy`` is planned at all: ``prepare_wrap``'s first checks, which
+    ask no file system, so the daemon can skip the pool when the sandbox is off. True when unsure."""
+    if SANDBOXED_SHELL_TOOLS.get(call.tool) is None:
+        return False
+    if probe is None:
+        return True
+    try:
+        settings = sandbox_settings(policy)
+    except ValueError:
+        return True  # broken settings: planned with defaults (fail closed)
+    if not settings.active_on(probe.platform):
+        return False
+    return probe.available or settings.fail_if_unavailable
+
+
+def prepare_wrap(
+    call: CallInfo,
+    verdict: Verdict,
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    *,
+    policy: Policy | None = None,
+    socket: str | None = None,
+    cls: Classification | None = None,
+    by_person: bool = False,
+) -> dict[str, object] | PreparedWrap | None:
+    """``wrap_for_agent`` up to the network context: None (run as is), a finished input (a refusal), or
+    the plan to ``finish``. Touches no daemon state: safe in a worker thread."""
     key = SANDBOXED_SHELL_TOOLS.get(call.tool)
     if (verdict.decision != "allow" and not by_person) or key is None:
         return None
@@ -475,7 +549,7 @@ def wrap_for_agent(
     if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
         return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs
         # inside, even after a person's allow: that is what its ask said (a chain is never less sandboxed)
-    from nexusd.sandbox.wrapper import RUN_DIR, agent_command, refusal_command
+    from nexusd.sandbox.wrapper import RUN_DIR, refusal_command
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -488,11 +562,7 @@ def wrap_for_agent(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    proxy = None
-    if plan.proxy_fd_arg is not None and network is not None:
-        proxy = network(command, cwd, os.path.realpath(ws))
-    hint = how_to_escape(call.tool)
-    return {**call.input, key: agent_command(plan, command, run_dir, socket=socket, proxy=proxy, escape_hint=hint)}
+    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool))
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from nexus_clients import codex
 
-from nexusd.policy.offline import check_offline
+from nexusd.decision.offline import check_offline
 from nexusd.protocol import CallInfo
 from nexusd.sandbox.plan import AGENT_DIRS
 

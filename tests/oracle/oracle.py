@@ -26,8 +26,8 @@ from pathlib import Path
 
 from nexusd.core.classify import classify
 from nexusd.core.model import Classification, Context, Flag
+from nexusd.decision.offline import check_offline
 from nexusd.policy.filesystem import RealFileSystem
-from nexusd.policy.offline import check_offline
 from nexusd.protocol import CallInfo
 from tests.oracle import corpus, jail
 

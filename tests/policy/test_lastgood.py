@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nexusd.policy.offline import check_offline
+from nexusd.decision.offline import check_offline
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo
 

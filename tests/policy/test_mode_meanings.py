@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nexusd.policy.offline import check_offline
+from nexusd.decision.offline import check_offline
 from nexusd.protocol import CallInfo
 from tests.conftest import short_tmpdir
 

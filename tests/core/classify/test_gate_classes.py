@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nexusd.policy.offline import check_offline
+from nexusd.decision.offline import check_offline
 from nexusd.protocol import CallInfo
 
 POLICY = """[permissions]

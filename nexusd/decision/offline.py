@@ -1,18 +1,17 @@
 """``nexusctl check --offline``: the daemon's decision for a call, computed in-process from the files.
 
-Same store, same gate, same engine as the daemon, run as a check (hooks and the classifier are not
-run; the trace says so). For CI: evaluate a policy change without a daemon.
+Same store, same pipeline (``nexusd.decision.pipeline``), same engine as the daemon, run as a check (hooks
+and the classifier are not run; the trace says so), with the facts computed in this thread. For CI:
+evaluate a policy change without a daemon.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
-
 from nexusd import locations
 from nexusd.core.model import Session
-from nexusd.policy.gate import decide
+from nexusd.decision.pipeline import offline_verdict
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, TraceStep, Verdict
 
@@ -27,7 +26,7 @@ def check_offline(
     )
     errors = store.load()
     session = Session(id=call.session, provider=call.provider, agent_mode=call.mode)
-    verdict = anyio.run(lambda: decide(call, store, session, dry_run=True))
+    verdict = offline_verdict(call, store, session)
     if errors:
         verdict.trace.insert(0, TraceStep("policy", "error", "; ".join(errors)))
     return verdict
