@@ -20,6 +20,12 @@ EXCEPTIONS: dict[str, str] = {
     "nexusd/daemon/server.py:Server": "lifecycle and dispatch; the small controls still live here",
     # resolve, self-approval, learning and grants: grants (list, revoke, their timers) are the next to go.
     "nexusd/daemon/answers.py:Answers": "resolve, self-approval, learning, grants",
+    # the audit log's writer thread: the hash chain, the head anchors written around every batch, the asks
+    # journal and the failure policy share its lock and its file position; split, they would race.
+    "nexusd/daemon/audit.py:AuditLog": "one writer thread: chain, head anchors, asks journal, failure policy",
+    # a request from arrival to audit, ordered per connection; the decision's own steps are the pipeline's.
+    # ``decision`` (the wire decision and its sandbox wrap, 69 lines) is the next to go.
+    "nexusd/daemon/requests.py:RequestLifecycle": "arrival to audit, ordered per connection; decision() next",
 }
 
 

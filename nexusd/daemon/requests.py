@@ -32,7 +32,6 @@ from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.daemon.uploads import Uploads
-from nexusd.decision.pipeline import Pipeline
 from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
@@ -58,19 +57,14 @@ def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
 
 
 class RequestLifecycle:
-    """Settle, ask, reply and record agents' tool calls (one per daemon; state lives on the ``Server``)."""
+    """Settle, ask, reply and record agents' tool calls (one per daemon; state lives in ``DaemonState``)."""
 
     def __init__(self, state: DaemonState) -> None:
         self.state = state
         self.shaping = DaemonShaping(state, self)
 
-    @property
-    def pipeline(self) -> Pipeline:
-        return self.state.pipeline
-
     def on_request(self, conn: Connection, msg: p.Request) -> Coroutine[Any, Any, None] | None:
-        """Settled inline when no program must run first (rules, mode, safety: nearly every call), so a
-        decided request costs no task; hooks and auto mode's classifier continue in one."""
+        """Start the call's decision (``_decide``): its facts at once, its ruling in the connection's order."""
         started = time.monotonic()
         if msg.uploads:  # large input strings came in ``part`` lines: put them back before anything reads the call
             whole, why = (conn.uploads or Uploads()).take(msg.uploads, msg.call.input)
@@ -135,7 +129,7 @@ class RequestLifecycle:
         the connection's previous call), the rounds if any; then shaping and the reply; then ``done``."""
         try:
             t0 = time.perf_counter_ns()
-            verdict, begun = await self.pipeline.verdict(msg.call, session, sandbox=self.state.probe, after=prev)
+            verdict, begun = await self.state.pipeline.verdict(msg.call, session, sandbox=self.state.probe, after=prev)
             self.state.stats.decided(time.perf_counter_ns() - t0)
             await self.settle(conn, msg, verdict, session, started, begun)
         finally:
@@ -172,7 +166,7 @@ class RequestLifecycle:
         wrap: WrapOutcome | None = None
         if verdict.decision == "allow" and _is_shell(call, verdict):
             try:
-                prepared = await self.pipeline.prepare_wrap(call, verdict, state.probe, begun, state.own_socket)
+                prepared = await self.state.pipeline.prepare_wrap(call, verdict, state.probe, begun, state.own_socket)
                 wrap = (prepared, None)
             except Exception as e:  # denied in ``decision``, which says why
                 wrap = (None, e)
@@ -188,7 +182,7 @@ class RequestLifecycle:
     ) -> tuple[p.Verdict, bool]:
         """``Pipeline.shape`` over this daemon's state now (``conn`` None: a check)."""
         on_connection = len(conn.pending) if conn is not None and conn.pending is not None else None
-        return self.pipeline.shape(verdict, call, policy, on_no_ui, on_connection, self.shaping)
+        return self.state.pipeline.shape(verdict, call, policy, on_no_ui, on_connection, self.shaping)
 
     def audit_refuses(self) -> bool:
         """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
@@ -203,9 +197,6 @@ class RequestLifecycle:
             f'the audit log cannot be written ({self.state.audit.failing}) and [audit] on_failure = "deny": '
             "nothing is allowed until it can"
         )
-
-    def record_id(self) -> str:
-        return self.state.replies.record_id()
 
     def reply_and_record(
         self,
@@ -230,7 +221,7 @@ class RequestLifecycle:
         if confirm is None:
             deliver()
         self.state.replies.record(
-            self.record_id(),
+            self.state.replies.record_id(),
             call,
             decision,
             started,
@@ -272,7 +263,7 @@ class RequestLifecycle:
                         self.state.probe,
                         policy=begun.policy if begun is not None else None,
                         socket=self.state.own_socket,
-                        network=self._network_for(call),
+                        network=network_for(self.state, call),
                         cls=begun.cls if begun is not None else None,
                         by_person=source == "user",
                     )
@@ -281,7 +272,7 @@ class RequestLifecycle:
                     if error is not None:
                         raise error
                     if isinstance(prepared, PreparedWrap):
-                        updated = prepared.finish(self._network_for(call))
+                        updated = prepared.finish(network_for(self.state, call))
                     else:
                         updated = prepared
             except (FactsLate, PoolFull) as e:  # the plan missed its deadline: a stalled file system
@@ -360,8 +351,7 @@ class RequestLifecycle:
                 ui.post(prompt)
 
     def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
-        """The provider's ``prompt_timeout`` from the policy of the call's workspace (the one the gate decided
-        with, not looked up again), else --pending-timeout."""
+        """The provider's ``prompt_timeout`` in the policy the call was decided with, else --pending-timeout."""
         try:
             if policy is None:
                 policy = self.state.store.policy_for(gate.workspace_of(call))
@@ -390,20 +380,21 @@ class RequestLifecycle:
         )
         conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
 
-    def _network_for(self, call: p.CallInfo) -> Callable[[str, str, str], tuple[str, str] | None]:
-        """For a wrapped call with a filtered network: its proxy context, under the agent's session (so a
-        "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
 
-        def register(command: str, cwd: str, workspace: str) -> tuple[str, str] | None:
-            if self.state.network is None:
-                return None  # the proxy is not serving (yet): the command runs with no network
-            guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
-            context: tuple[str, str] | None = self.state.network.register(
-                command, cwd, workspace, call.session, guard, self.state.store, provider=call.provider
-            )
-            return context
+def network_for(state: DaemonState, call: p.CallInfo) -> Callable[[str, str, str], tuple[str, str] | None]:
+    """For a wrapped call with a filtered network: its proxy context, under the agent's session (so a
+    "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
 
-        return register
+    def register(command: str, cwd: str, workspace: str) -> tuple[str, str] | None:
+        if state.network is None:
+            return None  # the proxy is not serving (yet): the command runs with no network
+        guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
+        context: tuple[str, str] | None = state.network.register(
+            command, cwd, workspace, call.session, guard, state.store, provider=call.provider
+        )
+        return context
+
+    return register
 
 
 class DaemonShaping:

@@ -76,8 +76,6 @@ class Config:
 class RequestsPort(Protocol):
     """What other concerns use of the request lifecycle (``requests.RequestLifecycle``)."""
 
-    def record_id(self) -> str: ...
-
     def decision(
         self,
         call: p.CallInfo,
