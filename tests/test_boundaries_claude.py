@@ -234,7 +234,9 @@ def test_the_daemon_names_the_ignored_keys_when_it_starts(daemon_factory: Any, t
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "settings.json").write_text(json.dumps({"sandbox": {"enabled": True, **UNSUPPORTED}}))
     policy = "[claude]\nimport_settings = true\nmanaged_settings = '/nonexistent.json'\n"
-    d = daemon_factory(policy=policy, env={"HOME": str(home)})
+    # Claude Code's settings are read where Claude Code reads them (CLAUDE_CONFIG_DIR, which the test
+    # environment points elsewhere)
+    d = daemon_factory(policy=policy, env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and "sandbox.ripgrep" not in d.log.read_text():
         time.sleep(0.1)

@@ -593,12 +593,15 @@ async def test_codex_broken_hook_denies(
     if broken == "missing":
         command = agent_settings.hook_command("codex", 55, executable=str(home / "gone" / "nexus-hook")) + " || exit 2"
         argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon, hook_command=command)
-    else:
-        shadow = home / "shadow" / "nexus_clients"
-        shadow.mkdir(parents=True)
-        (shadow / "__init__.py").write_text("raise RuntimeError('broken install')\n")
-        argv, env = codex_run_args(agent_clis, home, codex_home, api, daemon)
-        env["PYTHONPATH"] = str(shadow.parent)
+    else:  # the interpreter dies before the hook answers (exit 1). The installed command runs python -I, so
+        # a PYTHONPATH planted by the agent no longer shadows our package: the crash is the command's own.
+        import shlex
+        import sys
+
+        crash = [sys.executable, "-IS", "-c", "raise RuntimeError('broken install')", "codex"]
+        argv, env = codex_run_args(
+            agent_clis, home, codex_home, api, daemon, hook_command=shlex.join(crash) + " || exit 2"
+        )
     run = await run_cli(argv, env, project, api, daemon)
     assert not target.exists(), run.explain()
     assert run.told(), run.explain()
