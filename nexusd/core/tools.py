@@ -185,6 +185,15 @@ SANDBOXED_SHELL_TOOLS: dict[str, str] = {
     "Shell": "command",
 }
 assert SANDBOXED_SHELL_TOOLS.keys() <= SHELL_TOOLS
+# Agents whose permission hook cannot hand back a rewritten input (Cursor's hooks, an ACP permission round):
+# a call of theirs cannot be wrapped to run sandboxed. Sandbox-first, the default, leaves them gate-only (an
+# allow runs as the agent asked); a person's explicit ``[sandbox] enabled = true`` denies what it cannot wrap.
+NO_REWRITE_PROVIDERS: frozenset[str] = frozenset({"cursor", "acp"})
+
+
+def sandbox_first_applies(provider: str, explicitly_enabled: bool) -> bool:
+    """Whether the sandbox wraps this provider's shell calls (see ``NO_REWRITE_PROVIDERS``)."""
+    return explicitly_enabled or provider not in NO_REWRITE_PROVIDERS
 # Input keys that name the one file or directory a file tool acts on (OpenCode spells it filePath).
 PATH_KEYS: tuple[str, ...] = (
     "file_path",

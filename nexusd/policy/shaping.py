@@ -31,7 +31,7 @@ from nexusd.core.engine import HUMAN_FLAG, SECRET_FLAG
 from nexusd.core.escape import escape_request, escape_summary
 from nexusd.core.model import Classification, ToolKind
 from nexusd.core.policy.policy import Policy
-from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
+from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, sandbox_first_applies
 from nexusd.policy.sandbox_settings import SandboxSettings, sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
 
@@ -69,6 +69,8 @@ def sandbox_auto_allow(
         where = _where(command, settings, parsed, probe)
     except Exception:
         return v
+    if not sandbox_first_applies(call.provider, settings.enabled_set):
+        where = "off"  # an agent whose hook cannot take the rewrite: gate-only unless a person enabled it
     if where in ("sandbox", "mixed") and call.tool not in SANDBOXED_SHELL_TOOLS:
         where = "unwrappable"  # a shell the wrapper cannot rewrite (PowerShell) would run bare: never auto-allowed
     if v.source != "mode" or not cls.auto_allowable or HUMAN_FLAG in v.flags or where not in ("sandbox", "mixed"):

@@ -22,7 +22,7 @@ from nexusd.core.escape import escape_request, how_to_escape
 from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
 from nexusd.core.protected import GIT_FILES, HOME_PROTECTED, WORKSPACE_PROTECTED
-from nexusd.core.tools import SANDBOXED_SHELL_TOOLS
+from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, sandbox_first_applies
 from nexusd.core.workspace import workspace_of
 from nexusd.policy.filesystem import RealFileSystem, read_regular_text
 from nexusd.policy.sandbox_settings import (
@@ -505,7 +505,7 @@ def wraps(call: CallInfo, policy: Policy, probe: SandboxProbe | None) -> bool:
         settings = sandbox_settings(policy)
     except ValueError:
         return True  # broken settings: planned with defaults (fail closed)
-    if not settings.active_on(probe.platform):
+    if not settings.active_on(probe.platform) or not sandbox_first_applies(call.provider, settings.enabled_set):
         return False
     return probe.available or settings.fail_if_unavailable
 
@@ -538,6 +538,8 @@ def prepare_wrap(
     except ValueError:  # broken settings: sandbox with defaults (fail closed)
         settings = SandboxSettings(enabled=True, enabled_set=True)
     if not settings.active_on(probe.platform if probe is not None else detect_platform()):
+        return None
+    if not sandbox_first_applies(call.provider, settings.enabled_set):  # its hook cannot take the rewrite
         return None
     if (probe is None or not probe.available) and settings.gate_only_when_unavailable():
         # sandbox-first by default, but no working sandbox here: gate-only (the default's fallback), or
