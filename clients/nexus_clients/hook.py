@@ -303,30 +303,31 @@ def run_codex(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
+def _adapter(provider: str) -> Any:
+    """One adapter module, imported alone (the other two would cost every call their import)."""
+    __import__(f"nexus_clients.{provider}")
+    return sys.modules[f"nexus_clients.{provider}"]
+
+
 def run_other(opts: Options, started: float) -> int:
     """Cursor, Copilot CLI and OpenCode: the answer JSON and exit 0, or a deny JSON and exit 2 on any
     failure (exit 2 blocks in all three, whatever stdout says; stdout still tells the model why)."""
     event: str | None = None
     try:
-        from nexus_clients import copilot, cursor, opencode
-
+        adapter = _adapter(opts.provider)
         payload = _decode(_read_stdin())
         env, pid, cwd = os.environ, os.getppid(), os.getcwd()
         if opts.provider == "cursor":
-            event = cursor.event_of(payload)
-            call = cursor.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
-        elif opts.provider == "copilot":
-            call = copilot.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
-        else:
-            call = opencode.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
+            event = adapter.event_of(payload)
+        call = adapter.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
         decision = _ask_daemon(call, opts, started)
         ask_allowed = opts.on_no_ui == "ask"
         if opts.provider == "cursor":
-            answer = cursor.answer(event or "", decision, ask_allowed=ask_allowed)
+            answer = adapter.answer(event or "", decision, ask_allowed=ask_allowed)
         elif opts.provider == "copilot":
-            answer = copilot.answer(decision, ask_allowed=ask_allowed)
+            answer = adapter.answer(decision, ask_allowed=ask_allowed)
         else:
-            answer = opencode.answer(decision)
+            answer = adapter.answer(decision)
         _disarm_watchdog()
         _write_json(answer)
         return 0
@@ -334,14 +335,8 @@ def run_other(opts: Options, started: float) -> int:
         _disarm_watchdog()
         reason = describe(exc, opts.timeout)
         try:  # exit 2 below blocks the call whatever stdout holds
-            from nexus_clients import copilot, cursor, opencode
-
-            if opts.provider == "cursor":
-                _write_json(cursor.deny(event, reason))
-            elif opts.provider == "copilot":
-                _write_json(copilot.deny(reason))
-            else:
-                _write_json(opencode.deny(reason))
+            adapter = _adapter(opts.provider)
+            _write_json(adapter.deny(event, reason) if opts.provider == "cursor" else adapter.deny(reason))
         except BaseException:
             pass
         return _block(reason)

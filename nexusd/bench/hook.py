@@ -24,6 +24,9 @@ from nexusd.bench import acp, mcp, procs, report, stats
 
 PROVIDERS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 COMMAND = "echo hello"  # allowed by the bench policy's Bash(echo *)
+# The hook's own cost, not the sandbox's: an allowed shell call is decided but not planned into the sandbox
+# (sandbox-first wraps it; that cost is `--scenario sandbox`'s and docs/SANDBOX.md's).
+HOOK_POLICY = procs.BENCH_POLICY + "\n[sandbox]\nenabled = false\n"
 MCP_ROW = "nexus-mcp permission call (running server)"
 ACP_ROW = "nexus-acp permission round (running proxy)"
 
@@ -154,7 +157,7 @@ def run(
     outcomes: dict[str, dict[str, int]] = {name: {} for name in [*hooks, "console script"]}
     samples: list[str] = []
     errors = 0
-    with procs.daemon(procs.BENCH_POLICY, uvloop=uvloop) as d:
+    with procs.daemon(HOOK_POLICY, uvloop=uvloop) as d:
         ws = str(d.root / "workspace")
         env = dict(d.env)
         for i in range(warmup + runs):
