@@ -194,6 +194,8 @@ NO_REWRITE_PROVIDERS: frozenset[str] = frozenset({"cursor", "acp"})
 def sandbox_first_applies(provider: str, explicitly_enabled: bool) -> bool:
     """Whether the sandbox wraps this provider's shell calls (see ``NO_REWRITE_PROVIDERS``)."""
     return explicitly_enabled or provider not in NO_REWRITE_PROVIDERS
+
+
 # Input keys that name the one file or directory a file tool acts on (OpenCode spells it filePath).
 PATH_KEYS: tuple[str, ...] = (
     "file_path",
