@@ -132,13 +132,14 @@ def test_fresh_copy_run_daemon_then_test_bootstrap(tmp_path: Path) -> None:
             check=True,
         ).stdout.strip()
         assert found == "[]", f"run-daemon installed test tools: {found}"
-        # an agent's ask with no UI open: denied at once, and told what fixes it
+        # an agent's ask with no UI open: denied at once, and told what fixes it (a file write outside the
+        # workspace: asked whatever the sandbox does, where a shell call would run sandboxed without asking)
         payload = {
             "session_id": "s",
             "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
+            "tool_name": "Write",
             "cwd": str(clone),
-            "tool_input": {"command": "npm install left-pad"},
+            "tool_input": {"file_path": str(Path(env["HOME"]) / "notes.txt"), "content": "x"},
             "permission_mode": "default",
         }
         hook = subprocess.run(

@@ -161,7 +161,7 @@ def effects(call: CallInfo, verdict: Verdict) -> list[Effect]:
     commands = [c for c in (det.commands if det else []) if c]
     names = [_base(c[0]) for c in commands]
     if any(n in FETCHERS for n in names) and any(n in INTERPRETERS for n in names[1:]):
-        out.append(Effect(1, "runs code fetched from the network"))
+        out.append(Effect(0, "runs code fetched from the network"))  # anything at all, chosen elsewhere
     reads, writes = (list(det.reads), list(det.writes)) if det else ([], [])
     uploaded: list[str] = []
     for n, c in enumerate(commands):

@@ -277,6 +277,9 @@ def plan_command(
     sandbox_home, sandbox_tmp = sandbox_dirs(_state_dir(store), _real(ws))
     home = os.path.expanduser("~")
     deny_read, deny_write = policy_deny_paths(policy, _real(cwd), home)
+    # before any scan: a mount point made after the plan's one search of a root looks planted (and the
+    # search's result is reused for the layout below)
+    home_placeholders(home, sandbox_home)
     scans: dict[str, Found] = {}  # one search (and one freshness check) per root for this plan
 
     def scan(root: str) -> Found:
@@ -294,7 +297,6 @@ def plan_command(
         settings,
         allow_read=tuple(r for r in settings.allow_read if not any(r == m or r.startswith(m + "/") for m in secrets)),
     )
-    home_placeholders(home, sandbox_home)  # before the layout: a mount point made later looks planted
     layout = build_layout(
         cwd,
         ws,

@@ -42,6 +42,12 @@ pytestmark = pytest.mark.skipif(
     reason="needs bubblewrap, git, node, npm, make and gcc (scripts/bootstrap installs them)",
 )
 VENV_BIN = str(Path(sys.executable).parent)  # python3, pytest, ruff of the test environment
+# A sandbox gives the command its own /tmp: a test environment (a checkout and its .venv) that lies in the
+# host's temp directory is not there inside, so the tasks that need its tools cannot find them.
+_VENV_HIDDEN = str(Path(sys.executable).resolve()).startswith(
+    tuple(str(Path(t).resolve()) + "/" for t in {tempfile.gettempdir(), "/tmp", "/var/tmp"})
+)
+NEEDS_TEST_TOOLS = frozenset({"pytest", "ruff format and check"})
 IDENTITY = ("Ada Lovelace", "ada@example.test")
 ENV_SECRET = "API_KEY=SECRET-TODO-9f2c"
 KEY_SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- TODO-KEY-77"
@@ -428,6 +434,8 @@ TASKS: list[Task] = [
 
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 def test_everyday_task_runs_sandboxed_without_asking(rig: Rig, task: Task) -> None:
+    if task.name in NEEDS_TEST_TOOLS and _VENV_HIDDEN:
+        pytest.skip(f"the test environment lies in the host's temp directory ({VENV_BIN}), which a sandbox replaces")
     ports = {"pypi": rig.pypi_port, "npm": rig.npm_port}
     command = {"PIP": _pip(ports), "NPM": _npm_ci(ports)}.get(task.command, task.command)
     sb, bare = rig.twins()

@@ -561,6 +561,24 @@ def _respelled(c: Command, cwd: str, cwds: list[str] | None) -> Command:
 _URLISH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+# ``python -m MODULE FILE``: modules whose operands are data files they read, never code they run (unlike
+# ``-m pytest``, ``-m pdb``, ``-m runpy``, whose operands run). Whether the module itself may be planted in
+# the cwd is the command's own classification (commands.py); here only its operands matter.
+_DATA_MODULES = frozenset({"json.tool"})
+
+
+def _reads_data_only(argv: tuple[str, ...]) -> bool:
+    """``python3 -m json.tool data.json``: the interpreter's operands are data for a module that only reads."""
+    if not bash.base_name(argv[0]).startswith("python"):
+        return False
+    for i, a in enumerate(argv[1:-1], 1):
+        if a == "-m":
+            return argv[i + 1] in _DATA_MODULES
+        if not a.startswith("-"):
+            return False  # a script comes first: its own operands may be anything
+    return False
+
+
 def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd: str, acc: _Acc) -> None:
     """``echo 'curl x' > s.sh && bash s.sh``, ``printf ... > s; ./s``: code this command writes and then runs is
     known only at run time (deny rules cannot see into it): dynamic."""
@@ -581,7 +599,7 @@ def _runs_what_it_writes(sa: bash.ShellAnalysis, own: list[tuple[int, int]], cwd
         written = redirected.union(p for j, (lo, hi) in enumerate(own) if j != i for p in acc.writes[lo:hi])
         tails = {posixpath.basename(p) for p in written}  # after a cd the same name may be the file written
         words = [cmd.argv[0]] if "/" in cmd.argv[0] else []
-        if bash.base_name(cmd.argv[0]) in _INTERPRETERS:
+        if bash.base_name(cmd.argv[0]) in _INTERPRETERS and not _reads_data_only(cmd.argv):
             words += [a for a in cmd.argv[1:] if not a.startswith("-")]
             # bash < s.sh: code read from a redirected file (redirects are not tied to commands: any `<`)
             words += [r.target for r in sa.redirects if r.op == "<" and r.target]
