@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(
 VENV_BIN = str(Path(sys.executable).parent)  # python3, pytest, ruff of the test environment
 # A sandbox gives the command its own /tmp: a test environment (a checkout and its .venv) that lies in the
 # host's temp directory is not there inside, so the tasks that need its tools cannot find them.
-_VENV_HIDDEN = str(Path(sys.executable).resolve()).startswith(
+_VENV_HIDDEN = str(Path(VENV_BIN).resolve()).startswith(  # the venv's own directory, not its python's target
     tuple(str(Path(t).resolve()) + "/" for t in {tempfile.gettempdir(), "/tmp", "/var/tmp"})
 )
 NEEDS_TEST_TOOLS = frozenset({"pytest", "ruff format and check"})
