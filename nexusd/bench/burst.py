@@ -38,13 +38,13 @@ async def _ui(conn: Conn, counts: Counter[str], subscribed: asyncio.Event) -> No
         return
 
 
-async def _agent(conn: Conn, agent: int, asks: int, out: Counter[str]) -> None:
+async def _agent(conn: Conn, agent: int, asks: int, out: Counter[str], cwd: str) -> None:
     call = protocol.CallInfo(
         provider="claude",
         session=f"bench-burst-{agent}",
         tool="Bash",
         input={"command": "git push origin main", "description": "bench"},
-        cwd="/tmp",
+        cwd=cwd,
     )
     for k in range(asks):
         conn.send(protocol.encode(protocol.Request(call=call, on_no_ui="deny", ref=f"{agent}.{k}")))
@@ -63,7 +63,7 @@ async def _agent(conn: Conn, agent: int, asks: int, out: Counter[str]) -> None:
         writing.cancel()
 
 
-async def _measure(sock: Any, pid: int, agents: int, asks: int, timeout: float) -> dict[str, Any]:
+async def _measure(sock: Any, pid: int, agents: int, asks: int, timeout: float, cwd: str) -> dict[str, Any]:
     await asyncio.sleep(0.3)
     idle = procs.rss_bytes(pid)
     ui = await Conn.open(sock, role="ui", name="nexus-bench-burst-ui")
@@ -75,7 +75,7 @@ async def _measure(sock: Any, pid: int, agents: int, asks: int, timeout: float) 
     outcomes: Counter[str] = Counter()
     t0 = time.monotonic()
     with procs.RssSampler(pid, interval=0.05) as sampler:
-        tasks = [asyncio.ensure_future(_agent(c, i, asks, outcomes)) for i, c in enumerate(conns)]
+        tasks = [asyncio.ensure_future(_agent(c, i, asks, outcomes, cwd)) for i, c in enumerate(conns)]
         # the deadline plus a margin: a wedge shows as missing decisions, never as a hung benchmark
         await asyncio.wait(tasks, timeout=timeout + 60.0)
         settled = time.monotonic() - t0
@@ -128,7 +128,7 @@ def run(
     procs.raise_nofile(max(4096, agents * 2 + 256))
     args = ["--pending-timeout", str(timeout), *daemon_args]
     with procs.daemon(procs.BENCH_POLICY, args, uvloop=uvloop) as d:
-        result = asyncio.run(_measure(d.socket, d.pid, agents, asks, timeout))
+        result = asyncio.run(_measure(d.socket, d.pid, agents, asks, timeout, str(d.root / "workspace")))
     out = {
         "benchmark": "burst",
         "machine": report.machine_info(),

@@ -45,7 +45,9 @@ async def _reader(conn: Conn, expected: int, arrivals: list[tuple[float, bytes]]
         return
 
 
-async def _measure(sock: Any, pid: int, total: int, connections: int, timeout: float, settle: float) -> dict[str, Any]:
+async def _measure(
+    sock: Any, pid: int, total: int, connections: int, timeout: float, settle: float, cwd: str
+) -> dict[str, Any]:
     await asyncio.sleep(settle)
     idle = procs.rss_bytes(pid)
     ui = await Conn.open(sock, role="ui", name="nexus-bench-ui")
@@ -66,7 +68,7 @@ async def _measure(sock: Any, pid: int, total: int, connections: int, timeout: f
         session="bench-pending",
         tool="Bash",
         input={"command": "git push origin main", "description": "bench"},
-        cwd="/tmp",
+        cwd=cwd,  # the benchmark's own workspace: a plan of a busy /tmp would measure the host
     )
     t_submit = time.time()
     with procs.RssSampler(pid, interval=0.05) as sampler:
@@ -226,7 +228,7 @@ def run(
     procs.raise_nofile(max(4096, connections * 2 + 256))
     args = ["--pending-timeout", str(timeout), *daemon_args]
     with procs.daemon(procs.BENCH_POLICY, args, uvloop=uvloop) as d:
-        result = asyncio.run(_measure(d.socket, d.pid, total, connections, timeout, settle))
+        result = asyncio.run(_measure(d.socket, d.pid, total, connections, timeout, settle, str(d.root / "workspace")))
     out = {
         "benchmark": "pending",
         "machine": report.machine_info(),

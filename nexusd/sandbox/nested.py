@@ -104,19 +104,72 @@ def _still_valid(found: Found) -> bool:
 stall_hook: Callable[[str], None] | None = None
 
 
+class _Flight:
+    """One walk of a root that several callers wait for."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.found: Found | None = None
+        self.error: BaseException | None = None
+
+
+_running: dict[str, _Flight] = {}  # the walk of each root now under way
+_queued: dict[str, _Flight] = {}  # the walk that starts when it ends, joined by everyone who came meanwhile
+
+
 def find_protected(root: str) -> Found:
     """Every existing protected path at or below ``root``. Safe from several threads at once (the decision
-    pool plans in parallel): two walks of one root may race, and either answer is a fresh one."""
+    pool plans in parallel).
+
+    Walks of one root are coalesced: a caller who finds a walk under way does not trust it (it began before
+    the caller came, and may have missed a path planted since) but joins the one walk queued behind it, which
+    starts after everyone waiting for it arrived. A burst of calls in a busy root (``/tmp``, a home directory
+    whose mtimes never settle) costs two walks instead of one each, and no more than one thread per root
+    is ever busy walking it."""
     hit = _cache.get(root)
     if hit is not None and _still_valid(hit):
         return hit
-    found = _walk(root)
     with _lock:
-        _cache.pop(root, None)
-        while len(_cache) >= _CACHE_MAX:
-            _cache.pop(next(iter(_cache)), None)
-        _cache[root] = found
+        running = _running.get(root)
+        if running is None:
+            flight, lead, wait_for = _Flight(), True, None
+            _running[root] = flight
+        elif root in _queued:
+            flight, lead, wait_for = _queued[root], False, None
+        else:
+            flight, lead, wait_for = _Flight(), True, running
+            _queued[root] = flight
+    if not lead:
+        flight.done.wait()
+        return _outcome(flight)
+    if wait_for is not None:
+        wait_for.done.wait()
+        with _lock:
+            del _queued[root]
+            _running[root] = flight  # the walk before has ended and left the slot free
+    try:
+        flight.found = found = _walk(root)
+        with _lock:
+            _cache.pop(root, None)
+            while len(_cache) >= _CACHE_MAX:
+                _cache.pop(next(iter(_cache)), None)
+            _cache[root] = found
+    except BaseException as e:
+        flight.error = e
+        raise
+    finally:
+        with _lock:
+            if _running.get(root) is flight:
+                del _running[root]
+        flight.done.set()
     return found
+
+
+def _outcome(flight: _Flight) -> Found:
+    if flight.error is not None:
+        raise OSError(f"the walk this call joined failed: {flight.error!r}") from flight.error
+    assert flight.found is not None
+    return flight.found
 
 
 def _walk(root: str) -> Found:

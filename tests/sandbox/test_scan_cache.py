@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -187,3 +188,91 @@ def test_planner_is_linear_in_protected_paths() -> None:
     out = plan_mounts(spec)
     assert time.perf_counter() - t < 2.0  # quadratic: ~36 M comparisons, several seconds
     assert len(out) == 1 + len(prot)
+
+
+# ---------------------------------------------------------------- a burst of plans in one busy root
+
+
+def _hold_first_walk(root: Path) -> tuple[list[str], threading.Event, threading.Event]:
+    """A stall hook that counts walks of ``root`` and holds the first one until released."""
+    walks: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def hook(d: str) -> None:
+        if d == str(root):
+            walks.append(d)
+            if len(walks) == 1:
+                started.set()
+                assert release.wait(60)
+
+    nested.stall_hook = hook
+    return walks, started, release
+
+
+def test_a_burst_in_one_root_shares_walks_and_each_answer_is_fresh(tmp_path: Path) -> None:
+    """Twenty callers while a walk is under way: they share one walk that starts after they all came (so
+    two walks in all, not twenty-one), and a hook planted before they came is in every answer they get."""
+    (tmp_path / "a" / ".git" / "hooks").mkdir(parents=True)
+    nested._cache.clear()
+    walks, started, release = _hold_first_walk(tmp_path)
+    results: list[nested.Found] = []
+    try:
+        first = threading.Thread(target=lambda: results.append(nested.find_protected(str(tmp_path))))
+        first.start()
+        assert started.wait(30)
+        (tmp_path / "b" / ".git" / "hooks").mkdir(parents=True)  # planted while the first walk runs
+        later: list[nested.Found] = []
+        threads = [
+            threading.Thread(target=lambda: later.append(nested.find_protected(str(tmp_path)))) for _ in range(20)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # let them queue behind the held walk (the assertions hold however they interleave)
+        release.set()
+        for t in [first, *threads]:
+            t.join(60)
+    finally:
+        nested.stall_hook = None
+        release.set()
+    assert len(later) == 20 and len(results) == 1
+    planted = str(tmp_path / "b" / ".git" / "hooks")
+    assert all(planted in f.paths for f in later)
+    assert len(walks) <= 1 + len(later)  # never more walks than callers
+    assert len(walks) == 2, walks  # here: the held one and the one queued behind it
+
+
+def test_a_failed_walk_fails_every_caller_who_shared_it(tmp_path: Path) -> None:
+    """A walk that raises does not leave its waiters hanging or hand them an empty answer."""
+    nested._cache.clear()
+    gate = threading.Event()
+    calls: list[int] = []
+
+    def hook(d: str) -> None:
+        if d == str(tmp_path):
+            calls.append(1)
+            if len(calls) == 1:
+                assert gate.wait(60)
+            raise RuntimeError("the file system stopped answering")
+
+    outcomes: list[str] = []
+
+    def call() -> None:
+        try:
+            nested.find_protected(str(tmp_path))
+            outcomes.append("answer")
+        except (RuntimeError, OSError) as e:
+            outcomes.append(type(e).__name__)
+
+    nested.stall_hook = hook
+    try:
+        threads = [threading.Thread(target=call) for _ in range(5)]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        gate.set()
+        for t in threads:
+            t.join(60)
+    finally:
+        nested.stall_hook = None
+    assert len(outcomes) == 5 and "answer" not in outcomes
+    assert nested._running == {} and nested._queued == {}
