@@ -32,6 +32,7 @@ from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.daemon.uploads import Uploads
+from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
@@ -45,15 +46,6 @@ log = structlog.get_logger("nexusd")
 HOLD_MARGIN = 1.5  # seconds a held deadline stays before the requester's own max_wait: the deny must reach it
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
-# A sandbox plan made in the pool (``Pipeline.prepare_wrap``: None, a finished input, or a plan to finish),
-# or the exception that stopped it.
-WrapOutcome = tuple[dict[str, object] | PreparedWrap | None, BaseException | None]
-
-
-def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
-    if verdict is not None and verdict.details is not None:
-        return verdict.details.kind == "shell"
-    return call.tool in SHELL_TOOLS
 
 
 class RequestLifecycle:
@@ -164,7 +156,7 @@ class RequestLifecycle:
             self.ask(conn, msg, verdict, session, started, begun)
             return
         wrap: WrapOutcome | None = None
-        if verdict.decision == "allow" and _is_shell(call, verdict):
+        if verdict.decision == "allow" and is_shell(call, verdict):
             try:
                 prepared = await self.state.pipeline.prepare_wrap(call, verdict, state.probe, begun, state.own_socket)
                 wrap = (prepared, None)
@@ -251,7 +243,7 @@ class RequestLifecycle:
         again). ``wrap``: the plan already made in the pool (``Pipeline.prepare_wrap``), or its failure;
         None plans here. A wrap that fails turns the allow into a deny (``shaping.wrap_steps`` traces it)."""
         updated: dict[str, Any] | None = None
-        if decision == "allow" and _is_shell(call, verdict):
+        if decision == "allow" and is_shell(call, verdict):
             try:
                 if verdict is None:  # an allow to wrap always carries its verdict; without one, fail closed
                     raise ValueError("an allowed shell call without its verdict")

@@ -25,6 +25,7 @@ import structlog
 
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
+from nexusd.core.tools import SHELL_TOOLS
 from nexusd.decision.pool import FactPool, FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.memo import DecisionMemo, session_state
@@ -33,6 +34,10 @@ from nexusd.protocol import CallInfo, NoUi, SandboxProbe, TraceStep, Verdict
 from nexusd.sandbox.plan import PreparedWrap, prepare_wrap, wraps
 
 log = structlog.get_logger("nexusd")
+
+# A sandbox plan made in the pool (``Pipeline.prepare_wrap``: None, a finished input, or a plan to finish),
+# or the exception that stopped it.
+WrapOutcome = tuple[dict[str, object] | PreparedWrap | None, BaseException | None]
 
 FACTS_DEADLINE = 10.0  # seconds a call's facts may take before it is denied (--facts-deadline)
 
@@ -46,6 +51,13 @@ class ShapingState(Protocol):
     def someone_answers(self) -> bool: ...
     def no_ui_setting(self) -> str: ...
     def pending_limit(self, on_connection: int | None) -> str | None: ...
+
+
+def is_shell(call: CallInfo, verdict: Verdict | None) -> bool:
+    """Whether an allow of ``call`` is a shell call's (the sandbox wrap step applies)."""
+    if verdict is not None and verdict.details is not None:
+        return verdict.details.kind == "shell"
+    return call.tool in SHELL_TOOLS
 
 
 def late(e: Exception) -> Verdict:
@@ -192,15 +204,20 @@ class Pipeline:
         probe: SandboxProbe | None,
         begun: gate.Begun | None,
         socket: str | None,
+        *,
+        by_person: bool = False,
     ) -> dict[str, object] | PreparedWrap | None:
         """The allowed shell call's sandbox plan, in the pool within the deadline (a big tree's first scan,
-        a stalled mount): ``plan.prepare_wrap``. May raise: the caller denies (the ``wrap`` step)."""
+        a stalled mount): ``plan.prepare_wrap``. May raise: the caller denies (the ``wrap`` step).
+        ``by_person``: a person allowed the call's ask (an escape may then run outside)."""
         policy = begun.policy if begun is not None else None
         cls = begun.cls if begun is not None else None
         if policy is not None and not wraps(call, policy, probe):
             return None  # the sandbox is off for it: nothing to plan, no trip to the pool
         return await self._run(
-            lambda: prepare_wrap(call, verdict, self.store, probe, policy=policy, socket=socket, cls=cls),
+            lambda: prepare_wrap(
+                call, verdict, self.store, probe, policy=policy, socket=socket, cls=cls, by_person=by_person
+            ),
             "sandbox plan",
         )
 
