@@ -133,6 +133,8 @@ class RequestLifecycle:
         def race(provisional: p.Verdict, begun: gate.Begun) -> None:
             """Every hook passing would still leave the call to a person: ask that person now, while the
             hooks run (``hooks_answered`` settles the race); the connection's next call need not wait."""
+            if provisional.decision != "ask":
+                return  # passing would settle it without a person: the hooks speak first
             shaped, wait = self.shape(provisional, msg.call, begun.policy, msg.on_no_ui, conn)
             if not wait:
                 return  # no UI, a limit, stopping: decided once the hooks have answered, as without a race

@@ -126,7 +126,7 @@ class Pipeline:
         what was computed for the call (None when deciding failed). Never raises for a bad call.
 
         ``race``: called before the hooks run with the verdict the call gets if they all let it pass
-        (``gate.if_hooks_pass``), when there is one; the daemon may put that ask before a person at once. The
+        (``gate.if_hooks_pass``), when that is an ask; the daemon may put it before a person at once. The
         returned verdict is still the one with the hooks' real answers."""
         try:
             begun = await self.ruling(call, session, dry_run=dry_run, sandbox=sandbox, memo=memo, after=after)
@@ -148,7 +148,7 @@ class Pipeline:
             except Exception:  # no race then: the hooks run first, as without one
                 log.exception("hook race not started", tool=call.tool)
                 provisional = None
-            if provisional is not None:
+            if provisional is not None and provisional.decision == "ask":  # (shaping an allow would count it)
                 try:
                     race(provisional, begun)
                 except Exception:  # the hooks' real answers still decide the call below

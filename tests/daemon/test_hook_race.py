@@ -132,9 +132,9 @@ def test_the_prompt_reaches_a_person_while_a_slow_hook_sleeps(daemon_factory, ra
     until(lambda: "end" in (log.read_text() if log.exists() else ""))
     hook_times = stamps(log)
     assert t_prompt < hook_times["end"]  # the ordering: a person could answer while the hook still slept
-    # and well before: the prompt took less than a third of the hook's sleep (it took the whole sleep and
+    # and well before: the prompt took less than half the hook's sleep (it took the whole sleep and
     # more before; under load the daemon's own part is still a fraction of a 3 s sleep)
-    assert (t_prompt - t0) < (hook_times["end"] - hook_times["start"]) / 3, (t_prompt - t0, hook_times)
+    assert (t_prompt - t0) < (hook_times["end"] - hook_times["start"]) / 2, (t_prompt - t0, hook_times)
     # the hook let it pass: still the person's call, answered after the hook
     assert silent(agent, 0.5)
     ui.send({"type": "answer", "id": pend.id, "decision": "allow"})
@@ -339,3 +339,22 @@ def test_auto_mode_a_hook_still_wins_over_the_reviewers_allow(
         ui.send({"type": "answer", "id": first.id, "decision": "deny"})
         d = agent.recv()
         assert isinstance(d, p.Decision) and d.source == "user", d
+
+
+def test_a_call_passing_would_allow_is_counted_once_by_the_runaway_limits(
+    daemon_factory, raw_factory, tmp_path
+) -> None:
+    """Working out what passing would give must not count that allow toward ``[limits]`` (it is counted once,
+    when it is sent): two of ``repeats_per_minute = 2`` pass, the third goes to the person."""
+    cmd, release, _ = hook(tmp_path, "allow")
+    release.touch()
+    h = daemon_factory(policy=policy(cmd, extra="[limits]\nrepeats_per_minute = 2\ncalls_per_minute = 0\n"))
+    ui = subscribed(h, raw_factory)
+    agent = raw_factory(h.socket)
+    for i in range(2):
+        d = agent.ask({"type": "request", "call": call(tmp_path, ALLOWED), "ref": f"r{i}"})
+        assert isinstance(d, p.Decision) and (d.decision, d.source) == ("allow", "mode"), (i, d)
+    pend = agent.ask({"type": "request", "call": call(tmp_path, ALLOWED), "ref": "r2"})
+    assert isinstance(pend, p.Pending), pend
+    prompt = ui.recv()
+    assert isinstance(prompt, p.Prompt) and "repeats_per_minute" in prompt.item.verdict.reason

@@ -388,3 +388,18 @@ async def test_if_hooks_pass_is_what_passing_leads_to_without_running_a_hook(wor
     # without hooks there is nothing to race
     plain = begin(bash(world, cmd, mode=mode), mkstore(world, POLICY), Session(id="s", agent_mode=mode))
     assert if_hooks_pass(plain) is None
+
+
+async def test_if_hooks_pass_after_the_reviewers_denial_streak_is_a_person(world, tmp_path):
+    """Auto mode past ``max_denials``: the reviewer is skipped and a person decides, so a slow hook races them."""
+    from nexusd.policy.gate import begin, if_hooks_pass
+
+    h = script(tmp_path, "hook", 'print("{}")')
+    rev = script(tmp_path, "reviewer", 'print("{}")')
+    pol = POLICY + f'\n[[hooks]]\ncommand = ["{h}"]\n[classifier]\ncommand = ["{rev}"]\nmax_denials = 2\n'
+    store = mkstore(world, pol)
+    fresh = begin(bash(world, "npm install x", mode="auto"), store, Session(id="s", agent_mode="auto"))
+    assert if_hooks_pass(fresh) is None  # the reviewer would decide
+    streak = Session(id="s", agent_mode="auto", classifier_denials=2)
+    v = if_hooks_pass(begin(bash(world, "npm install x", mode="auto"), store, streak))
+    assert v is not None and v.decision == "ask", v
