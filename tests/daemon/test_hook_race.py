@@ -358,3 +358,27 @@ def test_a_call_passing_would_allow_is_counted_once_by_the_runaway_limits(
     assert isinstance(pend, p.Pending), pend
     prompt = ui.recv()
     assert isinstance(prompt, p.Prompt) and "repeats_per_minute" in prompt.item.verdict.reason
+
+
+def test_the_agent_going_away_while_the_hook_runs(daemon_factory, raw_factory, tmp_path) -> None:
+    """A disconnect settles the raced ask (cancelled, withdrawn from the UI); the hook's later allow decides
+    nothing and is only recorded; the daemon carries on."""
+    cmd, release, _ = hook(tmp_path, "allow")
+    h = daemon_factory(policy=policy(cmd))
+    ui = subscribed(h, raw_factory)
+    agent = raw_factory(h.socket)
+    pend = agent.ask({"type": "request", "call": call(tmp_path), "ref": "r"})
+    assert isinstance(pend, p.Pending), pend
+    ui.sock.settimeout(15.0)
+    assert isinstance(ui.recv(), p.Prompt)
+    agent.close()
+    res = ui.recv()
+    assert isinstance(res, p.Resolved) and (res.id, res.decision, res.source) == (pend.id, "deny", "cancelled"), res
+    release.touch()
+    until(lambda: any(r.event == "hook_late" for r in audit(h, raw_factory)))
+    recs = audit(h, raw_factory)
+    assert [(r.decision, r.source) for r in recs if r.event == "decision"] == [("deny", "cancelled")], recs
+    (late,) = [r for r in recs if r.event == "hook_late"]
+    assert late.decision == "ask" and pend.id in late.reason, late  # passing left it to a person: an ask
+    again = raw_factory(h.socket).ask({"type": "request", "call": call(tmp_path, ALLOWED), "ref": "r2"})
+    assert isinstance(again, p.Decision) and again.decision == "allow", again
