@@ -382,22 +382,26 @@ def _reviewed_if_pass(b: Begun) -> bool:
 
 async def _hooks_and_review(
     b: Begun, hooks: tuple[HookSpec, ...], payload: bytes
-) -> tuple[list[HookAnswer], ClassifierAnswer]:
+) -> tuple[list[HookAnswer], ClassifierAnswer | None]:
     """The hooks and the reviewer at once, so a slow hook does not add its time to the reviewer's. Exactly as
     strict as one after the other: the engine reads the reviewer's answer only once every hook let the call
     pass, so a hook's deny (or ask) still wins over the reviewer's allow; only the reviewer sees a call a hook
-    then denies. Its answer is counted (the denial streak) only when it decided."""
+    then denies. Its answer is counted (the denial streak) only when it decided. A hook that does not let
+    the call pass stops the reviewer (None): its answer could not matter, and must not keep the deny waiting."""
     assert b.cls is not None and b.ctx is not None and b.policy.classifier is not None
     got: dict[str, Any] = {}
 
-    async def hooks_() -> None:
-        got["hooks"] = await run_hooks(hooks, payload)
-
-    async def review() -> None:
-        assert b.cls is not None and b.ctx is not None
-        got["review"] = await _review(b.policy, b.call, b.cls, b.session, b.ctx.home)
-
     async with anyio.create_task_group() as tg:
+
+        async def hooks_() -> None:
+            got["hooks"] = answers = await run_hooks(hooks, payload)
+            if any(a.decision != "allow" for a in answers):
+                tg.cancel_scope.cancel()
+
+        async def review() -> None:
+            assert b.cls is not None and b.ctx is not None
+            got["review"] = await _review(b.policy, b.call, b.cls, b.session, b.ctx.home)
+
         tg.start_soon(hooks_)
         tg.start_soon(review)
-    return got["hooks"], got["review"]
+    return got["hooks"], got.get("review")

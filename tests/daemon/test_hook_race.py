@@ -12,6 +12,7 @@ Real daemon on a temp socket, real hook programs. Most hooks here wait on a file
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 import time
@@ -293,7 +294,8 @@ REVIEWER = {
 def reviewer(tmp: Path, verdict: str, sleep: float) -> tuple[str, Path]:
     path, log = tmp / "reviewer", tmp / "reviewer.log"
     path.write_text(
-        f"#!{sys.executable}\nimport json, sys, time\njson.load(sys.stdin)\nt0 = time.time()\n"
+        f"#!{sys.executable}\nimport json, os, sys, time\njson.load(sys.stdin)\nt0 = time.time()\n"
+        f"open({str(tmp / 'reviewer.pid')!r}, 'w').write(str(os.getpid()))\n"
         f"time.sleep({sleep})\nopen({str(log)!r}, 'a').write(f'start {{t0}}\\nend {{time.time()}}\\n')\n"
         f"{REVIEWER[verdict]}\n"
     )
@@ -382,3 +384,33 @@ def test_the_agent_going_away_while_the_hook_runs(daemon_factory, raw_factory, t
     assert late.decision == "ask" and pend.id in late.reason, late  # passing left it to a person: an ask
     again = raw_factory(h.socket).ask({"type": "request", "call": call(tmp_path, ALLOWED), "ref": "r2"})
     assert isinstance(again, p.Decision) and again.decision == "allow", again
+
+
+def test_auto_mode_a_hooks_deny_does_not_wait_for_a_slow_reviewer(daemon_factory, raw_factory, tmp_path) -> None:
+    """The reviewer runs beside the hooks; a hook's deny stops it rather than waiting for an answer that
+    could not matter (ratio: the deny came in a fraction of the reviewer's sleep)."""
+    sleep = 12.0
+    cmd, release, _ = hook(tmp_path, "deny")
+    rev, rev_log = reviewer(tmp_path, "allow", sleep)
+    h = daemon_factory(policy=policy(cmd, extra=f'[classifier]\ncommand = ["{rev}"]\ntimeout = 30\n'))
+    agent = raw_factory(h.socket)
+    t0 = time.monotonic()
+    agent.send({"type": "request", "call": call(tmp_path, mode="auto"), "ref": "r"})
+    pid_file = tmp_path / "reviewer.pid"
+    until(lambda: pid_file.exists() and pid_file.read_text() != "")  # the reviewer is running
+    release.touch()  # and the hook denies
+    d = agent.recv()
+    took = time.monotonic() - t0
+    assert isinstance(d, p.Decision) and (d.decision, d.source) == ("deny", "hook"), d
+    assert took < sleep / 3, took
+    pid = int(pid_file.read_text())
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    until(gone, timeout=sleep / 2)  # stopped, not left to run out its sleep
+    assert not rev_log.exists()
