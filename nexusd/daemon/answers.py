@@ -179,6 +179,7 @@ class Answers:
         trace = [
             *entry.verdict.trace,
             p.TraceStep("pending", "ask", "waited for a person"),
+            *entry.steps,
             p.TraceStep(source if source != "user" else "answer", decision, how),
         ]
         if edited is not None and decision == "allow":

@@ -132,9 +132,14 @@ class Pipeline:
         sandbox: SandboxProbe | None = None,
         memo: bool = True,
         after: Awaitable[Any] | None = None,
+        race: Callable[[Verdict, gate.Begun], None] | None = None,
     ) -> tuple[Verdict, gate.Begun | None]:
         """Facts, ruling and the rounds (hooks, reviewer): the engine's verdict with the sandbox step, and
-        what was computed for the call (None when deciding failed). Never raises for a bad call."""
+        what was computed for the call (None when deciding failed). Never raises for a bad call.
+
+        ``race``: called before the hooks run with the verdict the call gets if they all let it pass
+        (``gate.if_hooks_pass``), when that is an ask; the daemon may put it before a person at once. The
+        returned verdict is still the one with the hooks' real answers."""
         try:
             begun = await self.ruling(call, session, dry_run=dry_run, sandbox=sandbox, memo=memo, after=after)
         except (FactsLate, PoolFull) as e:
@@ -149,6 +154,17 @@ class Pipeline:
             return gate.failed(e), None
         if begun.verdict is not None:
             return begun.verdict, begun
+        if race is not None:
+            try:
+                provisional = gate.if_hooks_pass(begun)
+            except Exception:  # no race then: the hooks run first, as without one
+                log.exception("hook race not started", tool=call.tool)
+                provisional = None
+            if provisional is not None and provisional.decision == "ask":  # (shaping an allow would count it)
+                try:
+                    race(provisional, begun)
+                except Exception:  # the hooks' real answers still decide the call below
+                    log.exception("hook race failed", tool=call.tool)
         try:
             verdict = await gate.run_rounds(begun)
             if not isinstance(verdict, Verdict):
