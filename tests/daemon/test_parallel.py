@@ -284,7 +284,7 @@ def test_the_walk_runs_in_a_walker_process_that_ends_with_the_daemon(daemon_fact
     d, _ = decide(h, bash_call(ws, "one"))
     assert d.decision == "allow" and d.updated_input is not None, d
     children = _walker_children(h.proc.pid)
-    assert len(children) == 1, children
+    assert 1 <= len(children) <= 2, children  # the two started at start-up (one walked)
     h.stop()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
