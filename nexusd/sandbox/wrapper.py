@@ -44,7 +44,6 @@ from nexusd.sandbox.seccomp import split_filter
 
 EXIT_REFUSED = 126
 SCRUB_MODULE = "nexusd.sandbox.scrub"
-NETEXEC_MODULE = "nexusd.sandbox.netexec"
 RUN_DIR = "run"
 KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
 STALE_AFTER_S = 7 * 24 * 3600
@@ -75,6 +74,16 @@ def _env_default_signal() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return env if ok == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def _netexec() -> tuple[str, str]:
+    """(the base interpreter, netexec's source): the filtered wrapper's one Python start outside the
+    sandbox, without ``site`` and with nothing read from the checkout when it runs (``netexec.py``)."""
+    from nexusd.sandbox import netexec
+
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    return python, Path(netexec.__file__).read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)
@@ -201,7 +210,8 @@ def _script(
     words[shell_index] = '"$2"'
     run = " ".join(words)
     if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
-        run = f'{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or "")} "${{3-}}" -- {run}'
+        python, source = _netexec()
+        run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{3-}}" -- {run}'
     if filt is not None:
         run += f" 3<{q(filt)}"
     env = _env_default_signal()

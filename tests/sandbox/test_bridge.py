@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nexusd.sandbox import bridge
+from nexusd.sandbox import bridge, bridge_front
 
 MB = 1024 * 1024
 
@@ -217,7 +217,7 @@ def test_a_socket_the_kernel_will_not_splice_into_gets_the_bytes_copied(monkeypa
 def test_the_loopback_ports_use_reno_not_the_pacing_default() -> None:
     """Connections the bridge accepts send with Reno (inherited from the listener), whatever the system's
     default (BBR here paces every send with timers: a third of a download's CPU on loopback)."""
-    listeners = bridge._listen(0)
+    listeners = [socket.socket(fileno=s.detach()) for s in bridge_front.listen(0)]
     try:
         v4 = next(s for s in listeners if s.family == socket.AF_INET)
         program = socket.create_connection(v4.getsockname())
