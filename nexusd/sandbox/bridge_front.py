@@ -17,6 +17,12 @@ import _socket
 import os
 import sys
 
+TYPE_CHECKING = False  # mypy reads this name as typing's
+if TYPE_CHECKING:
+    import signal as _sig
+else:
+    import _signal as _sig  # the C module behind ``signal``, which adds an enum import
+
 # The bridge's ports are on the sandbox's own loopback: no loss, no queue, nothing to be fair to. The
 # system's default congestion control may be BBR, which paces every send with timers: on loopback that
 # cost the bridge a third of its CPU and the program reading a download a third of its own. Reno is
@@ -85,9 +91,7 @@ def main(argv: list[str]) -> int:
             os.close(fd)
         except OSError:
             pass
-    import _signal  # not signal: it imports enum
-
-    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)  # Python ignores it, and exec would pass that on
+    _sig.signal(_sig.SIGPIPE, _sig.SIG_DFL)  # Python ignores it, and exec would pass that on
     try:
         os.execvp(cmd[0], cmd)
     except OSError as e:
