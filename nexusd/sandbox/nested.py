@@ -238,6 +238,16 @@ def _walk(root: str) -> Found:
     return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)), frozenset(links))
 
 
+def known_dirs(root: str) -> list[str] | None:
+    """The directories below ``root`` that the last walk listed (``root`` first), from the cache without a
+    new check: the plan just proved the entry fresh, and an entry is only ever replaced by a later walk.
+    None: no walk of ``root`` cached, or it stopped at a bound (some directories are not on the list)."""
+    hit = _cache.get(root)
+    if hit is None or not hit.complete:
+        return None
+    return [root, *(d for d, _ in hit.dirs if d != root)]
+
+
 def resolved(found: Found) -> list[str]:
     """Each protected path, then its realpath when that differs (a symlinked ``.git/hooks`` must not stay
     writable through its target): only the paths that were symlinks are resolved again."""
