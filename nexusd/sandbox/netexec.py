@@ -9,8 +9,8 @@ its number. Without a channel the placeholder becomes ``-1`` and the command sim
 ``python -I -S -c "$(cat netexec.py)" BROKER TOKEN -- ARGV...``: what the wrapper runs for a filtered plan
 (a Python start only for those; isolated and open plans exec bubblewrap from ``sh`` directly). The base
 interpreter without ``site`` and this file's source as ``-c`` (written into the wrapper by the daemon, so
-nothing from a checkout the command may change runs outside the sandbox), importing only ``_socket`` and
-``fcntl``: the command waits for this start (``socket``, ``typing`` and a virtualenv's ``site`` cost
+nothing from a checkout the command may change runs outside the sandbox), importing only ``_socket``,
+``_signal`` and ``fcntl``: the command waits for this start (``socket``, ``typing`` and a virtualenv's ``site`` cost
 ~25 ms more under load).
 """
 
@@ -23,7 +23,10 @@ import sys
 
 TYPE_CHECKING = False  # typing costs an import the command would wait for; mypy reads this name as typing's
 if TYPE_CHECKING:
+    import signal as _sig
     from typing import TextIO
+else:
+    import _signal as _sig  # the C module behind ``signal``, which adds an enum import
 
 FD_PLACEHOLDER = "@NEXUS_PROXY_FD@"
 TIMEOUT_S = 5.0
@@ -74,6 +77,10 @@ def main(args: list[str] | None = None) -> int:
         _say(None, "usage: python -I -S -c NETEXEC_SOURCE BROKER TOKEN -- ARGV...")
         return 126
     broker, token, argv = args[0], args[1], args[3:]
+    # as ``env --default-signal=INT,QUIT`` would (the wrapper skips that exec for filtered plans): a
+    # background job of a non-interactive sh starts with both ignored, and exec keeps what is ignored
+    _sig.signal(_sig.SIGINT, _sig.SIG_DFL)
+    _sig.signal(_sig.SIGQUIT, _sig.SIG_DFL)
     channel = open_channel(broker, token, None)
     try:
         os.execv(argv[0], fill(argv, channel))

@@ -233,7 +233,8 @@ def _script(
     words = [q(a) for a in argv]
     words[shell_index] = '"$2"'
     run = " ".join(words)
-    if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
+    filtered = FD_PLACEHOLDER in argv
+    if filtered:  # a filtered network: open the proxy channel, then exec the same argv with it
         python, source = _netexec()
         run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{3-}}" -- {run}'
     if filt is not None:
@@ -259,7 +260,8 @@ def _script(
         # a background job's stdin would be /dev/null: keep ours on 9 (closed stdin: /dev/null)
         lines += [
             "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
-            f"( exec {q(env)} --default-signal=INT,QUIT {run} ) 0<&9 9<&- &",
+            # a filtered plan's netexec resets INT and QUIT itself (one exec fewer)
+            f"( exec {'' if filtered else f'{q(env)} --default-signal=INT,QUIT '}{run} ) 0<&9 9<&- &",
             "pid=$!",
             "exec 9<&-",
             """trap 'kill -s INT "$pid" 2>/dev/null' INT""",
