@@ -77,7 +77,7 @@ def _wait_probe(daemon: procs.Spawned) -> None:
         raise RuntimeError(f"no sandbox on this machine: {probe.reason if probe else 'not probed'}")
 
 
-def wrapped_true(daemon: procs.Spawned, *, probed: bool = False) -> str:
+def wrapped_true(daemon: procs.Spawned, *, probed: bool = False, session: str = "nexus-bench-sandbox") -> str:
     """The command text the daemon hands an agent for ``true`` in the benchmark workspace."""
     from nexusd.client import Client
     from nexusd.protocol import CallInfo
@@ -85,9 +85,7 @@ def wrapped_true(daemon: procs.Spawned, *, probed: bool = False) -> str:
     if not probed:
         _wait_probe(daemon)
     ws = str(daemon.root / "workspace")
-    call = CallInfo(
-        provider="claude", session="nexus-bench-sandbox", tool="Bash", cwd=ws, workspace=ws, input={"command": "true"}
-    )
+    call = CallInfo(provider="claude", session=session, tool="Bash", cwd=ws, workspace=ws, input={"command": "true"})
     with Client(socket_path=str(daemon.socket), role="agent", name="nexus-bench") as c:
         d = c.request(call)
     if d.decision != "allow" or not d.updated_input:
@@ -149,8 +147,8 @@ def run(pairs: int = 60, warmup: int = 5, *, filtered: bool = True, tree: bool =
         decide_ms: list[float] = []
 
         def filtered_text() -> str:  # a one-time proxy token per call: decided again for every run
-            t0 = time.perf_counter()
-            out = wrapped_true(daemons[1], probed=True)
+            t0 = time.perf_counter()  # a session per call: the runaway limit counts repeats per session
+            out = wrapped_true(daemons[1], probed=True, session=f"nexus-bench-sandbox-{len(decide_ms)}")
             decide_ms.append((time.perf_counter() - t0) * 1000.0)
             return out
 
