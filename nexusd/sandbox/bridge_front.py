@@ -29,6 +29,7 @@ else:
 # built into every Linux kernel and allowed to unprivileged sockets by default (refused: we go on without);
 # accepted sockets inherit it.
 _LOOPBACK_CC = b"reno"
+HANDSHAKE_TIMEOUT_S = 5.0
 
 
 def listen(port: int) -> list[_socket.socket]:
@@ -55,6 +56,35 @@ def listen(port: int) -> list[_socket.socket]:
     return out
 
 
+def handshake(channel: int) -> bool:
+    """The broker's answer to the token the runner sent (``netexec.open_channel``): ``ok`` or a refusal.
+    Anything else, an error or 5 s of silence is no network, said on stderr. Read a byte at a time: the
+    relay's first reply must stay in the socket."""
+    line = b""
+    try:
+        s = _socket.socket(fileno=channel)
+    except OSError as e:
+        why = str(e)
+    else:
+        try:
+            s.settimeout(HANDSHAKE_TIMEOUT_S)
+            while not line.endswith(b"\n") and len(line) < 64:
+                b = s.recv(1)
+                if not b:
+                    break
+                line += b
+            s.settimeout(None)
+        except OSError:
+            pass
+        finally:
+            s.detach()
+        if line == b"ok\n":
+            return True
+        why = "the proxy refused the token" if line else "the proxy did not answer"
+    os.write(2, f"nexus: cannot reach the nexusd proxy ({why}): the sandboxed command has no network\n".encode())
+    return False
+
+
 def _relay(source: str, channel: int, listeners: list[tuple[int, bytes]], parent: int) -> None:
     """The forked child: no stdio of the command's, then the relay loop until the command is gone."""
     null = os.open(os.devnull, os.O_RDWR)
@@ -75,6 +105,12 @@ def main(argv: list[str]) -> int:
     fd, http_port, socks_port = (int(x) for x in argv[1:4])
     cmd = argv[5:]
     listeners: list[tuple[_socket.socket, bytes]] = []
+    if fd >= 0 and not handshake(fd):
+        try:  # noqa: SIM105 (no contextlib, as below)
+            os.close(fd)
+        except OSError:
+            pass
+        fd = -1
     if fd >= 0:
         for port, kind in ((http_port, b"H"), (socks_port, b"S")):
             listeners += [(s, kind) for s in listen(port)]
