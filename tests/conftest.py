@@ -39,12 +39,39 @@ def examples(usual: int) -> int:
     return max(1, round(usual * settings.default.max_examples / 100))
 
 
+# The files that take longest, longest first (measured with --durations on the 2-core machine). ``-n 2 --dist
+# loadfile`` hands whole files to the workers in collection order: run these first, and the two workers end
+# together on small files instead of one worker finishing a long file alone (that tail was ~2 minutes).
+LONGEST_FIRST = (
+    "tests/e2e/test_e2e_opencode.py",
+    "tests/e2e/",
+    "tests/sandbox/test_workflows.py",
+    "tests/oracle/",
+    "tests/clients/web/",
+    "tests/daemon/test_burst_hostile.py",
+    "tests/test_first_hour.py",
+    "tests/clients/tui/",
+    "tests/undo/",
+    "tests/sandbox/",
+    "tests/daemon/",
+)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every e2e test is also ``slow`` (real agent CLIs under node, each a few to tens of seconds), so
-    ``-m "not slow"`` alone is the quick loop."""
+    ``-m "not slow"`` alone is the quick loop. The longest files go first (``LONGEST_FIRST``; the sort is
+    stable, so each file's tests keep their order)."""
     for item in items:
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_schedule_rank)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -28,6 +28,7 @@ from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.peer import ancestors, resolve_agent
 from nexusd.daemon.pending import PendingEntry
+from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.policy import gate, shaping
 from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION
@@ -69,16 +70,77 @@ class Answers:
         abort: bool = False,
         label: str | None = None,
         edited: tuple[p.CallInfo, p.Verdict] | None = None,
-    ) -> p.Decision:
-        """Atomic: no await between the pending check and here, so exactly one resolution wins.
-        ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only)."""
+        then: Callable[[], object] | None = None,
+    ) -> p.Decision | None:
+        """Atomic: no await between the pending check and the claim, so exactly one resolution wins.
+        ``edited``: the person's edited call and its own verdict, which replace the agent's (allow only).
+        The decision sent, or None when it is sent later: an allowed shell call is planned for the sandbox
+        in the decision pool first (a big tree's scan, a stalled mount), never on the loop. ``then``: run
+        once it is sent (the answering UI's ack, which keeps coming after every UI's ``resolved``)."""
         if decision == "allow" and self.state.requests.audit_refuses():
             decision, reason = "deny", f"{reason}; but {self.state.requests.audit_refusal()}"
-        rid = entry.id
         self.state.pending.claim(entry)
         call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
         answered_by = by.label if by is not None else label
-        self.state.alerts.resolved(rid)
+        self.state.alerts.resolved(entry.id)
+        settle = functools.partial(
+            self._settle,
+            entry,
+            call,
+            verdict,
+            decision,
+            source,
+            reason,
+            answered_by=answered_by,
+            notify_requester=notify_requester,
+            by=by,
+            scope=scope,
+            message=message,
+            abort=abort,
+            edited=edited,
+            then=then,
+        )
+        if decision == "allow" and is_shell(call, verdict) and self.state.pipeline.pool is not None:
+
+            async def planned() -> None:
+                try:
+                    prepared = await self.state.pipeline.prepare_wrap(
+                        call, verdict, self.state.probe, None, self.state.own_socket, by_person=source == "user"
+                    )
+                except Exception as e:  # denied in ``decision``, which says why
+                    settle(wrap=(None, e))
+                except BaseException:  # the daemon stops: the claimed answer is still sent and recorded, as a deny
+                    settle(wrap=(None, RuntimeError("the daemon stopped before the sandbox plan was made")))
+                    raise
+                else:
+                    settle(wrap=(prepared, None))
+
+            entry.conn.server.spawn(planned)
+            return None
+        return settle(wrap=None)
+
+    def _settle(
+        self,
+        entry: PendingEntry,
+        call: p.CallInfo,
+        verdict: p.Verdict,
+        decision: p.DecisionKind,
+        source: p.Source,
+        reason: str,
+        *,
+        answered_by: str | None,
+        notify_requester: bool,
+        by: Connection | None,
+        scope: p.Scope | None,
+        message: str | None,
+        abort: bool,
+        edited: tuple[p.CallInfo, p.Verdict] | None,
+        then: Callable[[], object] | None,
+        wrap: WrapOutcome | None,
+    ) -> p.Decision:
+        """The rest of ``resolve``, once the claimed entry's sandbox plan (if any) is made: send, tell every
+        UI, record."""
+        rid = entry.id
         d = self.state.requests.decision(
             call,
             decision,
@@ -89,6 +151,7 @@ class Answers:
             pending_id=rid,
             message=message,
             answered_by=answered_by,
+            wrap=wrap,
         )
         if source == "user" and d.decision == "allow" and (s := self.state.sessions.get(entry.call.session)):
             gate.person_allowed(s)
@@ -116,6 +179,7 @@ class Answers:
         trace = [
             *entry.verdict.trace,
             p.TraceStep("pending", "ask", "waited for a person"),
+            *entry.steps,
             p.TraceStep(source if source != "user" else "answer", decision, how),
         ]
         if edited is not None and decision == "allow":
@@ -135,6 +199,8 @@ class Answers:
             requirement=entry.verdict.requirement,
             confirm=confirm,
         )
+        if then is not None:
+            then()
         return d
 
     def deny_from_notification(self, rid: str) -> None:
@@ -352,10 +418,18 @@ class Answers:
             reason += f" ({msg.scope})"
         if msg.abort:
             reason += ", who also stopped the agent"
+        ack = p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}"))
         self.resolve(
-            entry, msg.decision, "user", reason, by=conn, scope=msg.scope, message=msg.message, abort=msg.abort
+            entry,
+            msg.decision,
+            "user",
+            reason,
+            by=conn,
+            scope=msg.scope,
+            message=msg.message,
+            abort=msg.abort,
+            then=lambda: conn.send(ack),
         )
-        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"{msg.decision} ({msg.scope}){' + abort' if msg.abort else ''}")))
         return None
 
     async def _edited_answer(
@@ -414,10 +488,18 @@ class Answers:
             )
             return
         reason = f"allowed by {conn.label}, edited"
+        ack = p.encode(p.Ack(ref=msg.ref, detail="allow (once), edited"))
         self.resolve(
-            entry, "allow", "user", reason, by=conn, scope="once", message=msg.message, edited=(edited_call, edited)
+            entry,
+            "allow",
+            "user",
+            reason,
+            by=conn,
+            scope="once",
+            message=msg.message,
+            edited=(edited_call, edited),
+            then=lambda: conn.send(ack),
         )
-        conn.send(p.encode(p.Ack(ref=msg.ref, detail="allow (once), edited")))
 
     def _grant(
         self,

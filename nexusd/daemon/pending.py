@@ -44,6 +44,7 @@ class PendingEntry:
         "limit",
         "ref",
         "started",
+        "steps",
         "verdict_raw",
     )
 
@@ -76,6 +77,9 @@ class PendingEntry:
         # two pids is 216 bytes, 10,000 pending hold 2 MB of them); the set is made when an answer comes.
         self._guard = tuple(guard)
         self._verdict: p.Verdict | None = None  # decoded once when first needed (a resolution reads it twice)
+        # what was learned while it waited, for its record: the hooks' answers when a person was asked while
+        # they ran (``RequestLifecycle.hooks_answered``)
+        self.steps: tuple[p.TraceStep, ...] = ()
 
     @property
     def guard(self) -> frozenset[int]:

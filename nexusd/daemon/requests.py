@@ -32,6 +32,7 @@ from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.daemon.uploads import Uploads
+from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
@@ -45,15 +46,6 @@ log = structlog.get_logger("nexusd")
 HOLD_MARGIN = 1.5  # seconds a held deadline stays before the requester's own max_wait: the deny must reach it
 MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
-# A sandbox plan made in the pool (``Pipeline.prepare_wrap``: None, a finished input, or a plan to finish),
-# or the exception that stopped it.
-WrapOutcome = tuple[dict[str, object] | PreparedWrap | None, BaseException | None]
-
-
-def _is_shell(call: p.CallInfo, verdict: p.Verdict | None) -> bool:
-    if verdict is not None and verdict.details is not None:
-        return verdict.details.kind == "shell"
-    return call.tool in SHELL_TOOLS
 
 
 class RequestLifecycle:
@@ -127,11 +119,39 @@ class RequestLifecycle:
     ) -> None:
         """The pipeline (``nexusd.decision.pipeline``): facts in the pool, the ruling here (after ``prev``,
         the connection's previous call), the rounds if any; then shaping and the reply; then ``done``."""
+        asked: list[PendingEntry | None] = []  # a person was asked while the hooks run: the entry (None: ask ended it)
+        broke: list[BaseException] = []
+
+        def race(provisional: p.Verdict, begun: gate.Begun) -> None:
+            """Every hook passing would still leave the call to a person: ask that person now, while the
+            hooks run (``hooks_answered`` settles the race); the connection's next call need not wait."""
+            if provisional.decision != "ask":
+                return  # passing would settle it without a person: the hooks speak first
+            shaped, wait = self.shape(provisional, msg.call, begun.policy, msg.on_no_ui, conn)
+            if not wait:
+                return  # no UI, a limit, stopping: decided once the hooks have answered, as without a race
+            try:
+                entry = self.ask(conn, msg, shaped, session, started, begun)
+            except Exception as e:  # half an ask: the call is denied below, never left without an answer
+                broke.append(e)
+                raise
+            asked.append(entry)
+            if not done.done():
+                done.set_result(None)
+
         try:
             t0 = time.perf_counter_ns()
-            verdict, begun = await self.state.pipeline.verdict(msg.call, session, sandbox=self.state.probe, after=prev)
+            verdict, begun = await self.state.pipeline.verdict(
+                msg.call, session, sandbox=self.state.probe, after=prev, race=race
+            )
             self.state.stats.decided(time.perf_counter_ns() - t0)
-            await self.settle(conn, msg, verdict, session, started, begun)
+            if asked:
+                if asked[0] is not None:
+                    self.hooks_answered(asked[0], verdict)
+            elif broke:
+                self.reply_and_record(conn, msg.ref, msg.call, gate.failed(broke[0]), started, begun)
+            else:
+                await self.settle(conn, msg, verdict, session, started, begun)
         finally:
             conn.deciding -= 1
             if not done.done():
@@ -164,7 +184,7 @@ class RequestLifecycle:
             self.ask(conn, msg, verdict, session, started, begun)
             return
         wrap: WrapOutcome | None = None
-        if verdict.decision == "allow" and _is_shell(call, verdict):
+        if verdict.decision == "allow" and is_shell(call, verdict):
             try:
                 prepared = await self.state.pipeline.prepare_wrap(call, verdict, state.probe, begun, state.own_socket)
                 wrap = (prepared, None)
@@ -251,7 +271,7 @@ class RequestLifecycle:
         again). ``wrap``: the plan already made in the pool (``Pipeline.prepare_wrap``), or its failure;
         None plans here. A wrap that fails turns the allow into a deny (``shaping.wrap_steps`` traces it)."""
         updated: dict[str, Any] | None = None
-        if decision == "allow" and _is_shell(call, verdict):
+        if decision == "allow" and is_shell(call, verdict):
             try:
                 if verdict is None:  # an allow to wrap always carries its verdict; without one, fail closed
                     raise ValueError("an allowed shell call without its verdict")
@@ -309,9 +329,10 @@ class RequestLifecycle:
         session: Session,
         started: float,
         begun: gate.Begun | None = None,
-    ) -> None:
+    ) -> PendingEntry | None:
         """The ask waits for a person: ``pending`` to the agent, a prompt to every UI, an alert if [notify]
-        waits; the agent's process ids are taken now, while the requester's parent chain is alive."""
+        waits; the agent's process ids are taken now, while the requester's parent chain is alive. Returns
+        the pending entry (None: the requester went away first, or the daemon is stopping)."""
         rid = secrets.token_hex(16)
         now = time.time()
         timeout = self.prompt_timeout(msg.call, begun.policy if begun is not None else None)
@@ -323,9 +344,9 @@ class RequestLifecycle:
                 started,
                 peer=conn.peer,
             )
-            return
+            return None
         if conn.closed or self.state.stopping_now:
-            return
+            return None
         verdict_json = _json_encoder.encode(verdict)
         entry = PendingEntry(
             rid,
@@ -349,6 +370,37 @@ class RequestLifecycle:
             prompt = p.encode(p.Prompt(item=entry.item(verdict_json)))  # not unpacked again
             for ui in list(self.state.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
+        return entry
+
+    def hooks_answered(self, entry: PendingEntry, verdict: p.Verdict) -> None:
+        """The hooks of a call put to a person while they ran (``_decide``'s race) have answered; ``verdict``
+        is the call's verdict with their answers. The first decisive answer wins. Still pending: a deny (a
+        hook's, or a failure's: fail closed) settles it, and the prompt is withdrawn from every UI (``resolved``);
+        a hook's ask, or every hook letting it pass, leaves it to the person (an allow cannot come of it: the
+        race starts only when passing ends in an ask; were one to, the person still decides, the stricter).
+        Already settled (a person, a cancel, the deadline): the hooks' word is only audited (``hook_late``)."""
+        steps = tuple(s for s in verdict.trace if s.step == "hooks") or (p.TraceStep("hooks", verdict.decision),)
+        if self.state.pending.get(entry.id) is entry:  # no await from here to the claim: one resolution
+            entry.steps = steps
+            if verdict.decision == "deny":
+                self.state.answers.resolve(entry, "deny", verdict.source, verdict.reason)
+            elif verdict.decision == "allow":
+                log.warning("the hooks' answers allow what a person was asked; the person decides", id=entry.id)
+            return
+        self.state.replies.record(
+            self.state.replies.record_id(),
+            entry.call,
+            p.Decision(
+                verdict.decision,
+                f"the hooks answered after ask {entry.id} was settled (only recorded): {verdict.reason}",
+                verdict.source,
+            ),
+            entry.started,
+            peer=entry.conn.peer,
+            event="hook_late",
+            trace=[p.TraceStep("pending", "settled", f"ask {entry.id} was settled before its hooks answered"), *steps],
+            requirement=verdict.requirement,
+        )
 
     def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
         """The provider's ``prompt_timeout`` in the policy the call was decided with, else --pending-timeout."""

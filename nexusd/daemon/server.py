@@ -48,6 +48,8 @@ from nexusd.daemon.state import DaemonState
 from nexusd.daemon.uploads import Uploads
 from nexusd.policy.learned import clean_stale_temps
 from nexusd.policy.store import PolicyStore
+from nexusd.sandbox import nested
+from nexusd.sandbox.walkers import Walkers
 from nexusd.undo.service import UndoService
 
 log = structlog.get_logger("nexusd")
@@ -264,6 +266,7 @@ class Server:
         for g in self.grants.timed():
             self.answers.arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
+        walkers: Walkers | None = None
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -273,6 +276,9 @@ class Server:
                 # sees READY, and SIGHUP's default action would kill the daemon.
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 self.pool.start()  # (after the signal handlers: a stop during start-up stays clean)
+                # workspace walks in processes of their own: a big tree's walk holds no lock of ours
+                walkers = Walkers(2, timeout=self.config.facts_deadline)
+                nested.walk_elsewhere(walkers)
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
                 # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
@@ -304,6 +310,9 @@ class Server:
                 conn.kill()
             self.undo.close()  # a checkpoint still running must not hold the exit up
             self.pool.close()
+            if walkers is not None:
+                nested.walk_elsewhere(None)
+                walkers.close()
             self.audit.close()
             self.agents.close()
             log.info("stopped")

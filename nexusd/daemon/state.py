@@ -35,7 +35,7 @@ from nexusd.daemon.overrides import OVERRIDES_NAME, ModeOverrides
 from nexusd.daemon.peer import ancestors
 from nexusd.daemon.pending import PendingEntry, PendingTable
 from nexusd.daemon.replies import Replies, Stats
-from nexusd.decision.pipeline import Pipeline
+from nexusd.decision.pipeline import Pipeline, WrapOutcome
 from nexusd.decision.pool import FactPool
 from nexusd.policy import gate
 from nexusd.policy.grants import GrantTable
@@ -89,6 +89,7 @@ class RequestsPort(Protocol):
         message: str | None = None,
         answered_by: str | None = None,
         begun: gate.Begun | None = None,
+        wrap: WrapOutcome | None = None,
     ) -> p.Decision: ...
 
     def audit_refuses(self) -> bool: ...
@@ -126,7 +127,8 @@ class AnswersPort(Protocol):
         abort: bool = False,
         label: str | None = None,
         edited: tuple[p.CallInfo, p.Verdict] | None = None,
-    ) -> p.Decision: ...
+        then: Callable[[], object] | None = None,
+    ) -> p.Decision | None: ...
 
     def agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]: ...
 

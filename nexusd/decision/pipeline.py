@@ -25,6 +25,7 @@ import structlog
 
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
+from nexusd.core.tools import SHELL_TOOLS
 from nexusd.decision.pool import FactPool, FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.memo import DecisionMemo, session_state
@@ -33,6 +34,10 @@ from nexusd.protocol import CallInfo, NoUi, SandboxProbe, TraceStep, Verdict
 from nexusd.sandbox.plan import PreparedWrap, prepare_wrap, wraps
 
 log = structlog.get_logger("nexusd")
+
+# A sandbox plan made in the pool (``Pipeline.prepare_wrap``: None, a finished input, or a plan to finish),
+# or the exception that stopped it.
+WrapOutcome = tuple[dict[str, object] | PreparedWrap | None, BaseException | None]
 
 FACTS_DEADLINE = 10.0  # seconds a call's facts may take before it is denied (--facts-deadline)
 
@@ -46,6 +51,13 @@ class ShapingState(Protocol):
     def someone_answers(self) -> bool: ...
     def no_ui_setting(self) -> str: ...
     def pending_limit(self, on_connection: int | None) -> str | None: ...
+
+
+def is_shell(call: CallInfo, verdict: Verdict | None) -> bool:
+    """Whether an allow of ``call`` is a shell call's (the sandbox wrap step applies)."""
+    if verdict is not None and verdict.details is not None:
+        return verdict.details.kind == "shell"
+    return call.tool in SHELL_TOOLS
 
 
 def late(e: Exception) -> Verdict:
@@ -120,9 +132,14 @@ class Pipeline:
         sandbox: SandboxProbe | None = None,
         memo: bool = True,
         after: Awaitable[Any] | None = None,
+        race: Callable[[Verdict, gate.Begun], None] | None = None,
     ) -> tuple[Verdict, gate.Begun | None]:
         """Facts, ruling and the rounds (hooks, reviewer): the engine's verdict with the sandbox step, and
-        what was computed for the call (None when deciding failed). Never raises for a bad call."""
+        what was computed for the call (None when deciding failed). Never raises for a bad call.
+
+        ``race``: called before the hooks run with the verdict the call gets if they all let it pass
+        (``gate.if_hooks_pass``), when that is an ask; the daemon may put it before a person at once. The
+        returned verdict is still the one with the hooks' real answers."""
         try:
             begun = await self.ruling(call, session, dry_run=dry_run, sandbox=sandbox, memo=memo, after=after)
         except (FactsLate, PoolFull) as e:
@@ -137,6 +154,17 @@ class Pipeline:
             return gate.failed(e), None
         if begun.verdict is not None:
             return begun.verdict, begun
+        if race is not None:
+            try:
+                provisional = gate.if_hooks_pass(begun)
+            except Exception:  # no race then: the hooks run first, as without one
+                log.exception("hook race not started", tool=call.tool)
+                provisional = None
+            if provisional is not None and provisional.decision == "ask":  # (shaping an allow would count it)
+                try:
+                    race(provisional, begun)
+                except Exception:  # the hooks' real answers still decide the call below
+                    log.exception("hook race failed", tool=call.tool)
         try:
             verdict = await gate.run_rounds(begun)
             if not isinstance(verdict, Verdict):
@@ -192,15 +220,20 @@ class Pipeline:
         probe: SandboxProbe | None,
         begun: gate.Begun | None,
         socket: str | None,
+        *,
+        by_person: bool = False,
     ) -> dict[str, object] | PreparedWrap | None:
         """The allowed shell call's sandbox plan, in the pool within the deadline (a big tree's first scan,
-        a stalled mount): ``plan.prepare_wrap``. May raise: the caller denies (the ``wrap`` step)."""
+        a stalled mount): ``plan.prepare_wrap``. May raise: the caller denies (the ``wrap`` step).
+        ``by_person``: a person allowed the call's ask (an escape may then run outside)."""
         policy = begun.policy if begun is not None else None
         cls = begun.cls if begun is not None else None
         if policy is not None and not wraps(call, policy, probe):
             return None  # the sandbox is off for it: nothing to plan, no trip to the pool
         return await self._run(
-            lambda: prepare_wrap(call, verdict, self.store, probe, policy=policy, socket=socket, cls=cls),
+            lambda: prepare_wrap(
+                call, verdict, self.store, probe, policy=policy, socket=socket, cls=cls, by_person=by_person
+            ),
             "sandbox plan",
         )
 

@@ -19,7 +19,7 @@ from nexusd import locations
 from nexusd.core.classify import classify, details
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
 from nexusd.core.model import Classification, Context, Session
-from nexusd.core.policy.policy import Policy
+from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.workspace import workspace_of as _workspace_of
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 from nexusd.policy.hooks import run_hooks
@@ -28,7 +28,7 @@ from nexusd.policy.reviewer import run_reviewer
 from nexusd.policy.shaping import asks_to_escape, sandbox_auto_allow
 from nexusd.policy.store import PolicyStore
 from nexusd.policy.transcript import TranscriptError, read_context
-from nexusd.protocol import CallInfo, SandboxProbe, Verdict
+from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
 
 MAX_ROUNDS = 3  # deny rules -> hooks -> classifier: at most two I/O rounds
 
@@ -317,8 +317,35 @@ def begin(
     return begun
 
 
+RACED = "running: the person is asked meanwhile; a hook's deny withdraws the prompt, a person's answer settles it"
+
+
+def if_hooks_pass(b: Begun) -> Verdict | None:
+    """The verdict ``b`` gets if every hook it waits for lets it pass (answers allow), before any hook ran: the
+    daemon races the hooks against a person when this is an ask (seed 002: Claude Code's interactive handler
+    races its permission hooks against the dialog). None when the call does not wait for hooks, or would
+    then still wait for a program (auto mode's reviewer). The hooks' steps in its trace say they are running.
+
+    Why a person may be asked at once: a hook can only deny (final), ask (a person) or let the call pass, so
+    when passing ends in an ask every outcome but a deny needs that person anyway; a hook's allow never
+    allows by itself, so nothing automatic can overtake a hook that would deny."""
+    ev = b.ev
+    if ev is None or ev.need != "hooks" or b.cls is None or b.ctx is None:
+        return None
+    passing = [HookAnswer(h, "allow") for h in ev.hooks]
+    then = evaluate(b.call, b.policy, b.session, b.cls, b.ctx, hooks=passing, dry_run=b.dry_run, explain=True)
+    if then.verdict is None:
+        return None
+    v = sandbox_auto_allow(then.verdict, b.call, b.cls, b.policy, b.sandbox)
+    steps = [s for s in v.trace if s.step != "hooks"]
+    at = next((i for i, s in enumerate(v.trace) if s.step == "hooks"), len(steps))
+    steps.insert(at, TraceStep("hooks", "raced", f"{len(ev.hooks)} hook(s) {RACED}"))
+    return msgspec.structs.replace(v, trace=steps)
+
+
 async def run_rounds(b: Begun) -> Verdict:
-    """The rounds that wait for programs: hooks, then auto mode's classifier (at most one each)."""
+    """The rounds that wait for programs: hooks, then auto mode's classifier (at most one each). When the
+    call would go to the reviewer once its hooks let it pass, both run at once (``_hooks_and_review``)."""
     assert b.cls is not None and b.ctx is not None and b.ev is not None
     call, policy, session, cls, ctx, ev = b.call, b.policy, b.session, b.cls, b.ctx, b.ev
     hooks: list[HookAnswer] | None = None
@@ -331,7 +358,10 @@ async def run_rounds(b: Begun) -> Verdict:
             return sandbox_auto_allow(ev.verdict, call, cls, policy, b.sandbox)
         payload = payload or _payload(call, cls, session, policy)
         if ev.need == "hooks" and hooks is None:
-            hooks = await run_hooks(ev.hooks, payload)
+            if policy.classifier is not None and _reviewed_if_pass(b):
+                hooks, classifier = await _hooks_and_review(b, ev.hooks, payload)
+            else:
+                hooks = await run_hooks(ev.hooks, payload)
         elif ev.need == "classifier" and classifier is None and policy.classifier is not None:
             classifier = await _review(policy, call, cls, session, ctx.home)
         else:
@@ -340,3 +370,38 @@ async def run_rounds(b: Begun) -> Verdict:
             call, policy, session, cls, ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run, explain=True
         )
     return Verdict("deny", "the policy engine did not settle the call; denied", "error")
+
+
+def _reviewed_if_pass(b: Begun) -> bool:
+    """Whether ``b``, once every hook lets it pass, goes to auto mode's reviewer."""
+    assert b.cls is not None and b.ctx is not None and b.ev is not None
+    passing = [HookAnswer(h, "allow") for h in b.ev.hooks]
+    then = evaluate(b.call, b.policy, b.session, b.cls, b.ctx, hooks=passing, dry_run=b.dry_run, explain=False)
+    return then.need == "classifier"
+
+
+async def _hooks_and_review(
+    b: Begun, hooks: tuple[HookSpec, ...], payload: bytes
+) -> tuple[list[HookAnswer], ClassifierAnswer | None]:
+    """The hooks and the reviewer at once, so a slow hook does not add its time to the reviewer's. Exactly as
+    strict as one after the other: the engine reads the reviewer's answer only once every hook let the call
+    pass, so a hook's deny (or ask) still wins over the reviewer's allow; only the reviewer sees a call a hook
+    then denies. Its answer is counted (the denial streak) only when it decided. A hook that does not let
+    the call pass stops the reviewer (None): its answer could not matter, and must not keep the deny waiting."""
+    assert b.cls is not None and b.ctx is not None and b.policy.classifier is not None
+    got: dict[str, Any] = {}
+
+    async with anyio.create_task_group() as tg:
+
+        async def hooks_() -> None:
+            got["hooks"] = answers = await run_hooks(hooks, payload)
+            if any(a.decision != "allow" for a in answers):
+                tg.cancel_scope.cancel()
+
+        async def review() -> None:
+            assert b.cls is not None and b.ctx is not None
+            got["review"] = await _review(b.policy, b.call, b.cls, b.session, b.ctx.home)
+
+        tg.start_soon(hooks_)
+        tg.start_soon(review)
+    return got["hooks"], got.get("review")

@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
 from nexusd.core.protected import is_secret_file_name
@@ -126,9 +127,11 @@ def find_protected(root: str) -> Found:
     starts after everyone waiting for it arrived. A burst of calls in a busy root (``/tmp``, a home directory
     whose mtimes never settle) costs two walks instead of one each, and no more than one thread per root
     is ever busy walking it."""
-    hit = _cache.get(root)
-    if hit is not None and _still_valid(hit):
-        return hit
+    remote = _remote
+    if remote is None:
+        hit = _cache.get(root)
+        if hit is not None and _still_valid(hit):
+            return hit
     with _lock:
         running = _running.get(root)
         if running is None:
@@ -148,12 +151,7 @@ def find_protected(root: str) -> Found:
             del _queued[root]
             _running[root] = flight  # the walk before has ended and left the slot free
     try:
-        flight.found = found = _walk(root)
-        with _lock:
-            _cache.pop(root, None)
-            while len(_cache) >= _CACHE_MAX:
-                _cache.pop(next(iter(_cache)), None)
-            _cache[root] = found
+        flight.found = found = remote.find(root) if remote is not None else walk_here(root)
     except BaseException as e:
         flight.error = e
         raise
@@ -163,6 +161,32 @@ def find_protected(root: str) -> Found:
                 del _running[root]
         flight.done.set()
     return found
+
+
+def walk_here(root: str) -> Found:
+    """Walk ``root`` in this thread and cache the answer (a walker child's cache holds its own answers)."""
+    found = _walk(root)
+    with _lock:
+        _cache.pop(root, None)
+        while len(_cache) >= _CACHE_MAX:
+            _cache.pop(next(iter(_cache)), None)
+        _cache[root] = found
+    return found
+
+
+class Finder(Protocol):
+    def find(self, root: str) -> Found: ...
+
+
+# Where the daemon's walks run: walker processes (``nexusd.sandbox.walkers``), set by the daemon at start.
+# None (a runner, ``nexusctl``, a test): in the asking thread, with the cache here.
+_remote: Finder | None = None
+
+
+def walk_elsewhere(finder: Finder | None) -> None:
+    """Route this process's walks through ``finder`` (None: back to walking here)."""
+    global _remote
+    _remote = finder
 
 
 def _outcome(flight: _Flight) -> Found:

@@ -4,7 +4,8 @@ wrapping the real file-system module's entry points; the daemon's code is unchan
 
 ``NEXUS_TEST_STALL=PREFIX``: every file-system question of a call's facts about a path under PREFIX
 blocks for ever. ``NEXUS_TEST_SLOW=PREFIX:SECONDS``: the sandbox plan's scan of a tree under PREFIX
-sleeps SECONDS before it lists the tree's root (each time it is walked).
+sleeps SECONDS before it lists the tree's root (each time it is walked, in the daemon's walker processes,
+which run this launcher with ``--walker``).
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ if slow:
             time.sleep(float(seconds))
 
     nested.stall_hook = _slow_root
+    # the daemon walks in walker processes: they are this launcher too, so the same stall reaches them
+    from nexusd.sandbox import walkers
+
+    walkers.CHILD_ARGV = [sys.executable, __file__, "--walker"]
 
 if __name__ == "__main__":
-    from nexusd.cli.daemon_main import main
+    if sys.argv[1:] == ["--walker"]:
+        from nexusd.sandbox.walkers import serve
 
-    sys.argv[0] = "nexusd"
-    main()
+        serve()
+    else:
+        from nexusd.cli.daemon_main import main
+
+        sys.argv[0] = "nexusd"
+        main()

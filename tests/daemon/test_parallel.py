@@ -246,3 +246,77 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+def _walker_children(pid: int) -> list[int]:
+    """The daemon's walker processes (``nexusd.sandbox.walkers``), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == pid and b"nexusd.sandbox.walkers" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_walk_runs_in_a_walker_process_that_ends_with_the_daemon(daemon_factory, tmp_path: Path) -> None:
+    """A big tree's walk holds no lock of the daemon's: it runs in a child, which the daemon's stop ends."""
+    policy = '[permissions]\nallow = ["Bash(ls *)"]\n\n[sandbox]\nenabled = true\n'
+    ws = project(tmp_path, "ws")
+    (ws / "sub" / ".git" / "hooks").mkdir(parents=True)
+    h = daemon_factory(policy=policy)
+    assert h.proc is not None
+    d, _ = decide(h, bash_call(ws, "one"))
+    assert d.decision == "allow" and d.updated_input is not None, d
+    children = _walker_children(h.proc.pid)
+    assert len(children) == 1, children
+    h.stop()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{c}/cmdline").exists() and Path(f"/proc/{c}/cmdline").read_bytes() for c in children)
+
+
+def test_a_persons_allow_in_a_slow_tree_delays_nobody_else(daemon_factory, tmp_path: Path) -> None:
+    """The sandbox plan of a call a person allowed is made in the pool too: while its tree is walked (slow),
+    other agents are answered, and the allowed call goes out wrapped once its plan is made."""
+    policy = '[permissions]\nallow = ["Bash(ls *)"]\nask = ["Bash(touch *)"]\n\n[sandbox]\nenabled = true\n'
+    big = project(tmp_path, "big")
+    small = project(tmp_path, "small")
+    h = daemon_factory(policy=policy, autostart=False, args=["--facts-deadline", "20"])
+    start_stalling(h, {"NEXUS_TEST_SLOW": f"{big}:3"})
+
+    def other() -> float:
+        d, s = decide(h, bash_call(small, "other"))
+        assert d.decision == "allow" and d.updated_input is not None, d
+        return s
+
+    base = floor(other)
+    ui = Raw(h.socket)
+    ui.hello("ui", "test-ui")
+    assert isinstance(ui.ask({"type": "subscribe"}), p.Snapshot)
+    asker = agent(h)
+    asker.send({"type": "request", "call": bash_call(big, "big", "touch made"), "ref": "q"})
+    pend = asker.recv()
+    assert isinstance(pend, p.Pending), pend
+    prompt = ui.recv()
+    assert isinstance(prompt, p.Prompt)
+    answered = time.monotonic()
+    ui.send({"type": "answer", "id": pend.id, "decision": "allow", "ref": "a"})
+    time.sleep(0.3)  # the allowed call's plan is walking the slow tree
+    during = [other() for _ in range(5)]
+    d = asker.recv()
+    waited = time.monotonic() - answered
+    assert isinstance(d, p.Decision) and d.decision == "allow" and d.updated_input is not None, d
+    assert waited >= 2.9, waited  # it waited for its own plan ...
+    assert max(during) < base + 0.5, (base, during)  # ... and nobody else did
+    res, ack = ui.recv(), ui.recv()  # every UI hears the resolution before the answerer's ack
+    assert isinstance(res, p.Resolved) and res.decision == "allow" and isinstance(ack, p.Ack), (res, ack)
+    ui.close()
+    asker.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,9 +69,22 @@ def oc_home() -> Path:
 
 @pytest.fixture
 def project(oc_home: Path) -> Iterator[Path]:
+    """A fresh project. OpenCode installs its plugin's packages into each project's ``.opencode`` on first
+    start (~12 s from the registry): the first project's install is kept beside the module's HOME and
+    hard-linked into the next ones (the plugin file itself is not: each test installs its own)."""
     root = short_tmpdir() / "project"
     root.mkdir()
+    warm = oc_home.parent / "warm-dot-opencode"
+    if warm.is_dir():
+        shutil.copytree(warm, root / ".opencode", symlinks=True, copy_function=os.link)
     yield root
+    if not warm.is_dir() and (root / ".opencode" / "node_modules").is_dir():
+        shutil.copytree(
+            root / ".opencode",
+            warm,
+            symlinks=True,
+            ignore=lambda d, names: ["plugins"] if Path(d) == root / ".opencode" else [],
+        )
 
 
 def setup_project(project: Path, api: FakeAPI, plugin_text: str | None = None) -> None:
@@ -113,7 +127,8 @@ async def run_opencode(
     extra: tuple[str, ...] = (),
 ) -> OcRun:
 
-    env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    # no models.dev fetch (no network here: it only fails, after ~2 s)
+    env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
 
     def go() -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -358,3 +358,48 @@ async def test_lean_evaluation_decides_like_the_full_one(world, cmd, mode):
             b.flags,
             b.requirement,
         )
+
+
+@pytest.mark.parametrize(
+    ("cmd", "mode", "expected"),
+    [
+        ("git push origin main", None, "ask"),  # an ask rule: a person unless a hook denies
+        ("npm install x", None, "ask"),  # the mode asks
+        ("git status", None, "allow"),  # an allow rule: passing allows, so nothing may be raced
+        ("cat src/a.py", None, "allow"),  # the mode allows
+        ("npm install x", "dontAsk", "deny"),  # cannot ask
+        ("npm install x", "auto", None),  # the reviewer would decide: not a person's yet
+    ],
+)
+async def test_if_hooks_pass_is_what_passing_leads_to_without_running_a_hook(world, tmp_path, cmd, mode, expected):
+    from nexusd.policy.gate import begin, if_hooks_pass
+
+    ran = tmp_path / "ran"
+    h = script(tmp_path, "hook", f'open("{ran}", "w").write("x"); print("{{}}")')
+    rev = script(tmp_path, "reviewer", f'open("{ran}", "w").write("x"); print("{{}}")')
+    pol = POLICY + f'\n[[hooks]]\ncommand = ["{h}"]\n[classifier]\ncommand = ["{rev}"]\n'
+    begun = begin(bash(world, cmd, mode=mode), mkstore(world, pol), Session(id="s", agent_mode=mode))
+    assert begun.verdict is None and begun.ev is not None and begun.ev.need == "hooks"
+    v = if_hooks_pass(begun)
+    assert (v.decision if v is not None else None) == expected, v
+    if v is not None:
+        assert [(s.step, s.outcome) for s in v.trace if s.step == "hooks"] == [("hooks", "raced")]
+    assert not ran.exists()
+    # without hooks there is nothing to race
+    plain = begin(bash(world, cmd, mode=mode), mkstore(world, POLICY), Session(id="s", agent_mode=mode))
+    assert if_hooks_pass(plain) is None
+
+
+async def test_if_hooks_pass_after_the_reviewers_denial_streak_is_a_person(world, tmp_path):
+    """Auto mode past ``max_denials``: the reviewer is skipped and a person decides, so a slow hook races them."""
+    from nexusd.policy.gate import begin, if_hooks_pass
+
+    h = script(tmp_path, "hook", 'print("{}")')
+    rev = script(tmp_path, "reviewer", 'print("{}")')
+    pol = POLICY + f'\n[[hooks]]\ncommand = ["{h}"]\n[classifier]\ncommand = ["{rev}"]\nmax_denials = 2\n'
+    store = mkstore(world, pol)
+    fresh = begin(bash(world, "npm install x", mode="auto"), store, Session(id="s", agent_mode="auto"))
+    assert if_hooks_pass(fresh) is None  # the reviewer would decide
+    streak = Session(id="s", agent_mode="auto", classifier_denials=2)
+    v = if_hooks_pass(begin(bash(world, "npm install x", mode="auto"), store, streak))
+    assert v is not None and v.decision == "ask", v

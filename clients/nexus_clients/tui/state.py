@@ -67,6 +67,8 @@ class Entry:
             return "cancelled: the agent went away"
         if r.source == "error":  # nexusd itself failed or stopped: no person answered
             return f"denied by nexusd: {r.reason or 'an error'}"
+        if r.source == "hook":  # a policy hook that ran while the person was asked denied first
+            return f"denied by a policy hook before anyone answered: {r.reason or 'no reason given'}"
         who = r.answered_by or r.source
         scope = f" ({r.scope})" if r.scope and r.scope != "once" else ""
         return f"{r.decision}{scope}, answered by {who}"

@@ -155,3 +155,6 @@ def test_outcome_lines() -> None:
     assert s.entries[item(1).id].outcome() == "denied: timed out (nobody answered)"
     assert s.entries[item(2).id].outcome() == "allow (always), answered by x"
     assert "went away" in s.entries[item(3).id].outcome()
+    s.apply_snapshot([item(4)])
+    s.apply_resolved(protocol.Resolved(id=item(4).id, decision="deny", source="hook", reason="denied by hook x: no"))
+    assert s.entries[item(4).id].outcome() == "denied by a policy hook before anyone answered: denied by hook x: no"

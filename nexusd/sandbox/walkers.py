@@ -1,0 +1,248 @@
+"""The workspace walk in processes of their own, so a big tree's walk never holds the daemon's interpreter lock.
+
+A walk of a tree of 1,500 repositories is ~100-400 ms of Python: in a thread of the daemon it holds the one
+interpreter lock, and every other agent's call, whose facts hop between the loop and a worker dozens of
+times, waits at each hop. In a child process the walk costs the daemon nothing but a pipe read: the lock is
+free, and on a machine with two cores the walk runs beside the other agents' decisions instead of between
+them.
+
+Each child keeps ``nested``'s cache, proven fresh by stamps, so a tree goes back to the child that walked
+it when that child is free. A child is asked one root at a time; a busy one is never waited for while
+another can be had (``Walkers``); the daemon side (``nested.find_protected``) coalesces concurrent askers
+of one root. A child that does not answer within ``timeout`` (a file system
+that stalls: a FUSE mount whose server never answers) is killed, which a thread could not be, and the asker
+gets an error (its call is denied); the next ask starts a new child. A child that cannot be started leaves
+the walk to the asking thread (the same answer, computed in the daemon).
+
+The wire: one root per line on the child's stdin (JSON string), one JSON object per line on its stdout:
+``{"paths": [...], "complete": bool, "secrets": [...], "links": [...]}`` or ``{"error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+
+import msgspec
+import structlog
+
+from nexusd.sandbox import nested
+
+log = structlog.get_logger("nexusd")
+
+# How a child is started; tests replace it (a launcher that makes the child's walks stall).
+CHILD_ARGV: list[str] = [sys.executable, "-I", "-m", "nexusd.sandbox.walkers"]
+
+
+class _Reply(msgspec.Struct, omit_defaults=True):
+    paths: list[str] = []
+    complete: bool = False
+    secrets: list[str] = []
+    links: list[str] = []
+    error: str | None = None
+
+
+_encode = msgspec.json.Encoder().encode
+_decode_reply = msgspec.json.Decoder(_Reply).decode
+
+
+class WalkFailed(OSError):
+    """The child did not answer in time, died, or said the walk failed: the asking call is denied."""
+
+
+class _Count:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def add(self, k: int) -> None:
+        with self._lock:
+            self._n += k
+
+    def value(self) -> int:
+        return self._n
+
+
+MAX_DYING = 16
+_dying = _Count()  # killed children not yet reaped
+
+
+class _Child:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.lock = threading.Lock()  # one root at a time per child
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.buf = b""
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if _dying.value() >= MAX_DYING:
+            raise WalkFailed(f"{MAX_DYING} killed walkers have not died yet (a file system that never answers?)")
+        proc = subprocess.Popen(
+            CHILD_ARGV,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,  # a terminal's ^C reaches the daemon, which stops its children itself
+        )
+        self.buf = b""
+        return proc
+
+    def ask(self, root: str, timeout: float) -> nested.Found:
+        with self.lock:
+            proc = self.proc
+            if proc is None or proc.poll() is not None:
+                proc = self.proc = self._start()
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(_encode(root) + b"\n")
+                proc.stdin.flush()
+                line = self._read_line(proc, time.monotonic() + timeout)
+            except (OSError, ValueError) as e:
+                self._kill()
+                raise WalkFailed(f"the walker of {root} failed: {e}") from e
+            if line is None:
+                self._kill()
+                raise WalkFailed(f"the walk of {root} did not return within {timeout:g} s (a stalled file system?)")
+            try:
+                reply = _decode_reply(line)
+            except msgspec.DecodeError as e:  # out of step with us: a new child for the next ask
+                self._kill()
+                raise WalkFailed(f"the walker of {root} answered garbage: {e}") from e
+        if reply.error is not None:
+            raise WalkFailed(f"the walk of {root} failed: {reply.error}")
+        return nested.Found(tuple(reply.paths), reply.complete, (), tuple(reply.secrets), frozenset(reply.links))
+
+    def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise OSError(f"the walker exited ({proc.poll()})")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        # reaped by a thread of its own: a child stuck in a file system may take its time to die (and while
+        # MAX_DYING of them have not, no new one starts: their walks are denied, memory stays bounded)
+        _dying.add(1)
+
+        def reap() -> None:
+            proc.wait()
+            _dying.add(-1)
+
+        threading.Thread(target=reap, name="nexusd-walker-reap", daemon=True).start()
+
+    def close(self) -> None:
+        held = self.lock.acquire(timeout=0.5)  # a thread stuck on the child holds it: kill the child anyway
+        try:
+            self._kill()
+        finally:
+            if held:
+                self.lock.release()
+
+
+class Walkers:
+    """Walker children: a root goes back to the child that walked it last (its cache is there) when that one
+    is free, else to any free child, else to a new one (up to ``max_children``); only past that does an
+    asker wait. So one agent's slow walk never queues another agent's behind it."""
+
+    def __init__(self, count: int = 2, timeout: float = 30.0, max_children: int = 8) -> None:
+        if not 1 <= count <= max_children:
+            raise ValueError("need 1 <= count <= max_children walkers")
+        self.timeout = timeout
+        self.max_children = max_children
+        self._cond = threading.Condition()
+        self._all = [_Child(i) for i in range(count)]
+        self._idle = list(self._all)
+        self._home: dict[str, _Child] = {}  # root -> the child that last walked it (bounded)
+        self._fallback_noted = False
+
+    def _take(self, root: str) -> _Child:
+        with self._cond:
+            while True:
+                home = self._home.get(root)
+                if home is not None and home in self._idle:
+                    self._idle.remove(home)
+                    return home
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._all) < self.max_children:
+                    child = _Child(len(self._all))
+                    self._all.append(child)
+                    return child
+                self._cond.wait()
+
+    def _give(self, child: _Child, root: str) -> None:
+        with self._cond:
+            self._home.pop(root, None)
+            self._home[root] = child
+            while len(self._home) > 1024:
+                self._home.pop(next(iter(self._home)))
+            self._idle.append(child)
+            self._cond.notify()
+
+    def find(self, root: str) -> nested.Found:
+        child = self._take(root)
+        try:
+            return child.ask(root, self.timeout)
+        except WalkFailed:
+            raise
+        except OSError as e:  # the child could not even be started: the same walk, here
+            if not self._fallback_noted:
+                self._fallback_noted = True
+                log.error("walker process unavailable; walking in the daemon", error=str(e))
+            return nested.walk_here(root)
+        finally:
+            self._give(child, root)
+
+    def close(self) -> None:
+        with self._cond:
+            children = list(self._all)
+        for child in children:
+            child.close()
+
+
+def serve(stdin: int = 0, stdout: int = 1) -> None:
+    """The child: answer roots until stdin closes."""
+    out = os.fdopen(stdout, "wb", buffering=0)
+    with os.fdopen(stdin, "rb") as lines:
+        for raw in lines:
+            try:
+                root = msgspec.json.decode(raw, type=str)
+                found = nested.find_protected(root)
+                reply = _Reply(
+                    paths=list(found.paths),
+                    complete=found.complete,
+                    secrets=list(found.secrets),
+                    links=sorted(found.links),
+                )
+            except Exception as e:  # reported, and the asker denies its call
+                reply = _Reply(error=f"{type(e).__name__}: {e}")
+            out.write(_encode(reply) + b"\n")
+
+
+if __name__ == "__main__":
+    serve()

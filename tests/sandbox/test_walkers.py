@@ -1,0 +1,157 @@
+"""Workspace walks in walker processes: the same answer as a walk in the daemon, a stalled child killed at
+its deadline (and replaced), garbage or a crash denied, and a child that cannot start walked here instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexusd.sandbox import nested, walkers
+
+
+@pytest.fixture
+def argv() -> Iterator[list[str]]:
+    saved = list(walkers.CHILD_ARGV)
+    yield walkers.CHILD_ARGV
+    walkers.CHILD_ARGV[:] = saved
+
+
+def _tree(root: Path) -> Path:
+    for d in ("a/.git/hooks", "b/sub/.vscode", "c/.github/hooks", "node_modules/x/.git/hooks"):
+        (root / d).mkdir(parents=True)
+    (root / "a" / ".git" / "config").write_text("[core]\n")
+    (root / "b" / ".env").write_text("KEY=1\n")
+    (root / "b" / ".env.example").write_text("KEY=\n")
+    (root / "c" / ".envrc").write_text("export X=1\n")
+    os.symlink("/etc", root / "b" / ".claude")
+    (root / "name\nwith newline").mkdir()
+    (root / "name\nwith newline" / ".git" / "hooks").mkdir(parents=True)
+    return root
+
+
+def test_a_child_answers_what_a_walk_here_answers(tmp_path: Path) -> None:
+    root = str(_tree(tmp_path))
+    w = walkers.Walkers(2, timeout=60)
+    try:
+        there = w.find(root)
+        again = w.find(root)  # from the child's cache, proven fresh there
+    finally:
+        w.close()
+    nested._cache.clear()
+    here = nested.walk_here(root)
+    for f in (there, again):
+        assert (f.paths, f.complete, f.secrets, f.links) == (here.paths, here.complete, here.secrets, here.links)
+    assert str(tmp_path / "name\nwith newline" / ".git" / "hooks") in there.paths
+    assert str(tmp_path / "b" / ".claude") in there.links
+    assert str(tmp_path / "b" / ".env") in there.secrets
+
+
+def test_a_change_is_seen_by_the_next_ask(tmp_path: Path) -> None:
+    w = walkers.Walkers(1, timeout=60)
+    try:
+        assert w.find(str(tmp_path)).paths == ()
+        (tmp_path / "new" / ".git" / "hooks").mkdir(parents=True)
+        assert str(tmp_path / "new" / ".git" / "hooks") in w.find(str(tmp_path)).paths
+    finally:
+        w.close()
+
+
+def test_a_stalled_child_is_killed_at_its_deadline_and_replaced(tmp_path: Path, argv: list[str]) -> None:
+    stall = tmp_path / "stall.py"
+    stall.write_text("import time\ntime.sleep(3600)\n")
+    argv[:] = [sys.executable, str(stall)]
+    w = walkers.Walkers(1, timeout=1.0)
+    try:
+        t = time.monotonic()
+        with pytest.raises(walkers.WalkFailed, match="did not return within"):
+            w.find(str(tmp_path))
+        assert time.monotonic() - t < 30
+        (child,) = w._all
+        assert child.proc is None  # killed; the next ask starts another
+        argv[:] = [sys.executable, "-I", "-m", "nexusd.sandbox.walkers"]
+        assert w.find(str(tmp_path)).complete
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import sys\nsys.stdin.readline()\nprint('not json', flush=True)\n",
+        "import sys\nsys.stdin.readline()\nprint('{\"paths\": 5}', flush=True)\n",
+        "import sys\nsys.stdin.readline()\nsys.exit(3)\n",
+        'import sys\nsys.stdin.readline()\nprint(\'{"error": "disk on fire"}\', flush=True)\n',
+    ],
+    ids=["garbage", "wrong-type", "dies", "says-error"],
+)
+def test_a_child_that_answers_wrong_fails_the_ask(tmp_path: Path, argv: list[str], script: str) -> None:
+    child = tmp_path / "child.py"
+    child.write_text(script)
+    argv[:] = [sys.executable, str(child)]
+    w = walkers.Walkers(1, timeout=30)
+    try:
+        with pytest.raises(walkers.WalkFailed):
+            w.find(str(tmp_path))
+    finally:
+        w.close()
+
+
+def test_a_child_that_cannot_start_leaves_the_walk_here(tmp_path: Path, argv: list[str]) -> None:
+    (tmp_path / "r" / ".git" / "hooks").mkdir(parents=True)
+    argv[:] = [str(tmp_path / "no-such-python")]
+    w = walkers.Walkers(1, timeout=30)
+    try:
+        assert str(tmp_path / "r" / ".git" / "hooks") in w.find(str(tmp_path)).paths
+    finally:
+        w.close()
+
+
+def test_find_protected_goes_through_the_walkers_and_coalesces(tmp_path: Path) -> None:
+    """Routed through walker processes, concurrent askers of one root still share walks and get answers."""
+    (tmp_path / "r" / ".git" / "hooks").mkdir(parents=True)
+    w = walkers.Walkers(2, timeout=60)
+    nested.walk_elsewhere(w)
+    got: list[nested.Found] = []
+    try:
+        threads = [threading.Thread(target=lambda: got.append(nested.find_protected(str(tmp_path)))) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        nested.walk_elsewhere(None)
+        w.close()
+    assert len(got) == 8 and all(str(tmp_path / "r" / ".git" / "hooks") in f.paths for f in got)
+    assert nested._running == {} and nested._queued == {}
+
+
+def test_a_busy_child_is_never_waited_for_while_another_can_be_had(
+    tmp_path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One walker, busy with a slow tree: the next root gets a new child at once, not a place in line."""
+    slow, quick = tmp_path / "slow", tmp_path / "quick"
+    slow.mkdir()
+    (quick / "r" / ".git" / "hooks").mkdir(parents=True)
+    launcher = Path(__file__).parents[1] / "daemon" / "stall_launcher.py"
+    monkeypatch.setenv("NEXUS_TEST_SLOW", f"{slow}:5")
+    argv[:] = [sys.executable, str(launcher), "--walker"]
+    w = walkers.Walkers(1, timeout=60, max_children=2)
+    done: list[float] = []
+    try:
+        t = threading.Thread(target=lambda: (w.find(str(slow)), done.append(time.monotonic())))
+        t.start()
+        time.sleep(1.0)  # the slow walk is under way in the only child
+        start = time.monotonic()
+        assert str(quick / "r" / ".git" / "hooks") in w.find(str(quick)).paths
+        quick_end = time.monotonic()
+        t.join(60)
+    finally:
+        w.close()
+    assert done and quick_end < done[0], "the quick root waited for the slow one"
+    assert quick_end - start < done[0] - start
