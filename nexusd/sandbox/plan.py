@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -482,6 +483,9 @@ class PreparedWrap:
     socket: str | None
     escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
     known: str | None = None  # the epilogue's list of known directories (``wrapper.known_dirs_file``)
+    # When planning began: the epilogue's "changed after" time. The known directories are those of walks
+    # that began after it, so a directory missing from the list was made after it (its ctime says so)
+    planned_at: float | None = None
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -499,6 +503,7 @@ class PreparedWrap:
                 proxy=proxy,
                 escape_hint=self.escape_hint,
                 known=self.known,
+                now=self.planned_at,
             ),
         }
 
@@ -569,6 +574,7 @@ def prepare_wrap(
             return None
         return {**call.input, key: refusal_command("the call names no absolute workspace to sandbox it in")}
     # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
+    planned_at = time.time()
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
@@ -577,7 +583,9 @@ def prepare_wrap(
         known = known_dirs_file(plan, run_dir)
     except OSError:
         known = None  # the epilogue walks the whole tree
-    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), known)
+    return PreparedWrap(
+        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), known, planned_at
+    )
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

@@ -609,7 +609,10 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
-    assert "FD_PLACEHOLDER = " in Path(text.split()[1].strip("'")).read_text()
+    script = Path(text.split()[1].strip("'")).read_text()
+    assert "FD_PLACEHOLDER = " in script
+    # the daemon's walks run in walker processes: their list of directories reaches the epilogue
+    assert "-files0-from" in script
     r = subprocess.run(
         ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
     )

@@ -215,3 +215,25 @@ def test_ctime_is_trusted_only_on_file_systems_with_the_kernels_clock(ws_root) -
     assert "\nplanted=1\n" in _script(plan, "/s.json", 4) and "find" not in _script(plan, "/s.json", 4)
     local = SandboxPlanReply(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
     assert "-newerct" in _script(local, "/s.json", 4)
+
+
+def test_changed_means_changed_since_planning_began(ws_root, real_probe, monkeypatch) -> None:
+    """The known directories come from walks that began after planning began, so the epilogue's time is
+    then (less the margin), not the end of a slow plan: a directory made meanwhile, missing from the list,
+    must still count as changed."""
+    from nexusd.sandbox import plan as plan_mod
+
+    _, ws, store = ws_root
+    slow = plan_mod.plan_command
+
+    def plan_command(*args: object, **kw: object) -> object:
+        out = slow(*args, **kw)  # type: ignore[arg-type]
+        time.sleep(0.5)
+        return out
+
+    monkeypatch.setattr(plan_mod, "plan_command", plan_command)
+    t0 = time.time()
+    text = agent_text(store, real_probe, "true", ws, ws)
+    assert text is not None
+    since = float(shlex.split(text)[2])
+    assert since <= t0 + 0.3 - 0.05, (since, t0)  # not the decision's end (t0 + 0.5 or later)
