@@ -328,11 +328,11 @@ KEEP_DIRS_FILES = 32  # per workspace: a wrapper whose list is gone walks the wh
 
 
 def known_dirs_file(plan: SandboxPlanReply, run_dir: Path) -> str | None:
-    """Write the directories the plan's walk listed below its writable roots (``nexusd.sandbox.nested``'s
-    cache, complete walks only) as ``<run>/<hash>.dirs``, NUL-separated, for the epilogue's ``find
-    -files0-from``; None when the epilogue must walk the whole tree (no such find, a root without a
-    complete walk, a file system whose ctimes are not the kernel's). Off the daemon's loop: a big tree's
-    list is hundreds of kilobytes."""
+    """Write the directories the plan's walks listed below its writable roots (``nested.known_dirs``: this
+    thread's answers, so call it in the thread that planned, right after) as ``<run>/<hash>.dirs``,
+    NUL-separated, for the epilogue's ``find -files0-from``; None when the epilogue must walk the whole tree
+    (no such find, a root without a complete list, a file system whose ctimes are not the kernel's). Off
+    the daemon's loop: a big tree's list is hundreds of kilobytes."""
     from nexusd.sandbox.nested import known_dirs
 
     roots = [r for r in plan.scrub_below if r]
