@@ -333,7 +333,7 @@ def known_dirs_file(plan: SandboxPlanReply, run_dir: Path) -> str | None:
     NUL-separated, for the epilogue's ``find -files0-from``; None when the epilogue must walk the whole tree
     (no such find, a root without a complete list, a file system whose ctimes are not the kernel's). Off
     the daemon's loop: a big tree's list is hundreds of kilobytes."""
-    from nexusd.sandbox.nested import known_dirs
+    from nexusd.sandbox.nested import MAX_LISTED, known_dirs
 
     roots = [r for r in plan.scrub_below if r]
     if not roots or not plan.allowed or not _find_files0() or not local_clock(roots):
@@ -344,7 +344,10 @@ def known_dirs_file(plan: SandboxPlanReply, run_dir: Path) -> str | None:
         if dirs is None:
             return None
         listed += dirs
-    data = "\0".join(dict.fromkeys(listed)) + "\0"
+    unique = list(dict.fromkeys(listed))
+    if len(unique) > MAX_LISTED:  # as a walker would: past this, the list costs more than it saves
+        return None
+    data = "\0".join(unique) + "\0"
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = run_dir / f"{hashlib.sha256(data.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.dirs"
     _write(path, data)
