@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -481,6 +482,10 @@ class PreparedWrap:
     run_dir: Path
     socket: str | None
     escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
+    known: str | None = None  # the epilogue's list of known directories (``wrapper.known_dirs_file``)
+    # When planning began: the epilogue's "changed after" time. The known directories are those of walks
+    # that began after it, so a directory missing from the list was made after it (its ctime says so)
+    planned_at: float | None = None
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -491,7 +496,14 @@ class PreparedWrap:
         return {
             **self.tool_input,
             self.key: agent_command(
-                self.plan, self.command, self.run_dir, socket=self.socket, proxy=proxy, escape_hint=self.escape_hint
+                self.plan,
+                self.command,
+                self.run_dir,
+                socket=self.socket,
+                proxy=proxy,
+                escape_hint=self.escape_hint,
+                known=self.known,
+                now=self.planned_at,
             ),
         }
 
@@ -553,7 +565,7 @@ def prepare_wrap(
     if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
         return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs
         # inside, even after a person's allow: that is what its ask said (a chain is never less sandboxed)
-    from nexusd.sandbox.wrapper import RUN_DIR, refusal_command
+    from nexusd.sandbox.wrapper import RUN_DIR, known_dirs_file, refusal_command
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -562,11 +574,18 @@ def prepare_wrap(
             return None
         return {**call.input, key: refusal_command("the call names no absolute workspace to sandbox it in")}
     # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
+    planned_at = time.time()
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool))
+    try:
+        known = known_dirs_file(plan, run_dir)
+    except OSError:
+        known = None  # the epilogue walks the whole tree
+    return PreparedWrap(
+        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), known, planned_at
+    )
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

@@ -15,7 +15,8 @@ gets an error (its call is denied); the next ask starts a new child. A child tha
 the walk to the asking thread (the same answer, computed in the daemon).
 
 The wire: one root per line on the child's stdin (JSON string), one JSON object per line on its stdout:
-``{"paths": [...], "complete": bool, "secrets": [...], "links": [...]}`` or ``{"error": "..."}``.
+``{"paths": [...], "complete": bool, "secrets": [...], "links": [...], "listed": [...]}`` or
+``{"error": "..."}`` (``listed``: the directories walked, for the agent wrapper's epilogue).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class _Reply(msgspec.Struct, omit_defaults=True):
     complete: bool = False
     secrets: list[str] = []
     links: list[str] = []
+    listed: list[str] = []  # the directories walked (complete walks of at most nested.MAX_LISTED)
     error: str | None = None
 
 
@@ -121,7 +123,14 @@ class _Child:
                 raise WalkFailed(f"the walker of {root} answered garbage: {e}") from e
         if reply.error is not None:
             raise WalkFailed(f"the walk of {root} failed: {reply.error}")
-        return nested.Found(tuple(reply.paths), reply.complete, (), tuple(reply.secrets), frozenset(reply.links))
+        return nested.Found(
+            tuple(reply.paths),
+            reply.complete,
+            (),
+            tuple(reply.secrets),
+            frozenset(reply.links),
+            listed=tuple(reply.listed),
+        )
 
     def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         assert proc.stdout is not None
@@ -252,6 +261,9 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
                     complete=found.complete,
                     secrets=list(found.secrets),
                     links=sorted(found.links),
+                    listed=list(dict.fromkeys(d for d, _ in found.dirs))
+                    if found.complete and len(found.dirs) <= nested.MAX_LISTED
+                    else [],
                 )
             except Exception as e:  # reported, and the asker denies its call
                 reply = _Reply(error=f"{type(e).__name__}: {e}")
