@@ -8,9 +8,11 @@ the only source of the plan, its paths and its policy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -206,6 +208,9 @@ def build_layout(
         elif in_writable(p):
             scrub.append(p)
     scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
+    # nexusd's own code and interpreter run outside the sandbox (the next hook, the scrub, a restart): where
+    # they lie below a writable root (a checkout or a venv in the workspace), they are read-only inside
+    protected_ro += [p for p in own_install() if in_writable(p)]
     nested: list[str] = []  # each protected path, and its realpath after it when a symlink's differs
     notes: list[str] = []
     for root in writable:
@@ -235,6 +240,21 @@ def build_layout(
     )
     found_paths = (p for root in writable for p in scan(root).paths)
     return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(found_paths)), tuple(notes))
+
+
+@functools.cache
+def own_install() -> tuple[str, ...]:
+    """The directories of nexusd's and its hook's packages and of the interpreter that runs them (real
+    paths). Found without importing ``nexus_clients`` (the sandbox layer does not depend on the clients)."""
+    import importlib.util
+
+    import nexusd
+
+    dirs = [os.path.dirname(os.path.abspath(nexusd.__file__)), os.path.dirname(os.path.abspath(sys.executable))]
+    spec = importlib.util.find_spec("nexus_clients")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += list(spec.submodule_search_locations)
+    return tuple(r for r in dict.fromkeys(_real(d) for d in dirs) if os.path.isdir(r))
 
 
 def plan_command(
