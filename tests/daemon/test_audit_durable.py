@@ -84,6 +84,10 @@ def test_a_full_disk_lets_no_unrecorded_allow_out(daemon_factory) -> None:
         for t in threads:
             t.join(120)
         assert allowed and denied, (len(allowed), len(denied))  # the disk filled part way through
+        # an audit query flushes the writer first: no write is in flight when the kill lands (a kill in the
+        # middle of one leaves a torn last line by design, which the next start seals: tested below)
+        with Client(socket_path=str(h.socket), role="admin", name="t", timeout=60) as c:
+            assert isinstance(c.call(p.Audit(limit=1)), p.AuditReply)
         h.stop(signal.SIGKILL)
         records = _records(h.state_dir)
         recorded = {r.get("summary") for r in records if r.get("decision") == "allow"}
