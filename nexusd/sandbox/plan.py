@@ -481,6 +481,7 @@ class PreparedWrap:
     run_dir: Path
     socket: str | None
     escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
+    session: str | None = None  # the agent's session: named in the wrapper's reports
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -491,7 +492,13 @@ class PreparedWrap:
         return {
             **self.tool_input,
             self.key: agent_command(
-                self.plan, self.command, self.run_dir, socket=self.socket, proxy=proxy, escape_hint=self.escape_hint
+                self.plan,
+                self.command,
+                self.run_dir,
+                socket=self.socket,
+                proxy=proxy,
+                escape_hint=self.escape_hint,
+                session=self.session,
             ),
         }
 
@@ -566,7 +573,9 @@ def prepare_wrap(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool))
+    return PreparedWrap(
+        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), call.session
+    )
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

@@ -127,6 +127,15 @@ def agent_text(
     return None if out is None else str(out["command"])
 
 
+def wrapper_script(text: str) -> str:
+    """The generated script an agent's text runs (``nexusd.sandbox.wrapper.wrapper_words``)."""
+    from nexusd.sandbox.wrapper import wrapper_words
+
+    words = wrapper_words(text)
+    assert words is not None, text
+    return words[1]
+
+
 def run_wrapped(
     store: PolicyStore,
     probe: SandboxProbe | None,

@@ -24,6 +24,7 @@ import pytest
 from nexusd import protocol as p
 from nexusd.client import Client
 from nexusd.client_errors import NexusClientError
+from tests.sandbox.conftest import wrapper_script
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("curl") is None,
@@ -609,7 +610,7 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
-    assert "nexusd.sandbox.netexec" in Path(text.split()[1].strip("'")).read_text()
+    assert "nexusd.sandbox.netexec" in Path(wrapper_script(text)).read_text()
     r = subprocess.run(
         ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
     )
