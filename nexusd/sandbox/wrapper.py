@@ -29,6 +29,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -280,43 +281,52 @@ def _script(
     escape_hint: str | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
-    ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given). Descriptor 7,
-    when open (the agent's text opens it), receives the directory the command ended in, if it moved."""
+    ``$2``: the command; ``$3``: the per-call file (``RUN_DIR/cd.*``, opened by the agent's text) that receives
+    the directory the command ended in, if it moved, or ""; ``$4``: a filtered network's one-time proxy
+    token (``broker`` given). Descriptor 7 (the agent's text holds that file on it) is closed for every
+    program started here."""
     filt, argv = split_filter(plan.argv)
     words = [q(a) for a in argv]
     words[shell_index] = f'{q(CARRY)} {q(argv[shell_index - 2])} "$2"'
     run = " ".join(words)
     if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
-        run = f'{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or "")} "${{3-}}" -- {run}'
+        run = f'{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or "")} "${{4-}}" -- {run}'
     if filt is not None:
         run += f" 3<{q(filt)}"
     run += ' 8>"$nx_cwd" 7>&-'
     env = _env_default_signal()
-    rm = _tool("rm") or "/bin/rm"
     tap = _tap_tools() if plan.backend in ("bwrap", "unshare") else None  # both end every process at exit
+    rm = _tool("rm") or "/bin/rm"
     lines = [
         "# nexusd sandbox wrapper, written by the daemon that decided the call. It runs outside the",
         "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
         "unset -f kill wait printf command test false read cd trap exit '[' 2>/dev/null",
     ]
-    if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
-        gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
-        lines += [f"if ! [ -S {q(socket)} ]; then", f"  printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}", "fi"]
-    if plan.scrub:
-        exists = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub)
-        lines += [
-            f"if {exists}; then",
-            f"  printf '%s\\n' 'nexus: refused to run the command: a protected path appeared in the workspace "
-            f"since the call was decided; run it again' >&2; exit {EXIT_REFUSED}",
-            "fi",
-        ]
     # per-call files in the run directory (0700, masked inside every sandbox): the final directory, and the
     # tap's FIFO and findings; $$ is unique among running wrappers
     base = q(run_dir.rstrip("/") + "/")
     lines += [
-        f'nx_cwd={base}"cd.$$"; nx_fifo={base}"tap.$$"; nx_out={base}"tap.$$.out"; nx_tap=',
-        "cd -P . 2>/dev/null; nx_here=$PWD",
+        f'nx_cwd={base}"in.$$"; nx_fifo={base}"tap.$$"; nx_out={base}"tap.$$.out"; nx_tap=',
+        # the agent's per-call file: only a name the daemon made in this run directory
+        f"case ${{3-}} in {base}cd.*/*|*/../*) nx_back= ;; {base}cd.*) nx_back=$3 ;; *) nx_back= ;; esac",
     ]
+    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" 2>/dev/null; '  # a refusal leaves no file behind
+    if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
+        gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
+        lines += [
+            f"if ! [ -S {q(socket)} ]; then",
+            f"  {gone_back}printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}",
+            "fi",
+        ]
+    if plan.scrub:
+        exists = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub)
+        lines += [
+            f"if {exists}; then",
+            f"  {gone_back}printf '%s\\n' 'nexus: refused to run the command: a protected path appeared in the "
+            f"workspace since the call was decided; run it again' >&2; exit {EXIT_REFUSED}",
+            "fi",
+        ]
+    lines.append("cd -P . 2>/dev/null; nx_here=$PWD")
     if tap is not None:
         mkfifo, tee, cut, awk = tap
         # Only when the error output is not a terminal (a terminal stays the command's own): the command
@@ -388,8 +398,9 @@ def _script(
         _carry_case(argv),
         '  if [ -n "$nx_ok" ] && [ "$nx_d" != "$nx_here" ] && [ -d "$nx_d" ]; then nx_cd=$nx_d; fi',
         "fi",
-        f'{q(rm)} -f "$nx_cwd" "$nx_fifo" "$nx_out" 7>&- 2>/dev/null',
-        """if [ -n "$nx_cd" ]; then { printf '%s\\n' "$nx_cd" >&7; } 2>/dev/null; fi""",
+        """if [ -n "$nx_cd" ] && [ -n "$nx_back" ]; then { printf '%s\\n' "$nx_cd" >"$nx_back"; } 2>/dev/null; fi""",
+        # the agent's shell reads the line through the descriptor it holds: the name can go now
+        f'{q(rm)} -f "$nx_cwd" "$nx_fifo" "$nx_out" ${{nx_back:+"$nx_back"}} 7>&- 2>/dev/null',
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
@@ -465,30 +476,33 @@ def agent_command(
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
     token = f" {q(proxy[1])}" if proxy and FD_PLACEHOLDER in plan.argv else ""  # one-time, for this call only
-    return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)}{token}")
+    back = str(run_dir / f"cd.{secrets.token_hex(12)}")  # this call's: where the final directory comes back
+    return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)} {q(back)}{token}", back)
 
 
-def carry_out(wrapper: str) -> str:
-    """The agent's text around the wrapper call: its stdout stays the agent's (through 6), its descriptor 7
-    is a command substitution that receives the directory the sandboxed command ended in (validated by the
-    wrapper: absolute, one line, the same directory outside). The agent's shell ``cd``s there (never
-    ``eval``: the value is one double-quoted word after ``--``) and ends with the wrapper's exit status, so
-    a shell that tracks its directory after the call (Claude Code's ``pwd -P``) follows the command's
-    ``cd``, as it would unsandboxed. Valid in sh, bash and zsh; ``builtin`` first so that a ``cd``
-    function (zoxide ...) is not run, then plain ``cd`` where there is no ``builtin`` (dash)."""
+def carry_out(wrapper: str, back: str) -> str:
+    """The agent's text around the wrapper call. It holds ``back`` (a per-call file in the run directory)
+    open on descriptor 7 while the wrapper runs; the wrapper writes there the directory the sandboxed
+    command ended in (validated: absolute, one line, the same directory outside) and removes the name;
+    the agent's shell reads the line through its descriptor, ``cd``s there (never ``eval``: the value is
+    one double-quoted word after ``--``) and ends with the wrapper's exit status, so a shell that tracks
+    its directory after the call (Claude Code's ``pwd -P``) follows the command's ``cd``, as it would
+    unsandboxed. No command substitution (Gemini CLI refuses ``$(`` in a shell command); valid in sh,
+    bash and zsh; ``builtin`` first so that a ``cd`` function (zoxide ...) is not run, then plain ``cd``
+    where there is no ``builtin`` (dash)."""
     return (
-        f"{{ __nexus_cd=$({wrapper} 7>&1 >&6 6>&-); }} 6>&1; __nexus_rc=$?; "
+        f"{{ {wrapper} ; __nexus_rc=$?; IFS= read -r __nexus_cd <&7 || __nexus_cd=; }} 7<>{q(back)}; "
         '[ -z "$__nexus_cd" ] || builtin cd -P -- "$__nexus_cd" 2>/dev/null || cd -P -- "$__nexus_cd" 2>/dev/null '
         '|| :; (exit "$__nexus_rc")'
     )
 
 
 def wrapper_words(text: str) -> list[str] | None:
-    """The ``/bin/sh SCRIPT SINCE COMMAND [TOKEN]`` words inside an agent's text (None: not one of ours)."""
+    """The ``/bin/sh SCRIPT SINCE COMMAND BACK [TOKEN]`` words inside an agent's text (None: not ours)."""
     words = shlex.split(text)
-    if len(words) < 8 or words[:2] != ["{", "__nexus_cd=$(/bin/sh"]:
+    if len(words) < 8 or words[:2] != ["{", "/bin/sh"]:
         return None
-    for i in range(5, len(words) - 2):  # after SCRIPT SINCE COMMAND
-        if words[i : i + 3] == ["7>&1", ">&6", "6>&-);"]:
-            return ["/bin/sh", *words[2:i]]
+    for i in range(6, min(len(words), 8)):  # after SCRIPT SINCE COMMAND BACK [TOKEN]
+        if words[i] == ";" and words[i + 1] == "__nexus_rc=$?;":
+            return words[1:i]
     return None

@@ -30,7 +30,7 @@ def test_wrapped_true_is_the_generated_wrapper_not_an_interpreter() -> None:
     from nexusd.sandbox.wrapper import wrapper_words
 
     words = wrapper_words(text)
-    assert words is not None and words[-1] == "true" and "python" not in text
+    assert words is not None and words[3] == "true" and len(words) == 5 and "python" not in text
 
 
 def test_cli_scenario_sandbox(tmp_path: Path) -> None:

@@ -74,9 +74,10 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
     assert out is not None and out["description"] == "d" and out["timeout"] == 5
     words = wrapper_words(str(out["command"])) or []
     assert words[0] == "/bin/sh" and words[1].startswith(str(world.root / "state" / "sandbox"))
-    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3:] == ["ls"]
+    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3] == "ls"
+    assert Path(words[4]).parent == Path(words[1]).parent and Path(words[4]).name.startswith("cd.")
     g = wrap_for_agent(_call("ls", world.ws, "run_shell_command"), _allow(), store, world.probe)
-    assert g is not None and (wrapper_words(str(g["command"])) or [])[3:] == ["ls"]
+    assert g is not None and (wrapper_words(str(g["command"])) or [])[3] == "ls"
     assert wrap_for_agent(_call("ls", world.ws, "Read"), _allow(), store, world.probe) is None
     deny = Verdict(decision="deny", reason="no", source="rule")
     assert wrap_for_agent(_call("ls", world.ws), deny, store, world.probe) is None

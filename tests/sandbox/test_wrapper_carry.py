@@ -67,6 +67,8 @@ def session(
 def wrapped(store: PolicyStore, probe: SandboxProbe, command: str, cwd: Path, ws: Path) -> str:
     text = agent_text(store, probe, command, cwd, ws)
     assert text is not None and "__nexus_cd" in text
+    if "$(" not in command and "`" not in command:  # Gemini CLI refuses a shell command with either
+        assert "$(" not in text and "`" not in text
     return text
 
 
