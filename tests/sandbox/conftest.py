@@ -81,6 +81,7 @@ class World:
             sandbox_deny_read=self.deny_read,
             sandbox_deny_write=self.deny_write,
             rules=self.extra_rules,
+            ask_new_sessions=False,  # planning only: the new-session trust question is the gate's
         )  # type: ignore[assignment]
         return s
 
