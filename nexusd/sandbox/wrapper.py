@@ -25,6 +25,7 @@ hostile environment could define over the built-ins it uses are unset first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -97,10 +98,10 @@ def _tool(name: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _tap_tools() -> tuple[str, str, str, str] | None:
-    """``mkfifo``, GNU ``tee`` (``-p``: an output that goes away is dropped, never a SIGPIPE to the
-    command), ``cut`` and ``awk`` by absolute path; None: the wrapper does not tap the error output."""
-    found = [_tool(n) for n in ("mkfifo", "tee", "cut", "awk")]
+def _tap_tools() -> tuple[str, str, str] | None:
+    """GNU ``tee`` (``-p``: an output that goes away is dropped, never a SIGPIPE to the command), ``cut``
+    and ``awk`` by absolute path; None: the wrapper does not tap the error output."""
+    found = [_tool(n) for n in ("tee", "cut", "awk")]
     if any(f is None for f in found):
         return None
     try:
@@ -109,8 +110,8 @@ def _tap_tools() -> tuple[str, str, str, str] | None:
         return None
     if "GNU coreutils" not in out:
         return None
-    mkfifo, tee, cut, awk = (str(f) for f in found)
-    return mkfifo, tee, cut, awk
+    tee, cut, awk = (str(f) for f in found)
+    return tee, cut, awk
 
 
 # File systems whose timestamps come from this kernel's clock. On others (NFS, SMB, FUSE ...) the server
@@ -302,15 +303,19 @@ def _script(
         "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
         "unset -f kill wait printf command test false read cd trap exit '[' 2>/dev/null",
     ]
-    # per-call files in the run directory (0700, masked inside every sandbox): the final directory, and the
-    # tap's FIFO and findings; $$ is unique among running wrappers
+    # per-call files in the run directory (0700, masked inside every sandbox), all named after the agent's
+    # per-call file (only a name the daemon drew in this run directory: cd.TAG): in.TAG, the inner shell's
+    # final directory; tap.TAG, the tap's FIFO (made by the daemon: no mkfifo per call) and tap.TAG.out
     base = q(run_dir.rstrip("/") + "/")
     lines += [
-        f'nx_cwd={base}"in.$$"; nx_fifo={base}"tap.$$"; nx_out={base}"tap.$$.out"; nx_tap=',
-        # the agent's per-call file: only a name the daemon made in this run directory
+        "nx_cwd=; nx_fifo=; nx_out=; nx_tap=",
         f"case ${{3-}} in {base}cd.*/*|*/../*) nx_back= ;; {base}cd.*) nx_back=$3 ;; *) nx_back= ;; esac",
+        'if [ -n "$nx_back" ]; then nx_id=${nx_back##*/cd.}; nx_cwd=${nx_back%/cd.*}/in.$nx_id; '
+        "nx_fifo=${nx_back%/cd.*}/tap.$nx_id; nx_out=$nx_fifo.out; "
+        f'else nx_cwd={base}"in.$$"; fi',
     ]
-    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" 2>/dev/null; '  # a refusal leaves no file behind
+    # a refusal leaves no per-call file behind
+    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" "$nx_fifo" 2>/dev/null; '
     if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
         gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
         lines += [
@@ -328,13 +333,13 @@ def _script(
         ]
     lines.append("cd -P . 2>/dev/null; nx_here=$PWD")
     if tap is not None:
-        mkfifo, tee, cut, awk = tap
+        tee, cut, awk = tap
         # Only when the error output is not a terminal (a terminal stays the command's own): the command
         # writes into a FIFO; tee passes every byte on at once to our stderr and a copy to cut | awk, which
         # keep the first refusal-looking lines. The tap ignores INT, TERM and HUP: it ends when the
         # command's last writer closes (the sandbox's pid namespace ends them all with the command).
         lines += [
-            f'if ! [ -t 2 ] && {q(mkfifo)} -m 600 "$nx_fifo" 2>/dev/null; then',
+            'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ]; then',
             "  trap '' INT TERM HUP",
             f'  {q(tee)} -p /dev/fd/4 <"$nx_fifo" 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 7>&- '
             f'| LC_ALL=C {q(awk)} {q(TAP_AWK)} >"$nx_out" 7>&- 2>/dev/null &',
@@ -400,7 +405,7 @@ def _script(
         "fi",
         """if [ -n "$nx_cd" ] && [ -n "$nx_back" ]; then { printf '%s\\n' "$nx_cd" >"$nx_back"; } 2>/dev/null; fi""",
         # the agent's shell reads the line through the descriptor it holds: the name can go now
-        f'{q(rm)} -f "$nx_cwd" "$nx_fifo" "$nx_out" ${{nx_back:+"$nx_back"}} 7>&- 2>/dev/null',
+        f'{q(rm)} -f "$nx_cwd" ${{nx_back:+"$nx_back" "$nx_fifo" "$nx_out"}} 7>&- 2>/dev/null',
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
@@ -476,7 +481,13 @@ def agent_command(
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
     token = f" {q(proxy[1])}" if proxy and FD_PLACEHOLDER in plan.argv else ""  # one-time, for this call only
-    back = str(run_dir / f"cd.{secrets.token_hex(12)}")  # this call's: where the final directory comes back
+    tag = secrets.token_hex(12)
+    back = str(run_dir / f"cd.{tag}")  # this call's: where the final directory comes back
+    if _tap_tools() is not None and plan.backend in ("bwrap", "unshare"):
+        # the tap's FIFO, made here (microseconds) rather than by an mkfifo per call; when it cannot be made,
+        # this call is not tapped (its refusals go unrecorded, nothing else changes)
+        with contextlib.suppress(OSError):
+            os.mkfifo(run_dir / f"tap.{tag}", 0o600)
     return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)} {q(back)}{token}", back)
 
 

@@ -213,5 +213,10 @@ def test_the_per_call_files_are_removed(world, real_probe) -> None:  # type: ign
     root, ws, store = world
     for command in ("cd sub", "echo x > /usr/nope", "exit 5"):
         session([wrapped(store, real_probe, command, ws, ws)], cwd=ws)
+    # a refusal (the plan went stale: a protected path appeared after the decision) removes them too
+    stale = wrapped(store, real_probe, "cd sub", ws, ws)
+    (ws / ".envrc").write_text("")
+    ((rc, pwd),) = session([stale], cwd=ws)
+    assert (rc, pwd) == (126, str(ws))
     run_dir = next((root / "state" / "sandbox").glob("*/run"))
     assert not [p.name for p in run_dir.iterdir() if not p.name.endswith((".sh", ".json"))]
