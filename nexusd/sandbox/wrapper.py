@@ -405,7 +405,8 @@ def _script(
         "fi",
         """if [ -n "$nx_cd" ] && [ -n "$nx_back" ]; then { printf '%s\\n' "$nx_cd" >"$nx_back"; } 2>/dev/null; fi""",
         # the agent's shell reads the line through the descriptor it holds: the name can go now
-        f'{q(rm)} -f "$nx_cwd" ${{nx_back:+"$nx_back" "$nx_fifo" "$nx_out"}} 7>&- 2>/dev/null',
+        f'if [ -n "$nx_back" ]; then {q(rm)} -f "$nx_cwd" "$nx_back" "$nx_fifo" "$nx_out" 7>&- 2>/dev/null; '
+        f'else {q(rm)} -f "$nx_cwd" 7>&- 2>/dev/null; fi',
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
