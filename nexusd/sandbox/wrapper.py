@@ -339,7 +339,9 @@ def _script(
         # keep the first refusal-looking lines. The tap ignores INT, TERM and HUP: it ends when the
         # command's last writer closes (the sandbox's pid namespace ends them all with the command).
         lines += [
-            'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ]; then',
+            # the FIFO must be one we can open both ways (else the command's open would wait for a reader)
+            'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ] && [ -r "$nx_fifo" ] '
+            '&& [ -w "$nx_fifo" ]; then',
             "  trap '' INT TERM HUP",
             f'  {q(tee)} -p /dev/fd/4 <"$nx_fifo" 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 7>&- '
             f'| LC_ALL=C {q(awk)} {q(TAP_AWK)} >"$nx_out" 7>&- 2>/dev/null &',
