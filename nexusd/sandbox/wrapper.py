@@ -1,4 +1,5 @@
-"""The agent's fast path: an allowed shell call becomes ``/bin/sh SCRIPT SINCE 'command'``.
+"""The agent's fast path: an allowed shell call becomes ``/bin/sh SCRIPT SINCE 'command' BACK`` (inside
+``carry_out``'s text).
 
 The daemon that decided the call already knows the whole plan, so it writes it out as a POSIX ``sh``
 script and hands the agent a command that runs it: no Python interpreter, no second round trip, no
@@ -17,6 +18,13 @@ fallback to another policy. The script (content-addressed, under ``<state>/sandb
    hard-linking a protected name is always seen. Only then (or when ``find`` fails) does it start
    ``python -I -m nexusd.sandbox.scrub PLAN.json``, which removes exactly what was not there before
    (the same symlink-proof scrub as ``nexusctl run``).
+
+4. *Tap*: when the call's stderr is not a terminal, the command writes it into a per-call FIFO that
+   ``tee`` passes on unchanged while ``cut | awk`` keep the first refusal-looking lines; when some were
+   kept, the Python scrub module reports them (``violations``) to the deciding daemon.
+5. *Carry*: the inner shell records its final ``pwd -P``; the wrapper validates it (one absolute line, the
+   same directory outside) and writes it into the agent's per-call file, from which the agent's text
+   (``carry_out``) ``cd``s its own shell there.
 
 The script runs outside the sandbox in the agent's environment: every word is single-quoted, every
 program is named by its absolute path, nothing from the workspace is executed, and the functions a
