@@ -113,6 +113,10 @@ class DaemonHandle:
     # alone pin it off in their policy (``GATE_ONLY``, appended by ``write_policy`` unless the text has a
     # [sandbox] table of its own); ``daemon_factory(sandbox=True)`` keeps the default.
     gate_only: bool = True
+    # A new session in a workspace nobody trusted asks "let it work here?" when a UI is connected (nexusd's
+    # default). Tests pin it off (``NO_TRUST_QUESTION``) unless their policy has a [trust] table or they ask
+    # for the default with ``daemon_factory(trust_question=True)``.
+    trust_question: bool = False
 
     def __post_init__(self) -> None:
         self.log = self.root / "nexusd.log"
@@ -168,12 +172,19 @@ class DaemonHandle:
     def write_policy(self, text: str, name: str = "policy.toml") -> Path:
         """Write the user-layer policy file (config_dir/policy.toml), pinned gate-only unless told otherwise."""
         path = self.config_dir / name
-        path.write_text(gate_only_policy(text) if self.gate_only and name == "policy.toml" else text)
+        if name == "policy.toml":
+            if self.gate_only:
+                text = gate_only_policy(text)
+            if not self.trust_question and not _TRUST_TABLE.search(text):
+                text += NO_TRUST_QUESTION
+        path.write_text(text)
         return path
 
 
 GATE_ONLY = "\n[sandbox]\nenabled = false  # gate-only: this test is about the permission gate alone\n"
 _SANDBOX_TABLE = re.compile(r"^\s*\[\s*sandbox\s*[\].]", re.MULTILINE)
+NO_TRUST_QUESTION = "\n[trust]\nask_new_sessions = false  # this test is not about the new-session question\n"
+_TRUST_TABLE = re.compile(r"^\s*\[\s*trust\s*\]", re.MULTILINE)
 
 
 def gate_only_policy(text: str) -> str:
@@ -183,7 +194,8 @@ def gate_only_policy(text: str) -> str:
 
 @pytest.fixture
 def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
-    """``start(policy=None, args=(), env=None, pending_timeout=None, autostart=True, sandbox=False)``.
+    """``start(policy=None, args=(), env=None, pending_timeout=None, autostart=True, sandbox=False,
+    trust_question=False)``.
 
     ``sandbox=False`` (the default here): the policy pins ``[sandbox] enabled = false`` (gate-only) unless
     it has a [sandbox] table; True keeps nexusd's own default (sandbox-first where the sandbox works)."""
@@ -196,6 +208,7 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
         pending_timeout: float | None = None,
         autostart: bool = True,
         sandbox: bool = False,
+        trust_question: bool = False,
     ) -> DaemonHandle:
         root = short_tmpdir()
         run = root / "run"
@@ -219,8 +232,10 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
         a = ["--log-level", "debug", *args]
         if pending_timeout is not None:
             a += ["--pending-timeout", str(pending_timeout)]
-        h = DaemonHandle(root, run / "nexusd.sock", cfg, state, managed, e, a, gate_only=not sandbox)
-        if policy is not None or not sandbox:
+        h = DaemonHandle(
+            root, run / "nexusd.sock", cfg, state, managed, e, a, gate_only=not sandbox, trust_question=trust_question
+        )
+        if policy is not None or not sandbox or not trust_question:
             h.write_policy(policy or "")
         handles.append(h)
         return h.start() if autostart else h

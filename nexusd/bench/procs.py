@@ -37,6 +37,9 @@ deny = ["Bash(rm *)"]
 [limits]  # the load generator is a runaway agent by design
 calls_per_minute = 0
 repeats_per_minute = 0
+
+[trust]  # its thousands of sessions measure decisions, not the new-session question a UI would get
+ask_new_sessions = false
 """
 
 _UVLOOP_BOOT = (

@@ -833,6 +833,27 @@ def evaluate(  # noqa: C901 - the decision's ordered steps
         )
     if policy.trust == "untrusted":
         run.step("trust", "untrusted", "project allow rules, hooks and settings ignored")
+    if policy.trust == "new" and policy.workspace:
+        # A new session where nobody has trusted or distrusted: "should this session exist here" is asked
+        # once per session and workspace, when a person can answer and the mode asks at all. Unasked or
+        # unanswered, the workspace stays untrusted (a project policy it gets later is only restrictions).
+        if policy.workspace in session.trust_asked or not session.person_reachable or not run.mode.prompts:
+            run.step("trust", "untrusted", f"{policy.workspace} is not trusted (nobody said)")
+        else:
+            run.step("trust", "ask", f"a new session in {policy.workspace}, which nobody has trusted or distrusted")
+            return Evaluation(
+                _ask(
+                    run,
+                    writes,
+                    f"agent session {session.id} ({call.provider}) works in {policy.workspace}, which you have not "
+                    "trusted or distrusted: let it work here? Trust it (always) or distrust it (never) for its "
+                    "later sessions; a project policy there applies only in a trusted workspace",
+                    "safety",
+                    step="trust",
+                    suggestions=[f"Trust({policy.workspace})", *suggest(cls, ctx.workspace_roots)],
+                    extra_flags=[UNTRUSTED_FLAG],
+                )
+            )
 
     # (5) allow rules, then mode sufficiency. Never for a call that is not auto-allowable.
     uncovered: list[Command] | None = None

@@ -180,3 +180,7 @@ class Session(msgspec.Struct):
     # timed grants in force at this decision, (kind, rule, grant id): set by the daemon before each decision
     grant_rules: tuple[tuple[str, str, str], ...] = ()
     classifier_denials: int = 0  # consecutive auto-mode classifier denials
+    # folder trust for a workspace with no project policy ([trust] ask_new_sessions): the workspaces this
+    # session was already asked about, and whether a person could answer now (set before each decision)
+    trust_asked: tuple[str, ...] = ()
+    person_reachable: bool = False

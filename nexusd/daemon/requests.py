@@ -25,6 +25,7 @@ import msgspec
 import structlog
 
 from nexusd import protocol as p
+from nexusd.core.engine import UNTRUSTED_FLAG
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SHELL_TOOLS
@@ -174,6 +175,10 @@ class RequestLifecycle:
         the same; None when the gate failed. An allowed shell call's sandbox plan is made in the pool."""
         call = msg.call
         state = self.state
+        if UNTRUSTED_FLAG in verdict.flags and begun is not None and begun.policy is not None:
+            ws = begun.policy.workspace
+            if begun.policy.trust == "new" and ws and ws not in session.trust_asked:
+                session.trust_asked = (*session.trust_asked[-15:], ws)  # asked once per session and workspace
         if verdict.source == "rule" and verdict.rule and verdict.rule_origin:
             try:
                 state.grants.count_use(Use(verdict.rule, verdict.rule_origin, call.session))

@@ -231,6 +231,8 @@ class DaemonState:
         if call.mode is not None:
             s.agent_mode = call.mode
         s.grant_rules = self.grants.timed_rules(time.time())  # exactly those valid now
+        alerts = getattr(self, "alerts", None)
+        s.person_reachable = bool(self.subscribers) or bool(alerts is not None and alerts.waits)
         return s
 
     def session_by_id(self, sid: str) -> Session:

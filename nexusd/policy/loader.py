@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import stat
+import sys
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ from nexusd.policy.sandbox_settings import (
 )
 
 TOP_KEYS = frozenset(
-    {"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits", "notify"}
+    {"permissions", "providers", "hooks", "classifier", "sandbox", "claude", "audit", "limits", "notify", "trust"}
 )
+TRUST_KEYS = frozenset({"ask_new_sessions"})
 AUDIT_KEYS = frozenset({"on_failure"})
 LIMIT_KEYS = frozenset({"calls_per_minute", "repeats_per_minute"})
 PERM_KEYS = frozenset(
@@ -66,6 +68,7 @@ class Layer:
     classifier: ClassifierSpec | None = None
     sandbox: dict[str, Any] | None = None
     audit_on_failure: str | None = None  # continue | deny
+    ask_new_sessions: bool | None = None  # [trust] ask_new_sessions
     limits: dict[str, int] = field(default_factory=dict)  # [limits] keys this layer sets
     notify: NotifySpec | None = None
     import_claude: bool | None = None
@@ -399,6 +402,20 @@ def parse_policy(
                     out.errors.append(f'{at}: audit.on_failure must be "continue" or "deny"')
                 else:
                     out.audit_on_failure = a["on_failure"]
+    if "trust" in doc:
+        t = doc["trust"]
+        at = lines.at(lines.table("trust"))
+        if not isinstance(t, dict):
+            out.errors.append(f"{at}: trust must be a table")
+        else:
+            unknown = sorted(set(t) - TRUST_KEYS)
+            if unknown:
+                out.errors.append(f"{at}: trust: unknown key(s) {', '.join(unknown)} (known: ask_new_sessions)")
+            if "ask_new_sessions" in t:
+                if not isinstance(t["ask_new_sessions"], bool):
+                    out.errors.append(f"{at}: trust.ask_new_sessions must be true or false")
+                else:
+                    out.ask_new_sessions = t["ask_new_sessions"]
     if "limits" in doc:
         lim = doc["limits"]
         at = lines.at(lines.table("limits"))
@@ -668,6 +685,23 @@ def _loosening(layer: Layer) -> list[str]:
         return []  # validated at load: cannot happen; nothing of it applies anyway
 
 
+def unix_sockets_warning(paths: Sequence[str], platform: str = sys.platform) -> str:
+    """What ``allow_unix_sockets`` does here: nexusd opens no single socket (docs/SANDBOX.md, "Unix sockets")."""
+    named = ", ".join(paths)
+    if platform.startswith("linux"):
+        why = (
+            "on Linux nexusd cannot open single Unix sockets: its seccomp filter refuses socket(AF_UNIX) and cannot "
+            "see the path a later connect() names, and a user-notification supervisor that would connect for the "
+            "sandbox is not built (docs/SANDBOX.md, 'Unix sockets')"
+        )
+    else:
+        why = "nexusd's sandbox here does not open single Unix sockets (docs/SANDBOX.md, 'Unix sockets')"
+    return (
+        f"[sandbox.network] allow_unix_sockets = [{named}]: these stay CLOSED, {why}; only "
+        "allow_all_unix_sockets = true reaches them, and it opens every host socket (docker's included)"
+    )
+
+
 def _effective_sandbox(sandbox: list[tuple[dict[str, Any], str, bool, bool]]) -> SandboxSettings:
     """The merged ``[sandbox]`` settings, for what the engine needs of them (hidden paths, denied domains)."""
     try:
@@ -697,6 +731,7 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     sandbox: list[tuple[dict[str, Any], str, bool, bool]] = []
     sandbox_ignored: list[str] = []  # what project layers say that would loosen the sandbox (never applied)
     audit_on_failure, audit_final = "continue", False
+    ask_new_sessions, ask_new_final = True, False
     limit_sets: dict[str, list[int]] = {}  # [limits] values of the user's and managed layers
     project_limits: dict[str, int] = {}
     notify, notify_final = NotifySpec(), False
@@ -705,6 +740,11 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
     for layer in layers:
         restrict_only = layer.project and not trusted
         warnings.extend(layer.warnings)
+        if layer.ask_new_sessions is not None:
+            if layer.project:  # a workspace cannot decide whether it is asked about
+                warnings.append(f"{layer.path}: [trust] is ignored in a project's policy (say it in your own)")
+            elif not ask_new_final:
+                ask_new_sessions, ask_new_final = layer.ask_new_sessions, layer.managed
         if layer.rules or layer.hooks or layer.classifier or layer.sandbox or layer.default_mode or layer.providers:
             builtin = False
         rules.extend(layer.rules)
@@ -748,6 +788,8 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         if layer.notify is not None and not notify_final and not layer.project:  # the user's or managed, whole
             notify, notify_final = layer.notify, layer.managed
     effective = _effective_sandbox(sandbox)
+    if effective.allow_unix_sockets and not effective.allow_all_unix_sockets:
+        warnings.append(unix_sockets_warning(effective.allow_unix_sockets))
     warnings += [
         f"{line}: ignored, a project can only narrow the sandbox (say it in your own policy to use it)"
         for line in sandbox_ignored
@@ -771,6 +813,7 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
         builtin=builtin,
         warnings=tuple(warnings),
         audit_on_failure=audit_on_failure,  # type: ignore[arg-type]
+        ask_new_sessions=ask_new_sessions,
         limits=_merge_limits(limit_sets, project_limits),
         notify=notify,
     )

@@ -102,7 +102,17 @@ def _cost(key: tuple[Any, ...], log: tuple[tuple[str, tuple[Any, ...], Any], ...
 
 def session_state(s: Session) -> tuple[Any, ...]:
     """Everything of a session the engine reads (the id is in the call)."""
-    return (s.provider, s.agent_mode, s.override_mode, s.allow_rules, s.deny_rules, s.grant_rules, s.classifier_denials)
+    return (
+        s.provider,
+        s.agent_mode,
+        s.override_mode,
+        s.allow_rules,
+        s.deny_rules,
+        s.grant_rules,
+        s.classifier_denials,
+        s.trust_asked,
+        s.person_reachable,
+    )
 
 
 def cacheable(verdict: Verdict) -> bool:

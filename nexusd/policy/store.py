@@ -281,7 +281,7 @@ class PolicyStore:
             except (OSError, ValueError):
                 stamps.append(None)
         if not found:
-            return self.policy
+            return self._policy_without_project(ws)
         files = [(Path(base + rel), n, k) for rel, n, k in names]
         trust = self.trust_store.state(ws)
         key = (tuple(stamps), trust, id(self._global))
@@ -295,6 +295,24 @@ class PolicyStore:
             if hit is not None and hit[0] == key:
                 return hit[1]
             return self._project_policy(ws, files, key, trust)
+
+    def _policy_without_project(self, ws: str) -> Policy:
+        """The global policy; for a workspace nobody has trusted or distrusted (``[trust] ask_new_sessions``
+        on), the same rules marked ``trust="new"`` with the workspace, so that a new session's first call
+        there asks the trust question (the engine's trust step). One trust-file stat per call (cached by
+        mtime); an unreadable trust file counts as distrust (``TrustStore.state``): no question."""
+        pol = self.policy
+        if not pol.ask_new_sessions or self.trust_store.state(ws) != "unknown":
+            return pol
+        hit = self._project_cache.get(ws)
+        if hit is not None and hit[0][0] == "new" and hit[0][1] is pol:  # by identity: a reload makes a new one
+            return hit[1]
+        key: tuple[object, ...] = ("new", pol)
+        new = dataclasses.replace(pol, workspace=ws, trust="new")
+        while len(self._project_cache) >= MAX_PROJECT_CACHE:
+            self._project_cache.pop(next(iter(self._project_cache)), None)
+        self._project_cache[ws] = (key, new, [])
+        return new
 
     def _project_policy(
         self, ws: str, files: list[tuple[Path, str, str]], key: tuple[object, ...], trust: State

@@ -506,6 +506,7 @@ class PreparedWrap:
     # When planning began: the epilogue's "changed after" time. The known directories are those of walks
     # that began after it, so a directory missing from the list was made after it (its ctime says so)
     planned_at: float | None = None
+    session: str | None = None  # the agent's session: named in the wrapper's reports
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -524,6 +525,7 @@ class PreparedWrap:
                 escape_hint=self.escape_hint,
                 known=self.known,
                 now=self.planned_at,
+                session=self.session,
             ),
         }
 
@@ -604,7 +606,18 @@ def prepare_wrap(
     except OSError:
         known = None  # the epilogue walks the whole tree
     return PreparedWrap(
-        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), known, planned_at
+        dict(call.input),
+        key,
+        command,
+        cwd,
+        ws,
+        plan,
+        run_dir,
+        socket,
+        how_to_escape(call.tool),
+        known,
+        planned_at,
+        call.session,
     )
 
 

@@ -43,10 +43,14 @@ def after(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``PLAN.json [COMMAND [REFUSALS EXIT_CODE PLANTED]]``: the wrapper's three extra words are the tap's
+    findings file ("" when none), the command's exit status and "1" when its cheap check saw a planting
+    (""/absent with a REFUSALS file: only report, do not walk for plantings)."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (1, 2):
-        print("usage: python -I -m nexusd.sandbox.scrub PLAN.json [COMMAND]", file=sys.stderr)
+    if len(args) not in (1, 2, 5):
+        print("usage: python -I -m nexusd.sandbox.scrub PLAN.json [COMMAND [REFUSALS EXIT PLANTED]]", file=sys.stderr)
         return 2
+    refusals, exit_code, scrub_now = (args[2], args[3], args[4] == "1") if len(args) == 5 else ("", "", True)
     try:
         with open(args[0], encoding="utf-8", errors="surrogateescape") as f:
             data = json.load(f)
@@ -54,16 +58,21 @@ def main(argv: list[str] | None = None) -> int:
         if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists):
             raise ValueError("malformed")
     except (OSError, ValueError) as e:
-        print(
-            f"nexus: WARNING: cannot check what the sandboxed command planted ({args[0]}: {e})",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = "check what the sandboxed command planted" if scrub_now else "report what the sandbox refused"
+        print(f"nexus: WARNING: cannot {what} ({args[0]}: {e})", file=sys.stderr, flush=True)
         return 1
-    found = after(lists[0], lists[1], lists[2], err=sys.stderr)
-    socket = data.get("socket")
-    if found and len(args) == 2 and (socket is None or isinstance(socket, str)):  # COMMAND: report the plantings
-        violations.report(found, command=args[1], cwd=os.getcwd(), socket=socket)
+    found = violations.read_tap(refusals) if refusals else []
+    if scrub_now:
+        found += after(lists[0], lists[1], lists[2], err=sys.stderr)
+    socket, session = data.get("socket"), data.get("session")
+    if (
+        found
+        and len(args) >= 2
+        and (socket is None or isinstance(socket, str))
+        and (session is None or isinstance(session, str))
+    ):  # COMMAND: report what was refused and planted
+        code = int(exit_code) if exit_code.isdigit() and len(exit_code) < 4 else None
+        violations.report(found, command=args[1], cwd=os.getcwd(), socket=socket, session=session, exit_code=code)
     return 0
 
 

@@ -55,6 +55,16 @@ def scan(stderr: bytes) -> list[str]:
     return out
 
 
+def read_tap(path: str) -> list[str]:
+    """The agent wrapper's findings file (lines ``cut | awk`` kept from the command's error output: at most
+    20 of 1,000 bytes), scanned like ``nexusctl run``'s tap. A missing or unreadable file is no finding."""
+    try:
+        with open(path, "rb") as f:
+            return scan(f.read(StderrTap.LIMIT))
+    except OSError:
+        return []
+
+
 def planted(removed: list[str], failed: list[str]) -> list[str]:
     """The scrub's findings as violations."""
     return [f"planted {p} (removed)" for p in removed] + [f"planted {p} (could NOT be removed)" for p in failed]

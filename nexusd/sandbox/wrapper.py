@@ -1,4 +1,5 @@
-"""The agent's fast path: an allowed shell call becomes ``/bin/sh SCRIPT SINCE 'command'``.
+"""The agent's fast path: an allowed shell call becomes ``/bin/sh SCRIPT SINCE 'command' BACK`` (inside
+``carry_out``'s text).
 
 The daemon that decided the call already knows the whole plan, so it writes it out as a POSIX ``sh``
 script and hands the agent a command that runs it: no Python interpreter, no second round trip, no
@@ -18,6 +19,13 @@ fallback to another policy. The script (content-addressed, under ``<state>/sandb
    ``python -I -m nexusd.sandbox.scrub PLAN.json``, which removes exactly what was not there before
    (the same symlink-proof scrub as ``nexusctl run``).
 
+4. *Tap*: when the call's stderr is not a terminal, the command writes it into a per-call FIFO that
+   ``tee`` passes on unchanged while ``cut | awk`` keep the first refusal-looking lines; when some were
+   kept, the Python scrub module reports them (``violations``) to the deciding daemon.
+5. *Carry*: the inner shell records its final ``pwd -P``; the wrapper validates it (one absolute line, the
+   same directory outside) and writes it into the agent's per-call file, from which the agent's text
+   (``carry_out``) ``cd``s its own shell there.
+
 The script runs outside the sandbox in the agent's environment: every word is single-quoted, every
 program is named by its absolute path, nothing from the workspace is executed, and the functions a
 hostile environment could define over the built-ins it uses are unset first.
@@ -30,6 +38,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -98,6 +107,28 @@ def _find() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f if "GNU findutils" in out else None
+
+
+@functools.lru_cache(maxsize=8)
+def _tool(name: str) -> str | None:
+    return shutil.which(name, path="/usr/bin:/bin")
+
+
+@functools.lru_cache(maxsize=1)
+def _tap_tools() -> tuple[str, str, str] | None:
+    """GNU ``tee`` (``-p``: an output that goes away is dropped, never a SIGPIPE to the command), ``cut``
+    and ``awk`` by absolute path; None: the wrapper does not tap the error output."""
+    found = [_tool(n) for n in ("tee", "cut", "awk")]
+    if any(f is None for f in found):
+        return None
+    try:
+        out = subprocess.run([str(found[1]), "--version"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if "GNU coreutils" not in out:
+        return None
+    tee, cut, awk = (str(f) for f in found)
+    return tee, cut, awk
 
 
 # File systems whose timestamps come from this kernel's clock. On others (NFS, SMB, FUSE ...) the server
@@ -217,51 +248,156 @@ def failure_note(plan: SandboxPlanReply, escape_hint: str) -> tuple[str, str]:
     return pre, post
 
 
+# The inner shell's text (``SHELL -c CARRY SHELL COMMAND``): the command runs through ``eval`` as Claude
+# Code's own shell runs it, with descriptor 8 closed around it, then its final directory (``pwd -P``) goes
+# to descriptor 8, which the wrapper opened on a per-call file outside. ``$0`` is the shell's own path, the
+# positional parameters are empty, and the one helper variable is unset before the command's first word,
+# so the command sees what ``SHELL -c COMMAND`` would show it. Nothing is recorded after ``exit`` or
+# ``exec`` (the directory stays, as when an agent's own shell exits).
+CARRY = (
+    '__nexus_c=$1; shift; { eval "unset -v __nexus_c; $__nexus_c"; } 8>&-; __nexus_r=$?; '
+    '{ pwd -P >&8; } 2>/dev/null; exit "$__nexus_r"'
+)
+MAX_CARRY = 4096  # a longer final directory is not carried (PATH_MAX)
+
+# A superset of ``violations._REFUSED`` (awk has no \b): the first 20 distinct lines, each cut to 1,000
+# bytes before awk sees it (``cut`` streams, so a giant line costs no memory); ``violations.scan`` decides.
+TAP_AWK = (
+    "{ l = tolower($0) } "
+    "n < 20 && l ~ /read-only file system|erofs|operation not permitted|eperm|permission denied|eacces/ "
+    "&& !($0 in s) { s[$0] = 1; print; n++ }"
+)
+TAP_LINE_BYTES = 1000
+
+
+def _carry_case(argv: list[str]) -> str:
+    """A ``case`` on ``$nx_d`` that clears ``nx_ok`` for a directory that is not the same directory inside
+    and outside the sandbox: under a private mount (the fresh ``/tmp``, ``/dev``, ``/proc``, a masked
+    directory's tmpfs) or a bind whose source is elsewhere (the sandbox HOME's files). The most specific
+    mount decides, as in the plan (``bwrap.plan_mounts``). Carrying such a path would put the agent's
+    shell in an unrelated directory of the host (``mkdir /tmp/x && cd /tmp/x``: another user's /tmp/x)."""
+    private: dict[str, bool] = {"/tmp": True, "/dev": True, "/proc": True}  # every backend but Seatbelt
+    opts = argv[: argv.index("--")] if "--" in argv else []
+    sandbox_own: list[str] = []
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        if o in ("--tmpfs", "--dev", "--proc", "--mqueue", "--dir", "--remount-ro") and i + 1 < len(opts):
+            if o != "--remount-ro":
+                private[os.path.normpath(opts[i + 1])] = True
+            i += 2
+        elif o == "--setenv" and i + 2 < len(opts):
+            if opts[i + 1] in ("HOME", "TMPDIR") and os.path.isabs(opts[i + 2]):
+                sandbox_own.append(os.path.normpath(opts[i + 2]))  # the sandbox's own, not the user's
+            i += 3
+        elif o in ("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--symlink") and i + 2 < len(
+            opts
+        ):
+            src, dst = os.path.normpath(opts[i + 1]), os.path.normpath(opts[i + 2])
+            private[dst] = o == "--symlink" or src != dst
+            i += 3
+        else:
+            i += 1
+    for path in sandbox_own:
+        private[path] = True
+    arms = []
+    for path in sorted(private, key=len, reverse=True):
+        if path == "/":
+            continue  # the default arm below
+        value = "" if private[path] else "1"
+        pats = f"{q(path)}|{q(path)}/*"
+        arms.append(f"  {pats}) nx_ok={value} ;;")
+    return "\n".join(["case $nx_d in", *arms, "  /*) nx_ok=1 ;;", "  *) nx_ok= ;;", "esac"])
+
+
 def _script(
     plan: SandboxPlanReply,
     scrub_file: str,
     shell_index: int,
+    run_dir: str,
     socket: str | None = None,
     broker: str | None = None,
     escape_hint: str | None = None,
     known: str | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
-    ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given); ``known``:
-    the file listing the writable roots' directories at the decision (``known_dirs_file``)."""
+    ``$2``: the command; ``$3``: the per-call file (``RUN_DIR/cd.*``, opened by the agent's text) that receives
+    the directory the command ended in, if it moved, or ""; ``$4``: a filtered network's one-time proxy
+    token (``broker`` given). Descriptor 7 (the agent's text holds that file on it) is closed for every
+    program started here. ``known``: the file listing the writable roots' directories at the decision
+    (``known_dirs_file``)."""
     filt, argv = split_filter(plan.argv)
     words = [q(a) for a in argv]
-    words[shell_index] = '"$2"'
+    words[shell_index] = f'{q(CARRY)} {q(argv[shell_index - 2])} "$2"'
     run = " ".join(words)
     filtered = FD_PLACEHOLDER in argv
     if filtered:  # a filtered network: open the proxy channel, then exec the same argv with it
         python, source = _netexec()
-        run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{3-}}" -- {run}'
+        run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{4-}}" -- {run}'
     if filt is not None:
         run += f" 3<{q(filt)}"
+    run += ' 8>"$nx_cwd" 7>&-'
     env = _env_default_signal()
+    tap = _tap_tools() if plan.backend in ("bwrap", "unshare") else None  # both end every process at exit
+    rm = _tool("rm") or "/bin/rm"
     lines = [
         "# nexusd sandbox wrapper, written by the daemon that decided the call. It runs outside the",
         "# sandbox: every word is quoted, every program absolute. $1: decision time - 50 ms, $2: the command.",
-        "unset -f kill wait printf command test false '[' 2>/dev/null",
+        "unset -f kill wait printf command test false read cd trap exit '[' 2>/dev/null",
     ]
+    # per-call files in the run directory (0700, masked inside every sandbox), all named after the agent's
+    # per-call file (only a name the daemon drew in this run directory: cd.TAG): in.TAG, the inner shell's
+    # final directory; tap.TAG, the tap's FIFO (made by the daemon: no mkfifo per call) and tap.TAG.out
+    base = q(run_dir.rstrip("/") + "/")
+    lines += [
+        "nx_cwd=; nx_fifo=; nx_out=; nx_tap=",
+        f"case ${{3-}} in {base}cd.*/*|*/../*) nx_back= ;; {base}cd.*) nx_back=$3 ;; *) nx_back= ;; esac",
+        'if [ -n "$nx_back" ]; then nx_id=${nx_back##*/cd.}; nx_cwd=${nx_back%/cd.*}/in.$nx_id; '
+        "nx_fifo=${nx_back%/cd.*}/tap.$nx_id; nx_out=$nx_fifo.out; "
+        f'else nx_cwd={base}"in.$$"; fi',
+    ]
+    # a refusal leaves no per-call file behind
+    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" "$nx_fifo" 2>/dev/null; '
     if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
         gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
-        lines += [f"if ! [ -S {q(socket)} ]; then", f"  printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}", "fi"]
+        lines += [
+            f"if ! [ -S {q(socket)} ]; then",
+            f"  {gone_back}printf '%s\\n' {q(gone)} >&2; exit {EXIT_REFUSED}",
+            "fi",
+        ]
     if plan.scrub:
         exists = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub)
         lines += [
             f"if {exists}; then",
-            f"  printf '%s\\n' 'nexus: refused to run the command: a protected path appeared in the workspace "
-            f"since the call was decided; run it again' >&2; exit {EXIT_REFUSED}",
+            f"  {gone_back}printf '%s\\n' 'nexus: refused to run the command: a protected path appeared in the "
+            f"workspace since the call was decided; run it again' >&2; exit {EXIT_REFUSED}",
+            "fi",
+        ]
+    lines.append("cd -P . 2>/dev/null; nx_here=$PWD")
+    if tap is not None:
+        tee, cut, awk = tap
+        # Only when the error output is not a terminal (a terminal stays the command's own): the command
+        # writes into a FIFO; tee passes every byte on at once to our stderr and a copy to cut | awk, which
+        # keep the first refusal-looking lines. The tap ignores INT, TERM and HUP: it ends when the
+        # command's last writer closes (the sandbox's pid namespace ends them all with the command).
+        lines += [
+            # the FIFO must be one we can open both ways (else the command's open would wait for a reader)
+            'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ] && [ -r "$nx_fifo" ] '
+            '&& [ -w "$nx_fifo" ]; then',
+            "  trap '' INT TERM HUP",
+            f'  {q(tee)} -p /dev/fd/4 <"$nx_fifo" 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 7>&- '
+            f'| LC_ALL=C {q(awk)} {q(TAP_AWK)} >"$nx_out" 7>&- 2>/dev/null &',
+            "  nx_tap=$!",
+            "  trap - INT TERM HUP",
             "fi",
         ]
     if env is not None:
         # a background job's stdin would be /dev/null: keep ours on 9 (closed stdin: /dev/null)
+        # a filtered plan's netexec resets INT and QUIT itself (one exec fewer)
+        job = f"( exec {'' if filtered else f'{q(env)} --default-signal=INT,QUIT '}{run} ) 0<&9 9<&-"
         lines += [
             "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
-            # a filtered plan's netexec resets INT and QUIT itself (one exec fewer)
-            f"( exec {'' if filtered else f'{q(env)} --default-signal=INT,QUIT '}{run} ) 0<&9 9<&- &",
+            f'if [ -n "$nx_tap" ]; then {job} 2>"$nx_fifo" & else {job} & fi',
             "pid=$!",
             "exec 9<&-",
             """trap 'kill -s INT "$pid" 2>/dev/null' INT""",
@@ -271,8 +407,10 @@ def _script(
             'while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
         ]
     else:  # foreground: a signal meant for this shell only waits for the command (the group gets it too)
-        lines += ["trap : INT TERM HUP", f"{run}", "rc=$?"]
+        lines += ["trap : INT TERM HUP", f'if [ -n "$nx_tap" ]; then {run} 2>"$nx_fifo"; else {run}; fi', "rc=$?"]
     lines.append("trap '' INT TERM HUP")
+    if tap is not None:
+        lines.append('if [ -n "$nx_tap" ]; then wait "$nx_tap"; fi')
     check = " || ".join(f"[ -e {q(p)} ] || [ -h {q(p)} ]" for p in plan.scrub) or "false"
     find = _find()
     roots = [r for r in plan.scrub_below if r]
@@ -280,7 +418,7 @@ def _script(
     if roots and find is not None and not any("/.git/" in r + "/" for r in roots) and local_clock(roots):
         walk = (
             f"found=$(LC_ALL=C {q(find)} -P {' '.join(q(r) for r in roots)} -maxdepth {MAX_DEPTH + 2} "
-            f"{_find_expr_text()} 2>/dev/null)"
+            f"{_find_expr_text()} 2>/dev/null 7>&-)"
         )
         lines.append(f"if {check}; then planted=1")
         if known is not None:
@@ -288,7 +426,7 @@ def _script(
             # or removed) makes find fail: its new place may not be known, so the whole walk decides.
             lines += [
                 f"elif found=$(LC_ALL=C {q(find)} -P -files0-from {q(known)} -maxdepth {MAX_DEPTH + 2} "
-                f'{_find_expr_text(True)} 2>/dev/null) && [ -z "$found" ]; then planted=',
+                f'{_find_expr_text(True)} 2>/dev/null 7>&-) && [ -z "$found" ]; then planted=',
                 f'elif [ -z "$found" ] && {walk} && [ -z "$found" ]; then planted=',
             ]
         else:
@@ -298,12 +436,32 @@ def _script(
         lines.append("planted=1")
     else:
         lines.append(f"if {check}; then planted=1; else planted=; fi")
-    lines.append(f'if [ -n "$planted" ]; then {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)} "$2"; fi')
+    # the Python scrub and report start only when something was planted or refused (the rare case)
+    lines += [
+        'refused=; if [ -n "$nx_tap" ] && [ -s "$nx_out" ]; then refused=$nx_out; fi',
+        'if [ -n "$planted" ] || [ -n "$refused" ]; then',
+        f'  {q(sys.executable)} -I -m {SCRUB_MODULE} {q(scrub_file)} "$2" "$refused" "$rc" "$planted" 7>&-',
+        "fi",
+    ]
     if escape_hint:  # a failure (not a refusal, not a signal): say the sandbox may be why, and the way out
         pre, post = failure_note(plan, escape_hint)
         note = f"""printf '%s%s%s\\n' {q(pre)} "$rc" {q(post)} >&2"""
         lines.append(f'if [ "$rc" -ne 0 ] && [ "$rc" -lt 126 ]; then {note}; fi')
-    lines.append('exit "$rc"')
+    # the directory the command ended in, for the agent's shell: one line, absolute, at most PATH_MAX, the
+    # same directory outside (not a private mount), existing, and not where we are already
+    lines += [
+        "nx_cd=",
+        'if [ -s "$nx_cwd" ] && { IFS= read -r nx_d && ! IFS= read -r nx_x && [ -z "$nx_x" ]; } <"$nx_cwd" '
+        f'2>/dev/null && [ "${{#nx_d}}" -le {MAX_CARRY} ]; then',
+        _carry_case(argv),
+        '  if [ -n "$nx_ok" ] && [ "$nx_d" != "$nx_here" ] && [ -d "$nx_d" ]; then nx_cd=$nx_d; fi',
+        "fi",
+        """if [ -n "$nx_cd" ] && [ -n "$nx_back" ]; then { printf '%s\\n' "$nx_cd" >"$nx_back"; } 2>/dev/null; fi""",
+        # the agent's shell reads the line through the descriptor it holds: the name can go now
+        f'if [ -n "$nx_back" ]; then {q(rm)} -f "$nx_cwd" "$nx_back" "$nx_fifo" "$nx_out" 7>&- 2>/dev/null; '
+        f'else {q(rm)} -f "$nx_cwd" 7>&- 2>/dev/null; fi',
+        'exit "$rc"',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -395,6 +553,7 @@ def agent_command(
     proxy: tuple[str, str] | None = None,
     escape_hint: str | None = None,
     known: str | None = None,
+    session: str | None = None,
 ) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal.
     ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure).
@@ -412,14 +571,52 @@ def agent_command(
             "scrub_below": plan.scrub_below,
             "protected_before": plan.protected_before,
             "socket": socket,
-        },  # socket: to report plantings
+            "session": session,
+        },  # socket and session: to report plantings and refusals
         sort_keys=True,
     )
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
-    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None, escape_hint, known)
+    text = _script(
+        plan, str(scrub_file), shell_index, str(run_dir), socket, proxy[0] if proxy else None, escape_hint, known
+    )
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
     token = f" {q(proxy[1])}" if proxy and FD_PLACEHOLDER in plan.argv else ""  # one-time, for this call only
-    return f"/bin/sh {q(str(script))} {since:.3f} {q(command)}{token}"
+    tag = secrets.token_hex(12)
+    back = str(run_dir / f"cd.{tag}")  # this call's: where the final directory comes back
+    if _tap_tools() is not None and plan.backend in ("bwrap", "unshare"):
+        # the tap's FIFO, made here (microseconds) rather than by an mkfifo per call; when it cannot be made,
+        # this call is not tapped (its refusals go unrecorded, nothing else changes)
+        with contextlib.suppress(OSError):
+            os.mkfifo(run_dir / f"tap.{tag}", 0o600)
+    return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)} {q(back)}{token}", back)
+
+
+def carry_out(wrapper: str, back: str) -> str:
+    """The agent's text around the wrapper call. It holds ``back`` (a per-call file in the run directory)
+    open on descriptor 7 while the wrapper runs; the wrapper writes there the directory the sandboxed
+    command ended in (validated: absolute, one line, the same directory outside) and removes the name;
+    the agent's shell reads the line through its descriptor, ``cd``s there (never ``eval``: the value is
+    one double-quoted word after ``--``) and ends with the wrapper's exit status, so a shell that tracks
+    its directory after the call (Claude Code's ``pwd -P``) follows the command's ``cd``, as it would
+    unsandboxed. No command substitution (Gemini CLI refuses ``$(`` in a shell command); valid in sh,
+    bash and zsh; ``builtin`` first so that a ``cd`` function (zoxide ...) is not run, then plain ``cd``
+    where there is no ``builtin`` (dash)."""
+    return (
+        f"{{ {wrapper} ; __nexus_rc=$?; IFS= read -r __nexus_cd <&7 || __nexus_cd=; }} 7<>{q(back)}; "
+        '[ -z "$__nexus_cd" ] || builtin cd -P -- "$__nexus_cd" 2>/dev/null || cd -P -- "$__nexus_cd" 2>/dev/null '
+        '|| :; (exit "$__nexus_rc")'
+    )
+
+
+def wrapper_words(text: str) -> list[str] | None:
+    """The ``/bin/sh SCRIPT SINCE COMMAND BACK [TOKEN]`` words inside an agent's text (None: not ours)."""
+    words = shlex.split(text)
+    if len(words) < 8 or words[:2] != ["{", "/bin/sh"]:
+        return None
+    for i in range(6, min(len(words), 8)):  # after SCRIPT SINCE COMMAND BACK [TOKEN]
+        if words[i] == ";" and words[i + 1] == "__nexus_rc=$?;":
+            return words[1:i]
+    return None

@@ -4,6 +4,7 @@ broken file, learning, trust."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,30 @@ def test_project_layer_and_trust(dirs):
     assert s.trusted() == [os.path.realpath(ws)]
     s.trust("remove", str(ws))
     assert s.policy_for(str(ws)).trust == "untrusted"
-    assert s.policy_for(str(dirs["home"])) is s.policy  # no project policy there
+    # no project policy there and nobody said: the global policy's rules, marked for the new-session question
+    home = str(dirs["home"])
+    new = s.policy_for(home)
+    assert new.trust == "new" and new.workspace == home and new.rules is s.policy.rules
+    assert s.policy_for(home) is new  # cached
+    s.trust("remove", home)
+    assert s.policy_for(home) is s.policy  # distrusted: the global policy itself, no question
+    s.trust("add", home)
+    assert s.policy_for(home) is s.policy
+
+
+def test_the_new_session_question_is_the_persons_setting(dirs):
+    (dirs["ws"] / ".nexus").mkdir()
+    (dirs["ws"] / ".nexus" / "policy.toml").write_text("[trust]\nask_new_sessions = true\n")
+    s = store(dirs)
+    (s.config_dir / "policy.toml").write_text("[trust]\nask_new_sessions = false\n")
+    assert not s.load()
+    assert s.policy.ask_new_sessions is False and s.policy_for(str(dirs["home"])) is s.policy
+    assert s.policy_for(str(dirs["ws"])).ask_new_sessions is False  # a project cannot turn it back on
+    assert any("[trust] is ignored in a project" in w for w in s.policy_for(str(dirs["ws"])).warnings)
+    (s.config_dir / "policy.toml").write_text("[trust]\nask_new_sessions = 1\nother = 2\n")
+    errors = s.load()
+    assert any("trust.ask_new_sessions must be true or false" in e for e in errors)
+    assert any("unknown key(s) other" in e for e in errors)
 
 
 def test_learn_persists_and_keeps_comments(dirs):
@@ -199,3 +223,25 @@ def test_corrupt_learned_and_trust_files_are_refused_by_name_and_left_alone(tmp_
     assert (state / "learned.toml").read_text() == "[permissions\nallow = ["
     assert (state / "trust.toml").read_text() == "trusted = [ 'x'"
     assert store.trust_store.state(str(tmp_path)) == "untrusted"
+
+
+def test_a_named_unix_socket_is_said_to_stay_closed(dirs):
+    """allow_unix_sockets opens no single socket (docs/SANDBOX.md "Unix sockets"): the load says so, by name
+    (the merged settings: Claude Code's imported allowUnixSockets too), and says nothing once every socket
+    is opened."""
+    from nexusd.policy.loader import unix_sockets_warning
+
+    s = store(dirs)
+    (s.config_dir / "policy.toml").write_text('[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\n')
+    assert not s.load()
+    (w,) = [w for w in s.warnings if "allow_unix_sockets" in w]
+    assert "/run/docker.sock" in w and "stay CLOSED" in w and "allow_all_unix_sockets = true" in w
+    if sys.platform.startswith("linux"):
+        assert "on Linux nexusd cannot open single Unix sockets" in w
+    assert "cannot open single" in unix_sockets_warning(["/x"], "linux")
+    assert "does not open single" in unix_sockets_warning(["/x"], "darwin")
+    (s.config_dir / "policy.toml").write_text(
+        '[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\nallow_all_unix_sockets = true\n'
+    )
+    assert not s.load()
+    assert not [w for w in s.warnings if "allow_unix_sockets" in w]

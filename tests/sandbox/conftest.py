@@ -81,6 +81,7 @@ class World:
             sandbox_deny_read=self.deny_read,
             sandbox_deny_write=self.deny_write,
             rules=self.extra_rules,
+            ask_new_sessions=False,  # planning only: the new-session trust question is the gate's
         )  # type: ignore[assignment]
         return s
 
@@ -125,6 +126,15 @@ def agent_text(
     )
     out = wrap_for_agent(call, Verdict(decision="allow", reason="test", source="rule"), store, probe)
     return None if out is None else str(out["command"])
+
+
+def wrapper_script(text: str) -> str:
+    """The generated script an agent's text runs (``nexusd.sandbox.wrapper.wrapper_words``)."""
+    from nexusd.sandbox.wrapper import wrapper_words
+
+    words = wrapper_words(text)
+    assert words is not None, text
+    return words[1]
 
 
 def run_wrapped(

@@ -23,6 +23,8 @@ import pytest
 from nexusd.client import Client
 from nexusd.protocol import CallInfo
 from nexusd.sandbox.runner import EXIT_REFUSED
+from nexusd.sandbox.wrapper import wrapper_words
+from tests.sandbox.conftest import wrapper_script
 
 PY = getattr(sys, "_base_executable", sys.executable)
 
@@ -120,7 +122,7 @@ def daemon(real_probe) -> Iterator[Daemon]:
 def test_relative_paths_are_the_daemons_own(daemon: Daemon) -> None:
     root = daemon.root
     text = daemon.wrapped("echo hi")
-    script = shlex.split(text)[1]
+    script = wrapper_script(text)
     assert script.startswith(str(root / "d" / "state" / "sandbox") + "/")  # absolute, the daemon's state
     body = Path(script).read_text()
     for own in ("cfg", "state", "managed", "run"):
@@ -242,7 +244,7 @@ def test_a_shell_call_before_the_probe_has_answered_waits_for_it(real_probe) -> 
             d = got[0]
             assert d.decision == "allow" and d.updated_input is not None, d  # type: ignore[attr-defined]
             text = str(d.updated_input["command"])  # type: ignore[attr-defined]
-            assert text.startswith("/bin/sh ") and "refused" not in text
+            assert wrapper_words(text) is not None and "refused" not in text
         finally:
             gate.touch()  # a probe still held back would keep the daemon from exiting
             proc.send_signal(signal.SIGTERM)
@@ -287,6 +289,55 @@ def test_a_planted_hook_is_scrubbed_and_reported_to_the_deciding_daemon(daemon: 
     assert not (daemon.ws / ".git" / "hooks" / "pre-commit").exists(), r.stderr
     found = _violations(daemon)
     assert found and "planted" in found[0] and ".git/hooks" in found[0], found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "touch {target}",  # EROFS from coreutils
+        "echo x > {target}",  # EROFS from the shell's own redirection
+        'python3 -c \'open("{target}", "w")\'',  # Python's OSError spelling
+        "mkdir {target}; exit 3",  # another tool, another exit status
+    ],
+)
+def test_a_wrapped_agent_call_reports_a_refused_write(daemon: Daemon, command: str) -> None:
+    """The agent's fast path taps its error output too: what the agent reads is unchanged (the same
+    bytes, the same exit status), and the deciding daemon records the refusal under the agent's session."""
+    target = daemon.root / "outside" / "x"
+    text = daemon.wrapped(command.format(target=shlex.quote(str(target))))
+    r = daemon.agent_runs(text, cwd=daemon.ws)
+    assert r.returncode == (3 if "exit 3" in command else 1) and not target.exists()
+    assert "Read-only file system" in r.stderr, r.stderr
+    found = _violations(daemon)
+    assert found and "write refused (read-only)" in found[0] and str(target) in found[0], found
+    assert f"(exit {r.returncode})" in found[0]
+    from nexusd.protocol import Audit
+
+    with Client(socket_path=str(daemon.socket), role="admin", name="t") as c:
+        reply = c.call(Audit(limit=50, session="s"))
+    assert [x for x in reply.records if x.event == "sandbox_violation"], "recorded under the agent's session"
+
+
+def test_the_tap_passes_the_error_output_on_byte_for_byte(daemon: Daemon) -> None:
+    """Partial lines, binary bytes, a long line and many refusal lines reach the agent unchanged; the
+    record keeps at most 20 lines, each bounded."""
+    script = (
+        "printf 'prompt without newline: ' >&2; printf '\\377\\000bin\\n' >&2; "
+        "head -c 200000 /dev/zero | tr '\\0' a >&2; echo >&2; "
+        "for i in $(seq 1 60); do "
+        "echo \"line $i: Permission denied $(head -c 3000 /dev/zero | tr '\\0' b)\" >&2; done; "
+        "echo out"
+    )
+    (daemon.ws / "gen.sh").write_text(script)  # the gate asks for $(...) in a command line; a script is opaque
+    bare = subprocess.run(["/bin/bash", "gen.sh"], capture_output=True, cwd=daemon.ws, timeout=60)
+    text = daemon.wrapped("bash gen.sh")
+    env = {k: v for k, v in os.environ.items() if k != "NEXUS_SOCKET"}
+    r = subprocess.run(["/bin/bash", "-c", text], capture_output=True, cwd=daemon.ws, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout == bare.stdout == b"out\n"
+    assert r.stderr == bare.stderr and len(r.stderr) > 300_000
+    found = _violations(daemon)
+    assert found and "refused 20 operation(s)" in found[0], found[0][:300]
+    assert len(found[0]) < 20 * 1100
 
 
 def test_nexusctl_run_reports_a_refused_write(daemon: Daemon) -> None:

@@ -24,6 +24,7 @@ import pytest
 from nexusd import protocol as p
 from nexusd.client import Client
 from nexusd.client_errors import NexusClientError
+from tests.sandbox.conftest import wrapper_script
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("curl") is None,
@@ -609,7 +610,7 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
-    script = Path(text.split()[1].strip("'")).read_text()
+    script = Path(wrapper_script(text)).read_text()
     assert "FD_PLACEHOLDER = " in script
     # the daemon's walks run in walker processes: their list of directories reaches the epilogue
     assert "-files0-from" in script
@@ -643,8 +644,8 @@ def test_an_agents_filtered_call_stays_interruptible(daemon_factory, http_port: 
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
-    script = Path(text.split()[1].strip("'")).read_text()
-    start = next(line for line in script.splitlines() if line.startswith("( exec "))
+    script = Path(wrapper_script(text)).read_text()
+    start = next(line for line in script.splitlines() if "( exec " in line).split("( exec ", 1)[1]
     assert " -I -S -c " in start and "--default-signal" not in start.split(" -I -S -c ")[0]  # netexec, no env
     r = subprocess.run(
         ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60

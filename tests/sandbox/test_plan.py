@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +13,7 @@ from nexusd.policy.sandbox_settings import SandboxSettings
 from nexusd.protocol import CallInfo, Verdict
 from nexusd.sandbox import plan as plan_mod
 from nexusd.sandbox.plan import policy_deny_paths, wrap_for_agent
+from nexusd.sandbox.wrapper import wrapper_words
 from tests.sandbox.conftest import World
 
 HOSTILE = [
@@ -73,11 +73,12 @@ def test_wrap_for_agent_claude_and_gemini(world: World) -> None:
     store = world.store()
     out = wrap_for_agent(_call("ls", world.ws), _allow(), store, world.probe)
     assert out is not None and out["description"] == "d" and out["timeout"] == 5
-    words = shlex.split(str(out["command"]))
+    words = wrapper_words(str(out["command"])) or []
     assert words[0] == "/bin/sh" and words[1].startswith(str(world.root / "state" / "sandbox"))
-    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3:] == ["ls"]
+    assert words[1].endswith(".sh") and float(words[2]) > 0 and words[3] == "ls"
+    assert Path(words[4]).parent == Path(words[1]).parent and Path(words[4]).name.startswith("cd.")
     g = wrap_for_agent(_call("ls", world.ws, "run_shell_command"), _allow(), store, world.probe)
-    assert g is not None and shlex.split(str(g["command"]))[3:] == ["ls"]
+    assert g is not None and (wrapper_words(str(g["command"])) or [])[3] == "ls"
     assert wrap_for_agent(_call("ls", world.ws, "Read"), _allow(), store, world.probe) is None
     deny = Verdict(decision="deny", reason="no", source="rule")
     assert wrap_for_agent(_call("ls", world.ws), deny, store, world.probe) is None
@@ -195,7 +196,7 @@ def test_project_sandbox_settings_are_the_ones_the_gate_used(tmp_path: Path) -> 
 
     assert _allowed_because_sandboxed(verdict)
     out = wrap_for_agent(call, verdict, store, found)
-    assert out is not None and shlex.split(str(out["command"]))[0] == "/bin/sh"
+    assert out is not None and (wrapper_words(str(out["command"])) or [""])[0] == "/bin/sh"
 
 
 def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 
 import msgspec
@@ -22,7 +21,7 @@ from nexusd.protocol import SandboxPlanReply
 from nexusd.sandbox.bwrap import MountSpec
 from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.seatbelt import SANDBOX_EXEC, build_profile, sbpl_string
-from tests.sandbox.conftest import World
+from tests.sandbox.conftest import World, wrapper_script
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -231,5 +230,5 @@ def test_argv_is_shell_safe_in_the_wrapper(mac: World) -> None:
     w = mac
     _, plan = _profile(w, command="echo hi")
     text = agent_command(plan, "echo hi", w.root / "state" / "run")
-    body = Path(shlex.split(text)[1]).read_text()
+    body = Path(wrapper_script(text)).read_text()
     assert "/usr/bin/sandbox-exec -p '(version 1)" in body

@@ -35,6 +35,7 @@ import pytest
 
 from nexusd import protocol as p
 from nexusd.client import Client
+from nexusd.sandbox.wrapper import wrapper_words
 from tests.conftest import DaemonHandle, short_tmpdir
 
 pytestmark = pytest.mark.skipif(
@@ -444,7 +445,7 @@ def test_everyday_task_runs_sandboxed_without_asking(rig: Rig, task: Task) -> No
         task.setup(bare)
     d = rig.decide(command, sb)
     assert d.decision == "allow", f"{task.name}: {d.decision} ({d.source}): {d.reason}"
-    assert d.updated_input is not None and str(d.updated_input["command"]).startswith("/bin/sh "), d
+    assert d.updated_input is not None and wrapper_words(str(d.updated_input["command"])) is not None, d
     r, took = rig.run(str(d.updated_input["command"]), sb)
     task.check(sb, r)
     assert ENV_SECRET not in r.stdout + r.stderr and KEY_SECRET not in r.stdout + r.stderr
@@ -545,7 +546,7 @@ def test_a_persons_allow_of_an_ordinary_ask_still_runs_sandboxed(rig: Rig) -> No
     if not person.seen:
         pytest.skip(f"not asked in this policy ({d.decision}: {d.reason})")
     assert d.decision == "allow" and d.updated_input is not None, d
-    assert str(d.updated_input["command"]).startswith("/bin/sh ")
+    assert wrapper_words(str(d.updated_input["command"])) is not None
 
 
 @pytest.mark.parametrize(

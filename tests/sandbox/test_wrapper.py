@@ -21,7 +21,8 @@ import pytest
 
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import SandboxProbe
-from tests.sandbox.conftest import agent_text
+from nexusd.sandbox.wrapper import wrapper_words
+from tests.sandbox.conftest import agent_text, wrapper_script
 
 STARTED = "cannot check what the sandboxed command planted"
 
@@ -50,7 +51,7 @@ def _text(
 ) -> str:
     text = agent_text(store, probe, command, ws, ws)
     assert text is not None
-    script = Path(shlex.split(text)[1])
+    script = Path(wrapper_script(text))
     assert "-files0-from" in script.read_text()  # the epilogue starts from the directories the plan listed
     if hide_scrub_plan:  # a started Python scrub now says so on stderr
         for f in script.parent.glob("*.json"):
@@ -155,7 +156,7 @@ def test_a_plan_made_stale_by_a_new_protected_path_is_refused(ws_root, real_prob
 def test_a_missing_wrapper_does_not_run_the_command(ws_root, real_probe):
     _, ws, store = ws_root
     text = _text(store, real_probe, ws, f"echo ran > {ws}/src/ran", hide_scrub_plan=False)
-    Path(shlex.split(text)[1]).unlink()
+    Path(wrapper_script(text)).unlink()
     r = subprocess.run(["/bin/bash", "-c", text], capture_output=True, text=True, cwd="/", timeout=60)
     assert r.returncode != 0 and not (ws / "src/ran").exists()
 
@@ -165,7 +166,8 @@ def test_term_reaches_the_command_and_the_scrub_still_runs(ws_root, real_probe):
     text = _text(
         store, real_probe, ws, "mkdir -p t/.claude && echo started > src/started && sleep 30", hide_scrub_plan=False
     )
-    p = subprocess.Popen(["/bin/sh", "-c", f"exec {text}"], stderr=subprocess.PIPE, text=True, cwd="/")
+    inner = shlex.join(wrapper_words(text) or [])  # the wrapper itself, not the agent's text around it
+    p = subprocess.Popen(["/bin/sh", "-c", f"exec {inner}"], stderr=subprocess.PIPE, text=True, cwd="/")
     for _ in range(300):  # until the command is inside its sleep (not a timing assertion)
         if (ws / "src/started").exists():
             break
@@ -212,9 +214,9 @@ def test_ctime_is_trusted_only_on_file_systems_with_the_kernels_clock(ws_root) -
     plan = SandboxPlanReply(
         allowed=True, argv=["/usr/bin/bwrap", "--", "/bin/bash", "-c", "x"], scrub_below=["/proc/1"]
     )
-    assert "\nplanted=1\n" in _script(plan, "/s.json", 4) and "find" not in _script(plan, "/s.json", 4)
+    assert "\nplanted=1\n" in _script(plan, "/s.json", 4, "/r") and "find" not in _script(plan, "/s.json", 4, "/r")
     local = SandboxPlanReply(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
-    assert "-newerct" in _script(local, "/s.json", 4)
+    assert "-newerct" in _script(local, "/s.json", 4, "/r")
 
 
 def test_changed_means_changed_since_planning_began(ws_root, real_probe, monkeypatch) -> None:
@@ -235,5 +237,7 @@ def test_changed_means_changed_since_planning_began(ws_root, real_probe, monkeyp
     t0 = time.time()
     text = agent_text(store, real_probe, "true", ws, ws)
     assert text is not None
-    since = float(shlex.split(text)[2])
+    words = wrapper_words(text)
+    assert words is not None
+    since = float(words[2])
     assert since <= t0 + 0.3 - 0.05, (since, t0)  # not the decision's end (t0 + 0.5 or later)

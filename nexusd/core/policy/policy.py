@@ -15,7 +15,9 @@ from typing import Any, Literal, TypeVar
 from nexusd.core.policy.rules import Rule
 
 OnError = Literal["deny", "ask", "allow"]
-Trust = Literal["trusted", "untrusted", "unknown", "none"]  # none: the workspace has no project policy
+# none: the workspace has no project policy; new: none, and nobody has trusted or distrusted it yet ([trust]
+# ask_new_sessions on: a new session's first call there asks)
+Trust = Literal["trusted", "untrusted", "unknown", "none", "new"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,8 @@ class Policy:
     locked: str | None = None
     # auditd's disk_full_action: "deny" refuses what cannot be recorded; "continue" decides on, loudly
     audit_on_failure: Literal["continue", "deny"] = "continue"
+    # [trust] ask_new_sessions: a new agent session in a workspace nobody has trusted or distrusted asks
+    ask_new_sessions: bool = True
     limits: Limits = Limits()
     notify: NotifySpec = NotifySpec()
     # Answers derived from the fields above, kept for the policy's life (it is immutable): every decision
