@@ -257,6 +257,7 @@ class UndoService:
                     self.hidden,
                     watch=self.settings.watch and self.settings.watch_workspaces > 0 and sys.platform == "linux",
                     max_dirs=self.settings.watch_max_dirs,
+                    rescan=self.settings.watch_rescan,
                 )
                 self._shadows[workspace] = s
             return s

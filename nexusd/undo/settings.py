@@ -41,6 +41,7 @@ class UndoSettings:
     watch: bool = True  # an inotify watcher per workspace feeds git the changed paths (Linux; else a full scan)
     watch_max_dirs: int = 10_000  # directories watched per workspace; more: full scans
     watch_workspaces: int = 16  # workspaces watched at once (the least recently checkpointed stop first)
+    watch_rescan: float = 300.0  # seconds: a full scan at least this often (what inotify cannot see); 0 never
     errors: list[str] = field(default_factory=list)
 
 
@@ -89,6 +90,7 @@ def parse(doc: object, where: str = FILE_NAME) -> UndoSettings:
         keep_calls = base.keep_calls
     watch_max_dirs = int(get("watch_max_dirs", int, base.watch_max_dirs))  # type: ignore[call-overload]
     watch_workspaces = int(get("watch_workspaces", int, base.watch_workspaces))  # type: ignore[call-overload]
+    watch_rescan = float(get("watch_rescan", (int, float), base.watch_rescan))  # type: ignore[arg-type]
     if not 1 <= watch_max_dirs <= 1_000_000:
         errors.append(f"{where}: watch_max_dirs must be 1..1000000")
         watch_max_dirs = base.watch_max_dirs
@@ -108,5 +110,6 @@ def parse(doc: object, where: str = FILE_NAME) -> UndoSettings:
         watch=bool(get("watch", bool, True)),
         watch_max_dirs=watch_max_dirs,
         watch_workspaces=watch_workspaces,
+        watch_rescan=max(0.0, watch_rescan),
         errors=errors,
     )

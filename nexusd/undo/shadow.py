@@ -21,6 +21,7 @@ import hashlib
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,7 @@ class Shadow:
         *,
         watch: bool = False,
         max_dirs: int = 10_000,
+        rescan: float = 300.0,
     ) -> None:
         self.workspace = workspace
         self.git_dir = root / workspace_key(workspace)
@@ -138,6 +140,8 @@ class Shadow:
         self.fallbacks = 0  # snapshots the watcher could not vouch for (scanned in full)
         self._snapshots = 0
         self._arm_at = 0
+        self.rescan = rescan  # seconds: a full scan at least this often, for what inotify cannot see (0: never)
+        self._full_at = time.monotonic()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -226,6 +230,7 @@ class Shadow:
                 self.fallbacks += 1
         self.last = f"full: {why}"
         self.git("add", "-A", "--ignore-errors", "--", ".", timeout=timeout, work_tree=True)
+        self._full_at = time.monotonic()
         return self.git("write-tree", timeout=timeout).decode().strip()
 
     def _watched(self, timeout: float) -> tuple[list[str] | None, str]:
@@ -237,7 +242,10 @@ class Shadow:
         why = "arming the watcher"
         if w.armed:
             try:
-                return w.changed(), ""
+                paths = w.changed()
+                if self.rescan > 0 and time.monotonic() - self._full_at > self.rescan:
+                    return None, f"the periodic full scan (every {self.rescan:g} s)"
+                return paths, ""
             except Exception as e:  # Fallback, OSError, or a bug: never trusted, the full scan decides
                 self.fallbacks += 1
                 why = f"{e}; re-armed"
