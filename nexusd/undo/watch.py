@@ -118,6 +118,7 @@ class Watcher:
         self._always: set[str] = set()  # nested repositories and hard-linked files: given to git every time
         self._dirty: set[str] = set()
         self._new: list[str] = []
+        self._dropped: list[str] = []
         self._fence_wd = -1
         self._root_id: tuple[int, int] = (0, 0)
         self._mounts = b""
@@ -135,6 +136,7 @@ class Watcher:
         self._always.clear()
         self._dirty.clear()
         self._new.clear()
+        self._dropped.clear()
 
     def arm(self, excluded: Callable[[], set[str]]) -> None:
         """Watch every directory git would read; the caller scans in full right after (what changed before
@@ -249,6 +251,12 @@ class Watcher:
         new, self._new = self._new, []
         for rel in new:
             self._walk(rel, set())
+        dropped, self._dropped = self._dropped, []
+        for rel in dropped:
+            path = self._abs(rel)
+            nested = any(rel == a or rel.startswith(a + "/") for a in self._always)
+            if rel not in self._wds and os.path.isdir(path) and not os.path.islink(path) and not nested:
+                raise Fallback(f"the watch of {rel} was removed while it still exists")
         for rel in [a for a in self._always if not os.path.lexists(self._abs(a))]:
             self._always.discard(rel)
             self._dirty.add(rel)
@@ -264,13 +272,13 @@ class Watcher:
             return  # a watch already dropped (its directory renamed away or deleted): the parent's event told
         if mask & F.UNMOUNT:
             raise Fallback("a watched file system was unmounted")
-        if mask & F.IGNORED:
+        if mask & F.IGNORED:  # the kernel dropped it: the directory went (its parent's event follows), or worse
             self._dirs.pop(wd, None)
-            self._wds.pop(rel, None)
+            if self._wds.get(rel) == wd:
+                del self._wds[rel]
             if not rel:
                 raise Fallback("the workspace's watch was removed")
-            if os.path.isdir(self._abs(rel)) and not os.path.islink(self._abs(rel)):
-                raise Fallback(f"the watch of {rel} was removed while it still exists")
+            self._dropped.append(rel)  # judged after the drain: re-made and watched again, or gone
             self._dirty.add(rel)
             return
         if not name:  # the directory itself
