@@ -175,6 +175,8 @@ class Watcher:
             if e.errno == errno.ENOSPC:
                 raise Fallback("the system's inotify watch limit is reached") from None
             raise Fallback(f"cannot watch {rel or '.'}: {e.strerror}") from None
+        if wd == self._fence_wd:
+            return False  # the daemon's own directory inside the workspace (excluded from every snapshot)
         old = self._dirs.get(wd)
         if old is not None and old != rel:
             self._wds.pop(old, None)

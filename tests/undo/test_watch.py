@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexusd.undo.settings import DEFAULT_EXCLUDE
+from nexusd import protocol as p
+from nexusd.undo.service import UndoService
+from nexusd.undo.settings import DEFAULT_EXCLUDE, UndoSettings
 from nexusd.undo.shadow import Shadow
 from nexusd.undo.watch import fs_types
 from tests.conftest import examples, short_tmpdir
@@ -299,3 +301,41 @@ def test_what_inotify_cannot_see_is_caught_by_the_periodic_full_scan() -> None:
     assert watched.snapshot() != full.snapshot() and watched.last == "watched"
     watched.rescan = 0.001
     assert "periodic full scan" in same(watched, full, "full")
+
+
+def test_watched_workspaces_are_bounded_and_closed_with_the_daemon() -> None:
+    """At most ``watch_workspaces`` watchers: the least recently checkpointed one is closed (and re-arms,
+    scanning in full, when its workspace is checkpointed again); the daemon's stop closes them all."""
+    root = short_tmpdir()
+    (root / "state").mkdir()
+    (root / "config").mkdir()
+    svc = UndoService(
+        root / "state",
+        root / "config",
+        spawn=lambda *a: None,
+        audit=lambda c, d: None,
+        settings=UndoSettings(watch_workspaces=1),
+    )
+    wss = [root / "one", root / "two"]
+    for ws in wss:
+        ws.mkdir()
+        (ws / "f").write_text(ws.name)
+
+    def checkpoint(ws: Path) -> str:
+        call = p.CallInfo("claude", "s", "Bash", {"command": "x"}, str(ws), workspace=str(ws))
+        assert svc.checkpoint(call, None).tree is not None
+        return svc.shadow(str(ws)).last
+
+    def watcher(ws: Path) -> bool:
+        w = svc.shadow(str(ws)).watcher
+        assert w is not None
+        return w.armed
+
+    assert checkpoint(wss[0]) == "full: arming the watcher"
+    assert checkpoint(wss[0]) == "watched"
+    assert checkpoint(wss[1]) == "full: arming the watcher"
+    assert watcher(wss[1]) and not watcher(wss[0])
+    assert checkpoint(wss[0]) == "full: arming the watcher"
+    assert watcher(wss[0]) and not watcher(wss[1])
+    svc.close()
+    assert not watcher(wss[0]) and not watcher(wss[1])
