@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -285,6 +286,11 @@ class Shadow:
             return
         if len(paths) > MAX_PATHSPECS:
             raise GitError(f"{len(paths)} changed paths")
+        if all(self._is_file(q) for q in paths):
+            # every path is a file that exists (edits, creations): git takes them by name unless one is
+            # ignored or vanished meanwhile, and then fails; the listing below then decides (one process less)
+            with contextlib.suppress(GitError):
+                return self._add_named(paths, timeout)
         out = self.git(
             "ls-files",
             "-z",
@@ -307,17 +313,26 @@ class Shadow:
                 name = name.rpartition("/")[0]
         keep = [q for q in paths if q in listed]
         if keep:
-            self.git(
-                "add",
-                "-A",
-                "--ignore-errors",
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-                timeout=timeout,
-                work_tree=True,
-                literal=True,
-                input_=b"\0".join(os.fsencode(q) for q in keep),
-            )
+            self._add_named(keep, timeout)
+
+    def _add_named(self, paths: list[str], timeout: float) -> None:
+        self.git(
+            "add",
+            "-A",
+            "--ignore-errors",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            timeout=timeout,
+            work_tree=True,
+            literal=True,
+            input_=b"\0".join(os.fsencode(q) for q in paths),
+        )
+
+    def _is_file(self, rel: str) -> bool:
+        try:
+            return not stat.S_ISDIR(os.lstat(os.path.join(self.workspace, rel)).st_mode)
+        except OSError:
+            return False
 
     def close_watcher(self) -> None:
         if self.watcher is not None:
