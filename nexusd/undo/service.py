@@ -511,7 +511,7 @@ class UndoService:
                 session="",
                 provider="nexusd",
                 tool="rewind",
-                summary=f"before rewinding to {msg.id}" + (f" ({', '.join(rel)})" if rel else ""),
+                summary=f"before rewinding to {msg.id}" + (f" ({', '.join(display(r) for r in rel)})" if rel else ""),
                 writes=[display(x) for x in plan.paths()],
                 bounded=True,
                 note=f"by {by}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,23 @@ from tests.undo.test_properties import CONTENT, NAMES, apply
 DIRS = ["sub", "sub/deep", "other", "fresh", "fresh/a/b", "node_modules/pkg", "build", "x y"]
 
 
+OPEN: list[Shadow] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_watchers() -> Iterator[None]:
+    """inotify instances are few (128 per user, shared with every program of that user): close each."""
+    yield
+    while OPEN:
+        OPEN.pop().close_watcher()
+
+
 def pair(root: Path, **kw: Any) -> tuple[Path, Shadow, Shadow]:
     ws = root / "ws"
     ws.mkdir(exist_ok=True)
     watched = Shadow(root / "w", str(ws), DEFAULT_EXCLUDE, (str(root / "w"),), watch=True, **kw)
     full = Shadow(root / "f", str(ws), DEFAULT_EXCLUDE, (str(root / "f"),))
+    OPEN.append(watched)
     return ws, watched, full
 
 
@@ -127,11 +140,14 @@ def test_watched_tree_equals_the_full_scan_every_time(steps: list[list[tuple[Any
     ws, watched, full = pair(root)
     (ws / "sub").mkdir()
     (ws / "sub" / "x").write_text("x")
-    same(watched, full, "full: arming")
-    for ops in steps:
-        for op in ops:  # the last one lands right before the checkpoint
-            (apply if op[0] in ("write", "delete", "rename", "chmod", "symlink") else dir_op)(ws, op)
-        same(watched, full)
+    try:
+        same(watched, full, "full: arming")
+        for ops in steps:
+            for op in ops:  # the last one lands right before the checkpoint
+                (apply if op[0] in ("write", "delete", "rename", "chmod", "symlink") else dir_op)(ws, op)
+            same(watched, full)
+    finally:
+        watched.close_watcher()  # one example's watcher, not one per example kept open
 
 
 def test_changes_right_before_the_checkpoint_are_seen(tmp_path: Path) -> None:
