@@ -355,3 +355,19 @@ def test_watched_workspaces_are_bounded_and_closed_with_the_daemon() -> None:
     assert watcher(wss[0]) and not watcher(wss[1])
     svc.close()
     assert not watcher(wss[0]) and not watcher(wss[1])
+
+
+def test_watch_settings_parse_and_refuse_bad_values() -> None:
+    from nexusd.undo.settings import parse
+
+    got = parse({"watch": False, "watch_max_dirs": 50, "watch_workspaces": 2, "watch_rescan": 0})
+    assert (got.watch, got.watch_max_dirs, got.watch_workspaces, got.watch_rescan, got.errors) == (
+        False,
+        50,
+        2,
+        0.0,
+        [],
+    )
+    bad = parse({"watch": "yes", "watch_max_dirs": 0, "watch_workspaces": -1, "watch_rescan": "soon"})
+    assert (bad.watch, bad.watch_max_dirs, bad.watch_workspaces, bad.watch_rescan) == (True, 10_000, 16, 300.0)
+    assert len(bad.errors) == 4, bad.errors
