@@ -371,3 +371,51 @@ def test_watch_settings_parse_and_refuse_bad_values() -> None:
     bad = parse({"watch": "yes", "watch_max_dirs": 0, "watch_workspaces": -1, "watch_rescan": "soon"})
     assert (bad.watch, bad.watch_max_dirs, bad.watch_workspaces, bad.watch_rescan) == (True, 10_000, 16, 300.0)
     assert len(bad.errors) == 4, bad.errors
+
+
+_MOUNT_SCRIPT = """
+import json, os, subprocess, sys
+from pathlib import Path
+from nexusd.undo.settings import DEFAULT_EXCLUDE
+from nexusd.undo.shadow import Shadow
+root = Path(sys.argv[1]); ws = root / "ws"; (ws / "mnt").mkdir(parents=True)
+w = Shadow(root / "w", str(ws), DEFAULT_EXCLUDE, watch=True)
+f = Shadow(root / "f", str(ws), DEFAULT_EXCLUDE)
+out = []
+def step():
+    out.append((w.snapshot() == f.snapshot(), w.last))
+step()
+subprocess.run(["mount", "-t", "tmpfs", "none", str(ws / "mnt")], check=True)
+(ws / "mnt" / "inside").write_text("on the new file system")
+step()
+(ws / "mnt" / "later").write_text("seen by the re-armed watcher")
+step()
+subprocess.run(["umount", str(ws / "mnt")], check=True)
+step()
+print(json.dumps(out))
+"""
+
+
+def test_fallback_mounts_and_unmounts() -> None:
+    """A file system mounted inside the workspace, or unmounted: the mount table changed, a full scan (in a
+    private mount namespace of its own, so that nothing else on the machine sees the mount)."""
+    import json
+    import sys
+
+    root = short_tmpdir()
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+    run = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c", _MOUNT_SCRIPT, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if run.returncode != 0 and "mount" in run.stderr and "permission" in run.stderr.lower():
+        pytest.skip("mounting is not permitted here")
+    assert run.returncode == 0, run.stderr
+    steps = json.loads(run.stdout.strip().splitlines()[-1])
+    assert all(equal for equal, _ in steps), steps
+    assert [last.split(":")[0] for _, last in steps] == ["full", "full", "watched", "full"], steps
+    assert "mount table changed" in steps[1][1] and "mount table changed" in steps[3][1], steps
