@@ -8,8 +8,9 @@ known"). ``inotify_simple`` is a small, well-kept ctypes wrapper: no compiled co
 
 It stays as correct as the full scan, or it says so and the checkpoint scans:
 
-- **the fence**: before each checkpoint the watcher touches a file of its own (in the shadow repository's
-  directory, outside the workspace) and reads events until that touch's event arrives. One inotify queue
+- **the fence**: before each checkpoint the watcher creates a file of its own, under a name no one can
+  guess (in the shadow repository's directory, outside the workspace), and reads events until that
+  creation's event arrives. One inotify queue
   is ordered, so every change whose system call returned before the fence is then known;
 - **new directories**: a watch is added, then the directory is listed (what was created before the watch
   existed is found by the listing) and its path given to git whole, which scans it;
@@ -36,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -150,8 +152,10 @@ class Watcher:
         self._root_id, self._mounts = (st_.st_dev, st_.st_ino), mounts
         self._ino = INotify()
         self.fence_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.fence_dir / "fence").touch()
-        self._fence_wd = self._ino.add_watch(self.fence_dir, F.ATTRIB | F.ONLYDIR | F.DONT_FOLLOW)
+        for old in self.fence_dir.iterdir():  # a fence left by a run that stopped in the middle
+            with contextlib.suppress(OSError):
+                old.unlink()
+        self._fence_wd = self._ino.add_watch(self.fence_dir, F.CREATE | F.ONLYDIR | F.DONT_FOLLOW)
         skip = excluded()
         try:
             self._walk("", skip)
@@ -236,20 +240,14 @@ class Watcher:
             raise Fallback("the workspace was moved or replaced")
         if _mounts() != self._mounts:
             raise Fallback("the mount table changed")
-        os.utime(self.fence_dir / "fence")
-        deadline = time.monotonic() + FENCE_TIMEOUT
-        fenced = False
-        while not fenced:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Fallback("the fence's event did not arrive in time")
-            for ev in self._ino.read(timeout=max(1, int(left * 1000))):
-                if ev.wd == self._fence_wd:
-                    fenced = fenced or (ev.name == "fence" and bool(ev.mask & F.ATTRIB))
-                    if ev.mask & (F.IGNORED | F.Q_OVERFLOW):
-                        raise Fallback("the fence's watch was removed")
-                    continue
-                self._event(ev.wd, ev.mask, ev.name)
+        # a name no one can guess: only this fence's own creation ends the drain
+        fence = f"fence-{secrets.token_hex(8)}"
+        os.close(os.open(self.fence_dir / fence, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        try:
+            self._drain(fence)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.fence_dir / fence)
         new, self._new = self._new, []
         for rel in new:
             self._walk(rel, set())
@@ -265,6 +263,23 @@ class Watcher:
         out = _outermost(self._dirty | self._always)
         self._dirty.clear()
         return out
+
+    def _drain(self, fence: str) -> None:
+        """Read events until the fence's creation: every change made before it is then recorded."""
+        assert self._ino is not None
+        deadline = time.monotonic() + FENCE_TIMEOUT
+        fenced = False
+        while not fenced:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Fallback("the fence's event did not arrive in time")
+            for ev in self._ino.read(timeout=max(1, int(left * 1000))):
+                if ev.wd == self._fence_wd:
+                    if ev.mask & F.IGNORED:
+                        raise Fallback("the fence's watch was removed")
+                    fenced = fenced or (ev.name == fence and bool(ev.mask & F.CREATE))
+                    continue
+                self._event(ev.wd, ev.mask, ev.name)
 
     def _event(self, wd: int, mask: int, name: str) -> None:
         if mask & F.Q_OVERFLOW:
