@@ -419,3 +419,35 @@ def test_fallback_mounts_and_unmounts() -> None:
     assert all(equal for equal, _ in steps), steps
     assert [last.split(":")[0] for _, last in steps] == ["full", "full", "watched", "full"], steps
     assert "mount table changed" in steps[1][1] and "mount table changed" in steps[3][1], steps
+
+
+def test_fallback_file_system_not_local_refuses_to_arm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a file system whose changes may come from elsewhere (here: the mount table says NFS), the watcher
+    does not arm; every checkpoint scans in full."""
+    import nexusd.undo.watch as watch
+
+    ws, watched, full = pair(short_tmpdir())
+    monkeypatch.setattr(watch, "_mounts", lambda: b"22 1 0:50 / / rw - nfs4 srv:/ rw\n")
+    assert "inotify cannot vouch for (nfs4)" in same(watched, full, "full: not watched")
+    (ws / "f").write_text("x")
+    assert "arming failed lately" in same(watched, full, "full")
+
+
+def test_fallback_fence_lost_or_a_bug() -> None:
+    """The fence's own watch removed, or anything unexpected in the watcher (a bug): never trusted."""
+    ws, watched, full = pair(short_tmpdir())
+    same(watched, full, "full: arming")
+    w = watched.watcher
+    assert w is not None and w._ino is not None
+    w._ino.rm_watch(w._fence_wd)
+    (ws / "f").write_text("x")
+    assert "fence's watch was removed" in same(watched, full, "full")
+    (ws / "f").write_text("y")
+    same(watched, full)
+
+    def broken() -> list[str]:
+        raise RuntimeError("a bug")
+
+    w.changed = broken  # type: ignore[method-assign]
+    (ws / "f").write_text("z")
+    assert "a bug" in same(watched, full, "full")
