@@ -5,7 +5,9 @@ storage a run of calls leaves behind.
 of ``--files`` text files (in directories of 100, as a source tree), takes the first checkpoint (cold: every
 file hashed), then plays ``--calls`` calls, each editing, creating or deleting ``--changes`` files before
 the checkpoint of the next call, through the daemon's own code (``UndoService.checkpoint``, what the worker
-thread runs). Beside it, in the same run, the floor: the two git processes a checkpoint starts doing
+thread runs), twice per call on the same tree: a shadow fed by its watcher (as shipped) and one scanning in
+full (``watch = false``), whose trees must be equal (``watched_equals_full_scan``). Beside them, in the same
+run, the floor: the two git processes a checkpoint starts doing
 nothing (``git --version`` twice), and a bare ``lstat`` of every file (what any snapshot must at least do
 to see what changed). Prints one JSON object; figures are in docs/PERFORMANCE.md. Not a test: nothing is
 timed against a threshold here.
@@ -105,36 +107,48 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="nexus-undo-bench-"))
     try:
-        ws, state, config = root / "ws", root / "state", root / "config"
-        for d in (ws, state, config):
+        ws, state, state_w, config = root / "ws", root / "state", root / "state-watched", root / "config"
+        for d in (ws, state, state_w, config):
             d.mkdir()
         _tree(ws, files, rng)
         workspace_bytes = _du(ws)
-        svc = UndoService(state, config, spawn=lambda *a: None, audit=lambda c, d: None, settings=UndoSettings())
+        # the same workspace, two shadows: one scans in full (watch off), one is fed by its watcher (as shipped)
+        svc = UndoService(
+            state, config, spawn=lambda *a: None, audit=lambda c, d: None, settings=UndoSettings(watch=False)
+        )
+        svc_w = UndoService(state_w, config, spawn=lambda *a: None, audit=lambda c, d: None, settings=UndoSettings())
         verdict = p.Verdict(
             "allow", "bench", "rule", requirement="workspace-write", details=p.CallDetails("shell", "Bash")
         )
 
         cpu: list[float] = []
+        cpu_w: list[float] = []
 
-        def checkpoint(n: int) -> float:
+        def checkpoint(service: UndoService, n: int, into: list[float]) -> tuple[float, str]:
             call = p.CallInfo("claude", "bench", "Bash", {"command": f"call {n}"}, str(ws), workspace=str(ws))
             c0, t0 = _cpu(), time.perf_counter()
-            entry = svc.checkpoint(call, verdict, time.monotonic() + 600)
+            entry = service.checkpoint(call, verdict, time.monotonic() + 600)
             took = time.perf_counter() - t0
-            cpu.append(_cpu() - c0)  # of the git processes and of this process: what a loaded machine's wall hides
+            into.append(_cpu() - c0)  # of the git processes and of this process: what a loaded machine's wall hides
             if entry.tree is None:
                 raise RuntimeError(entry.note)
-            return took
+            return took, entry.tree
 
-        first = checkpoint(0)
+        first, _ = checkpoint(svc, 0, cpu)
         first_cpu = cpu[-1]
-        shadow = svc.shadow(str(ws))
+        first_w, _ = checkpoint(svc_w, 0, cpu_w)
+        first_w_cpu = cpu_w[-1]
+        shadow, shadow_w = svc.shadow(str(ws)), svc_w.shadow(str(ws))
         shadow.repack()
         baseline = _du(shadow.git_dir)
-        second = checkpoint(1)  # nothing changed: the index's stat cache answers
+        second, _ = checkpoint(svc, 1, cpu)  # nothing changed: the index's stat cache answers
+        second_w, _ = checkpoint(svc_w, 1, cpu_w)  # nothing changed: the watcher says so
         cpu.clear()
+        cpu_w.clear()
         times: list[float] = []
+        times_w: list[float] = []
+        equal = 0
+        full_scans: dict[str, int] = {}
         tracked = sorted(ws.rglob("*.py"))
         spawn_floor: list[float] = []
         walk_floor: list[float] = []
@@ -142,7 +156,15 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
         walk_cpu: list[float] = []
         for n in range(2, calls + 2):
             _mutate(ws, tracked, rng, changes, n)
-            times.append(checkpoint(n))
+            order = [(svc, times, cpu), (svc_w, times_w, cpu_w)]
+            trees = {}
+            for service, into_t, into_c in order if n % 2 else order[::-1]:  # neither always first after the edit
+                took, trees[id(service)] = checkpoint(service, n, into_c)
+                into_t.append(took)
+            equal += trees[id(svc)] == trees[id(svc_w)]
+            if shadow_w.last != "watched":
+                why = shadow_w.last.split(" (")[0]
+                full_scans[why] = full_scans.get(why, 0) + 1
             if n % 10 == 0:
                 s, sc, w, wc = _floor(ws)
                 spawn_floor.append(s)
@@ -157,6 +179,9 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
         packed = _du(repo)
         history = (state / "undo" / "history.jsonl").stat().st_size
         med_spawn, med_walk = statistics.median(spawn_floor), statistics.median(walk_floor)
+        med_spawn_cpu, med_walk_cpu = statistics.median(spawn_cpu), statistics.median(walk_cpu)
+        watches = shadow_w.watcher.watches if shadow_w.watcher is not None else 0
+        svc_w.close()
         return {
             "files": files,
             "calls": calls,
@@ -164,17 +189,28 @@ def run(files: int, calls: int, changes: int, seed: int) -> dict[str, Any]:
             "workspace_bytes": workspace_bytes,
             "first_checkpoint_ms": round(first * 1000, 1),
             "first_checkpoint_cpu_ms": round(first_cpu * 1000, 1),
+            "first_checkpoint_watched_ms": round(first_w * 1000, 1),
+            "first_checkpoint_watched_cpu_ms": round(first_w_cpu * 1000, 1),
             "unchanged_checkpoint_ms": round(second * 1000, 2),
+            "unchanged_checkpoint_watched_ms": round(second_w * 1000, 2),
             "checkpoint": _ms(times),
             "checkpoint_cpu": _ms(cpu),
+            "checkpoint_watched": _ms(times_w),
+            "checkpoint_watched_cpu": _ms(cpu_w),
+            "watched_equals_full_scan": f"{equal}/{calls}",
+            "watched_full_scans": full_scans,
+            "watches": watches,
             "floor_two_git_spawns": _ms(spawn_floor),
             "floor_lstat_every_file": _ms(walk_floor),
             "floor_two_git_spawns_cpu": _ms(spawn_cpu),
             "floor_lstat_every_file_cpu": _ms(walk_cpu),
             "ratio_median_to_floor": round(statistics.median(times) / (med_spawn + med_walk), 2),
-            "ratio_median_cpu_to_floor_cpu": round(
-                statistics.median(cpu) / (statistics.median(spawn_cpu) + statistics.median(walk_cpu)), 2
+            "ratio_median_cpu_to_floor_cpu": round(statistics.median(cpu) / (med_spawn_cpu + med_walk_cpu), 2),
+            "ratio_watched_median_to_floor": round(statistics.median(times_w) / (med_spawn + med_walk), 3),
+            "ratio_watched_median_cpu_to_floor_cpu": round(
+                statistics.median(cpu_w) / (med_spawn_cpu + med_walk_cpu), 3
             ),
+            "ratio_watched_median_cpu_to_spawns_cpu": round(statistics.median(cpu_w) / med_spawn_cpu, 2),
             "storage_loose_bytes": loose,
             "storage_packed_bytes": packed,
             "repack_s": round(repack_s, 2),
@@ -203,10 +239,13 @@ def through_daemon(files: int, calls: int, seed: int) -> dict[str, Any]:
         ws.mkdir()
         _tree(ws, files, rng)
         target = ws / "pkg000" / "mod00.py"
-        for label, enabled in (("undo_on", True), ("undo_off", False), ("undo_on_again", True)):
+        variants = (("undo_on", True, True), ("undo_on_full_scan", True, False), ("undo_off", False, True))
+        for label, enabled, watch in (*variants, ("undo_on_again", True, True)):
             config = root / f"config-{label}"
             config.mkdir()
-            (config / "undo.toml").write_text(f"[undo]\nenabled = {str(enabled).lower()}\ntimeout = 600\n")
+            (config / "undo.toml").write_text(
+                f"[undo]\nenabled = {str(enabled).lower()}\nwatch = {str(watch).lower()}\ntimeout = 600\n"
+            )
             d = start_daemon(None, extra_env={"NEXUS_CONFIG_DIR": str(config)})
             try:
                 info = p.CallInfo(

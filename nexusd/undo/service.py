@@ -17,10 +17,13 @@ state directory must not stop every agent; a person who wants no call without it
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -144,6 +147,7 @@ class UndoService:
         self._lock = threading.Lock()
         self._since_maintenance: dict[str, int] = {}
         self._diffs: dict[tuple[str, str], list[FileChange]] = {}  # (tree, tree): immutable, cached
+        self._watched: OrderedDict[str, Shadow] = OrderedDict()  # workspaces with a watcher, least recent first
 
     # ------------------------------------------------------------------ the decision path
 
@@ -209,8 +213,36 @@ class UndoService:
                     log.exception("undo maintenance failed", workspace=ws)
 
     def close(self) -> None:
-        """The daemon stops: kill the git processes still running (their threads then end at once)."""
+        """The daemon stops: kill the git processes still running (their threads then end at once), and
+        close every watcher (its inotify descriptor and watches)."""
         kill_running()
+        with self._lock:
+            shadows = list(self._shadows.values())
+            self._watched.clear()
+        for s in shadows:
+            with contextlib.suppress(Exception):
+                s.close_watcher()
+
+    def _keep_watching(self, shadow: Shadow) -> None:
+        """``shadow`` (its lock held) was just used: the least recently used watchers beyond
+        ``watch_workspaces`` are closed (each under its own lock, taken without waiting; a busy one is
+        closed at a later turn). A closed watcher re-arms at its workspace's next checkpoint."""
+        if shadow.watcher is None:
+            return
+        with self._lock:
+            self._watched[shadow.workspace] = shadow
+            self._watched.move_to_end(shadow.workspace)
+            over = [s for s in self._watched.values() if s is not shadow][
+                : max(0, len(self._watched) - self.settings.watch_workspaces)
+            ]
+        for old in over:
+            if old.lock.acquire(blocking=False):
+                try:
+                    old.close_watcher()
+                finally:
+                    old.lock.release()
+                with self._lock:
+                    self._watched.pop(old.workspace, None)
 
     # ------------------------------------------------------------------ blocking work (worker threads)
 
@@ -218,7 +250,15 @@ class UndoService:
         with self._lock:
             s = self._shadows.get(workspace)
             if s is None:
-                s = Shadow(self.root / "repos", workspace, self.settings.exclude, self.hidden)
+                s = Shadow(
+                    self.root / "repos",
+                    workspace,
+                    self.settings.exclude,
+                    self.hidden,
+                    watch=self.settings.watch and self.settings.watch_workspaces > 0 and sys.platform == "linux",
+                    max_dirs=self.settings.watch_max_dirs,
+                    rescan=self.settings.watch_rescan,
+                )
                 self._shadows[workspace] = s
             return s
 
@@ -284,6 +324,7 @@ class UndoService:
             if not shadow.slow and not shadow.lock.acquire(timeout=max(0.01, deadline - time.monotonic())):
                 raise GitError("another checkpoint of this workspace took too long")
             try:
+                self._keep_watching(shadow)
                 tree = shadow.snapshot(timeout=HARD_TIMEOUT)
             finally:
                 shadow.slow = False  # (set by a call that gave up waiting for this snapshot)
@@ -441,7 +482,7 @@ class UndoService:
         if not shadow.lock.acquire(timeout=120):
             return p.RewindReply(ok=False, detail="the workspace's checkpoints are busy; try again")
         try:
-            now = shadow.snapshot(timeout=120)
+            now = shadow.snapshot(timeout=120, full=True)  # a rewind acts on what is there, watcher or not
             current, target = shadow.entries(now), shadow.entries(target_entry.tree)
             plan = restore.plan(current, target, only)
             changes = [list(x) for x in plan.describe(current)]
@@ -470,7 +511,7 @@ class UndoService:
                 session="",
                 provider="nexusd",
                 tool="rewind",
-                summary=f"before rewinding to {msg.id}" + (f" ({', '.join(rel)})" if rel else ""),
+                summary=f"before rewinding to {msg.id}" + (f" ({', '.join(display(r) for r in rel)})" if rel else ""),
                 writes=[display(x) for x in plan.paths()],
                 bounded=True,
                 note=f"by {by}",
@@ -478,7 +519,7 @@ class UndoService:
             shadow.keep(f"c{rescue.id}", now)
             self.history.append(rescue)
             errors = restore.apply(shadow, plan, target)
-            after = shadow.entries(shadow.snapshot(timeout=120))
+            after = shadow.entries(shadow.snapshot(timeout=120, full=True))
             for path in plan.paths():
                 if after.get(path) != target.get(path) and not any(display(path) in err for err in errors):
                     errors.append(f"{display(path)}: not as recorded after the rewind")

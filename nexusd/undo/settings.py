@@ -38,6 +38,10 @@ class UndoSettings:
     keep_days: float = 14.0  # checkpoints older than this are dropped
     timeout: float = 10.0  # seconds a call's allow may wait for its checkpoint
     on_failure: Literal["allow", "deny"] = "allow"  # a checkpoint that failed or timed out
+    watch: bool = True  # an inotify watcher per workspace feeds git the changed paths (Linux; else a full scan)
+    watch_max_dirs: int = 10_000  # directories watched per workspace; more: full scans
+    watch_workspaces: int = 16  # workspaces watched at once (the least recently checkpointed stop first)
+    watch_rescan: float = 300.0  # seconds: a full scan at least this often (what inotify cannot see); 0 never
     errors: list[str] = field(default_factory=list)
 
 
@@ -84,6 +88,15 @@ def parse(doc: object, where: str = FILE_NAME) -> UndoSettings:
     if not 1 <= keep_calls <= 1_000_000:
         errors.append(f"{where}: keep_calls must be 1..1000000")
         keep_calls = base.keep_calls
+    watch_max_dirs = int(get("watch_max_dirs", int, base.watch_max_dirs))  # type: ignore[call-overload]
+    watch_workspaces = int(get("watch_workspaces", int, base.watch_workspaces))  # type: ignore[call-overload]
+    watch_rescan = float(get("watch_rescan", (int, float), base.watch_rescan))  # type: ignore[arg-type]
+    if not 1 <= watch_max_dirs <= 1_000_000:
+        errors.append(f"{where}: watch_max_dirs must be 1..1000000")
+        watch_max_dirs = base.watch_max_dirs
+    if not 0 <= watch_workspaces <= 1000:
+        errors.append(f"{where}: watch_workspaces must be 0..1000")
+        watch_workspaces = base.watch_workspaces
     if not 0 < timeout <= 600:
         errors.append(f"{where}: timeout must be more than 0 and at most 600 seconds")
         timeout = base.timeout
@@ -94,5 +107,9 @@ def parse(doc: object, where: str = FILE_NAME) -> UndoSettings:
         keep_days=max(0.0, keep_days),
         timeout=timeout,
         on_failure=on_failure,
+        watch=bool(get("watch", bool, True)),
+        watch_max_dirs=watch_max_dirs,
+        watch_workspaces=watch_workspaces,
+        watch_rescan=max(0.0, watch_rescan),
         errors=errors,
     )

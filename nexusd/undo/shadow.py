@@ -19,11 +19,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
+
+from nexusd.undo.watch import Watcher
+
+log = structlog.get_logger("nexusd.undo")
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _ATTRIBUTES = "* -text !eol -filter -ident !working-tree-encoding\n"
@@ -46,6 +54,9 @@ _CONFIG = (
     ("diff.renames", "false"),
 )
 
+
+MAX_PATHSPECS = 5_000  # changed paths given to git by name; more: a full scan (one argument list, bounded)
+REARM_AFTER = 50  # checkpoints in full before arming again, after arming failed (too many directories ...)
 
 RUNNING: set[subprocess.Popen[bytes]] = set()  # git processes now running, killed when the daemon stops
 
@@ -107,7 +118,17 @@ class Shadow:
     """One workspace's shadow repository. Its ``lock`` serializes what uses the index (snapshots, restores);
     callers hold it. Every method blocks: the daemon calls them from a worker thread."""
 
-    def __init__(self, root: Path, workspace: str, exclude: Iterable[str] = (), hidden: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        workspace: str,
+        exclude: Iterable[str] = (),
+        hidden: Iterable[str] = (),
+        *,
+        watch: bool = False,
+        max_dirs: int = 10_000,
+        rescan: float = 300.0,
+    ) -> None:
         self.workspace = workspace
         self.git_dir = root / workspace_key(workspace)
         self.lock = threading.Lock()
@@ -115,11 +136,28 @@ class Shadow:
         self._hidden = [h for h in hidden if h]
         self._ready = False
         self.slow = False  # a snapshot is running that outlived its call's deadline
+        self.watcher = Watcher(workspace, self.git_dir / "watch", max_dirs) if watch else None
+        self.last = ""  # how the last snapshot was taken: "watched", or "full: why"
+        self.fallbacks = 0  # snapshots the watcher could not vouch for (scanned in full)
+        self._snapshots = 0
+        self._arm_at = 0
+        self.rescan = rescan  # seconds: a full scan at least this often, for what inotify cannot see (0: never)
+        self._full_at = time.monotonic()
 
     # ------------------------------------------------------------------ plumbing
 
-    def git(self, *args: str, timeout: float = 60.0, work_tree: bool = False, input_: bytes | None = None) -> bytes:
+    def git(
+        self,
+        *args: str,
+        timeout: float = 60.0,
+        work_tree: bool = False,
+        input_: bytes | None = None,
+        literal: bool = False,
+        ok: tuple[int, ...] = (0,),
+    ) -> bytes:
         env = git_env(self.git_dir, self.workspace if work_tree else None)
+        if literal:
+            env["GIT_LITERAL_PATHSPECS"] = "1"  # a file named '*' or ':(exclude)x' is that file, not a pattern
         try:
             proc = subprocess.Popen(
                 ["git", *args],
@@ -140,7 +178,7 @@ class Shadow:
             raise GitError(f"git {args[0]} took longer than {timeout:g} s") from None
         finally:
             RUNNING.discard(proc)
-        if proc.returncode != 0:
+        if proc.returncode not in ok:
             err = err_bytes.decode(errors="replace").strip().splitlines()
             raise GitError(f"git {args[0]} failed ({proc.returncode}): {err[-1] if err else 'no message'}")
         return out
@@ -171,14 +209,134 @@ class Shadow:
 
     # ------------------------------------------------------------------ snapshots
 
-    def snapshot(self, timeout: float = 60.0) -> str:
+    def snapshot(self, timeout: float = 60.0, full: bool = False) -> str:
         """The workspace as a tree id: every file not ignored, with its bytes, its executable bit and its
-        symlinks as links. Incremental: git's index re-reads only what changed since the last snapshot."""
+        symlinks as links. Incremental: with a watcher, git reads only the paths changed since the last
+        snapshot; without one (or when the watcher cannot vouch for them, or ``full``), git's index re-reads
+        only the files whose stat changed, after an lstat of every file."""
         if not os.path.isdir(self.workspace):
             raise GitError(f"the workspace {self.workspace} is not a directory")
         self.ensure()
+        self._snapshots += 1
+        paths, why = self._watched(timeout)
+        if full:
+            paths, why = None, "asked for"
+        if paths is not None:
+            try:
+                self._add(paths, timeout)
+                self.last = "watched"
+                return self.git("write-tree", timeout=timeout).decode().strip()
+            except GitError as e:  # e.g. a path gone between the listing and the add: the full scan decides
+                why = str(e)
+                self.fallbacks += 1
+        self.last = f"full: {why}"
         self.git("add", "-A", "--ignore-errors", "--", ".", timeout=timeout, work_tree=True)
+        self._full_at = time.monotonic()
         return self.git("write-tree", timeout=timeout).decode().strip()
+
+    def _watched(self, timeout: float) -> tuple[list[str] | None, str]:
+        """The paths changed since the last snapshot, or None and why to scan in full. A watcher not armed is
+        armed here, before that full scan: what changes from then on, it sees."""
+        w = self.watcher
+        if w is None:
+            return None, "not watched"
+        why = "arming the watcher"
+        if w.armed:
+            try:
+                paths = w.changed()
+                if self.rescan > 0 and time.monotonic() - self._full_at > self.rescan:
+                    return None, f"the periodic full scan (every {self.rescan:g} s)"
+                return paths, ""
+            except Exception as e:  # Fallback, OSError, or a bug: never trusted, the full scan decides
+                self.fallbacks += 1
+                why = f"{e}; re-armed"
+                log.info("undo watcher falls back to a full scan", workspace=self.workspace, why=str(e))
+                w.close()
+        elif self._snapshots < self._arm_at:
+            return None, "not watched (arming failed lately)"
+        try:
+            w.arm(lambda: self._excluded(timeout))
+        except Exception as e:
+            w.close()
+            self._arm_at = self._snapshots + REARM_AFTER
+            why = f"not watched: {e}"
+            log.info("undo watcher not armed", workspace=self.workspace, why=str(e))
+        return None, why
+
+    def _excluded(self, timeout: float) -> set[str]:
+        """Directories git does not enter: excluded themselves (by .gitignore or the settings), nothing in
+        them tracked. (``ls-files --directory`` names wholly ignored directories; ``check-ignore`` keeps those
+        excluded themselves, not merely all of whose files are: a ``.gitignore`` inside may re-include.)"""
+        out = self.git(
+            "ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", timeout=timeout, work_tree=True
+        )
+        dirs = [x[:-1] for x in out.split(b"\0") if x.endswith(b"/")]
+        if not dirs:
+            return set()
+        res = self.git(
+            "check-ignore", "-z", "--stdin", timeout=timeout, work_tree=True, input_=b"\0".join(dirs) + b"\0", ok=(0, 1)
+        )
+        return {os.fsdecode(x) for x in res.split(b"\0") if x}
+
+    def _add(self, paths: list[str], timeout: float) -> None:
+        """``git add -A`` of the changed paths only. Each is first listed by git (tracked, or untracked and not
+        ignored): a path that is neither (ignored, or created and deleted since) is not given, as git refuses
+        those by name where the full scan passes them by."""
+        if not paths:
+            return
+        if len(paths) > MAX_PATHSPECS:
+            raise GitError(f"{len(paths)} changed paths")
+        if all(self._is_file(q) for q in paths):
+            # every path is a file that exists (edits, creations): git takes them by name unless one is
+            # ignored or vanished meanwhile, and then fails; the listing below then decides (one process less)
+            with contextlib.suppress(GitError):
+                return self._add_named(paths, timeout)
+        out = self.git(
+            "ls-files",
+            "-z",
+            "-c",
+            "-o",
+            "--exclude-standard",
+            "--",
+            *paths,
+            timeout=timeout,
+            work_tree=True,
+            literal=True,
+        )
+        listed: set[str] = set()
+        for raw in out.split(b"\0"):
+            if not raw:
+                continue
+            name = os.fsdecode(raw.rstrip(b"/"))
+            while name and name not in listed:
+                listed.add(name)
+                name = name.rpartition("/")[0]
+        keep = [q for q in paths if q in listed]
+        if keep:
+            self._add_named(keep, timeout)
+
+    def _add_named(self, paths: list[str], timeout: float) -> None:
+        self.git(
+            "add",
+            "-A",
+            "--ignore-errors",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            timeout=timeout,
+            work_tree=True,
+            literal=True,
+            input_=b"\0".join(os.fsencode(q) for q in paths),
+        )
+
+    def _is_file(self, rel: str) -> bool:
+        try:
+            return not stat.S_ISDIR(os.lstat(os.path.join(self.workspace, rel)).st_mode)
+        except OSError:
+            return False
+
+    def close_watcher(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
 
     def keep(self, name: str, tree: str) -> None:
         """Keep ``tree`` alive under ``refs/nexus/NAME`` (a loose ref, written directly: no process)."""

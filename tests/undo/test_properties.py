@@ -149,6 +149,13 @@ def test_rewind_reproduces_every_recorded_tree(ops: list[tuple[Any, ...]], picks
     (ws / "build").mkdir()
     (ws / "build" / "out.o").write_bytes(b"ignored, kept as it is")
     svc = service(root)
+    try:
+        _rewind_every_tree(svc, root, ws, ops, picks)
+    finally:
+        svc.close()  # its watchers: inotify instances are few
+
+
+def _rewind_every_tree(svc: UndoService, root: Path, ws: Path, ops: list[tuple[Any, ...]], picks: list[int]) -> None:
     recorded: list[tuple[int, dict[str, tuple[str, Any]]]] = []
     for n, op in enumerate(ops):
         recorded.append((checkpoint(svc, ws, n), tree(ws)))  # before the call, as the daemon takes it
@@ -178,6 +185,13 @@ def test_one_file_rewind_touches_only_that_file(ops: list[tuple[Any, ...]], pick
     ws = root / "ws"
     ws.mkdir()
     svc = service(root)
+    try:
+        _rewind_one_file(svc, ws, ops, pick, path)
+    finally:
+        svc.close()
+
+
+def _rewind_one_file(svc: UndoService, ws: Path, ops: list[tuple[Any, ...]], pick: int, path: str) -> None:
     recorded: list[tuple[int, dict[str, tuple[str, Any]]]] = []
     for n, op in enumerate(ops):
         recorded.append((checkpoint(svc, ws, n), tree(ws)))
