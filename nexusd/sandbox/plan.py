@@ -43,6 +43,9 @@ AGENT_DIRS = WORKSPACE_PROTECTED
 HOME_FILES = HOME_PROTECTED
 
 
+PREVIEW_BACKENDS = ("bwrap", "unshare")  # Linux: the overlay helper mounts overlayfs before them
+
+
 def _real(p: str) -> str:
     return os.path.realpath(p)
 
@@ -481,6 +484,7 @@ class PreparedWrap:
     run_dir: Path
     socket: str | None
     escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
+    preview: dict[str, object] | None = None  # [sandbox] preview: the overlay run's spec (nexusd.sandbox.previewrun)
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -491,7 +495,13 @@ class PreparedWrap:
         return {
             **self.tool_input,
             self.key: agent_command(
-                self.plan, self.command, self.run_dir, socket=self.socket, proxy=proxy, escape_hint=self.escape_hint
+                self.plan,
+                self.command,
+                self.run_dir,
+                socket=self.socket,
+                proxy=proxy,
+                escape_hint=self.escape_hint,
+                preview=self.preview,
             ),
         }
 
@@ -563,10 +573,30 @@ def prepare_wrap(
         return {**call.input, key: refusal_command("the call names no absolute workspace to sandbox it in")}
     # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
+    preview: dict[str, object] | None = None
+    if settings.preview and plan.allowed:
+        if plan.backend not in PREVIEW_BACKENDS:  # never run it on the real workspace instead
+            return {
+                **call.input,
+                key: refusal_command(
+                    "[sandbox] preview is on, and previewing needs the Linux sandbox (bubblewrap or unshare) with "
+                    f"overlayfs; this machine's sandbox is {plan.backend or 'not available'}"
+                ),
+            }
+        preview = {
+            "workspace": _real(ws),
+            "parent": str(workspace_dir(_state_dir(store), _real(ws)) / "preview"),
+            "socket": socket,
+            "provider": call.provider,
+            "session": call.session,
+            "cwd": cwd,
+        }
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
-    return PreparedWrap(dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool))
+    return PreparedWrap(
+        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), preview
+    )
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

@@ -45,6 +45,7 @@ from nexusd.sandbox.seccomp import split_filter
 EXIT_REFUSED = 126
 SCRUB_MODULE = "nexusd.sandbox.scrub"
 NETEXEC_MODULE = "nexusd.sandbox.netexec"
+PREVIEW_MODULE = "nexusd.sandbox.previewrun"
 RUN_DIR = "run"
 KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
 STALE_AFTER_S = 7 * 24 * 3600
@@ -193,6 +194,7 @@ def _script(
     socket: str | None = None,
     broker: str | None = None,
     escape_hint: str | None = None,
+    preview: dict[str, object] | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: a filtered network's one-time proxy token (``broker`` given)."""
@@ -202,6 +204,9 @@ def _script(
     run = " ".join(words)
     if FD_PLACEHOLDER in argv:  # a filtered network: open the proxy channel, then exec the same argv with it
         run = f'{q(sys.executable)} -I -m {NETEXEC_MODULE} {q(broker or "")} "${{3-}}" -- {run}'
+    if preview is not None:  # on an overlay, and a person applies or discards (nexusd.sandbox.previewrun)
+        spec = json.dumps(preview, sort_keys=True)
+        run = f"{q(sys.executable)} -I -m {PREVIEW_MODULE} {q(spec)} -- {run}"
     if filt is not None:
         run += f" 3<{q(filt)}"
     env = _env_default_signal()
@@ -305,9 +310,12 @@ def agent_command(
     socket: str | None = None,
     proxy: tuple[str, str] | None = None,
     escape_hint: str | None = None,
+    preview: dict[str, object] | None = None,
 ) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal.
-    ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure)."""
+    ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure).
+    ``preview``: run it on an overlay and ask a person to apply its changes (``nexusd.sandbox.previewrun``'s
+    spec: workspace, parent, socket, provider, session, cwd)."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
     if len(plan.argv) < 3 or plan.argv[-2] != "-c" or plan.argv[-1] != command:
@@ -326,7 +334,7 @@ def agent_command(
     )
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
-    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None, escape_hint)
+    text = _script(plan, str(scrub_file), shell_index, socket, proxy[0] if proxy else None, escape_hint, preview)
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
