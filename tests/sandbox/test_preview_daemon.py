@@ -108,6 +108,13 @@ def test_apply_through_nexusctl(daemon_factory: Any, raw_factory: Any, ws: Path)
     assert "were APPLIED" in err, err
     assert (ws / "keep.txt").read_text() == "changed\n" and not (ws / "gone.txt").exists()
     assert (ws / "made.txt").read_text() == "new\n"
+    # the person's allow took a checkpoint before the apply: the applied preview is in the history, rewindable
+    hist = ctl(h, "history", "--json")
+    (entry,) = [json.loads(line) for line in hist.stdout.splitlines() if '"nexus:preview"' in line]
+    assert {f["path"]: f["status"] for f in entry["files"]} == {"gone.txt": "D", "keep.txt": "M", "made.txt": "A"}
+    back = ctl(h, "rewind", str(entry["id"]))
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert (ws / "keep.txt").read_text() == "one\n" and (ws / "gone.txt").read_text() == "precious\n"
 
 
 def test_discard_through_nexusctl(daemon_factory: Any, raw_factory: Any, ws: Path) -> None:
@@ -178,3 +185,32 @@ def test_the_engine_never_decides_a_preview(daemon_factory: Any, raw_factory: An
     d = bad.ask({"type": "request", "call": {**call, "input": {"command": 1}}, "ref": "r"})
     bad.close()
     assert isinstance(d, p.Decision) and d.decision == "deny" and "malformed" in d.reason
+
+
+def test_the_tui_shows_a_previews_diff() -> None:
+    """The TUI's detail pane renders a preview's diff (pure rendering of the pending item the daemon sends)."""
+    from nexus_clients.tui.request_view import detail
+    from nexus_clients.tui.state import Entry
+
+    diff = "# changed file keep.txt\n--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-one\n+changed\n\x1b[31mX\n"
+    call = p.CallInfo(
+        provider="claude",
+        session="s1",
+        tool="nexus:preview",
+        input={
+            "command": "echo changed > keep.txt",
+            "exit_code": 0,
+            "summary": "+0 ~1 -0",
+            "changes": [],
+            "diff": diff,
+        },
+        cwd="/w",
+        workspace="/w",
+    )
+    verdict = p.Verdict("ask", "preview: apply?", "safety", flags=["require_human", "preview"])
+    item = p.PendingItem(id="0" * 32, call=call, verdict=verdict, created=time.time(), deadline=time.time() + 60)
+    text = "\n".join(t.plain for t in detail(Entry(item=item, seen_at=time.time()), time.time()))
+    assert "allow applies it, deny discards it" in text
+    assert "+changed" in text and "-one" in text
+    assert "\x1b" not in text  # file content cannot drive the terminal
+    assert text.count("+changed") == 1  # not again as raw arguments
