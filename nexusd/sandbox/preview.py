@@ -30,6 +30,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +219,7 @@ class Preview:
         par = os.path.realpath(parent)
         if par == ws or par.startswith(ws.rstrip("/") + "/") or ws.startswith(par.rstrip("/") + "/"):
             raise PreviewError(f"the preview directory {par} and the workspace {ws} overlap; overlayfs refuses that")
+        _clean_stale(par)
         base = os.path.join(par, f"p-{secrets.token_hex(8)}")
         os.mkdir(base, 0o700)
         os.mkdir(os.path.join(base, "upper"), 0o700)
@@ -400,6 +402,23 @@ class Preview:
                 with contextlib.suppress(OSError):
                     os.chmod(os.path.join(dirpath, d), 0o700, follow_symlinks=False)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+STALE_AFTER_S = 24 * 3600  # a preview directory left by a killed run (no finally ran) is removed after this
+
+
+def _clean_stale(parent: str) -> None:
+    cutoff = time.time() - STALE_AFTER_S
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith("p-")]
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if e.stat(follow_symlinks=False).st_mtime < cutoff:
+                Preview(workspace="", base=e.path, before={}).discard()
+        except OSError:
+            pass
 
 
 def _perm(st: os.stat_result) -> int:

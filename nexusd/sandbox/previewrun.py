@@ -49,6 +49,8 @@ def ask(spec: dict[str, Any], argv: list[str], changes: list[Change], diff: str,
     from nexusd.client import Client, NexusClientError
     from nexusd.protocol import CallInfo
 
+    if not spec.get("socket"):  # never the environment's daemon: the agent's shell controls its environment
+        return False, "no daemon to ask was named"
     if len(diff) > ASK_DIFF_LIMIT:
         diff = diff[:ASK_DIFF_LIMIT] + f"\n# ... cut at {ASK_DIFF_LIMIT} characters\n"
     call = CallInfo(

@@ -212,3 +212,26 @@ def test_a_preview_directory_inside_the_workspace_is_refused(pworld: World) -> N
 
     with pytest.raises(PreviewError, match="overlap"):
         Preview.start(str(pworld.ws), pworld.ws / "state")
+
+
+def test_a_stale_preview_directory_is_removed_and_a_fresh_one_kept(tmp_path: Path) -> None:
+    ws, parent = tmp_path / "ws", tmp_path / "state" / "preview"
+    ws.mkdir()
+    old, fresh = parent / "p-old", parent / "p-fresh"
+    (old / "work" / "work").mkdir(parents=True)
+    (old / "work" / "work").chmod(0)  # as overlayfs leaves it
+    fresh.mkdir()
+    os.utime(old, (1, 1))
+    p = Preview.start(str(ws), parent)
+    assert not old.exists() and fresh.exists() and Path(p.base).is_dir()
+
+
+def test_without_a_named_daemon_the_changes_are_discarded(tmp_path: Path) -> None:
+    """The wrapper never asks the daemon its environment names (the agent's shell controls that)."""
+    from nexusd.sandbox.previewrun import ask
+
+    change = Change("a.txt", "added", "file", 1)
+    assert ask({"workspace": str(tmp_path)}, ["bash", "-c", "x"], [change], "+x", 0) == (
+        False,
+        "no daemon to ask was named",
+    )
