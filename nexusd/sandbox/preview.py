@@ -364,6 +364,13 @@ class Preview:
                 except (OSError, PreviewError) as e:
                     msg = str(e) if isinstance(e, PreviewError) else f"{c.path}: {e.strerror or e}"
                     result.errors.append(msg)
+            # new directories' own modes last, deepest first: one made read-only must still take its files
+            for c in sorted(dirs, key=lambda c: (-c.path.count("/"), c.path)):
+                if c.path in result.applied:
+                    try:
+                        self._dir_mode(root_fd, c)
+                    except (OSError, PreviewError) as e:
+                        result.errors.append(str(e) if isinstance(e, PreviewError) else f"{c.path}: {e.strerror or e}")
         finally:
             os.close(root_fd)
         return result
@@ -376,13 +383,11 @@ class Preview:
                 _remove(dfd, name, old)
                 return
             su = os.lstat(os.path.join(self.upper, c.path))
-            if c.what == "dir":
-                if old is not None and stat.S_ISDIR(old.st_mode):
-                    os.chmod(name, _perm(su), dir_fd=dfd, follow_symlinks=False)
-                    return
-                _remove(dfd, name, old)
-                os.mkdir(name, 0o700, dir_fd=dfd)
-                os.chmod(name, _perm(su), dir_fd=dfd, follow_symlinks=False)
+            if c.what == "dir":  # writable by us until ``_dir_mode`` gives it its own mode
+                if old is None or not stat.S_ISDIR(old.st_mode):
+                    _remove(dfd, name, old)
+                    os.mkdir(name, 0o700, dir_fd=dfd)
+                os.chmod(name, _perm(su) | 0o700, dir_fd=dfd, follow_symlinks=False)
                 return
             tmp = f".{name[:200]}.nexus-preview-{secrets.token_hex(4)}"
             if c.what == "symlink":
@@ -392,6 +397,15 @@ class Preview:
             if old is not None and stat.S_ISDIR(old.st_mode):
                 _remove(dfd, name, old)
             os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def _dir_mode(self, root_fd: int, c: Change) -> None:
+        dfd, name = _walk(root_fd, c.path, create=False, upper=self.upper)
+        try:
+            st = _at(dfd, name)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                os.chmod(name, _perm(os.lstat(os.path.join(self.upper, c.path))), dir_fd=dfd, follow_symlinks=False)
         finally:
             os.close(dfd)
 

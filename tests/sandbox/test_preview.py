@@ -19,7 +19,7 @@ from .conftest import Result, World
 EDIT = (
     "printf 'one\\nTWO\\nthree\\nfour\\n' > keep.txt; "  # changed: 1 line replaced, 1 added
     "rm gone.txt; "  # deleted
-    "mkdir -p new/deep && printf 'hi\\n' > new/deep/file.txt; "  # added in new directories
+    "mkdir -p new/deep && printf 'hi\\n' > new/deep/file.txt && chmod 555 new/deep; "  # a read-only new dir
     "chmod +x tool.sh; "  # mode change only
     "rm -r olddir; "  # a directory deleted
     "printf 'x\\n' > .envrc; "  # a protected name: never applied
@@ -117,6 +117,7 @@ def test_apply_carries_every_change_and_keeps_modes(pworld: World) -> None:
     assert (ws / "keep.txt").read_text() == "one\nTWO\nthree\nfour\n"
     assert not (ws / "gone.txt").exists() and not (ws / "olddir").exists()
     assert (ws / "new" / "deep" / "file.txt").read_text() == "hi\n"
+    assert stat.S_IMODE((ws / "new" / "deep").stat().st_mode) == 0o555  # its mode, given after its files
     assert stat.S_IMODE((ws / "tool.sh").stat().st_mode) == 0o751  # chmod +x under umask 022
     assert os.readlink(ws / "link") == "/etc/passwd"
     assert not (ws / ".envrc").exists()
