@@ -77,6 +77,14 @@ class ApplyResult:
     errors: list[str] = field(default_factory=list)  # "path: error"
 
 
+def shown(text: str) -> str:
+    """A path or link target as one printable line: a newline or escape in a file name could otherwise
+    forge lines of the diff a person reviews, or drive their terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _fingerprint(st: os.stat_result) -> Fingerprint:
     return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -302,17 +310,23 @@ class Preview:
         parts: list[str] = []
         size = 0
         for c in self.changes() if changes is None else changes:
-            head = f"# {c.kind} {c.what} {c.path}" + (f"  (NOT APPLIED: {c.refused})" if c.refused else "") + "\n"
+            head = (
+                f"# {c.kind} {c.what} {shown(c.path)}" + (f"  (NOT APPLIED: {c.refused})" if c.refused else "") + "\n"
+            )
             body = ""
             if c.what == "file" and not c.binary:
                 ws, up = os.path.join(self.workspace, c.path), os.path.join(self.upper, c.path)
                 old = _text(ws, TEXT_LIMIT) if c.kind != "added" else []
                 new = _text(up, TEXT_LIMIT) if c.kind != "deleted" else []
-                body = "".join(difflib.unified_diff(old or [], new or [], f"a/{c.path}", f"b/{c.path}", lineterm="\n"))
+                body = "".join(
+                    difflib.unified_diff(
+                        old or [], new or [], f"a/{shown(c.path)}", f"b/{shown(c.path)}", lineterm="\n"
+                    )
+                )
                 if body and not body.endswith("\n"):
                     body += "\n\\ No newline at end of file\n"
             elif c.what == "symlink" and c.kind != "deleted":
-                body = f"-> {os.readlink(os.path.join(self.upper, c.path))}\n"
+                body = f"-> {shown(os.readlink(os.path.join(self.upper, c.path)))}\n"
             parts.append(head + body)
             size += len(head) + len(body)
             if size > DIFF_LIMIT:
@@ -346,7 +360,7 @@ class Preview:
         """Carry the changes into the workspace. Without ``force`` nothing is written when any path
         conflicts (all listed); with it, conflicting paths are overwritten too."""
         todo = self.changes() if changes is None else changes
-        result = ApplyResult(refused=[f"{c.path}: {c.refused}" for c in todo if c.refused])
+        result = ApplyResult(refused=[f"{shown(c.path)}: {c.refused}" for c in todo if c.refused])
         todo = [c for c in todo if not c.refused]
         result.conflicts = self.conflicts(todo)
         if result.conflicts and not force:
@@ -362,7 +376,7 @@ class Preview:
                     self._apply_one(root_fd, c)
                     result.applied.append(c.path)
                 except (OSError, PreviewError) as e:
-                    msg = str(e) if isinstance(e, PreviewError) else f"{c.path}: {e.strerror or e}"
+                    msg = str(e) if isinstance(e, PreviewError) else f"{shown(c.path)}: {e.strerror or e}"
                     result.errors.append(msg)
             # new directories' own modes last, deepest first: one made read-only must still take its files
             for c in sorted(dirs, key=lambda c: (-c.path.count("/"), c.path)):
@@ -370,7 +384,9 @@ class Preview:
                     try:
                         self._dir_mode(root_fd, c)
                     except (OSError, PreviewError) as e:
-                        result.errors.append(str(e) if isinstance(e, PreviewError) else f"{c.path}: {e.strerror or e}")
+                        result.errors.append(
+                            str(e) if isinstance(e, PreviewError) else f"{shown(c.path)}: {e.strerror or e}"
+                        )
         finally:
             os.close(root_fd)
         return result
@@ -481,7 +497,7 @@ def _walk(root_fd: int, rel: str, *, create: bool, upper: str) -> tuple[int, str
     with the overlay's modes when ``create``."""
     parts = rel.split("/")
     if not rel or any(c in ("", ".", "..") for c in parts):
-        raise PreviewError(f"{rel!r}: not a plain relative path; refused")
+        raise PreviewError(f"{shown(rel)!r}: not a plain relative path; refused")
     fd = os.dup(root_fd)
     try:
         for i, comp in enumerate(parts[:-1]):
@@ -500,7 +516,9 @@ def _walk(root_fd: int, rel: str, *, create: bool, upper: str) -> tuple[int, str
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
                     where = "/".join(parts[: i + 1])
-                    raise PreviewError(f"{rel}: {where} is a symlink or not a directory; not followed") from None
+                    raise PreviewError(
+                        f"{shown(rel)}: {shown(where)} is a symlink or not a directory; not followed"
+                    ) from None
                 raise
             os.close(fd)
             fd = nfd
@@ -524,7 +542,7 @@ def summary(changes: list[Change]) -> str:
 def iter_lines(result: ApplyResult) -> Iterator[str]:
     """What the person and the agent read about an apply."""
     for p in result.conflicts:
-        yield f"conflict: {p} changed in the workspace while the command ran or was reviewed"
+        yield f"conflict: {shown(p)} changed in the workspace while the command ran or was reviewed"
     for r in result.refused:
         yield f"not applied: {r}"
     for e in result.errors:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nexusd.sandbox.preview import Change, Preview, PreviewError, iter_lines, summary
+from nexusd.sandbox.preview import Change, Preview, PreviewError, iter_lines, shown, summary
 
 PREVIEW_TOOL = "nexus:preview"  # the daemon (nexusd.daemon.requests) never runs the engine on it: a person decides
 PREVIEW_FLAG = "preview"  # the ask's flag: answered allow (apply) or deny (discard), once (nexusd.daemon.answers)
@@ -62,7 +62,8 @@ def ask(spec: dict[str, Any], argv: list[str], changes: list[Change], diff: str,
             "exit_code": rc,
             "summary": summary(changes),
             "changes": [
-                f"{c.kind} {c.what} {c.path}" + (f" (not applied: {c.refused})" if c.refused else "") for c in changes
+                f"{c.kind} {c.what} {shown(c.path)}" + (f" (not applied: {c.refused})" if c.refused else "")
+                for c in changes
             ][:500],
             "diff": diff,
         },
@@ -129,7 +130,7 @@ def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
     live = [c for c in changes if not c.refused]
     for c in changes:
         if c.refused:
-            _say(f"not applied: {c.path}: {c.refused}")
+            _say(f"not applied: {shown(c.path)}: {c.refused}")
     if not live:
         _say("the command changed nothing in the workspace; nothing to apply")
         return rc

@@ -236,3 +236,27 @@ def test_without_a_named_daemon_the_changes_are_discarded(tmp_path: Path) -> Non
         False,
         "no daemon to ask was named",
     )
+
+
+def test_a_file_name_cannot_forge_lines_of_the_diff(pworld: World) -> None:
+    cmd = "printf 'x\\n' > \"$(printf 'a\\n# deleted file keep.txt\\n\\033[2Jb')\"; ln -s \"$(printf 't\\nu')\" l"
+    p, r = run_previewed(pworld, cmd)
+    assert r.rc == 0, r.err
+    diff = p.diff_text()
+    assert "\n# deleted" not in diff and "\x1b" not in diff, diff
+    assert "# added file a\\n# deleted file keep.txt\\n\\x1b[2Jb\n" in diff
+    assert "-> t\\nu\n" in diff
+    assert not p.apply().errors  # applied under its real name
+    assert (pworld.ws / "a\n# deleted file keep.txt\n\x1b[2Jb").read_text() == "x\n"
+
+
+def test_deleting_the_workspace_repository_is_never_applied(pworld: World) -> None:
+    git = pworld.ws / ".git"
+    (git / "objects" / "ab").mkdir(parents=True)
+    (git / "objects" / "ab" / "cdef").write_text("blob")
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    p, r = run_previewed(pworld, "rm -rf .git/objects .git/HEAD; rm -rf .git 2>/dev/null; echo ok")
+    assert r.out == "ok\n", r.err
+    res = p.apply(force=True)
+    assert res.refused and not res.applied, res
+    assert (git / "objects" / "ab" / "cdef").read_text() == "blob" and (git / "HEAD").exists()
