@@ -384,7 +384,9 @@ class RequestLifecycle:
         call = msg.call
         keys = {"command": str, "exit_code": int, "summary": str, "changes": list, "diff": str}
         bad = [k for k, t in keys.items() if not isinstance(call.input.get(k), t)]
-        if bad or set(call.input) - set(keys):
+        if not isinstance(call.input.get("conflicts", []), list):
+            bad.append("conflicts")
+        if bad or set(call.input) - {*keys, "conflicts"}:
             verdict = p.Verdict("deny", f"a malformed preview ({', '.join(bad) or 'unknown keys'}); discarded", "error")
             self.reply_and_record(conn, msg.ref, call, verdict, started)
             return
@@ -393,6 +395,12 @@ class RequestLifecycle:
             f"preview: apply what `{str(inp['command'])[:300]}` changed in {call.workspace or call.cwd}? "
             f"{inp['summary']} (exit {inp['exit_code']}); allow applies it, deny discards it"
         )
+        conflicts = [str(c) for c in inp.get("conflicts", [])]
+        if conflicts:
+            reason += (
+                f"; {len(conflicts)} path(s) changed in the workspace since the command started, and allow "
+                f"overwrites them: {', '.join(conflicts[:10])}"
+            )
         verdict = p.Verdict("ask", reason, "safety", flags=[HUMAN_FLAG, PREVIEW_FLAG])
         self.ask(conn, msg, verdict, self.state.session_for(call), started)
 

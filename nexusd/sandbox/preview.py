@@ -305,14 +305,16 @@ class Preview:
             refused = "holds a protected path (the sandbox keeps it read-only)"
         return [Change(path, "deleted", "dir", refused=refused)]
 
-    def diff_text(self, changes: list[Change] | None = None) -> str:
-        """A unified diff of the text changes, and one line for each other change; cut at DIFF_LIMIT."""
+    def diff_text(self, changes: list[Change] | None = None, conflicts: frozenset[str] = frozenset()) -> str:
+        """A unified diff of the text changes, and one line for each other change; cut at DIFF_LIMIT.
+        ``conflicts``: paths marked as changed in the workspace since the command started."""
         parts: list[str] = []
         size = 0
         for c in self.changes() if changes is None else changes:
-            head = (
-                f"# {c.kind} {c.what} {shown(c.path)}" + (f"  (NOT APPLIED: {c.refused})" if c.refused else "") + "\n"
-            )
+            head = f"# {c.kind} {c.what} {shown(c.path)}" + (f"  (NOT APPLIED: {c.refused})" if c.refused else "")
+            if c.path in conflicts:
+                head += "  (CONFLICT: changed in the workspace since the command started; allow overwrites it)"
+            head += "\n"
             body = ""
             if c.what == "file" and not c.binary:
                 ws, up = os.path.join(self.workspace, c.path), os.path.join(self.upper, c.path)
@@ -356,13 +358,16 @@ class Preview:
                     out.append(c.path)
         return out
 
-    def apply(self, *, force: bool = False, changes: list[Change] | None = None) -> ApplyResult:
+    def apply(
+        self, *, force: bool = False, changes: list[Change] | None = None, overwrite: frozenset[str] = frozenset()
+    ) -> ApplyResult:
         """Carry the changes into the workspace. Without ``force`` nothing is written when any path
-        conflicts (all listed); with it, conflicting paths are overwritten too."""
+        conflicts (all listed) other than those in ``overwrite`` (the conflicts a person was shown and
+        allowed); with it, every conflicting path is overwritten."""
         todo = self.changes() if changes is None else changes
         result = ApplyResult(refused=[f"{shown(c.path)}: {c.refused}" for c in todo if c.refused])
         todo = [c for c in todo if not c.refused]
-        result.conflicts = self.conflicts(todo)
+        result.conflicts = [c for c in self.conflicts(todo) if c not in overwrite]
         if result.conflicts and not force:
             return result
         root_fd = os.open(self.workspace, _DIR_FLAGS)

@@ -44,7 +44,14 @@ def _say(line: str) -> None:
     print(f"nexus: preview: {line}", file=sys.stderr, flush=True)
 
 
-def ask(spec: dict[str, Any], argv: list[str], changes: list[Change], diff: str, rc: int) -> tuple[bool, str]:
+def ask(
+    spec: dict[str, Any],
+    argv: list[str],
+    changes: list[Change],
+    diff: str,
+    rc: int,
+    conflicts: list[str] | None = None,
+) -> tuple[bool, str]:
     """(apply?, why) from the person, through the daemon. Anything but an allow is a discard."""
     from nexusd.client import Client, NexusClientError
     from nexusd.protocol import CallInfo
@@ -66,6 +73,7 @@ def ask(spec: dict[str, Any], argv: list[str], changes: list[Change], diff: str,
                 for c in changes
             ][:500],
             "diff": diff,
+            "conflicts": [shown(c) for c in conflicts or ()][:500],
         },
         cwd=str(spec.get("cwd") or spec["workspace"]),
         workspace=str(spec["workspace"]),
@@ -141,14 +149,15 @@ def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
     previous = {s: signal.signal(s, interrupted) for s in sigs}
     try:
         try:
-            apply, why = ask(spec, argv, changes, pv.diff_text(changes), rc)
+            known = pv.conflicts(live)  # shown to the person: their allow overwrites these
+            apply, why = ask(spec, argv, changes, pv.diff_text(changes, frozenset(known)), rc, known)
         except _Interrupted as e:
             _say(f"interrupted ({e}) while a person was reviewing; the command's changes were DISCARDED")
             return rc
         if not apply:
             _say(f"the command's changes to the workspace were DISCARDED ({why}); the workspace is as it was")
             return rc
-        result = pv.apply(changes=changes)
+        result = pv.apply(changes=changes, overwrite=frozenset(known))
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -156,8 +165,8 @@ def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
         _say(line)
     if result.conflicts:
         _say(
-            "the command's changes were NOT APPLIED: the paths above changed in the workspace while it ran "
-            "or was reviewed (nothing was written)"
+            "the command's changes were NOT APPLIED: the paths above changed in the workspace while the "
+            "person reviewed them (nothing was written)"
         )
     elif result.errors:
         _say(

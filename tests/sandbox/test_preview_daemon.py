@@ -214,3 +214,36 @@ def test_the_tui_shows_a_previews_diff() -> None:
     assert "+changed" in text and "-one" in text
     assert "\x1b" not in text  # file content cannot drive the terminal
     assert text.count("+changed") == 1  # not again as raw arguments
+
+
+def test_a_conflict_shown_to_the_person_is_overwritten_by_their_allow(
+    daemon_factory: Any, raw_factory: Any, ws: Path
+) -> None:
+    """A path changed in the workspace while the command ran is named in the preview; the person's allow
+    overwrites it. A path changed while the person reviewed (not shown) stops the whole apply."""
+    h = daemon_factory(policy=POLICY, sandbox=True)
+    cmd = "echo changed > keep.txt; echo new > made.txt; sleep 4"
+    proc = start(h, ws, wrapped(h, raw_factory, ws, cmd))
+    deadline = time.monotonic() + 60  # the preview's directory exists once its fingerprints are taken
+    while not list(h.state_dir.glob("sandbox/*/preview/p-*/work/*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    (ws / "keep.txt").write_text("the person's edit during the run\n")
+    item = wait_preview(h, proc)
+    assert item["call"]["input"]["conflicts"] == ["keep.txt"]
+    assert "overwrites them: keep.txt" in item["verdict"]["reason"]
+    assert "CONFLICT" in item["call"]["input"]["diff"]
+    assert ctl(h, "answer", item["id"], "allow").returncode == 0
+    _out, err = proc.communicate(timeout=60)
+    assert "were APPLIED" in err, err
+    assert (ws / "keep.txt").read_text() == "changed\n"
+
+    proc = start(h, ws, wrapped(h, raw_factory, ws, "echo again > made.txt; echo again > keep.txt"))
+    item = wait_preview(h, proc)
+    assert item["call"]["input"]["conflicts"] == []
+    (ws / "made.txt").write_text("the person's edit during the review\n")
+    assert ctl(h, "answer", item["id"], "allow").returncode == 0
+    _out, err = proc.communicate(timeout=60)
+    assert "NOT APPLIED" in err and "conflict: made.txt" in err, err
+    assert (ws / "made.txt").read_text() == "the person's edit during the review\n"
+    assert (ws / "keep.txt").read_text() == "changed\n"  # nothing was written
