@@ -260,3 +260,18 @@ def test_deleting_the_workspace_repository_is_never_applied(pworld: World) -> No
     res = p.apply(force=True)
     assert res.refused and not res.applied, res
     assert (git / "objects" / "ab" / "cdef").read_text() == "blob" and (git / "HEAD").exists()
+
+
+def test_the_preview_setting_defaults_off_and_a_project_can_only_turn_it_on(tmp_path: Path) -> None:
+    from nexusd.policy.sandbox_settings import merge_settings, parse_sandbox_layer
+
+    f = tmp_path / "policy.toml"
+    assert merge_settings([]).preview is False
+    user_on = parse_sandbox_layer({"preview": True}, f)
+    project_off = parse_sandbox_layer({"preview": False}, f, project=True)
+    project_on = parse_sandbox_layer({"preview": True}, f, project=True)
+    merged = merge_settings([user_on, project_off])
+    assert merged.preview is True and any("preview = false" in line for line in merged.ignored)
+    assert merge_settings([parse_sandbox_layer({}, f), project_on]).preview is True
+    with pytest.raises(ValueError, match="preview"):
+        parse_sandbox_layer({"preview": "ask"}, f)
