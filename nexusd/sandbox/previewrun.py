@@ -130,6 +130,17 @@ def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
         for s, h in previous.items():
             signal.signal(s, h)
     rc = 128 - raw if raw < 0 else raw
+    if not os.path.isdir(os.path.join(pv.work, "work")):  # overlayfs makes it at mount: never mounted
+        return rc  # the command did not run (the overlay helper said why)
+    try:
+        return _review(spec, argv, pv, rc)
+    except Exception as e:  # anything unexpected: the changes are discarded, never half-decided
+        _say(f"the preview failed ({type(e).__name__}: {e}); the command's changes were DISCARDED")
+        return rc
+
+
+def _review(spec: dict[str, Any], argv: list[str], pv: Preview, rc: int) -> int:
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     try:
         changes = pv.changes()
     except (OSError, PreviewError) as e:
@@ -157,6 +168,8 @@ def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
         if not apply:
             _say(f"the command's changes to the workspace were DISCARDED ({why}); the workspace is as it was")
             return rc
+        for sig in sigs:  # a person allowed it: the apply is not cut short by a signal
+            signal.signal(sig, signal.SIG_IGN)
         result = pv.apply(changes=changes, overwrite=frozenset(known))
     finally:
         for s, h in previous.items():

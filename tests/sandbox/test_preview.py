@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -275,3 +277,28 @@ def test_the_preview_setting_defaults_off_and_a_project_can_only_turn_it_on(tmp_
     assert merge_settings([parse_sandbox_layer({}, f), project_on]).preview is True
     with pytest.raises(ValueError, match="preview"):
         parse_sandbox_layer({"preview": "ask"}, f)
+
+
+def test_the_wrapper_says_only_that_the_command_did_not_run_when_no_overlay_is_made(tmp_path: Path) -> None:
+    """A state path overlayfs cannot be told (a comma) refuses the command; no preview, no "nothing changed"."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = {"workspace": str(ws), "parent": str(tmp_path / "st,ate"), "socket": str(tmp_path / "none.sock")}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "nexusd.sandbox.previewrun",
+            json.dumps(spec),
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ran > f",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 126 and "did not run" in r.stderr and "nothing" not in r.stderr, r.stderr
+    assert not (ws / "f").exists() and list((tmp_path / "st,ate").iterdir()) == []
