@@ -302,3 +302,13 @@ def test_the_wrapper_says_only_that_the_command_did_not_run_when_no_overlay_is_m
     )
     assert r.returncode == 126 and "did not run" in r.stderr and "nothing" not in r.stderr, r.stderr
     assert not (ws / "f").exists() and list((tmp_path / "st,ate").iterdir()) == []
+
+
+def test_the_unshare_fallback_runs_on_the_overlay_too(pworld: World) -> None:
+    before = tree(pworld.ws)
+    p = Preview.start(str(pworld.ws), pworld.root / "state" / "preview")
+    r = pworld.run("echo x >> keep.txt; rm gone.txt; cat keep.txt", backend="unshare", prefix=tuple(p.argv([])))
+    assert r.rc == 0 and r.out == "one\ntwo\nthree\nx\n", r.err
+    assert r.plan.backend == "unshare"
+    assert tree(pworld.ws) == before
+    assert {(c.path, c.kind) for c in p.changes()} == {("keep.txt", "changed"), ("gone.txt", "deleted")}
