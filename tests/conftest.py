@@ -31,6 +31,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 # Claude Code's permission rules are imported by default (docs/POLICY.md): no test may pick up the host user's
 # ~/.claude/settings.json (CLAUDE_CONFIG_DIR is where Claude Code, and so nexusd, reads them)
 os.environ["CLAUDE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="nx-claude-")
+atexit.register(shutil.rmtree, os.environ["CLAUDE_CONFIG_DIR"], ignore_errors=True)  # (one per test process)
 
 
 def examples(usual: int) -> int:

@@ -279,6 +279,7 @@ class Server:
                 # workspace walks in processes of their own: a big tree's walk holds no lock of ours
                 walkers = Walkers(2, timeout=self.config.facts_deadline)
                 nested.walk_elsewhere(walkers)
+                tg.start_soon(self._warm_walkers, walkers)
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
                 # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
@@ -316,6 +317,14 @@ class Server:
             self.audit.close()
             self.agents.close()
             log.info("stopped")
+
+    @staticmethod
+    async def _warm_walkers(walkers: Walkers) -> None:
+        """The walker children started in a thread, not by the first sandboxed call (nor on the loop)."""
+        try:
+            await anyio.to_thread.run_sync(walkers.warm, abandon_on_cancel=True)
+        except OSError as e:  # the first walk will say so (or walk here)
+            log.warning("walker processes not started", error=str(e))
 
     async def _run_network(self) -> None:
         """The egress proxy of filtered sandboxes (nexusd/daemon/network.py), started without holding up the

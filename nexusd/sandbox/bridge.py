@@ -1,6 +1,8 @@
-"""Inside the sandbox: loopback proxy ports that lead to the daemon's proxy, then the command itself.
+"""Inside the sandbox: the relay between loopback proxy ports and the daemon's proxy.
 
-``python -I -S -c "$(cat bridge.py)" FD HTTP_PORT SOCKS_PORT -- CMD ARGS...`` (nexusd passes its source)
+``nexusd/sandbox/bridge_front.py`` (run as ``python -I -S -c FRONT RELAY_SOURCE FD HTTP SOCKS -- CMD...``)
+binds the ports, forks, and execs the command; the forked child compiles this file's source, passed to it
+as ``RELAY_SOURCE``, and calls ``serve_fds``. So the command never waits for these imports.
 
 The sandbox has its own network namespace (no route anywhere) and a seccomp filter that refuses every
 new ``AF_UNIX`` socket, so nothing inside can reach the daemon by a path. The runner, outside, opened
@@ -12,10 +14,8 @@ connection in one non-blocking loop (no thread per connection: measured ~0.3 ms 
 The bridge is convenience, not a boundary: every decision is the daemon's, and what the bridge could do
 with the channel the command could too.
 
-Order: bind the ports, fork the relay, then exec the command, so a connection made at once queues in the
-backlog. The relay holds none of the command's stdio and ends when the command does (the sandbox's pid
-namespace ends with it; the relay also checks its parent every second). Standard library only, no nexusd
-imports, run by path without ``site``: it starts once per sandboxed command.
+The relay holds none of the command's stdio and ends when the command does (the sandbox's pid namespace
+ends with it; the relay also checks its parent every second). Standard library only, no nexusd imports.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ import contextlib
 import errno
 import os
 import selectors
-import signal
 import socket
-import sys
 import time
 
 _BUF = 1024 * 1024
@@ -50,29 +48,6 @@ MAX_PIPES = 64
 SPARE_PIPES = 4
 _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _NO_SPLICE = (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS)
-# The bridge's ports are on the sandbox's own loopback: no loss, no queue, nothing to be fair to. The
-# system's default congestion control may be BBR, which paces every send with timers: on loopback that
-# cost the bridge a third of its CPU and the program reading a download a third of its own. Reno is
-# built into every Linux kernel and allowed to unprivileged sockets by default (refused: we go on without).
-_LOOPBACK_CC = b"reno"
-
-
-def _listen(port: int) -> list[socket.socket]:
-    out = []
-    for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-        try:
-            s = socket.socket(family, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            s.bind((addr, port))
-            with contextlib.suppress(OSError, AttributeError):  # accepted sockets inherit it (Linux)
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, _LOOPBACK_CC)
-            s.listen(128)
-            out.append(s)
-        except OSError:
-            continue  # no IPv6 loopback in this namespace: v4 is enough
-    return out
 
 
 class _Pipes:
@@ -355,38 +330,8 @@ class Relay:
                     loop.add(client, up)
 
 
-def main(argv: list[str]) -> int:
-    if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
-        print("nexus-bridge: usage: FD HTTP_PORT SOCKS_PORT -- CMD ...", file=sys.stderr)
-        return 126
-    fd, http_port, socks_port = (int(x) for x in argv[:3])
-    cmd = argv[4:]
-    listeners: dict[socket.socket, bytes] = {}
-    if fd >= 0:
-        for port, kind in ((http_port, b"H"), (socks_port, b"S")):
-            for s in _listen(port):
-                listeners[s] = kind
-    parent = os.getpid()
-    if listeners and os.fork() == 0:
-        try:
-            null = os.open(os.devnull, os.O_RDWR)
-            for n in (0, 1, 2):
-                os.dup2(null, n)
-            Relay(socket.socket(fileno=fd)).serve(listeners, parent)
-        finally:
-            os._exit(0)
-    for s in listeners:
-        s.close()
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # Python ignores it, and exec would pass that on
-    try:
-        os.execvp(cmd[0], cmd)
-    except OSError as e:
-        print(f"nexus-bridge: cannot run {cmd[0]}: {e}", file=sys.stderr)
-        return 127
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def serve_fds(channel: int, listeners: list[tuple[int, bytes]], parent: int) -> None:
+    """The relay loop over the front's listening descriptors (kind ``H`` or ``S`` each) until ``parent``,
+    the command, is gone."""
+    socks = {socket.socket(fileno=fd): kind for fd, kind in listeners}
+    Relay(socket.socket(fileno=channel)).serve(socks, parent)

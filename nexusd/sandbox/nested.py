@@ -78,7 +78,12 @@ class Found:
     # root (the walk descends into real directories only, and each parent is stamped), so callers need
     # resolve only these again: 3,000 realpath calls cost a tree of 1,500 repositories ~60 ms a plan.
     links: frozenset[str] = frozenset()
+    # The directories a walker process listed (its answer carries no stamps): ``known_dirs``'s list when
+    # ``dirs`` is empty. Sent only for complete walks of at most ``MAX_LISTED`` directories.
+    listed: tuple[str, ...] = ()
 
+
+MAX_LISTED = 20_000  # directories; a bigger tree's epilogue walks it whole (the list would be megabytes)
 
 _cache: dict[str, Found] = {}
 _CACHE_MAX = 64
@@ -118,7 +123,27 @@ _running: dict[str, _Flight] = {}  # the walk of each root now under way
 _queued: dict[str, _Flight] = {}  # the walk that starts when it ends, joined by everyone who came meanwhile
 
 
+# This thread's latest answer per root: the plan that just asked reads back the directories its own answer
+# listed (``known_dirs``), not another thread's (which may be older than this plan).
+_seen = threading.local()
+_SEEN_MAX = 16
+
+
 def find_protected(root: str) -> Found:
+    """Every existing protected path at or below ``root`` (``_find_protected``), remembered for this
+    thread's ``known_dirs``."""
+    found = _find_protected(root)
+    seen: dict[str, Found] | None = getattr(_seen, "answers", None)
+    if seen is None:
+        seen = _seen.answers = {}
+    seen.pop(root, None)
+    while len(seen) >= _SEEN_MAX:
+        seen.pop(next(iter(seen)))
+    seen[root] = found
+    return found
+
+
+def _find_protected(root: str) -> Found:
     """Every existing protected path at or below ``root``. Safe from several threads at once (the decision
     pool plans in parallel).
 
@@ -260,6 +285,19 @@ def _walk(root: str) -> Found:
                     continue
                 stack.append((e.path, depth + 1))
     return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)), frozenset(links))
+
+
+def known_dirs(root: str) -> list[str] | None:
+    """The directories below ``root`` (``root`` first) that this thread's latest ``find_protected(root)``
+    answer listed: a walk, or a cache hit proven fresh, that began after the caller's plan began. None: no
+    answer here, the walk stopped at a bound, or a walker sent no list (too many directories)."""
+    found = (getattr(_seen, "answers", None) or {}).get(root)
+    if found is None or not found.complete:
+        return None
+    listed = [d for d, _ in found.dirs] if found.dirs else list(found.listed)
+    if not listed:
+        return None
+    return [root, *(d for d in listed if d != root)]
 
 
 def resolved(found: Found) -> list[str]:

@@ -82,16 +82,22 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
 
 
 @functools.cache
-def _bridge_source() -> str:
-    from nexusd.sandbox import bridge
+def _sources() -> tuple[str, str]:
+    """(the front's source, the relay's source): read once per daemon."""
+    from nexusd.sandbox import bridge, bridge_front
 
-    return Path(bridge.__file__).read_text(encoding="utf-8")
+    return (
+        Path(bridge_front.__file__).read_text(encoding="utf-8"),
+        Path(bridge.__file__).read_text(encoding="utf-8"),
+    )
 
 
 def bridge_argv(inner: list[str]) -> list[str]:
-    """``python -I -S -c BRIDGE FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). The base interpreter,
-    the bridge's source as ``-c`` and no ``site``: standard library only, nothing read from the checkout or
-    a virtualenv (either may lie under /tmp, which the sandbox replaces), and it starts once per sandboxed
-    command (``-S`` halves it)."""
+    """``python -I -S -c FRONT RELAY FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). The base
+    interpreter, the sources as words and no ``site``: standard library only, nothing read from the checkout
+    or a virtualenv (either may lie under /tmp, which the sandbox replaces, or in the workspace, which the
+    command may change). The command waits only for the front (``bridge_front.py``: ``_socket``, bind,
+    fork); the relay is compiled in the forked child."""
     python = getattr(sys, "_base_executable", None) or sys.executable
-    return [python, "-I", "-S", "-c", _bridge_source(), FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]
+    front, relay = _sources()
+    return [python, "-I", "-S", "-c", front, relay, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]

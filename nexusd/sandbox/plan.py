@@ -8,9 +8,12 @@ the only source of the plan, its paths and its policy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
+import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -208,6 +211,9 @@ def build_layout(
         elif in_writable(p):
             scrub.append(p)
     scrub += [p for p in missing_bare if in_writable(p) and p not in scrub]
+    # nexusd's own code and interpreter run outside the sandbox (the next hook, the scrub, a restart): where
+    # they lie below a writable root (a checkout or a venv in the workspace), they are read-only inside
+    protected_ro += [p for p in own_install() if in_writable(p)]
     nested: list[str] = []  # each protected path, and its realpath after it when a symlink's differs
     notes: list[str] = []
     for root in writable:
@@ -237,6 +243,21 @@ def build_layout(
     )
     found_paths = (p for root in writable for p in scan(root).paths)
     return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(found_paths)), tuple(notes))
+
+
+@functools.cache
+def own_install() -> tuple[str, ...]:
+    """The directories of nexusd's and its hook's packages and of the interpreter that runs them (real
+    paths). Found without importing ``nexus_clients`` (the sandbox layer does not depend on the clients)."""
+    import importlib.util
+
+    import nexusd
+
+    dirs = [os.path.dirname(os.path.abspath(nexusd.__file__)), os.path.dirname(os.path.abspath(sys.executable))]
+    spec = importlib.util.find_spec("nexus_clients")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += list(spec.submodule_search_locations)
+    return tuple(r for r in dict.fromkeys(_real(d) for d in dirs) if os.path.isdir(r))
 
 
 def plan_command(
@@ -484,6 +505,10 @@ class PreparedWrap:
     run_dir: Path
     socket: str | None
     escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
+    known: str | None = None  # the epilogue's list of known directories (``wrapper.known_dirs_file``)
+    # When planning began: the epilogue's "changed after" time. The known directories are those of walks
+    # that began after it, so a directory missing from the list was made after it (its ctime says so)
+    planned_at: float | None = None
     preview: dict[str, object] | None = None  # [sandbox] preview: the overlay run's spec (nexusd.sandbox.previewrun)
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
@@ -501,6 +526,8 @@ class PreparedWrap:
                 socket=self.socket,
                 proxy=proxy,
                 escape_hint=self.escape_hint,
+                known=self.known,
+                now=self.planned_at,
                 preview=self.preview,
             ),
         }
@@ -563,7 +590,7 @@ def prepare_wrap(
     if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
         return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs
         # inside, even after a person's allow: that is what its ask said (a chain is never less sandboxed)
-    from nexusd.sandbox.wrapper import RUN_DIR, refusal_command
+    from nexusd.sandbox.wrapper import RUN_DIR, known_dirs_file, refusal_command
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -572,6 +599,7 @@ def prepare_wrap(
             return None
         return {**call.input, key: refusal_command("the call names no absolute workspace to sandbox it in")}
     # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
+    planned_at = time.time()
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
     preview: dict[str, object] | None = None
     if settings.preview and plan.allowed:
@@ -594,8 +622,23 @@ def prepare_wrap(
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
+    try:
+        known = known_dirs_file(plan, run_dir)
+    except OSError:
+        known = None  # the epilogue walks the whole tree
     return PreparedWrap(
-        dict(call.input), key, command, cwd, ws, plan, run_dir, socket, how_to_escape(call.tool), preview
+        dict(call.input),
+        key,
+        command,
+        cwd,
+        ws,
+        plan,
+        run_dir,
+        socket,
+        how_to_escape(call.tool),
+        known,
+        planned_at,
+        preview,
     )
 
 

@@ -15,7 +15,8 @@ gets an error (its call is denied); the next ask starts a new child. A child tha
 the walk to the asking thread (the same answer, computed in the daemon).
 
 The wire: one root per line on the child's stdin (JSON string), one JSON object per line on its stdout:
-``{"paths": [...], "complete": bool, "secrets": [...], "links": [...]}`` or ``{"error": "..."}``.
+``{"paths": [...], "complete": bool, "secrets": [...], "links": [...], "listed": [...]}`` or
+``{"error": "..."}`` (``listed``: the directories walked, for the agent wrapper's epilogue).
 """
 
 from __future__ import annotations
@@ -29,11 +30,8 @@ import threading
 import time
 
 import msgspec
-import structlog
 
 from nexusd.sandbox import nested
-
-log = structlog.get_logger("nexusd")
 
 # How a child is started; tests replace it (a launcher that makes the child's walks stall).
 CHILD_ARGV: list[str] = [sys.executable, "-I", "-m", "nexusd.sandbox.walkers"]
@@ -44,6 +42,7 @@ class _Reply(msgspec.Struct, omit_defaults=True):
     complete: bool = False
     secrets: list[str] = []
     links: list[str] = []
+    listed: list[str] = []  # the directories walked (complete walks of at most nested.MAX_LISTED)
     error: str | None = None
 
 
@@ -93,11 +92,19 @@ class _Child:
         self.buf = b""
         return proc
 
+    def start_if_needed(self) -> subprocess.Popen[bytes]:
+        with self.lock:
+            return self._running()
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            proc = self.proc = self._start()
+        return proc
+
     def ask(self, root: str, timeout: float) -> nested.Found:
         with self.lock:
-            proc = self.proc
-            if proc is None or proc.poll() is not None:
-                proc = self.proc = self._start()
+            proc = self._running()
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(_encode(root) + b"\n")
@@ -116,7 +123,14 @@ class _Child:
                 raise WalkFailed(f"the walker of {root} answered garbage: {e}") from e
         if reply.error is not None:
             raise WalkFailed(f"the walk of {root} failed: {reply.error}")
-        return nested.Found(tuple(reply.paths), reply.complete, (), tuple(reply.secrets), frozenset(reply.links))
+        return nested.Found(
+            tuple(reply.paths),
+            reply.complete,
+            (),
+            tuple(reply.secrets),
+            frozenset(reply.links),
+            listed=tuple(reply.listed),
+        )
 
     def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         assert proc.stdout is not None
@@ -180,6 +194,13 @@ class Walkers:
         self._home: dict[str, _Child] = {}  # root -> the child that last walked it (bounded)
         self._fallback_noted = False
 
+    def warm(self) -> None:
+        """Start the first ``count`` children now (~0.2 s of CPU each), so no call waits for one to start."""
+        with self._cond:
+            idle = list(self._idle)
+        for child in idle:
+            child.start_if_needed()
+
     def _take(self, root: str) -> _Child:
         with self._cond:
             while True:
@@ -212,8 +233,10 @@ class Walkers:
             raise
         except OSError as e:  # the child could not even be started: the same walk, here
             if not self._fallback_noted:
+                import structlog  # (not in the child, which starts without it)
+
                 self._fallback_noted = True
-                log.error("walker process unavailable; walking in the daemon", error=str(e))
+                structlog.get_logger("nexusd").error("walker process unavailable; walking in the daemon", error=str(e))
             return nested.walk_here(root)
         finally:
             self._give(child, root)
@@ -238,6 +261,9 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
                     complete=found.complete,
                     secrets=list(found.secrets),
                     links=sorted(found.links),
+                    listed=list(dict.fromkeys(d for d, _ in found.dirs))
+                    if found.complete and len(found.dirs) <= nested.MAX_LISTED
+                    else [],
                 )
             except Exception as e:  # reported, and the asker denies its call
                 reply = _Reply(error=f"{type(e).__name__}: {e}")

@@ -151,8 +151,10 @@ def test_a_stalled_file_system_costs_only_the_asking_call(daemon_factory, tmp_pa
     assert reply.counters["pool/late"] >= 3, reply.counters
 
 
-def test_a_slow_workspace_scan_delays_nobody_else(daemon_factory, tmp_path: Path) -> None:
-    policy = '[permissions]\nallow = ["Bash(ls *)"]\n\n[sandbox]\nenabled = true\n'
+def slow_tree_and_small_project(
+    daemon_factory: Any, tmp_path: Path, policy: str
+) -> tuple[DaemonHandle, Path, Callable[[], float]]:
+    """A daemon whose walk of the ``big`` project sleeps 3 s, and a timed allowed call in a small one."""
     big = project(tmp_path, "big")
     small = project(tmp_path, "small")
     h = daemon_factory(policy=policy, autostart=False, args=["--facts-deadline", "20"])
@@ -163,6 +165,13 @@ def test_a_slow_workspace_scan_delays_nobody_else(daemon_factory, tmp_path: Path
         assert d.decision == "allow", d
         assert d.updated_input is not None  # wrapped to run sandboxed
         return s
+
+    return h, big, other
+
+
+def test_a_slow_workspace_scan_delays_nobody_else(daemon_factory, tmp_path: Path) -> None:
+    policy = '[permissions]\nallow = ["Bash(ls *)"]\n\n[sandbox]\nenabled = true\n'
+    h, big, other = slow_tree_and_small_project(daemon_factory, tmp_path, policy)
 
     base = floor(other)
     t, out = in_thread(lambda: decide(h, bash_call(big, "big")))
@@ -275,7 +284,7 @@ def test_the_walk_runs_in_a_walker_process_that_ends_with_the_daemon(daemon_fact
     d, _ = decide(h, bash_call(ws, "one"))
     assert d.decision == "allow" and d.updated_input is not None, d
     children = _walker_children(h.proc.pid)
-    assert len(children) == 1, children
+    assert 1 <= len(children) <= 2, children  # the two started at start-up (one walked)
     h.stop()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() for c in children):
@@ -287,16 +296,7 @@ def test_a_persons_allow_in_a_slow_tree_delays_nobody_else(daemon_factory, tmp_p
     """The sandbox plan of a call a person allowed is made in the pool too: while its tree is walked (slow),
     other agents are answered, and the allowed call goes out wrapped once its plan is made."""
     policy = '[permissions]\nallow = ["Bash(ls *)"]\nask = ["Bash(touch *)"]\n\n[sandbox]\nenabled = true\n'
-    big = project(tmp_path, "big")
-    small = project(tmp_path, "small")
-    h = daemon_factory(policy=policy, autostart=False, args=["--facts-deadline", "20"])
-    start_stalling(h, {"NEXUS_TEST_SLOW": f"{big}:3"})
-
-    def other() -> float:
-        d, s = decide(h, bash_call(small, "other"))
-        assert d.decision == "allow" and d.updated_input is not None, d
-        return s
-
+    h, big, other = slow_tree_and_small_project(daemon_factory, tmp_path, policy)
     base = floor(other)
     ui = Raw(h.socket)
     ui.hello("ui", "test-ui")

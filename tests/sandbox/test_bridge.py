@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nexusd.sandbox import bridge
+from nexusd.sandbox import bridge, bridge_front
 
 MB = 1024 * 1024
 
@@ -217,7 +217,7 @@ def test_a_socket_the_kernel_will_not_splice_into_gets_the_bytes_copied(monkeypa
 def test_the_loopback_ports_use_reno_not_the_pacing_default() -> None:
     """Connections the bridge accepts send with Reno (inherited from the listener), whatever the system's
     default (BBR here paces every send with timers: a third of a download's CPU on loopback)."""
-    listeners = bridge._listen(0)
+    listeners = [socket.socket(fileno=s.detach()) for s in bridge_front.listen(0)]
     try:
         v4 = next(s for s in listeners if s.family == socket.AF_INET)
         program = socket.create_connection(v4.getsockname())
@@ -227,3 +227,49 @@ def test_the_loopback_ports_use_reno_not_the_pacing_default() -> None:
     finally:
         for s in listeners:
             s.close()
+
+
+# ---------------------------------------------------------------------- the front's handshake
+
+
+def _channel(answer: bytes | None) -> tuple[int, socket.socket]:
+    """(the bridge's end as a bare descriptor, the broker's end) with ``answer`` sent and then a ``+``."""
+    ours, broker = socket.socketpair()
+    if answer:
+        broker.sendall(answer + b"+")
+    return ours.detach(), broker
+
+
+@pytest.mark.parametrize(
+    ("answer", "ok", "why"),
+    [
+        (b"ok\n", True, ""),
+        (b"unknown token\n", False, "the proxy refused the token"),
+        (b"ok", False, "the proxy refused the token"),  # no newline: "ok+" is not an answer
+        (b"", False, "the proxy did not answer"),  # closed at once
+    ],
+)
+def test_the_front_reads_the_brokers_answer_and_nothing_more(answer, ok, why, capfd) -> None:
+    fd, broker = _channel(answer)
+    if answer in (b"ok", b""):
+        broker.shutdown(socket.SHUT_WR)
+    try:
+        assert bridge_front.handshake(fd) is ok
+        err = capfd.readouterr().err
+        assert (why in err and "no network" in err) if not ok else err == ""
+        if ok:  # the relay's first reply is still there for it
+            assert os.read(fd, 1) == b"+"
+    finally:
+        os.close(fd)
+        broker.close()
+
+
+def test_a_silent_broker_means_no_network_after_the_timeout(monkeypatch, capfd) -> None:
+    monkeypatch.setattr(bridge_front, "HANDSHAKE_TIMEOUT_S", 0.2)
+    fd, broker = _channel(None)
+    try:
+        assert bridge_front.handshake(fd) is False
+        assert "did not answer" in capfd.readouterr().err
+    finally:
+        os.close(fd)
+        broker.close()

@@ -609,7 +609,10 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
         d = c.request(call)
     assert d.decision == "allow" and d.updated_input is not None, d
     text = d.updated_input["command"]
-    assert "nexusd.sandbox.netexec" in Path(text.split()[1].strip("'")).read_text()
+    script = Path(text.split()[1].strip("'")).read_text()
+    assert "FD_PLACEHOLDER = " in script
+    # the daemon's walks run in walker processes: their list of directories reaches the epilogue
+    assert "-files0-from" in script
     r = subprocess.run(
         ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
     )
@@ -619,6 +622,36 @@ def test_agents_transparent_sandbox_uses_it(daemon_factory, http_port: int, tmp_
         ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
     )
     assert again.stdout != BODY and "no network" in again.stderr
+
+
+def test_an_agents_filtered_call_stays_interruptible(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    """The wrapper starts bubblewrap as a background job, which a non-interactive sh starts with SIGINT and
+    SIGQUIT ignored; for a filtered plan netexec restores both (no ``env --default-signal`` exec there)."""
+    h = daemon_factory(
+        policy='[permissions]\nallow = ["Bash(grep *)"]\n[sandbox]\nenabled = true\n'
+        + policy([f"localhost:{http_port}"])
+    )
+    call = p.CallInfo(
+        provider="claude",
+        session="s-int",
+        tool="Bash",
+        cwd=str(tmp_path),
+        workspace=str(tmp_path),
+        input={"command": "python3 -I -S -c 'import signal as s; print(s.getsignal(2), s.getsignal(3))'"},
+    )
+    with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
+        d = c.request(call)
+    assert d.decision == "allow" and d.updated_input is not None, d
+    text = d.updated_input["command"]
+    script = Path(text.split()[1].strip("'")).read_text()
+    start = next(line for line in script.splitlines() if line.startswith("( exec "))
+    assert " -I -S -c " in start and "--default-signal" not in start.split(" -I -S -c ")[0]  # netexec, no env
+    r = subprocess.run(
+        ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    # Python installs its own SIGINT handler unless SIGINT was ignored when it started; 0 is SIG_DFL
+    want = ["<built-in", "function", "default_int_handler>", "0"]
+    assert r.stdout.split() == want, r.stdout + r.stderr
 
 
 def test_an_agents_session_answer_lasts_for_its_session(daemon_factory, http_port2: int, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from nexusd.core.disposition import command_disposition
 from nexusd.policy.sandbox_settings import SandboxSettings
 from nexusd.protocol import CallInfo, Verdict
+from nexusd.sandbox import plan as plan_mod
 from nexusd.sandbox.plan import policy_deny_paths, wrap_for_agent
 from tests.sandbox.conftest import World
 
@@ -298,3 +299,36 @@ def test_a_linked_worktree_shares_its_repository_but_a_planted_fifo_costs_only_t
     (gitdir / "commondir").unlink()
     os.symlink("/dev/zero", gitdir / "commondir")
     assert worktree_common_dir(str(wt)) is None
+
+
+def test_nexusd_s_own_install_in_the_workspace_is_read_only_inside(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nexusd's code, its hook's and their interpreter run outside the sandbox (the next hook, the scrub, a
+    restart): a checkout or venv of them inside the workspace cannot be rewritten by a sandboxed command."""
+    pkg, hook, bin_dir = world.ws / "nexusd", world.ws / "clients" / "nexus_clients", world.ws / ".venv" / "bin"
+    for d in (pkg, hook, bin_dir):
+        d.mkdir(parents=True)
+        (d / "code.py").write_text("ORIGINAL = True\n")
+    plan_mod.own_install.cache_clear()
+    monkeypatch.setattr(plan_mod, "own_install", lambda: (str(pkg), str(hook), str(bin_dir), str(world.outside)))
+    writes = "; ".join(f"echo pwned > {d}/code.py; echo new > {d}/planted.py" for d in (pkg, hook, bin_dir))
+    wrapped = _wrapped(world, f"{writes}; echo ok > elsewhere.txt")
+    r = subprocess.run(["/bin/bash", "-c", wrapped], capture_output=True, cwd="/")
+    for d in (pkg, hook, bin_dir):
+        assert (d / "code.py").read_text() == "ORIGINAL = True\n", r.stderr
+        assert not (d / "planted.py").exists()
+    assert (world.ws / "elsewhere.txt").exists() and b"Read-only file system" in r.stderr
+
+
+def test_own_install_names_the_running_packages_and_interpreter() -> None:
+    import os
+    import sys
+
+    import nexus_clients
+
+    import nexusd
+
+    dirs = plan_mod.own_install()
+    for p in (nexusd.__file__, nexus_clients.__file__, sys.executable):
+        assert os.path.dirname(os.path.realpath(p)) in dirs or os.path.realpath(os.path.dirname(p)) in dirs, (p, dirs)

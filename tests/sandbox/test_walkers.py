@@ -50,6 +50,38 @@ def test_a_child_answers_what_a_walk_here_answers(tmp_path: Path) -> None:
     assert str(tmp_path / "name\nwith newline" / ".git" / "hooks") in there.paths
     assert str(tmp_path / "b" / ".claude") in there.links
     assert str(tmp_path / "b" / ".env") in there.secrets
+    # the directories walked come back too (the agent wrapper's epilogue starts from them), stamps stay here
+    for f in (there, again):
+        assert f.dirs == () and set(f.listed) == {d for d, _ in here.dirs}
+        assert str(tmp_path / "name\nwith newline") in f.listed and str(tmp_path / "a" / ".git") in f.listed
+
+
+def test_known_dirs_are_this_threads_latest_answer(tmp_path: Path) -> None:
+    """What a plan's epilogue starts from: the answer this thread's plan just got, from a walker (no
+    stamps) or a walk here; none for a walk that stopped at a bound or a walker that sent no list."""
+    root = str(_tree(tmp_path))
+    w = walkers.Walkers(1, timeout=60)
+    nested.walk_elsewhere(w)
+    try:
+        nested.find_protected(root)
+        listed = nested.known_dirs(root)
+        assert listed is not None and listed[0] == root and str(tmp_path / "b" / "sub") in listed
+        other: list[list[str] | None] = []
+        t = threading.Thread(target=lambda: other.append(nested.known_dirs(root)))
+        t.start()
+        t.join()
+        assert other == [None]  # another thread has not asked: it gets no list of ours
+    finally:
+        nested.walk_elsewhere(None)
+        w.close()
+    nested._cache.clear()
+    nested.find_protected(root)  # a walk here: the stamped directories
+    assert set(nested.known_dirs(root) or ()) == set(listed)
+    # a walker's answer without a list (too many directories), or a walk cut short: the whole walk instead
+    nested._seen.answers[root] = nested.Found((), True)
+    assert nested.known_dirs(root) is None
+    nested._seen.answers[root] = nested.Found((), False, listed=(root,))
+    assert nested.known_dirs(root) is None
 
 
 def test_a_change_is_seen_by_the_next_ask(tmp_path: Path) -> None:

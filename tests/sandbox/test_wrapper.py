@@ -30,7 +30,7 @@ STARTED = "cannot check what the sandboxed command planted"
 def ws_root(real_probe: SandboxProbe) -> Iterator[tuple[Path, Path, PolicyStore]]:
     root = Path(tempfile.mkdtemp(prefix="nxwp", dir="/var/tmp"))  # /tmp is replaced inside the sandbox
     ws = root / "ws"
-    for d in ("sub/.git/hooks", "pkg/.vscode", "node_modules/x/.claude", "src", "olddir"):
+    for d in ("sub/.git/hooks", "pkg/.vscode", "node_modules/x/.claude", "src/a/b/c", "olddir"):
         (ws / d).mkdir(parents=True)
     (ws / "pkg/.vscode/tasks.json").write_text("{}")
     (ws / "olddir" / "settings.json").write_text("{}")
@@ -45,12 +45,18 @@ def ws_root(real_probe: SandboxProbe) -> Iterator[tuple[Path, Path, PolicyStore]
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _text(store: PolicyStore, probe: SandboxProbe, ws: Path, command: str, *, hide_scrub_plan: bool) -> str:
+def _text(
+    store: PolicyStore, probe: SandboxProbe, ws: Path, command: str, *, hide_scrub_plan: bool, walk: bool = False
+) -> str:
     text = agent_text(store, probe, command, ws, ws)
     assert text is not None
+    script = Path(shlex.split(text)[1])
+    assert "-files0-from" in script.read_text()  # the epilogue starts from the directories the plan listed
     if hide_scrub_plan:  # a started Python scrub now says so on stderr
-        script = Path(shlex.split(text)[1])
         for f in script.parent.glob("*.json"):
+            f.unlink()
+    if walk:  # the list gone (cleaned up, or unreadable): the whole tree is walked instead
+        for f in script.parent.glob("*.dirs"):
             f.unlink()
     return text
 
@@ -63,8 +69,9 @@ def run(
     *,
     hide_scrub_plan: bool = False,
     env: dict[str, str] | None = None,
+    walk: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    text = _text(store, probe, ws, command, hide_scrub_plan=hide_scrub_plan)
+    text = _text(store, probe, ws, command, hide_scrub_plan=hide_scrub_plan, walk=walk)
     return subprocess.run(["/bin/bash", "-c", text], capture_output=True, text=True, cwd="/", env=env, timeout=60)
 
 
@@ -76,11 +83,14 @@ def run(
         "cat pkg/.vscode/tasks.json; ls -la sub/.git",  # reading protected paths
         "echo evil > pkg/.vscode/tasks.json; mkdir sub/.git/hooks/x",  # refused writes into existing ones
         "touch -d '2001-01-01' olddir src",  # old mtimes on ordinary dirs
+        "rm -rf src/a/b && mv olddir newdir",  # known directories gone: the whole walk decides, and finds nothing
+        "echo x > src/a/b/c/file && mkdir src/a/b/c/new",  # a change deep below unchanged directories
     ],
 )
-def test_scrub_does_not_start_when_nothing_was_planted(ws_root, real_probe, command):
+@pytest.mark.parametrize("walk", [False, True], ids=["known-dirs", "whole-walk"])
+def test_scrub_does_not_start_when_nothing_was_planted(ws_root, real_probe, command, walk):
     _, ws, store = ws_root
-    r = run(store, real_probe, ws, command, hide_scrub_plan=True)
+    r = run(store, real_probe, ws, command, hide_scrub_plan=True, walk=walk)
     assert STARTED not in r.stderr, r.stderr
 
 
@@ -98,11 +108,20 @@ def test_scrub_does_not_start_when_nothing_was_planted(ws_root, real_probe, comm
         ("mkdir -p d/.vscode && touch -h -d '2001-01-01' d/.vscode d", "d/.vscode"),  # mtimes set back: ctime is not
         ("mkdir -p node_modules/y/.idea && mv node_modules/y src/y", "src/y/.idea"),  # moved out of a skipped tree
         ("mv node_modules/x/.claude src/.claude", "src/.claude"),  # an existing unprotected one moved into view
+        # below directories that did not change (each changed known directory is a starting point)
+        ("echo x > src/a/b/c/.envrc", "src/a/b/c/.envrc"),
+        ("mkdir src/a/b/c/.vscode", "src/a/b/c/.vscode"),
+        # planted, then an ancestor renamed: the known directories are gone, so the whole tree is walked
+        ("echo x > src/a/b/c/.envrc && mv src/a src/z", "src/z/b/c/.envrc"),
+        ("echo x > src/a/b/c/.envrc && mv src/a/b src/a/y", "src/a/y/c/.envrc"),
+        ("mkdir -p t/u && echo x > t/u/.envrc && mv t src/a/b/c/t", "src/a/b/c/t/u/.envrc"),  # a new tree moved in
+        ("echo x > src/a/b/c/.envrc && rm -rf olddir", "src/a/b/c/.envrc"),  # and an unrelated known dir removed
     ],
 )
-def test_every_way_of_planting_starts_the_scrub(ws_root, real_probe, command, planted):
+@pytest.mark.parametrize("walk", [False, True], ids=["known-dirs", "whole-walk"])
+def test_every_way_of_planting_starts_the_scrub(ws_root, real_probe, command, planted, walk):
     _, ws, store = ws_root
-    r = run(store, real_probe, ws, command, hide_scrub_plan=True)
+    r = run(store, real_probe, ws, command, hide_scrub_plan=True, walk=walk)
     assert STARTED in r.stderr, (planted, r.stderr)
 
 
@@ -196,3 +215,25 @@ def test_ctime_is_trusted_only_on_file_systems_with_the_kernels_clock(ws_root) -
     assert "\nplanted=1\n" in _script(plan, "/s.json", 4) and "find" not in _script(plan, "/s.json", 4)
     local = SandboxPlanReply(allowed=True, argv=plan.argv, scrub_below=[str(ws)])
     assert "-newerct" in _script(local, "/s.json", 4)
+
+
+def test_changed_means_changed_since_planning_began(ws_root, real_probe, monkeypatch) -> None:
+    """The known directories come from walks that began after planning began, so the epilogue's time is
+    then (less the margin), not the end of a slow plan: a directory made meanwhile, missing from the list,
+    must still count as changed."""
+    from nexusd.sandbox import plan as plan_mod
+
+    _, ws, store = ws_root
+    slow = plan_mod.plan_command
+
+    def plan_command(*args: object, **kw: object) -> object:
+        out = slow(*args, **kw)  # type: ignore[arg-type]
+        time.sleep(0.5)
+        return out
+
+    monkeypatch.setattr(plan_mod, "plan_command", plan_command)
+    t0 = time.time()
+    text = agent_text(store, real_probe, "true", ws, ws)
+    assert text is not None
+    since = float(shlex.split(text)[2])
+    assert since <= t0 + 0.3 - 0.05, (since, t0)  # not the decision's end (t0 + 0.5 or later)
