@@ -68,6 +68,9 @@ def _printable(text: str, limit: int = 80) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
 
 
+PREVIEW_LINES = 400  # lines of a preview's diff printed by `nexusctl pending`
+
+
 def _print_item(item: p.PendingItem) -> None:
     left = max(0.0, item.deadline - time.time())
     call = item.call
@@ -91,6 +94,15 @@ def _print_item(item: p.PendingItem) -> None:
         click.echo(f"    flag: {flag}")
     if item.verdict.suggestions:
         click.echo(f"    always would remember: {', '.join(item.verdict.suggestions)}")
+    diff = call.input.get("diff")
+    if "preview" in item.verdict.flags and isinstance(diff, str):  # docs/UNDO.md: allow applies, deny discards
+        click.echo("    the command's changes (nexusctl answer ID allow: apply them; deny: discard them):")
+        for line in diff.splitlines()[:PREVIEW_LINES]:
+            click.echo(f"    | {_printable(line, 400)}")
+        if diff.count("\n") > PREVIEW_LINES:
+            click.echo(
+                f"    | ... ({diff.count(chr(10)) - PREVIEW_LINES} more lines; `nexusctl pending --json` has all)"
+            )
 
 
 def _print_trace(verdict: p.Verdict) -> None:

@@ -32,6 +32,7 @@ from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.policy import gate, shaping
 from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
 from nexusd.policy.grants import MAX_DURATION
+from nexusd.sandbox.previewrun import PREVIEW_FLAG
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -358,6 +359,16 @@ class Answers:
             self.state.reply_error(conn, "invalid_message", malformed, msg.ref)
             return None
         verdict = entry.verdict
+        if PREVIEW_FLAG in verdict.flags and (
+            msg.scope != "once" or msg.updated_input is not None or msg.rules or msg.duration is not None
+        ):
+            self.state.reply_error(
+                conn,
+                "invalid_message",
+                "a preview is answered allow (apply its changes) or deny (discard them), once; it is still pending",
+                msg.ref,
+            )
+            return None
         if msg.updated_input is not None:
             return self._edited_answer(conn, msg, msg.updated_input, entry)
         if HUMAN_FLAG in verdict.flags and msg.decision == "allow" and msg.scope != "once":

@@ -25,7 +25,7 @@ import msgspec
 import structlog
 
 from nexusd import protocol as p
-from nexusd.core.engine import UNTRUSTED_FLAG
+from nexusd.core.engine import HUMAN_FLAG, UNTRUSTED_FLAG
 from nexusd.core.model import Session
 from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SHELL_TOOLS
@@ -38,6 +38,7 @@ from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
 from nexusd.sandbox.plan import PreparedWrap, wrap_for_agent
+from nexusd.sandbox.previewrun import PREVIEW_FLAG, PREVIEW_TOOL
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -68,6 +69,9 @@ class RequestLifecycle:
                 msg, call=msgspec.structs.replace(msg.call, input={**msg.call.input, **whole})
             )
         call = msg.call
+        if call.tool == PREVIEW_TOOL:
+            self.preview(conn, msg, started)
+            return None
         try:
             seen = conn.seen
             if seen is not None and seen[0] == call.agent_pid:
@@ -376,6 +380,33 @@ class RequestLifecycle:
             for ui in list(self.state.subscribers):  # a UI dropped mid-fan-out must not cut it short
                 ui.post(prompt)
         return entry
+
+    def preview(self, conn: Connection, msg: p.Request, started: float) -> None:
+        """A sandboxed command's changes held in an overlay (docs/UNDO.md, preview before effect): always put
+        to a person, never to the engine, a rule, a mode or a hook. allow = apply, deny = discard, and the
+        deadline discards. The answer must be ``once`` (``PREVIEW_FLAG``: ``answers.py``)."""
+        call = msg.call
+        keys = {"command": str, "exit_code": int, "summary": str, "changes": list, "diff": str}
+        bad = [k for k, t in keys.items() if not isinstance(call.input.get(k), t)]
+        if not isinstance(call.input.get("conflicts", []), list):
+            bad.append("conflicts")
+        if bad or set(call.input) - {*keys, "conflicts"}:
+            verdict = p.Verdict("deny", f"a malformed preview ({', '.join(bad) or 'unknown keys'}); discarded", "error")
+            self.reply_and_record(conn, msg.ref, call, verdict, started)
+            return
+        inp = call.input
+        reason = (
+            f"preview: apply what `{str(inp['command'])[:300]}` changed in {call.workspace or call.cwd}? "
+            f"{inp['summary']} (exit {inp['exit_code']}); allow applies it, deny discards it"
+        )
+        conflicts = [str(c) for c in inp.get("conflicts", [])]
+        if conflicts:
+            reason += (
+                f"; {len(conflicts)} path(s) changed in the workspace since the command started, and allow "
+                f"overwrites them: {', '.join(conflicts[:10])}"
+            )
+        verdict = p.Verdict("ask", reason, "safety", flags=[HUMAN_FLAG, PREVIEW_FLAG])
+        self.ask(conn, msg, verdict, self.state.session_for(call), started)
 
     def hooks_answered(self, entry: PendingEntry, verdict: p.Verdict) -> None:
         """The hooks of a call put to a person while they ran (``_decide``'s race) have answered; ``verdict``

@@ -26,6 +26,7 @@ BOOL_KEYS = (
     "allow_managed_read_paths_only",
     "allow_local_binding",
     "managed_domains_only",
+    "preview",
 )
 FS_KEYS = ("allow_write", "deny_write", "deny_read", "allow_read")
 FS_BOOL_KEYS = ("allow_managed_read_paths_only",)  # booleans that live in [sandbox.filesystem]
@@ -76,6 +77,7 @@ class SandboxLayer:
     allow_managed_read_paths_only: bool | None = None
     allow_local_binding: bool | None = None
     managed_domains_only: bool | None = None
+    preview: bool | None = None
     enabled_platforms: tuple[str, ...] | None = None
     network_mode: str | None = None
     allowed_ports: tuple[int, ...] | None = None
@@ -112,6 +114,9 @@ class SandboxSettings:
     allow_all_unix_sockets: bool = False
     # only the managed policy's allow_read re-opens what deny_read and the built-in masks hide
     allow_managed_read_paths_only: bool = False
+    # preview before effect (docs/UNDO.md): an agent's sandboxed shell call writes into an overlay of the
+    # workspace, and a person applies or discards what it changed
+    preview: bool = False
     # Claude Code's sandbox.enabledPlatforms: where transparent sandboxing applies (None: every supported platform)
     enabled_platforms: tuple[str, ...] | None = None
     # [sandbox.network]: None = not said anywhere (isolated, or filtered when a domain is allowed)
@@ -364,6 +369,7 @@ NARROWING_BOOLS: dict[str, bool] = {
     "allow_all_unix_sockets": False,
     "allow_local_binding": False,
     "allow_managed_read_paths_only": True,
+    "preview": True,
 }
 LOOSENING_LISTS = ("excluded_commands", "allow_unix_sockets", "allowed_domains", "allow_write", "allow_read")
 LOOSENING_SCALARS = ("allowed_ports", "http_proxy_port", "socks_proxy_port")
@@ -376,6 +382,7 @@ _WHY = {
     "allow_all_unix_sockets": "would open the host's Unix sockets",
     "allow_local_binding": "would let commands listen on loopback",
     "allow_managed_read_paths_only": "would let other layers' allow_read re-open reads",
+    "preview": "would let sandboxed commands change the workspace without a person's review",
     "excluded_commands": "would run these commands outside the sandbox",
     "allow_unix_sockets": "would open these Unix sockets",
     "allowed_domains": "would let these domains through without a person",

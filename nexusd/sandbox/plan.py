@@ -46,6 +46,9 @@ AGENT_DIRS = WORKSPACE_PROTECTED
 HOME_FILES = HOME_PROTECTED
 
 
+PREVIEW_BACKENDS = ("bwrap", "unshare")  # Linux: the overlay helper mounts overlayfs before them
+
+
 def _real(p: str) -> str:
     return os.path.realpath(p)
 
@@ -507,6 +510,7 @@ class PreparedWrap:
     # that began after it, so a directory missing from the list was made after it (its ctime says so)
     planned_at: float | None = None
     session: str | None = None  # the agent's session: named in the wrapper's reports
+    preview: dict[str, object] | None = None  # [sandbox] preview: the overlay run's spec (nexusd.sandbox.previewrun)
 
     def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
         from nexusd.sandbox.wrapper import agent_command
@@ -526,6 +530,7 @@ class PreparedWrap:
                 known=self.known,
                 now=self.planned_at,
                 session=self.session,
+                preview=self.preview,
             ),
         }
 
@@ -598,6 +603,24 @@ def prepare_wrap(
     # Planned now, by the daemon that decided: the agent runs this plan, with no second round trip.
     planned_at = time.time()
     plan = plan_command(command, cwd, store, probe, call.session, workspace=ws)
+    preview: dict[str, object] | None = None
+    if settings.preview and plan.allowed:
+        if plan.backend not in PREVIEW_BACKENDS:  # never run it on the real workspace instead
+            return {
+                **call.input,
+                key: refusal_command(
+                    "[sandbox] preview is on, and previewing needs the Linux sandbox (bubblewrap or unshare) with "
+                    f"overlayfs; this machine's sandbox is {plan.backend or 'not available'}"
+                ),
+            }
+        preview = {
+            "workspace": _real(ws),
+            "parent": str(workspace_dir(_state_dir(store), _real(ws)) / "preview"),
+            "socket": socket,
+            "provider": call.provider,
+            "session": call.session,
+            "cwd": cwd,
+        }
     if plan.allowed and plan.backend is None:
         return None  # unavailable, and the policy allows unsandboxed runs
     run_dir = workspace_dir(_state_dir(store), _real(ws)) / RUN_DIR
@@ -618,6 +641,7 @@ def prepare_wrap(
         known,
         planned_at,
         call.session,
+        preview,
     )
 
 

@@ -54,6 +54,7 @@ from nexusd.sandbox.seccomp import split_filter
 
 EXIT_REFUSED = 126
 SCRUB_MODULE = "nexusd.sandbox.scrub"
+PREVIEW_MODULE = "nexusd.sandbox.previewrun"
 RUN_DIR = "run"
 KEEP_RUN_FILES = 512  # per workspace; past this, files unused for a week are removed
 STALE_AFTER_S = 7 * 24 * 3600
@@ -319,6 +320,7 @@ def _script(
     broker: str | None = None,
     escape_hint: str | None = None,
     known: str | None = None,
+    preview: dict[str, object] | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: the per-call file (``RUN_DIR/cd.*``, opened by the agent's text) that receives
@@ -334,6 +336,9 @@ def _script(
     if filtered:  # a filtered network: open the proxy channel, then exec the same argv with it
         python, source = _netexec()
         run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{4-}}" -- {run}'
+    if preview is not None:  # on an overlay, and a person applies or discards (nexusd.sandbox.previewrun)
+        spec = json.dumps(preview, sort_keys=True)
+        run = f"{q(sys.executable)} -I -m {PREVIEW_MODULE} {q(spec)} -- {run}"
     if filt is not None:
         run += f" 3<{q(filt)}"
     run += ' 8>"$nx_cwd" 7>&-'
@@ -554,10 +559,13 @@ def agent_command(
     escape_hint: str | None = None,
     known: str | None = None,
     session: str | None = None,
+    preview: dict[str, object] | None = None,
 ) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal.
     ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure).
-    ``known``: ``known_dirs_file``'s answer for this plan (None: the epilogue walks the whole tree)."""
+    ``known``: ``known_dirs_file``'s answer for this plan (None: the epilogue walks the whole tree).
+    ``preview``: run it on an overlay and ask a person to apply its changes (``nexusd.sandbox.previewrun``'s
+    spec: workspace, parent, socket, provider, session, cwd)."""
     if not plan.allowed or not plan.argv:
         return refusal_command(plan.reason or "no plan")
     if len(plan.argv) < 3 or plan.argv[-2] != "-c" or plan.argv[-1] != command:
@@ -578,7 +586,15 @@ def agent_command(
     scrub_file = run_dir / f"{hashlib.sha256(scrub.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.json"
     _write(scrub_file, scrub)
     text = _script(
-        plan, str(scrub_file), shell_index, str(run_dir), socket, proxy[0] if proxy else None, escape_hint, known
+        plan,
+        str(scrub_file),
+        shell_index,
+        str(run_dir),
+        socket,
+        proxy[0] if proxy else None,
+        escape_hint,
+        known,
+        preview,
     )
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)

@@ -23,6 +23,7 @@ from nexusd.protocol import CallInfo
 
 LABEL = "bold"
 FETCH_TOOLS = frozenset({"WebFetch", "web_fetch", "fetch"})
+PREVIEW_FLAG = "preview"  # the daemon's flag on a preview's ask (nexusd.sandbox.previewrun)
 
 
 def countdown(entry: Entry, now: float) -> str:
@@ -237,6 +238,14 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     if change is not None:
         out.extend(_change_block(change))
 
+    previewed = PREVIEW_FLAG in verdict.flags and isinstance(inp.get("diff"), str)
+    if previewed:  # a sandboxed command's changes, held in an overlay (docs/UNDO.md): allow applies, deny discards
+        out.append(_section("preview: what the command changed (allow applies it, deny discards it)"))
+        out.append(_kv("command", safe_text(str(inp.get("command", "")))))
+        out.append(_kv("exit code", safe_text(str(inp.get("exit_code", "?")))))
+        out.append(_kv("summary", safe_text(str(inp.get("summary", "")))))
+        out.append(_diff_text(str(inp["diff"])))
+
     url = inp.get("url")
     if isinstance(url, str) and (call.tool in FETCH_TOOLS or (det and det.kind == "fetch")):
         out.append(_section("fetch"))
@@ -260,7 +269,9 @@ def detail(entry: Entry, now: float, change: Change | None = None) -> list[Text]
     fetched = isinstance(url, str) and (call.tool in FETCH_TOOLS or bool(det and det.kind == "fetch"))
     if fetched:
         shown |= {"url", "prompt"}
-    if not (call.tool in SHELL_TOOLS or change is not None or fetched):
+    if previewed:
+        pass  # shown above, whole
+    elif not (call.tool in SHELL_TOOLS or change is not None or fetched):
         title = "MCP arguments" if (call.tool.startswith("mcp__") or (det and det.kind == "mcp")) else "arguments"
         out.append(_section(title))
         out.append(_json_text(inp))
