@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from nexusd.bench import procs, report, stats
+from nexusd.sandbox.wrapper import wrapper_words
 
 SANDBOX_POLICY = """\
 [permissions]
@@ -157,7 +158,8 @@ def run(pairs: int = 60, warmup: int = 5, *, filtered: bool = True, tree: bool =
             sides["filtered"] = filtered_text
             # the floor of each of the filtered wrapper's two helpers: the interpreter that runs them
             sides["python"] = lambda: PYTHON_FLOOR
-            if len(shlex.split(filtered_text())) != 5:  # sh, the script, the time, the command, the token
+            words = wrapper_words(filtered_text())
+            if words is None or len(words) != 6:  # sh, the script, the time, the command, the cd file, the token
                 raise RuntimeError("the filtered daemon handed back a wrapper without a proxy token")
         if tree_root is not None:
             known, walk = tree_texts(make_tree(tree_root / "ws"), tree_root)
