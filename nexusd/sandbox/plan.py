@@ -512,27 +512,34 @@ class PreparedWrap:
     session: str | None = None  # the agent's session: named in the wrapper's reports
     preview: dict[str, object] | None = None  # [sandbox] preview: the overlay run's spec (nexusd.sandbox.previewrun)
 
-    def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
-        from nexusd.sandbox.wrapper import agent_command
+    ready: str | None = None  # the agent's text, made where the plan was (no proxy to register: no network)
 
+    def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
+        """The agent's input. Without a filtered network the text was made with the plan (its files written
+        off the daemon's loop); with one, the proxy context is registered here, on the loop, then the text
+        made (``wrapper.agent_command``)."""
+        if self.ready is not None:
+            return {**self.tool_input, self.key: self.ready}
         proxy = None
         if self.plan.proxy_fd_arg is not None and network is not None:
             proxy = network(self.command, self.cwd, os.path.realpath(self.workspace))
-        return {
-            **self.tool_input,
-            self.key: agent_command(
-                self.plan,
-                self.command,
-                self.run_dir,
-                socket=self.socket,
-                proxy=proxy,
-                escape_hint=self.escape_hint,
-                known=self.known,
-                now=self.planned_at,
-                session=self.session,
-                preview=self.preview,
-            ),
-        }
+        return {**self.tool_input, self.key: self.text(proxy)}
+
+    def text(self, proxy: tuple[str, str] | None) -> str:
+        from nexusd.sandbox.wrapper import agent_command
+
+        return agent_command(
+            self.plan,
+            self.command,
+            self.run_dir,
+            socket=self.socket,
+            proxy=proxy,
+            escape_hint=self.escape_hint,
+            known=self.known,
+            now=self.planned_at,
+            session=self.session,
+            preview=self.preview,
+        )
 
 
 def wraps(call: CallInfo, policy: Policy, probe: SandboxProbe | None) -> bool:
@@ -628,7 +635,7 @@ def prepare_wrap(
         known = known_dirs_file(plan, run_dir)
     except OSError:
         known = None  # the epilogue walks the whole tree
-    return PreparedWrap(
+    prepared = PreparedWrap(
         dict(call.input),
         key,
         command,
@@ -643,6 +650,9 @@ def prepare_wrap(
         call.session,
         preview,
     )
+    if plan.proxy_fd_arg is None:  # nothing for the loop to add: the files are written here, in the pool
+        prepared = replace(prepared, ready=prepared.text(None))
+    return prepared
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME
