@@ -139,8 +139,9 @@ class _Child:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            poller = select.poll()  # (not select.select: a daemon with many clients has descriptors past 1023)
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(left * 1000):
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:

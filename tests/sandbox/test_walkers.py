@@ -187,3 +187,25 @@ def test_a_busy_child_is_never_waited_for_while_another_can_be_had(
         w.close()
     assert done and quick_end < done[0], "the quick root waited for the slow one"
     assert quick_end - start < done[0] - start
+
+
+def test_a_daemon_with_many_descriptors_still_asks_its_walkers(tmp_path: Path) -> None:
+    """A daemon serving a thousand clients has descriptors past 1023, where select() cannot look."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("cannot open 1,100 descriptors here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    w = walkers.Walkers(1, timeout=60)
+    try:
+        (tmp_path / "r" / ".git" / "hooks").mkdir(parents=True)
+        assert str(tmp_path / "r" / ".git" / "hooks") in w.find(str(tmp_path)).paths
+        (child,) = w._all
+        assert child.proc is not None and child.proc.stdout is not None and child.proc.stdout.fileno() > 1023
+    finally:
+        w.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
