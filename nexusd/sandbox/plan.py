@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -690,8 +691,8 @@ def mask_file(state_dir: Path) -> str:
     except FileNotFoundError:
         pass
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".empty.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o444)
+    tmp = path.with_name(f".empty.{os.getpid()}.{secrets.token_hex(6)}.tmp")  # each writer its own (threads)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
     os.close(fd)
     os.replace(tmp, path)
     return str(path)

@@ -22,6 +22,7 @@ import errno
 import hashlib
 import os
 import platform
+import secrets
 import struct
 from pathlib import Path
 
@@ -84,8 +85,8 @@ def filter_file(state_dir: Path, machine: str | None = None) -> Path:
     except OSError:
         pass
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = directory / f".{path.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"  # each writer its own (threads)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, data)
         os.fsync(fd)

@@ -481,12 +481,21 @@ def _write(path: Path, data: str) -> None:
             return
     except OSError:
         pass
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # a name of this write's own: the decision pool's threads plan equal calls at once, and two writers of one
+    # temporary name failed each other's rename, or renamed a file another was still truncating and writing
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, data.encode("utf-8", "surrogateescape"))
-    finally:
+        data_b = data.encode("utf-8", "surrogateescape")
+        view = memoryview(data_b)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
 
 

@@ -241,3 +241,45 @@ def test_changed_means_changed_since_planning_began(ws_root, real_probe, monkeyp
     assert words is not None
     since = float(words[2])
     assert since <= t0 + 0.3 - 0.05, (since, t0)  # not the decision's end (t0 + 0.5 or later)
+
+
+def test_content_addressed_files_survive_writers_in_many_threads(tmp_path: Path) -> None:
+    """The decision pool plans equal calls at once: every writer of one script succeeds, and the file is
+    never seen short (a shared temporary name made one writer's rename fail, or moved a half-written file)."""
+    import contextlib
+    import threading
+
+    from nexusd.sandbox import wrapper
+
+    path = tmp_path / "plan.sh"
+    data = "echo " + "x" * 200_000 + "\n"
+    errors: list[BaseException] = []
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        for _ in range(30):
+            try:
+                path.unlink(missing_ok=True)  # absent again: every writer writes
+                wrapper._write(path, data)
+            except BaseException as e:
+                errors.append(e)
+
+    def reader() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                seen.append(len(path.read_bytes()))
+
+    r = threading.Thread(target=reader)
+    r.start()
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    stop.set()
+    r.join(60)
+    assert not errors, errors[:3]
+    assert path.read_text() == data
+    assert all(n == len(data) for n in seen), sorted(set(seen))[:5]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
