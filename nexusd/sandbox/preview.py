@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import errno
 import itertools
 import os
 import secrets
@@ -37,9 +36,10 @@ from pathlib import Path
 from typing import Literal
 
 from nexusd.core.protected import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
+from nexusd.nofollow import DIR_FLAGS as _DIR_FLAGS
+from nexusd.nofollow import UnsafePath, open_parent
 from nexusd.sandbox.overlay import argv_prefix
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PROTECTED = PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES
 _SUBPATHS = frozenset(PROTECTED_SUBPATHS)
 TEXT_LIMIT = 1 << 20  # bytes of a file compared line by line; larger ones count as binary
@@ -497,40 +497,19 @@ def _copy_in(src: str, dfd: int, tmp: str, mode: int) -> None:
 
 
 def _walk(root_fd: int, rel: str, *, create: bool, upper: str) -> tuple[int, str]:
-    """An open descriptor of ``rel``'s parent, reached without following any symlink (a symlink or a file
-    where a directory should be is refused), and the last component. Missing directories are made
-    with the overlay's modes when ``create``."""
+    """``nofollow.open_parent``; missing directories get the overlay's modes, refusals are this module's."""
     parts = rel.split("/")
-    if not rel or any(c in ("", ".", "..") for c in parts):
-        raise PreviewError(f"{shown(rel)!r}: not a plain relative path; refused")
-    fd = os.dup(root_fd)
+
+    def mode(i: int) -> int:
+        try:
+            return _perm(os.lstat(os.path.join(upper, *parts[: i + 1])))
+        except OSError:
+            return 0o755
+
     try:
-        for i, comp in enumerate(parts[:-1]):
-            try:
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(comp, 0o700, dir_fd=fd)
-                try:
-                    mode = _perm(os.lstat(os.path.join(upper, *parts[: i + 1])))
-                except OSError:
-                    mode = 0o755
-                os.chmod(comp, mode, dir_fd=fd, follow_symlinks=False)
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[: i + 1])
-                    raise PreviewError(
-                        f"{shown(rel)}: {shown(where)} is a symlink or not a directory; not followed"
-                    ) from None
-                raise
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
+        return open_parent(root_fd, rel, create=create, dir_mode=mode)
+    except UnsafePath as e:
+        raise PreviewError(e.describe(shown)) from None
 
 
 def summary(changes: list[Change]) -> str:

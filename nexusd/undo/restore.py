@@ -10,16 +10,16 @@ is what a snapshot records (as git does); the other permission bits of a file th
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nexusd.nofollow import DIR_FLAGS as _DIR_FLAGS
+from nexusd.nofollow import UnsafePath, open_parent
 from nexusd.undo.shadow import Entry, Shadow, display
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 GITLINK = "160000"
 
 
@@ -79,32 +79,11 @@ def plan(current: dict[str, Entry], target: dict[str, Entry], only: Callable[[st
 
 
 def _walk(root_fd: int, rel: str, create: bool) -> tuple[int, str]:
-    """An open descriptor of ``rel``'s parent directory, reached without following any symlink, and the
-    last component. Creates missing directories when ``create``."""
-    parts = rel.split("/")
-    if not rel or any(c in ("", ".", "..") for c in parts):
-        raise RestoreError(f"{rel!r}: not a plain relative path; refused")
-    fd = os.dup(root_fd)
+    """``nofollow.open_parent``, its refusals as this module's."""
     try:
-        for i, comp in enumerate(parts[:-1]):
-            try:
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(comp, 0o755, dir_fd=fd)
-                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[: i + 1])
-                    raise RestoreError(f"{rel}: {where} is a symlink or not a directory; not followed") from None
-                raise
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
+        return open_parent(root_fd, rel, create=create)
+    except UnsafePath as e:
+        raise RestoreError(e.describe(str)) from None
 
 
 def _mode_for(entry: Entry, old: os.stat_result | None) -> int:
