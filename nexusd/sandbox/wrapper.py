@@ -47,6 +47,7 @@ import threading
 import time
 from pathlib import Path
 
+from nexusd.atomicfile import write_atomic
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
 from nexusd.protocol import SandboxPlanReply
 from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
@@ -481,22 +482,9 @@ def _write(path: Path, data: str) -> None:
             return
     except OSError:
         pass
-    # a name of this write's own: the decision pool's threads plan equal calls at once, and two writers of one
-    # temporary name failed each other's rename, or renamed a file another was still truncating and writing
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        data_b = data.encode("utf-8", "surrogateescape")
-        view = memoryview(data_b)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    # a temporary name of this write's own (the decision pool's threads plan equal calls at once); no fsync:
+    # a lost script is made again by the next plan
+    write_atomic(path, data, 0o600, durable=False, errors="surrogateescape")
 
 
 KEEP_DIRS_FILES = 32  # per workspace: a wrapper whose list is gone walks the whole tree instead
