@@ -78,10 +78,12 @@ def _seccomp_check(run: Runner, bwrap_argv: list[str]) -> str:
         data = unix_socket_filter(_platform.machine())
     except ValueError as e:
         return str(e)
-    with tempfile.NamedTemporaryFile(prefix="nexus-seccomp-", suffix=".bpf") as f:
+    # An unlinked file, opened by the child through this process's descriptor table: a daemon killed
+    # mid-probe leaves nothing behind in the temporary directory.
+    with tempfile.TemporaryFile() as f:
         f.write(data)
         f.flush()
-        return _attempt(run, with_filter(bwrap_argv, Path(f.name)))
+        return _attempt(run, with_filter(bwrap_argv, Path(f"/proc/{os.getpid()}/fd/{f.fileno()}")))
 
 
 def _run(argv: list[str], timeout: float) -> tuple[int, str]:
