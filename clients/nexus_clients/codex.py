@@ -26,11 +26,10 @@ standard library is imported, as on the rest of the hook's hot path.
 
 from __future__ import annotations
 
-import os
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason, subagent_of
 from nexus_clients.wire_lean import LeanDecision, call_fields
+from nexusd import leanos
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -88,7 +87,7 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
     unreadable: then the Codex process's own cwd is used (``codex_process``), and failing that the
     daemon falls back to the cwd's git root.
     """
-    if not isinstance(transcript_path, str) or not os.path.isabs(transcript_path):
+    if not isinstance(transcript_path, str) or not leanos.isabs(transcript_path):
         return None
     try:
         with open(transcript_path, "rb") as f:
@@ -102,7 +101,7 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
     if session not in (body.get("session_id"), body.get("id")):
         return None
     cwd = body.get("cwd")
-    return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
+    return cwd if isinstance(cwd, str) and leanos.isabs(cwd) else None
 
 
 # Codex runs an ``apply_patch`` the model types as a shell command (``apply_patch <<'EOF' … EOF``, optionally
@@ -145,7 +144,7 @@ def shell_apply_patch(command: str, cwd: str) -> tuple[str, str] | None:
     where = cwd
     if m["dir"]:
         d = m["dir"][1:-1] if m["dir"].startswith("'") else m["dir"]
-        where = os.path.normpath(os.path.join(cwd, d))
+        where = leanos.normpath(leanos.join(cwd, d))
     return m["body"], where
 
 
@@ -159,9 +158,9 @@ def codex_process(pid: int | None, hops: int = 4) -> tuple[int, str] | None:
         if pid is None or pid <= 1:
             return None
         try:
-            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "codex":
-                cwd = os.readlink(f"/proc/{pid}/cwd")
-                return (pid, cwd) if os.path.isabs(cwd) else None
+            if leanos.basename(leanos.readlink(f"/proc/{pid}/exe")) == "codex":
+                cwd = leanos.readlink(f"/proc/{pid}/cwd")
+                return (pid, cwd) if leanos.isabs(cwd) else None
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read(4096)
             pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
@@ -185,7 +184,7 @@ def call_fields_from_hook(
     if not isinstance(session, str) or not session:
         raise HookInputError("hook input has no session_id")
     cwd = payload.get("cwd") or fallback_cwd
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not isinstance(cwd, str) or not leanos.isabs(cwd):
         raise HookInputError("hook input field 'cwd' must be an absolute path")
     if tool == "Bash" and isinstance(tool_input.get("command"), str):
         patch = shell_apply_patch(tool_input["command"], cwd)

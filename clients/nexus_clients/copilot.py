@@ -21,11 +21,10 @@ against the hook's ``cwd``. Copilot sends no permission mode.
 
 from __future__ import annotations
 
-import os.path
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
+from nexusd import leanos
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -69,13 +68,13 @@ def call_fields_from_hook(
     if not isinstance(session, str) or not session:
         raise HookInputError("hook input has no session id")
     cwd = payload.get("cwd") or fallback_cwd
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not isinstance(cwd, str) or not leanos.isabs(cwd):
         raise HookInputError("hook input field 'cwd' must be an absolute path")
     tool_input = dict(_args(raw))
     for key in _PATH_KEYS:
         value = tool_input.get(key)
-        if isinstance(value, str) and value and not os.path.isabs(value) and not value.startswith("~"):
-            tool_input[key] = os.path.normpath(os.path.join(cwd, value))
+        if isinstance(value, str) and value and not leanos.isabs(value) and not value.startswith("~"):
+            tool_input[key] = leanos.normpath(leanos.join(cwd, value))
     return call_fields(
         provider=PROVIDER,
         session=session,

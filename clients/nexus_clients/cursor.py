@@ -19,11 +19,10 @@ name the server ``cursor``. Cursor sends no permission mode.
 
 from __future__ import annotations
 
-import os.path
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
+from nexusd import leanos
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -49,7 +48,7 @@ def event_of(payload: Any) -> str:
 
 def _workspace(payload: Mapping[str, Any]) -> str | None:
     roots = payload.get("workspace_roots")
-    if isinstance(roots, list) and roots and isinstance(roots[0], str) and os.path.isabs(roots[0]):
+    if isinstance(roots, list) and roots and isinstance(roots[0], str) and leanos.isabs(roots[0]):
         return roots[0]
     return None
 
@@ -64,7 +63,7 @@ def call_fields_from_hook(
         raise HookInputError("hook input has no conversation_id")
     workspace = _workspace(payload)
     cwd = payload.get("cwd") or workspace or fallback_cwd
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not isinstance(cwd, str) or not leanos.isabs(cwd):
         raise HookInputError("hook input field 'cwd' must be an absolute path")
     if event == SHELL:
         command = payload.get("command")
@@ -75,7 +74,7 @@ def call_fields_from_hook(
         path = payload.get("file_path")
         if not isinstance(path, str) or not path:
             raise HookInputError("hook input field 'file_path' must be a non-empty string")
-        tool, tool_input = "Read", {"file_path": os.path.normpath(os.path.join(cwd, path))}
+        tool, tool_input = "Read", {"file_path": leanos.normpath(leanos.join(cwd, path))}
     else:
         name = payload.get("tool_name")
         if not isinstance(name, str) or not name:

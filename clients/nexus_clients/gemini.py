@@ -12,10 +12,9 @@ policy checks paths, and a relative path means nothing without the directory it 
 
 from __future__ import annotations
 
-import os.path
-
 from nexus_clients.claude import HookInputError, model_reason, stop_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
+from nexusd import leanos
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -54,8 +53,8 @@ __all__ = [
 
 
 def _absolute(base: str, value: Any) -> Any:
-    if isinstance(value, str) and value and not os.path.isabs(value):
-        return os.path.normpath(os.path.join(base, value))
+    if isinstance(value, str) and value and not leanos.isabs(value):
+        return leanos.normpath(leanos.join(base, value))
     return value
 
 
@@ -78,7 +77,7 @@ def call_fields_from_hook(
     if not isinstance(session, str) or not session:
         raise HookInputError("hook input has no session_id")
     cwd = payload.get("cwd") or env.get("GEMINI_CWD") or fallback_cwd
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not isinstance(cwd, str) or not leanos.isabs(cwd):
         raise HookInputError("hook input field 'cwd' must be an absolute path")
     workspace = env.get("GEMINI_PROJECT_DIR") or cwd
     tool_input = dict(raw_input)

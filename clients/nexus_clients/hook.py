@@ -19,25 +19,27 @@ always answer deny itself when anything goes wrong:
 - Cursor, Copilot CLI, OpenCode (our plugin): failures print a deny JSON and exit 2 (a block in all three).
 
 Agents run it as ``python -I -S …/nexus_clients/nexus-hook.py PROVIDER`` (``agent_settings.hook_argv``):
-no ``site``, no agent-chosen PYTHON* variables. The import path is os, the C halves of json, socket and
+no ``site``, no agent-chosen PYTHON* variables. The import path is the C halves of json, socket and
 signal (``_json`` through ``leanjson``, ``_socket``, ``_signal``) + nexus_clients.{hook,leanjson,options,
-wire_lean, the agent's adapter} + nexusd.{sockpath,client_errors,protocol_version,conversation,channel,
-linesocket}: never typing, re, json, enum, pathlib, socket, contextlib or msgspec, each of which cost the
-hook 1-4 ms per tool call. ``tests/clients/test_hook_speed.py`` holds every agent's real call to that
-budget; ``nexusctl bench --scenario hook`` times it against ``python -I -S -c pass``.
+wire_lean, the agent's adapter} + nexusd.{leanos,sockpath,client_errors,protocol_version,conversation,
+channel,linesocket}: never os (``leanos`` calls the built-in ``posix``), typing, re, json, enum, pathlib,
+socket, contextlib or msgspec, each of which cost the hook 1-4 ms per tool call.
+``tests/clients/test_hook_speed.py`` holds every agent's real call to that budget; ``nexusctl bench
+--scenario hook`` times it against ``python -I -S -c pass``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from nexus_clients import leanjson
 from nexus_clients.options import OptionError, long_options
+from nexusd import leanos
 
 TYPE_CHECKING = False  # typing costs the hook ~2 ms of import time; mypy reads this name as typing's
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, NoReturn
 
 if TYPE_CHECKING:
@@ -82,16 +84,19 @@ class InputTooLarge(Exception):
 
 
 class Options:
-    __slots__ = ("on_no_ui", "provider", "socket", "timeout")
+    __slots__ = ("env", "on_no_ui", "provider", "socket", "timeout")
 
-    def __init__(self, provider: str, timeout: float, on_no_ui: str, socket: str | None) -> None:
+    def __init__(
+        self, provider: str, timeout: float, on_no_ui: str, socket: str | None, env: Mapping[str, str]
+    ) -> None:
+        self.env = env  # the hook's environment, decoded once (``leanos.environ``)
         self.provider = provider
         self.timeout = timeout
         self.on_no_ui = on_no_ui
         self.socket = socket
 
 
-def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Options:
+def parse_args(argv: list[str], env: Mapping[str, str]) -> Options:
     """Hand-rolled (argparse costs import time and exits 2 by itself with usage on stderr)."""
     if not argv or argv[0] not in PROVIDERS:
         raise UsageError(f"first argument must be one of {', '.join(PROVIDERS)}")
@@ -118,7 +123,7 @@ def parse_args(argv: list[str], env: dict[str, str] | os._Environ[str]) -> Optio
         raise UsageError("--timeout must be between 2 and 3600 seconds")
     if on_no_ui not in ("auto", "deny", "ask"):
         raise UsageError("--on-no-ui must be auto, deny or ask")
-    return Options(provider, timeout, on_no_ui, socket)
+    return Options(provider, timeout, on_no_ui, socket, env)
 
 
 def describe(exc: BaseException, timeout: float) -> str:
@@ -151,8 +156,8 @@ def _arm_watchdog(seconds: float) -> None:
     def on_alarm(signum: int, frame: Any) -> None:
         if state["fired"]:
             # The first alarm could not unwind in time: block the call without further ado.
-            os.write(2, b"nexus-hook: no decision in time; blocking the tool call\n")
-            os._exit(2)
+            leanos.write(2, b"nexus-hook: no decision in time; blocking the tool call\n")
+            leanos._exit(2)
         state["fired"] = True
         _sig.setitimer(_sig.ITIMER_REAL, 0.5)
         raise HookDeadline()
@@ -218,9 +223,11 @@ def run_claude(opts: Options, started: float) -> int:
         if isinstance(payload, dict) and payload.get("hook_event_name") == claude.SESSION_END:
             return _session_end(payload, opts, started)
         event = claude.event_of(payload)
-        call = claude.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        call = claude.call_fields_from_hook(
+            payload, env=opts.env, agent_pid=leanos.getppid(), fallback_cwd=leanos.getcwd()
+        )
         if opts.on_no_ui == "auto":
-            opts.on_no_ui = claude.no_ui_choice(payload, os.environ)
+            opts.on_no_ui = claude.no_ui_choice(payload, opts.env)
         decision = _ask_daemon(call, opts, started)
         answer = claude.hook_answer(event, decision, ask_allowed=opts.on_no_ui == "ask")
         _disarm_watchdog()
@@ -268,7 +275,9 @@ def run_gemini(opts: Options, started: float) -> int:
         from nexus_clients import gemini
 
         payload = _decode(_read_stdin())
-        call = gemini.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        call = gemini.call_fields_from_hook(
+            payload, env=opts.env, agent_pid=leanos.getppid(), fallback_cwd=leanos.getcwd()
+        )
         if opts.on_no_ui == "auto":
             opts.on_no_ui = "deny"  # Gemini CLI's hook ask is not a dialog everywhere (headless -p): deny
         decision = _ask_daemon(call, opts, started)
@@ -287,7 +296,9 @@ def run_codex(opts: Options, started: float) -> int:
 
         payload = _decode(_read_stdin())
         event = codex.event_of(payload)
-        call = codex.call_fields_from_hook(payload, env=os.environ, agent_pid=os.getppid(), fallback_cwd=os.getcwd())
+        call = codex.call_fields_from_hook(
+            payload, env=opts.env, agent_pid=leanos.getppid(), fallback_cwd=leanos.getcwd()
+        )
         if opts.on_no_ui == "auto":
             opts.on_no_ui = "deny"  # Codex's dialog is not known to be shown everywhere (codex exec): deny
         decision = _ask_daemon(call, opts, started)
@@ -316,7 +327,7 @@ def run_other(opts: Options, started: float) -> int:
     try:
         adapter = _adapter(opts.provider)
         payload = _decode(_read_stdin())
-        env, pid, cwd = os.environ, os.getppid(), os.getcwd()
+        env, pid, cwd = opts.env, leanos.getppid(), leanos.getcwd()
         if opts.provider == "cursor":
             event = adapter.event_of(payload)
         call = adapter.call_fields_from_hook(payload, env=env, agent_pid=pid, fallback_cwd=cwd)
@@ -364,7 +375,7 @@ def run(argv: list[str]) -> int:
         print(USAGE)
         return 0
     try:
-        opts = parse_args(argv, os.environ)
+        opts = parse_args(argv, leanos.environ())
     except UsageError as exc:
         sys.stderr.write(f"{USAGE}\n\nnexus-hook: {exc}\n")
         return _block(f"nexus-hook is misconfigured: {exc}")
@@ -388,7 +399,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.stderr.flush()
     except BaseException:
         pass
-    os._exit(code)
+    leanos._exit(code)
 
 
 if __name__ == "__main__":

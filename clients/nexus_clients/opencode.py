@@ -19,10 +19,9 @@ arguments are made absolute against the session's directory.
 
 from __future__ import annotations
 
-import os.path
-
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
+from nexusd import leanos
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
 if TYPE_CHECKING:  # nexusd.protocol imports msgspec, which the hook's hot path avoids
@@ -58,19 +57,19 @@ def call_fields_from_hook(
     if not isinstance(args, dict):
         raise HookInputError("hook input field 'args' must be a JSON object")
     directory = payload.get("directory") or fallback_cwd
-    if not isinstance(directory, str) or not os.path.isabs(directory):
+    if not isinstance(directory, str) or not leanos.isabs(directory):
         raise HookInputError("hook input field 'directory' must be an absolute path")
     worktree = payload.get("worktree")
-    workspace = worktree if isinstance(worktree, str) and os.path.isabs(worktree) and worktree != "/" else directory
+    workspace = worktree if isinstance(worktree, str) and leanos.isabs(worktree) and worktree != "/" else directory
     tool_input = dict(args)
     for key in _PATH_KEYS:
         value = tool_input.get(key)
-        if isinstance(value, str) and value and not os.path.isabs(value) and not value.startswith("~"):
-            tool_input[key] = os.path.normpath(os.path.join(directory, value))
+        if isinstance(value, str) and value and not leanos.isabs(value) and not value.startswith("~"):
+            tool_input[key] = leanos.normpath(leanos.join(directory, value))
     cwd = directory
     workdir = tool_input.get("workdir")
     if tool == "bash" and isinstance(workdir, str) and workdir:
-        cwd = os.path.normpath(os.path.join(directory, workdir))
+        cwd = leanos.normpath(leanos.join(directory, workdir))
     call_id = payload.get("callID")
     agent = payload.get("agent")
     return call_fields(

@@ -340,6 +340,7 @@ def test_hook_import_path_is_lean() -> None:
     assert forbidden == "[]"
     allowed = {
         "nexusd",
+        "nexusd.leanos",
         "nexusd.sockpath",
         "nexusd.client_errors",
         "nexusd.linesocket",
