@@ -16,7 +16,7 @@ import sys
 try:  # the built-in behind os, already loaded: ``import os`` would cost every tool call ~1.4 ms
     import posix as _os
 except ImportError:  # pragma: no cover - not POSIX
-    import os as _os
+    import os as _os  # type: ignore[no-redef]
 
 
 def _parent(path: str) -> str:
