@@ -5,8 +5,6 @@ it, so connecting, waiting against a deadline, cancelling on a timeout and keepi
 alive are written once. All the protocol's rules are the conversation's; this only moves bytes and waits.
 """
 
-from __future__ import annotations
-
 import time
 
 from nexusd.client_errors import DaemonUnreachable, NexusClientError, ReplyTimeout
@@ -24,14 +22,14 @@ class BlockingChannel:
     ``next_push``). While a wait lasts longer than a third of the daemon's idle limit it sends a keep-alive
     ``ping``, so a UI blocked waiting for prompts stays connected."""
 
-    def __init__(self, conv: Conversation, line: LineSocket) -> None:
+    def __init__(self, conv: "Conversation", line: "LineSocket") -> None:
         self.conv = conv
         self.line = line
         self.events: list[Any] = []  # few: the pushes that came while a call waited
         self._last_sent = time.monotonic()
 
     @classmethod
-    def connect(cls, conv: Conversation, path: str, timeout: float) -> BlockingChannel:
+    def connect(cls, conv: "Conversation", path: str, timeout: float) -> "BlockingChannel":
         """Connect, say hello and wait for the welcome; closed again on any failure."""
         chan = cls(conv, LineSocket.connect(path, timeout))
         try:
@@ -53,7 +51,7 @@ class BlockingChannel:
             self.line.send(data)
             self._last_sent = time.monotonic()
 
-    def call(self, ref: str, data: bytes, deadline: float, on_waiting: Callable[[Any], None] | None = None) -> Any:
+    def call(self, ref: str, data: bytes, deadline: float, on_waiting: "Callable[[Any], None] | None" = None) -> "Any":
         """Send one call's line and return its final reply; ClientError if the daemon refused it,
         ReplyTimeout at ``deadline`` (the call is given up, and cancelled if a person was being asked)."""
         try:
@@ -85,7 +83,7 @@ class BlockingChannel:
             self.conv.give_up(ref)
             raise
 
-    def next_push(self, deadline: float) -> Any:
+    def next_push(self, deadline: float) -> "Any":
         """The next pushed message (prompt, resolved, notice, bye); ReplyTimeout at ``deadline``."""
         if self.events:
             return self.events.pop(0)
@@ -94,7 +92,7 @@ class BlockingChannel:
             if isinstance(event, Pushed):
                 return event.message
 
-    def _next(self, deadline: float) -> Any:
+    def _next(self, deadline: float) -> "Any":
         """The conversation's next event, reading (and keeping the connection alive) as needed."""
         while True:
             event = self.conv.next_event()

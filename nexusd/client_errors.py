@@ -5,8 +5,6 @@ None of them may ever be read as an allow: every caller turns them into a deny, 
 ``describe`` gives (by the error's type, so each client says the same thing for the same failure).
 """
 
-from __future__ import annotations
-
 
 class NexusClientError(Exception):
     """Base of every client failure."""

@@ -26,8 +26,6 @@ one of them into a deny. A timeout is the driver's to notice (it owns the clock)
 call, cancels it if a person was being asked, and drops its late reply when it comes.
 """
 
-from __future__ import annotations
-
 from nexusd.client_errors import BadReply, ClientError, DaemonUnreachable, NexusClientError
 from nexusd.protocol_version import PROTOCOL_VERSION
 
@@ -37,7 +35,7 @@ if TYPE_CHECKING:
 
 # The one reply each client message allows (besides an ``error`` for its ref); a request may get a
 # ``pending`` before its ``decision``. tests/test_conversation.py checks this against the protocol's types.
-REPLIES: Final[dict[str, str]] = {
+REPLIES: "Final[dict[str, str]]" = {
     "hello": "welcome",
     "request": "decision",
     "cancel": "ack",
@@ -64,19 +62,19 @@ REPLIES: Final[dict[str, str]] = {
     "rule_check": "rule_check_reply",
 }
 # Sent without a reply: the pieces of a large input string, ahead of the request that names them.
-NO_REPLY: Final = frozenset({"part"})
+NO_REPLY: "Final" = frozenset({"part"})
 # Pushed without a ref to a connection that subscribed; ``bye`` may come to any connection at any time.
-PUSHES: Final = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice", "held"})
-MAX_LINE_BYTES: Final = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
+PUSHES: "Final" = frozenset({"prompt", "resolved", "policy_notice", "sandbox_notice", "held"})
+MAX_LINE_BYTES: "Final" = 64 << 20  # replies (audit tails, snapshots, rewritten tool input) may be long
 # Large tool input (a Write's content) travels as ``part`` lines before its request, so no line nears the
 # daemon's 1 MiB framing limit: when the input's top-level strings total more than SPLIT_CHARS, each of at
 # least MIN_UPLOAD_CHARS goes in pieces of PIECE_CHARS (JSON escapes at most 6 bytes a character: < 1 MiB).
 # A string over MAX_UPLOAD_CHARS is not sent at all: its size goes as ``omitted_bytes``, and the daemon
 # refuses the write as over 10 MB with that size.
-SPLIT_CHARS: Final = 256 << 10
-MIN_UPLOAD_CHARS: Final = 16 << 10
-PIECE_CHARS: Final = 128 << 10
-MAX_UPLOAD_CHARS: Final = 16 << 20
+SPLIT_CHARS: "Final" = 256 << 10
+MIN_UPLOAD_CHARS: "Final" = 16 << 10
+PIECE_CHARS: "Final" = 128 << 10
+MAX_UPLOAD_CHARS: "Final" = 16 << 20
 
 
 class State:
@@ -84,11 +82,11 @@ class State:
     per-call hook its import)."""
 
     __slots__ = ("value",)
-    START: ClassVar[State]  # nothing sent yet
-    GREETING: ClassVar[State]  # hello sent, waiting for the welcome
-    READY: ClassVar[State]  # welcomed: calls may be made
-    CLOSED: ClassVar[State]  # the daemon said bye or closed the stream: nothing more will come
-    FAILED: ClassVar[State]  # a protocol error: the connection must be dropped
+    START: "ClassVar[State]"  # nothing sent yet
+    GREETING: "ClassVar[State]"  # hello sent, waiting for the welcome
+    READY: "ClassVar[State]"  # welcomed: calls may be made
+    CLOSED: "ClassVar[State]"  # the daemon said bye or closed the stream: nothing more will come
+    FAILED: "ClassVar[State]"  # a protocol error: the connection must be dropped
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -109,29 +107,29 @@ if TYPE_CHECKING:
     class Codec(Protocol):
         """How one client spells messages; the conversation only asks for tags, refs and a few fields."""
 
-        def build(self, tag: str, fields: dict[str, Any]) -> Any:
+        def build(self, tag: str, fields: "dict[str, Any]") -> "Any":
             """A message the conversation writes itself (hello, request, cancel, ping)."""
 
-        def tag_of(self, msg: Any) -> str:
+        def tag_of(self, msg: "Any") -> str:
             """A message's wire ``type``."""
 
-        def get(self, msg: Any, field: str) -> Any:
+        def get(self, msg: "Any", field: str) -> "Any":
             """A field's value, or None when absent."""
 
-        def with_ref(self, msg: Any, ref: str) -> Any:
+        def with_ref(self, msg: "Any", ref: str) -> "Any":
             """The message with ``ref`` set."""
 
-        def with_field(self, msg: Any, field: str, value: Any) -> Any:
+        def with_field(self, msg: "Any", field: str, value: "Any") -> "Any":
             """The message (or call) with ``field`` set."""
 
-        def encode(self, msg: Any) -> bytes:
+        def encode(self, msg: "Any") -> bytes:
             """One wire line, newline included; ValueError when it cannot be encoded."""
 
-        def decode(self, line: bytes) -> Any:
+        def decode(self, line: bytes) -> "Any":
             """One line (without its newline) as a message; BadReply for anything the protocol refuses."""
 
 
-def large_keys(inp: dict[str, Any]) -> list[str]:
+def large_keys(inp: "dict[str, Any]") -> list[str]:
     """The top-level input strings to send as parts (none while the strings total at most SPLIT_CHARS)."""
     sizes = {k: len(v) for k, v in inp.items() if type(k) is str and type(v) is str}
     if sum(sizes.values()) <= SPLIT_CHARS:
@@ -163,7 +161,7 @@ class Welcomed(_Event):
 
     __slots__ = ("message",)
 
-    def __init__(self, message: Any) -> None:
+    def __init__(self, message: "Any") -> None:
         self.message = message
 
 
@@ -172,7 +170,7 @@ class Waiting(_Event):
 
     __slots__ = ("id", "message", "ref")
 
-    def __init__(self, ref: str, id: str, message: Any) -> None:
+    def __init__(self, ref: str, id: str, message: "Any") -> None:
         self.ref = ref
         self.id = id
         self.message = message
@@ -183,7 +181,7 @@ class Replied(_Event):
 
     __slots__ = ("message", "ref")
 
-    def __init__(self, ref: str, message: Any) -> None:
+    def __init__(self, ref: str, message: "Any") -> None:
         self.ref = ref
         self.message = message
 
@@ -193,7 +191,7 @@ class Refused(_Event):
 
     __slots__ = ("error", "ref")
 
-    def __init__(self, ref: str, error: ClientError) -> None:
+    def __init__(self, ref: str, error: "ClientError") -> None:
         self.ref = ref
         self.error = error
 
@@ -203,7 +201,7 @@ class Pushed(_Event):
 
     __slots__ = ("message",)
 
-    def __init__(self, message: Any) -> None:
+    def __init__(self, message: "Any") -> None:
         self.message = message
 
 
@@ -212,7 +210,7 @@ class _NeedData:
         return "NEED_DATA"
 
 
-NEED_DATA: Final = _NeedData()  # no whole line buffered: feed ``receive_data``
+NEED_DATA: "Final" = _NeedData()  # no whole line buffered: feed ``receive_data``
 
 Event = Welcomed | Waiting | Replied | Refused | Pushed
 
@@ -232,7 +230,7 @@ class Conversation:
     """One connection's client side. ``role`` and ``name`` go into the hello; refs are ``prefix`` + n."""
 
     def __init__(
-        self, codec: Codec, role: str, name: str, *, ref_prefix: str = "c", max_line: int = MAX_LINE_BYTES
+        self, codec: "Codec", role: str, name: str, *, ref_prefix: str = "c", max_line: int = MAX_LINE_BYTES
     ) -> None:
         self.codec = codec
         self.role = role
@@ -268,7 +266,7 @@ class Conversation:
         self.state = State.GREETING
         return data
 
-    def send_request(self, call: Any, on_no_ui: str, max_wait: float | None = None) -> tuple[str, bytes]:
+    def send_request(self, call: "Any", on_no_ui: str, max_wait: float | None = None) -> tuple[str, bytes]:
         """A tool call to decide: its ref (for ``Waiting`` / ``Replied``) and the lines to send (its large
         strings as ``part`` lines first, see SPLIT_CHARS). ``max_wait``: how long the caller will wait at
         most (a person may hold the ask up to it)."""
@@ -299,7 +297,7 @@ class Conversation:
         ref, line = self._open("request", self.codec.build("request", fields))
         return ref, bytes(data) + line
 
-    def send_call(self, msg: Any) -> tuple[str, bytes]:
+    def send_call(self, msg: "Any") -> tuple[str, bytes]:
         """Any other message that has a reply (``REPLIES``); its own ``ref`` is kept if it has one."""
         tag = self.codec.tag_of(msg)
         if tag in ("hello", "request"):
@@ -338,7 +336,7 @@ class Conversation:
             return
         self._buf += data
 
-    def next_event(self) -> Event | _NeedData:
+    def next_event(self) -> "Event | _NeedData":
         """The next event, or NEED_DATA. Raises a NexusClientError for anything the protocol does not allow
         here (the conversation is FAILED from then on) and DaemonUnreachable once the stream has ended."""
         if self._failure is not None:
@@ -383,7 +381,7 @@ class Conversation:
         if self.state is not State.READY:
             raise RuntimeError(f"a call in state {self.state.value}: say hello and wait for the welcome first")
 
-    def _open(self, tag: str, msg: Any) -> tuple[str, bytes]:
+    def _open(self, tag: str, msg: "Any") -> tuple[str, bytes]:
         self._check_open()
         if tag not in REPLIES:
             raise ValueError(f"{tag!r} is not a message with a reply")
@@ -401,13 +399,13 @@ class Conversation:
         self._abandoned[cancel_ref] = "cancel"  # its ack (or not_found, if decided meanwhile) matters to nobody
         return self._encode(self.codec.build("cancel", {"id": pending_id, "ref": cancel_ref}))
 
-    def _encode(self, msg: Any) -> bytes:
+    def _encode(self, msg: "Any") -> bytes:
         try:
             return self.codec.encode(msg)
         except (ValueError, TypeError, RecursionError) as e:
             raise ValueError(f"cannot encode the message: {e}") from None
 
-    def _fail(self, error: NexusClientError) -> None:
+    def _fail(self, error: "NexusClientError") -> None:
         self._failure = error
         self.state = State.FAILED
         self._calls.clear()
@@ -429,7 +427,7 @@ class Conversation:
         self._scan = 0
         return line
 
-    def _handle(self, msg: Any) -> Event | None:
+    def _handle(self, msg: "Any") -> "Event | None":
         tag = self.codec.tag_of(msg)
         ref = self.codec.get(msg, "ref")
         if ref is not None and not isinstance(ref, str):
@@ -469,7 +467,7 @@ class Conversation:
         del self._calls[ref]
         return Replied(ref, msg)
 
-    def _greeting(self, tag: str, ref: Any, msg: Any) -> Event:
+    def _greeting(self, tag: str, ref: "Any", msg: "Any") -> "Event":
         if tag == "error":  # refused at the door (protocol version, forbidden, ...): with or without our ref
             raise _client_error(self.codec, msg)
         if tag == "bye":
@@ -488,7 +486,7 @@ class Conversation:
         self.state = State.READY
         return Welcomed(msg)
 
-    def _unsolicited(self, tag: str, msg: Any) -> Event | None:
+    def _unsolicited(self, tag: str, msg: "Any") -> "Event | None":
         if tag == "pong":
             return None  # the answer to a keep-alive
         if tag == "bye":
@@ -502,7 +500,7 @@ class Conversation:
         raise BadReply(f"unexpected {tag!r} message")
 
 
-def _client_error(codec: Codec, msg: Any) -> ClientError:
+def _client_error(codec: "Codec", msg: "Any") -> "ClientError":
     code = codec.get(msg, "code")
     text = codec.get(msg, "message")
     return ClientError(code if isinstance(code, str) else "?", text if isinstance(text, str) else "malformed error")

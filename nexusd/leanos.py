@@ -7,8 +7,6 @@ here behaves as its ``os``/``os.path`` namesake for str paths on POSIX (``tests/
 holds them equal); anything else the hook needs on a rare path imports ``os`` there.
 """
 
-from __future__ import annotations
-
 import sys
 
 TYPE_CHECKING = False  # typing costs the hook ~2 ms; mypy reads this name as typing's

@@ -8,8 +8,6 @@ into the line buffer. The daemon stops reading a connection that leaves its repl
 blocked in a plain ``sendall`` then never reads them, and both would wait for ever.
 """
 
-from __future__ import annotations
-
 import time
 
 from nexusd.client_errors import BadReply, DaemonUnreachable, ReplyTimeout
@@ -29,6 +27,22 @@ MAX_REPLY_BYTES = 64 << 20  # replies (audit tails, snapshots, rewritten tool in
 MAX_BUFFERED_BYTES = 2 * MAX_REPLY_BYTES  # read while a send waits, before the client gives up
 
 
+def _selector(
+    sock: "socket.socket", sel: "selectors.BaseSelector | None" = None, read: bool = True
+) -> "selectors.BaseSelector":
+    """A selector on ``sock``'s write (and read) readiness, made or changed; ``selectors`` is imported only
+    here, on the rare path of a full socket buffer (the hook never pays for it)."""
+    import selectors
+
+    events = selectors.EVENT_WRITE | (selectors.EVENT_READ if read else 0)
+    if sel is None:
+        sel = selectors.DefaultSelector()
+        sel.register(sock, events)
+    else:
+        sel.modify(sock, events)
+    return sel
+
+
 def why(e: BaseException) -> str:
     """A short reason for a socket failure, fit for a deny message."""
     if isinstance(e, TimeoutError):
@@ -41,7 +55,7 @@ def why(e: BaseException) -> str:
 class LineSocket:
     """One Unix stream connection read as newline-terminated lines. Closed on any failure."""
 
-    def __init__(self, sock: socket.socket, timeout: float = 5.0) -> None:
+    def __init__(self, sock: "socket.socket", timeout: float = 5.0) -> None:
         self.sock: socket.socket | None = sock
         self.timeout = timeout  # how long a send may make no progress
         self._buf = bytearray()
@@ -49,7 +63,7 @@ class LineSocket:
         self._eof = False  # the daemon closed its side (seen while sending); lines already read still count
 
     @classmethod
-    def connect(cls, path: str, timeout: float) -> LineSocket:
+    def connect(cls, path: str, timeout: float) -> "LineSocket":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
@@ -83,16 +97,13 @@ class LineSocket:
                 except (BlockingIOError, InterruptedError):
                     pass
                 if sel is None:  # the slow path: the socket's buffer is full
-                    import selectors
-
-                    sel = selectors.DefaultSelector()
-                    sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+                    sel = _selector(sock)
                 if not sel.select(self.timeout):
                     raise TimeoutError("nexusd read nothing and sent nothing")
                 if not self._eof:
                     self._read_some(sock)
                     if self._eof:  # nothing more to read: wait for room to write only (or the error)
-                        sel.modify(sock, selectors.EVENT_WRITE)
+                        _selector(sock, sel, read=False)
         except OSError as e:  # TimeoutError is an OSError
             self.close()
             raise DaemonUnreachable(f"connection to nexusd lost: {why(e)}") from e
@@ -100,7 +111,7 @@ class LineSocket:
             if sel is not None:
                 sel.close()
 
-    def _read_some(self, sock: socket.socket) -> None:
+    def _read_some(self, sock: "socket.socket") -> None:
         """Whatever is readable now, into the line buffer (a non-blocking socket)."""
         try:
             chunk = sock.recv(1 << 16)

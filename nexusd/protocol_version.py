@@ -5,10 +5,8 @@ Both the msgspec wire types (`nexusd.protocol`) and the stdlib-only client conve
 wire types must import nothing else of nexusd: so the one fact lives here, below both.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False  # typing costs the per-call hook ~2 ms of imports
 if TYPE_CHECKING:
     from typing import Final
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: "Final" = 1

@@ -5,8 +5,6 @@ tool call and ``pathlib`` costs it ~2 ms of imports (fnmatch, urllib.parse, ipad
 (``nexusd.leanos`` stands in). ``locations`` builds its ``socket_path`` on this, so the rule is written once.
 """
 
-from __future__ import annotations
-
 import sys
 
 from nexusd import leanos

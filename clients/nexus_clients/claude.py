@@ -10,8 +10,6 @@ Claude Code lets a call through when a hook crashes, prints garbage or times out
 here either returns a well-formed answer or raises ``HookInputError``; the caller turns that into a deny.
 """
 
-from __future__ import annotations
-
 from nexus_clients.wire_lean import LeanDecision, call_fields
 
 TYPE_CHECKING = False  # importing typing costs the per-call hook ~2 ms; mypy reads this name as typing's
@@ -32,7 +30,7 @@ class HookInputError(ValueError):
     """The agent sent something we cannot map faithfully: deny rather than guess."""
 
 
-def _str(payload: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
+def _str(payload: "Mapping[str, Any]", key: str, *, required: bool = True) -> str | None:
     value = payload.get(key)
     if value is None and not required:
         return None
@@ -41,7 +39,7 @@ def _str(payload: Mapping[str, Any], key: str, *, required: bool = True) -> str 
     return value
 
 
-def event_of(payload: Any) -> str:
+def event_of(payload: "Any") -> str:
     """The hook event, validated first so even a bad payload can be answered in the right shape."""
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
@@ -52,8 +50,8 @@ def event_of(payload: Any) -> str:
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     """Map a PreToolUse / PermissionRequest payload to the canonical request, as its wire dict (the hook's
     path has no msgspec; ``CallInfo(**fields)`` where one is wanted)."""
     event_of(payload)
@@ -90,7 +88,7 @@ def call_fields_from_hook(
 MAX_ATTRIBUTION = 200  # characters kept of a subagent id or type: attribution, not a payload
 
 
-def subagent_of(payload: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def subagent_of(payload: "Mapping[str, Any]") -> tuple[str | None, str | None]:
     """``agent_id`` / ``agent_type`` (present when a subagent makes the call; Claude Code and Codex alike).
 
     Attribution only, never policy, so a malformed value is dropped rather than refused; what is kept is
@@ -106,7 +104,7 @@ def subagent_of(payload: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return out[0], out[1]
 
 
-def model_reason(decision: Decision | LeanDecision) -> str:
+def model_reason(decision: "Decision | LeanDecision") -> str:
     """What the model (and the person watching) reads: who refused, which rule, any message from a person."""
     reason = (decision.reason or "").strip().rstrip(".")
     text = f"nexusd: {reason}." if reason else "nexusd."
@@ -125,7 +123,7 @@ DIALOG_ENTRYPOINTS = frozenset({"cli"})
 DIALOG_MODES = frozenset({"default", "acceptEdits", "plan"})
 
 
-def no_ui_choice(payload: dict[str, Any], env: Any) -> str:
+def no_ui_choice(payload: "dict[str, Any]", env: "Any") -> str:
     """``--on-no-ui auto``: "ask" where Claude's own dialog is known to be shown, else "deny"."""
     entry = env.get("CLAUDE_CODE_ENTRYPOINT")
     mode = payload.get("permission_mode")
@@ -136,7 +134,7 @@ def deny_reason(reason: str) -> str:
     return f"nexusd denied this tool call: {reason}"
 
 
-def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any] | None:
+def hook_answer(event: str, decision: "Decision | LeanDecision", *, ask_allowed: bool) -> "dict[str, Any] | None":
     """The stdout JSON for ``event``; None means print nothing (Claude's own dialog takes over).
 
     ``ask`` only passes through when the hook was configured to fall back to Claude's dialog; otherwise
@@ -171,11 +169,11 @@ def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: b
     raise HookInputError(f"unsupported hook event {event!r}")
 
 
-def stop_reason(decision: Decision | LeanDecision) -> str:
+def stop_reason(decision: "Decision | LeanDecision") -> str:
     return "nexusd: a person stopped the agent" + (f": {decision.message}" if decision.message else "")
 
 
-def _stop(out: dict[str, Any], decision: Decision | LeanDecision, kind: str) -> dict[str, Any]:
+def _stop(out: "dict[str, Any]", decision: "Decision | LeanDecision", kind: str) -> "dict[str, Any]":
     """A person's abort (a deny that also ends the agent's turn): the hooks' common ``continue: false``."""
     if decision.abort and kind == "deny":
         out["continue"] = False
@@ -183,7 +181,7 @@ def _stop(out: dict[str, Any], decision: Decision | LeanDecision, kind: str) -> 
     return out
 
 
-def hook_deny(event: str, reason: str) -> dict[str, Any]:
+def hook_deny(event: str, reason: str) -> "dict[str, Any]":
     """A deny for ``event`` when nexusd could not decide (daemon down, bad input, timeout ...)."""
     text = deny_reason(reason)
     if event == PERMISSION_REQUEST:
@@ -206,8 +204,8 @@ def hook_deny(event: str, reason: str) -> dict[str, Any]:
 
 
 def call_from_prompt_tool(
-    arguments: Any, *, session: str, cwd: str, agent_pid: int | None, workspace: str | None
-) -> CallInfo:
+    arguments: "Any", *, session: str, cwd: str, agent_pid: int | None, workspace: str | None
+) -> "CallInfo":
     """Map ``--permission-prompt-tool`` arguments ``{tool_name, input, tool_use_id?}`` to the canonical request."""
     if not isinstance(arguments, dict):
         raise HookInputError("arguments must be a JSON object")
@@ -234,7 +232,7 @@ def call_from_prompt_tool(
     )
 
 
-def prompt_tool_result(decision: Decision, original_input: dict[str, Any]) -> dict[str, Any]:
+def prompt_tool_result(decision: "Decision", original_input: "dict[str, Any]") -> "dict[str, Any]":
     """The JSON the prompt tool returns. Allow echoes the input (an empty object would run the tool bare)."""
     if decision.decision == "allow":
         updated = decision.updated_input if decision.updated_input is not None else original_input
@@ -245,5 +243,5 @@ def prompt_tool_result(decision: Decision, original_input: dict[str, Any]) -> di
     return out
 
 
-def prompt_tool_deny(reason: str) -> dict[str, Any]:
+def prompt_tool_deny(reason: str) -> "dict[str, Any]":
     return {"behavior": "deny", "message": deny_reason(reason)}

@@ -24,8 +24,6 @@ Pure functions plus one bounded file read (the session's transcript header, for 
 standard library is imported, as on the rest of the hook's hot path.
 """
 
-from __future__ import annotations
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason, subagent_of
 from nexus_clients.wire_lean import LeanDecision, call_fields
@@ -70,7 +68,7 @@ __all__ = [
 ]
 
 
-def event_of(payload: Any) -> str:
+def event_of(payload: "Any") -> str:
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
     event = payload.get("hook_event_name")
@@ -79,7 +77,7 @@ def event_of(payload: Any) -> str:
     return event
 
 
-def session_workspace(transcript_path: Any, session: str) -> str | None:
+def session_workspace(transcript_path: "Any", session: str) -> str | None:
     """The directory the Codex session started in, from its transcript's first line (``session_meta``).
 
     The hook's ``cwd`` is the command's ``workdir``, which the model chooses; the workspace boundary must
@@ -111,10 +109,10 @@ def session_workspace(transcript_path: Any, session: str) -> str | None:
 # more (a second command after the terminator, an unquoted or double-quoted argument) stays a shell call.
 _CD = r"cd\s+(?P<dir>'[^']*'|[^\s;&|<>()'\"$`\\]+)\s*&&\s*"
 _APPLY_PATCH_NAMES = ("apply_patch", "applypatch")
-_apply_patch_patterns: tuple[Any, Any] | None = None
+_apply_patch_patterns: "tuple[Any, Any] | None" = None
 
 
-def _apply_patch_res() -> tuple[Any, Any]:
+def _apply_patch_res() -> "tuple[Any, Any]":
     """The two whole-command forms, compiled on first need: ``re`` costs every other hook call ~3 ms."""
     global _apply_patch_patterns
     if _apply_patch_patterns is None:
@@ -170,8 +168,8 @@ def codex_process(pid: int | None, hops: int = 4) -> tuple[int, str] | None:
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     """Map a PreToolUse / PermissionRequest payload to the canonical request's wire dict."""
     event_of(payload)
     tool = payload.get("tool_name")
@@ -218,7 +216,7 @@ class Answer:
 
     __slots__ = ("block", "out")
 
-    def __init__(self, out: dict[str, Any] | None = None, block: str | None = None) -> None:
+    def __init__(self, out: "dict[str, Any] | None" = None, block: str | None = None) -> None:
         self.out = out
         self.block = block
 
@@ -229,7 +227,7 @@ class Answer:
         return f"Answer(out={self.out!r}, block={self.block!r})"
 
 
-def hook_answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) -> Answer:
+def hook_answer(event: str, decision: "Decision | LeanDecision", *, ask_allowed: bool) -> "Answer":
     """PreToolUse: an allow prints nothing (Codex's approval policy and sandbox still apply after nexusd),
     or ``allow`` + ``updatedInput`` when nexusd wraps the command in its sandbox; anything else blocks,
     since Codex's PreToolUse cannot ask. PermissionRequest: allow or deny; an ask (``--on-no-ui ask``

@@ -19,8 +19,6 @@ Tool names travel as Copilot spells them (``bash``, ``view``, ``create``, ``edit
 against the hook's ``cwd``. Copilot sends no permission mode.
 """
 
-from __future__ import annotations
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
@@ -38,7 +36,7 @@ EVENT = "preToolUse"
 _PATH_KEYS = ("path", "file_path", "filePath")
 
 
-def _args(raw: Any) -> dict[str, Any]:
+def _args(raw: "Any") -> "dict[str, Any]":
     if isinstance(raw, str):
         try:
             raw = leanjson.loads(raw) if raw.strip() else {}
@@ -52,8 +50,8 @@ def _args(raw: Any) -> dict[str, Any]:
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     """The canonical request (wire dict) for a ``preToolUse`` / ``PreToolUse`` payload."""
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
@@ -86,7 +84,7 @@ def call_fields_from_hook(
     )
 
 
-def answer(decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any]:
+def answer(decision: "Decision | LeanDecision", *, ask_allowed: bool) -> "dict[str, Any]":
     """The stdout JSON; an allow carrying a rewritten input (sandbox wrapping) returns it as ``modifiedArgs``."""
     kind = decision.decision
     if kind == "ask" and not ask_allowed:
@@ -97,7 +95,7 @@ def answer(decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str,
     return out
 
 
-def deny(reason: str) -> dict[str, Any]:
+def deny(reason: str) -> "dict[str, Any]":
     return {"permissionDecision": "deny", "permissionDecisionReason": deny_text(reason)}
 
 

@@ -17,8 +17,6 @@ tool, catalogued as ``Bash``), the read event ``Read`` with ``file_path``, an MC
 name the server ``cursor``. Cursor sends no permission mode.
 """
 
-from __future__ import annotations
-
 from nexus_clients import leanjson
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
@@ -37,7 +35,7 @@ EVENTS = (SHELL, MCP, READ)
 MCP_SERVER = "cursor"  # Cursor's hook input has no server name
 
 
-def event_of(payload: Any) -> str:
+def event_of(payload: "Any") -> str:
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
     event = payload.get("hook_event_name")
@@ -46,7 +44,7 @@ def event_of(payload: Any) -> str:
     return event
 
 
-def _workspace(payload: Mapping[str, Any]) -> str | None:
+def _workspace(payload: "Mapping[str, Any]") -> str | None:
     roots = payload.get("workspace_roots")
     if isinstance(roots, list) and roots and isinstance(roots[0], str) and leanos.isabs(roots[0]):
         return roots[0]
@@ -54,8 +52,8 @@ def _workspace(payload: Mapping[str, Any]) -> str | None:
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     """The canonical request (wire dict) for one of the three events."""
     event = event_of(payload)
     session = payload.get("conversation_id")
@@ -99,7 +97,7 @@ def call_fields_from_hook(
     )
 
 
-def answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any]:
+def answer(event: str, decision: "Decision | LeanDecision", *, ask_allowed: bool) -> "dict[str, Any]":
     """The stdout JSON. ``ask`` reaches Cursor's own dialog only when configured and the event knows it.
 
     An allow that comes with a rewritten input (nexusd's sandbox wrapping) cannot be honoured: none of
@@ -117,7 +115,7 @@ def answer(event: str, decision: Decision | LeanDecision, *, ask_allowed: bool) 
     return {"permission": kind, "user_message": reason, "agent_message": reason}
 
 
-def deny(event: str | None, reason: str) -> dict[str, Any]:
+def deny(event: str | None, reason: str) -> "dict[str, Any]":
     text = deny_text(reason)
     if event == READ:
         return {"permission": "deny"}

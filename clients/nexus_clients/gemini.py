@@ -10,8 +10,6 @@ against the hook's ``cwd`` and a shell call's ``dir_path`` becomes the request's
 policy checks paths, and a relative path means nothing without the directory it is relative to.
 """
 
-from __future__ import annotations
-
 from nexus_clients.claude import HookInputError, model_reason, stop_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 from nexusd import leanos
@@ -52,15 +50,15 @@ __all__ = [
 ]
 
 
-def _absolute(base: str, value: Any) -> Any:
+def _absolute(base: str, value: "Any") -> "Any":
     if isinstance(value, str) and value and not leanos.isabs(value):
         return leanos.normpath(leanos.join(base, value))
     return value
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     """Map a BeforeTool payload ``{session_id, cwd, hook_event_name, tool_name, tool_input}`` to the
     canonical request, as its wire dict (``CallInfo(**fields)`` where one is wanted)."""
     if not isinstance(payload, dict):
@@ -102,7 +100,7 @@ def call_fields_from_hook(
     )
 
 
-def answer(decision: Decision | LeanDecision, *, ask_allowed: bool) -> dict[str, Any]:
+def answer(decision: "Decision | LeanDecision", *, ask_allowed: bool) -> "dict[str, Any]":
     """The stdout JSON. An allow may carry a rewritten input (Gemini merges ``tool_input`` into its params)."""
     kind = decision.decision
     if kind == "ask" and not ask_allowed:

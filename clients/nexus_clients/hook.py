@@ -28,8 +28,6 @@ socket, contextlib or msgspec, each of which cost the hook 1-4 ms per tool call.
 --scenario hook`` times it against ``python -I -S -c pass``.
 """
 
-from __future__ import annotations
-
 import sys
 import time
 
@@ -87,7 +85,7 @@ class Options:
     __slots__ = ("env", "on_no_ui", "provider", "socket", "timeout")
 
     def __init__(
-        self, provider: str, timeout: float, on_no_ui: str, socket: str | None, env: Mapping[str, str]
+        self, provider: str, timeout: float, on_no_ui: str, socket: str | None, env: "Mapping[str, str]"
     ) -> None:
         self.env = env  # the hook's environment, decoded once (``leanos.environ``)
         self.provider = provider
@@ -96,7 +94,7 @@ class Options:
         self.socket = socket
 
 
-def parse_args(argv: list[str], env: Mapping[str, str]) -> Options:
+def parse_args(argv: list[str], env: "Mapping[str, str]") -> "Options":
     """Hand-rolled (argparse costs import time and exits 2 by itself with usage on stderr)."""
     if not argv or argv[0] not in PROVIDERS:
         raise UsageError(f"first argument must be one of {', '.join(PROVIDERS)}")
@@ -153,7 +151,7 @@ def describe(exc: BaseException, timeout: float) -> str:
 def _arm_watchdog(seconds: float) -> None:
     state = {"fired": False}
 
-    def on_alarm(signum: int, frame: Any) -> None:
+    def on_alarm(signum: int, frame: "Any") -> None:
         if state["fired"]:
             # The first alarm could not unwind in time: block the call without further ado.
             leanos.write(2, b"nexus-hook: no decision in time; blocking the tool call\n")
@@ -180,7 +178,7 @@ def _read_stdin() -> bytes:
     return data
 
 
-def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
+def _ask_daemon(call: "dict[str, Any]", opts: "Options", started: float) -> "Any":
     """Hello, Request, [Pending], Decision over the lean wire; returns a validated ``LeanDecision``."""
     from nexus_clients.wire_lean import AgentConnection
     from nexusd.sockpath import socket_path_text
@@ -199,7 +197,7 @@ def _ask_daemon(call: dict[str, Any], opts: Options, started: float) -> Any:
         return conn.request(call, on_no_ui=on_no_ui, timeout=remaining)
 
 
-def _write_json(obj: Any) -> None:
+def _write_json(obj: "Any") -> None:
     sys.stdout.buffer.write(leanjson.dumps(obj).encode("ascii") + b"\n")
     sys.stdout.buffer.flush()
 
@@ -214,7 +212,7 @@ def _block(reason: str, prefix: str = "nexusd denied this tool call: ") -> int:
     return 2
 
 
-def run_claude(opts: Options, started: float) -> int:
+def run_claude(opts: "Options", started: float) -> int:
     event: str | None = None
     try:
         from nexus_clients import claude
@@ -248,7 +246,7 @@ def run_claude(opts: Options, started: float) -> int:
             return _block(reason)
 
 
-def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
+def _session_end(payload: "dict[str, Any]", opts: "Options", started: float) -> int:
     """Claude Code's SessionEnd: the daemon ends the session's allow grants. Nothing is gated here (the
     session is over), so a failure only says so on stderr; exit 0 either way."""
     from nexus_clients.wire_lean import AgentConnection
@@ -270,7 +268,7 @@ def _session_end(payload: dict[str, Any], opts: Options, started: float) -> int:
     return 0
 
 
-def run_gemini(opts: Options, started: float) -> int:
+def run_gemini(opts: "Options", started: float) -> int:
     try:
         from nexus_clients import gemini
 
@@ -290,7 +288,7 @@ def run_gemini(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
-def run_codex(opts: Options, started: float) -> int:
+def run_codex(opts: "Options", started: float) -> int:
     try:
         from nexus_clients import codex
 
@@ -314,13 +312,13 @@ def run_codex(opts: Options, started: float) -> int:
         return _block(describe(exc, opts.timeout))
 
 
-def _adapter(provider: str) -> Any:
+def _adapter(provider: str) -> "Any":
     """One adapter module, imported alone (the other two would cost every call their import)."""
     __import__(f"nexus_clients.{provider}")
     return sys.modules[f"nexus_clients.{provider}"]
 
 
-def run_other(opts: Options, started: float) -> int:
+def run_other(opts: "Options", started: float) -> int:
     """Cursor, Copilot CLI and OpenCode: the answer JSON and exit 0, or a deny JSON and exit 2 on any
     failure (exit 2 blocks in all three, whatever stdout says; stdout still tells the model why)."""
     event: str | None = None
@@ -363,7 +361,7 @@ RUNNERS = {
 }
 
 
-def _decode(raw: bytes) -> Any:
+def _decode(raw: bytes) -> "Any":
     """Strict JSON as msgspec read it before: UTF-8 only, no NaN/Infinity (ValueError otherwise)."""
     return leanjson.loads(raw.decode("utf-8"))
 
@@ -386,7 +384,7 @@ def run(argv: list[str]) -> int:
         return _block(describe(exc, opts.timeout))
 
 
-def main(argv: list[str] | None = None) -> NoReturn:
+def main(argv: list[str] | None = None) -> "NoReturn":
     """Run, flush, and leave at once: the answer is written, so the interpreter's teardown (freeing every
     module, a final garbage collection: ~1 ms per tool call) is work no one needs. A flush that fails
     (the agent closed our stdout) turns an answer into exit 2, which every agent reads as a block."""

@@ -13,8 +13,6 @@ generated documents. Errors: ``JSONError`` (a ValueError) for anything that is n
 document; for a precise message, the rare failure path re-reads the text with ``json``.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,7 +30,7 @@ class _ScanContext:
 
     __slots__ = ("memo", "object_hook", "object_pairs_hook", "parse_constant", "parse_float", "parse_int", "strict")
 
-    def __init__(self, parse_constant: Callable[[str], Any], parse_float: Callable[[str], Any]) -> None:
+    def __init__(self, parse_constant: "Callable[[str], Any]", parse_float: "Callable[[str], Any]") -> None:
         self.strict = True
         self.object_hook = None
         self.object_pairs_hook = None
@@ -42,11 +40,11 @@ class _ScanContext:
         self.memo: dict[str, str] = {}
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> "Any":
     raise ValueError(f"{name} is not JSON")
 
 
-def _refuse_default(obj: Any) -> Any:
+def _refuse_default(obj: "Any") -> "Any":
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
@@ -72,13 +70,13 @@ except (ImportError, AttributeError, TypeError):  # not CPython's accelerator: p
     ACCELERATED = False
 
 
-def _slow_loads(text: str) -> Any:
+def _slow_loads(text: str) -> "Any":
     import json
 
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
 
 
-def loads(text: str) -> Any:
+def loads(text: str) -> "Any":
     """One strict JSON document (surrounding whitespace allowed); JSONError otherwise."""
     try:
         return _loads(text)
@@ -88,7 +86,7 @@ def loads(text: str) -> Any:
         raise JSONError(str(exc) if isinstance(exc, ValueError) else "JSON nested too deeply") from None
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str) -> "Any":
     if not ACCELERATED:
         return _slow_loads(text)
     start = len(text) - len(text.lstrip(_WS))
@@ -107,7 +105,7 @@ def _loads(text: str) -> Any:
     return obj
 
 
-def dumps(obj: Any) -> str:
+def dumps(obj: "Any") -> str:
     """Compact ASCII JSON (non-ASCII and lone surrogates escaped); ValueError for NaN/Infinity."""
     if not ACCELERATED:
         import json
@@ -116,7 +114,7 @@ def dumps(obj: Any) -> str:
     return "".join(_ENCODE_ASCII(obj, 0))
 
 
-def utf8_checked(obj: Any) -> None:
+def utf8_checked(obj: "Any") -> None:
     """UnicodeEncodeError if any string in ``obj`` holds a lone surrogate (msgspec refuses those)."""
     if not ACCELERATED:
         import json

@@ -17,8 +17,6 @@ Tool names travel as OpenCode spells them (``bash``, ``read``, ``write``, ``edit
 arguments are made absolute against the session's directory.
 """
 
-from __future__ import annotations
-
 from nexus_clients.claude import HookInputError, model_reason
 from nexus_clients.wire_lean import LeanDecision, call_fields
 from nexusd import leanos
@@ -39,8 +37,8 @@ _PATH_KEYS = ("filePath", "path", "file_path")
 
 
 def call_fields_from_hook(
-    payload: Any, *, env: Mapping[str, str], agent_pid: int | None, fallback_cwd: str
-) -> dict[str, Any]:
+    payload: "Any", *, env: "Mapping[str, str]", agent_pid: int | None, fallback_cwd: str
+) -> "dict[str, Any]":
     if not isinstance(payload, dict):
         raise HookInputError("hook input is not a JSON object")
     if payload.get("hook_event_name") != EVENT:
@@ -85,7 +83,7 @@ def call_fields_from_hook(
     )
 
 
-def answer(decision: Decision | LeanDecision) -> dict[str, Any]:
+def answer(decision: "Decision | LeanDecision") -> "dict[str, Any]":
     """``{"decision": "allow", "args"?}`` or ``{"decision": "deny", "reason"}``; ask is a deny here."""
     if decision.decision == "allow":
         out: dict[str, Any] = {"decision": "allow", "reason": model_reason(decision)}
@@ -95,7 +93,7 @@ def answer(decision: Decision | LeanDecision) -> dict[str, Any]:
     return {"decision": "deny", "reason": model_reason(decision)}
 
 
-def deny(reason: str) -> dict[str, Any]:
+def deny(reason: str) -> "dict[str, Any]":
     return {"decision": "deny", "reason": deny_text(reason)}
 
 

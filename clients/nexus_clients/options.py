@@ -4,8 +4,6 @@ The hook is spawned for every tool call, so it cannot pay argparse's import and 
 habit; the ACP and MCP bridges share the same small grammar so that each spells its errors the same way.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False  # the per-call hook imports this module: no typing at run time
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -23,7 +21,7 @@ class HelpRequested(Exception):
     """``-h`` or ``--help`` came before any bad argument."""
 
 
-def long_options(argv: list[str], names: Collection[str], *, help_flags: bool = False) -> list[tuple[str, str]]:
+def long_options(argv: list[str], names: "Collection[str]", *, help_flags: bool = False) -> list[tuple[str, str]]:
     """``(name, value)`` pairs in order; ``names`` are the options taken (``"--socket"``, ...), each with a value."""
     out: list[tuple[str, str]] = []
     i = 0

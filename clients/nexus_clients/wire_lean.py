@@ -11,8 +11,6 @@ The literal sets are copies of ``nexusd/protocol.py``; ``tests/clients/test_wire
 are equal and checks this reader against the protocol's own decoder on every Decision shape.
 """
 
-from __future__ import annotations
-
 import time
 
 from nexus_clients import leanjson
@@ -78,7 +76,7 @@ class LeanDecision:
         "updated_input",
     )
 
-    def __init__(self, fields: dict[str, Any]) -> None:
+    def __init__(self, fields: "dict[str, Any]") -> None:
         self.decision: str = fields["decision"]
         self.reason: str = fields["reason"]
         self.source: str = fields["source"]
@@ -95,7 +93,7 @@ class LeanDecision:
 # --------------------------------------------------------------------------- encoding
 
 
-def encode(msg: dict[str, Any]) -> bytes:
+def encode(msg: "dict[str, Any]") -> bytes:
     """One wire line. NaN/Infinity are refused (not JSON); non-ASCII is escaped, so lone surrogates too."""
     return leanjson.dumps(msg).encode("ascii") + b"\n"
 
@@ -105,7 +103,7 @@ def call_fields(
     provider: str,
     session: str,
     tool: str,
-    input: dict[str, Any],
+    input: "dict[str, Any]",
     cwd: str,
     mode: str | None = None,
     agent_request_id: str | None = None,
@@ -114,7 +112,7 @@ def call_fields(
     transcript_path: str | None = None,
     subagent_id: str | None = None,
     subagent_type: str | None = None,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """A ``protocol.CallInfo`` as its wire dict, defaults omitted as msgspec's ``omit_defaults`` does."""
     out: dict[str, Any] = {"provider": provider, "session": session, "tool": tool, "input": input, "cwd": cwd}
     values = (mode, agent_request_id, agent_pid, workspace, transcript_path, subagent_id, subagent_type)
@@ -127,7 +125,7 @@ def call_fields(
 # --------------------------------------------------------------------------- decoding
 
 
-def parse_line(line: bytes) -> dict[str, Any]:
+def parse_line(line: bytes) -> "dict[str, Any]":
     """Strict JSON object: UTF-8, no NaN/Infinity, no lone surrogates (msgspec refuses all three)."""
     try:
         text = line.decode("utf-8")
@@ -147,20 +145,20 @@ def parse_line(line: bytes) -> dict[str, Any]:
     return obj
 
 
-def _opt_str(msg: dict[str, Any], key: str) -> None:
+def _opt_str(msg: "dict[str, Any]", key: str) -> None:
     value = msg.get(key)
     if value is not None and type(value) is not str:
         raise BadReply(f"{key!r} must be a string")
 
 
-def _req_str(msg: dict[str, Any], key: str) -> str:
+def _req_str(msg: "dict[str, Any]", key: str) -> str:
     value = msg.get(key)
     if type(value) is not str:
         raise BadReply(f"{key!r} must be a string")
     return value
 
 
-def check_decision(msg: dict[str, Any]) -> LeanDecision:
+def check_decision(msg: "dict[str, Any]") -> "LeanDecision":
     """Validate a decoded ``decision`` message exactly as ``protocol.Decision`` would."""
     if msg.get("type") != "decision":
         raise BadReply("not a decision")
@@ -182,7 +180,7 @@ def check_decision(msg: dict[str, Any]) -> LeanDecision:
     return LeanDecision(msg)
 
 
-def _check_welcome(msg: dict[str, Any]) -> None:
+def _check_welcome(msg: "dict[str, Any]") -> None:
     """Field types only: the version, the role and the ref are the conversation's to check."""
     extra = set(msg) - {"type", "proto", "version", "role", "sandbox", "idle_timeout", "ref"}
     if extra:
@@ -199,7 +197,7 @@ def _check_welcome(msg: dict[str, Any]) -> None:
     _opt_str(msg, "ref")
 
 
-def _check_pending(msg: dict[str, Any]) -> None:
+def _check_pending(msg: "dict[str, Any]") -> None:
     extra = set(msg) - {"type", "id", "deadline", "ref"}
     if extra:
         raise BadReply(f"unknown pending fields {sorted(extra)}")
@@ -209,7 +207,7 @@ def _check_pending(msg: dict[str, Any]) -> None:
     _opt_str(msg, "ref")
 
 
-def _check_simple(msg: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+def _check_simple(msg: "dict[str, Any]", required: tuple[str, ...], optional: tuple[str, ...]) -> None:
     """A message of string fields only (error, ack, bye, pong)."""
     extra = set(msg) - {"type", *required, *optional}
     if extra:
@@ -220,12 +218,12 @@ def _check_simple(msg: dict[str, Any], required: tuple[str, ...], optional: tupl
         _opt_str(msg, key)
 
 
-def _check_error(msg: dict[str, Any]) -> None:
+def _check_error(msg: "dict[str, Any]") -> None:
     _check_simple(msg, ("code", "message"), ("ref",))
 
 
 # What an agent connection may be sent, each read as strictly as protocol.decode_server would.
-_CHECKS: dict[str, Any] = {
+_CHECKS: "dict[str, Any]" = {
     "welcome": _check_welcome,
     "pending": _check_pending,
     "decision": check_decision,
@@ -242,27 +240,27 @@ _CHECKS: dict[str, Any] = {
 class LeanCodec:
     """``nexusd.conversation``'s codec in json dicts, for the hook (no msgspec)."""
 
-    def build(self, tag: str, fields: dict[str, Any]) -> dict[str, Any]:
+    def build(self, tag: str, fields: "dict[str, Any]") -> "dict[str, Any]":
         if tag == "request" and fields.get("on_no_ui") not in NO_UI:
             raise ValueError(f"on_no_ui must be one of {sorted(NO_UI)}")
         return {"type": tag, **fields}
 
-    def tag_of(self, msg: dict[str, Any]) -> str:
+    def tag_of(self, msg: "dict[str, Any]") -> str:
         return str(msg["type"])
 
-    def get(self, msg: dict[str, Any], field: str) -> Any:
+    def get(self, msg: "dict[str, Any]", field: str) -> "Any":
         return msg.get(field)
 
-    def with_ref(self, msg: dict[str, Any], ref: str) -> dict[str, Any]:
+    def with_ref(self, msg: "dict[str, Any]", ref: str) -> "dict[str, Any]":
         return {**msg, "ref": ref}
 
-    def with_field(self, msg: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    def with_field(self, msg: "dict[str, Any]", field: str, value: "Any") -> "dict[str, Any]":
         return {**msg, field: value}
 
-    def encode(self, msg: dict[str, Any]) -> bytes:
+    def encode(self, msg: "dict[str, Any]") -> bytes:
         return encode(msg)
 
-    def decode(self, line: bytes) -> dict[str, Any]:
+    def decode(self, line: bytes) -> "dict[str, Any]":
         msg = parse_line(line)
         kind = msg.get("type")
         check = _CHECKS.get(kind) if type(kind) is str else None
@@ -282,7 +280,7 @@ class AgentConnection:
         self.timeout = timeout
         self._chan: BlockingChannel | None = None
 
-    def __enter__(self) -> AgentConnection:
+    def __enter__(self) -> "AgentConnection":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -297,7 +295,7 @@ class AgentConnection:
         conv = Conversation(LeanCodec(), "agent", name, ref_prefix="h")
         self._chan = BlockingChannel.connect(conv, self.socket_path, self.timeout)
 
-    def request(self, call: dict[str, Any], on_no_ui: str, timeout: float) -> LeanDecision:
+    def request(self, call: "dict[str, Any]", on_no_ui: str, timeout: float) -> "LeanDecision":
         """Send the request and wait (through Pending) for its Decision; ReplyTimeout at ``timeout``, which
         the daemon is told (``max_wait``): a person may hold the ask up to it, never past it."""
         chan = self._connected()
@@ -310,7 +308,7 @@ class AgentConnection:
         ref, data = chan.conv.send_call({"type": "session_end", "session": session})
         chan.call(ref, data, time.monotonic() + timeout)
 
-    def _connected(self) -> BlockingChannel:
+    def _connected(self) -> "BlockingChannel":
         if self._chan is None:
             raise DaemonUnreachable("not connected")
         return self._chan
