@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -22,7 +23,15 @@ from nexusd.policy.store import PolicyStore
 from nexusd.sandbox.plan import plan_command
 from nexusd.sandbox.probe import probe
 from nexusd.sandbox.runner import execute
-from nexusd.sandbox.seccomp import ARCHES, unix_socket_filter
+from nexusd.sandbox.seccomp import (
+    AF_UNIX,
+    ARCHES,
+    RET_ALLOW,
+    RET_EPERM,
+    RET_USER_NOTIF,
+    notify_filter,
+    unix_socket_filter,
+)
 from tests.sandbox.conftest import run_wrapped
 
 SECRET = b"host-socket-secret"
@@ -127,6 +136,49 @@ def test_host_unix_socket_is_closed(world, found, kind):
         listener.close()
 
 
+DGRAM_SEND = """import socket
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, {kind})
+    a.sendto(b"escaped", {addr!r})
+    print("SENT")
+except OSError as e:
+    print("REFUSED", type(e).__name__)
+"""
+
+
+class DatagramListener:
+    """A host datagram socket (``/dev/log``, the journal, a notify socket are the real-world cases)."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.setblocking(False)
+
+    def received(self) -> list[bytes]:
+        got = []
+        while True:
+            try:
+                got.append(self.sock.recv(100))
+            except BlockingIOError:
+                return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("kind", ["socket.SOCK_DGRAM", "socket.SOCK_DGRAM | socket.SOCK_CLOEXEC"])
+def test_a_datagram_pair_cannot_send_to_a_host_socket(world, found, kind):
+    """An unnamed datagram pair may ``sendto`` any named socket: the filter refuses making one."""
+    root, ws = world
+    listener = DatagramListener(str(root / "log.sock"))
+    try:
+        result = run_sandboxed(root, ws, found, DGRAM_SEND.format(kind=kind, addr=str(root / "log.sock")))
+        assert "REFUSED PermissionError" in result and "SENT" not in result, result
+        assert listener.received() == []
+    finally:
+        listener.close()
+
+
 def test_allow_all_unix_sockets_reopens_them(world, found):
     root, ws = world
     addr = str(root / "host.sock")
@@ -164,9 +216,54 @@ def test_single_socket_allowances_are_named_as_not_enforceable(world, found):
     assert "allow_all_unix_sockets" in plan.reason and "/run/docker.sock" in plan.reason
 
 
+def _bpf(prog: bytes, nr: int, arch: int, *args: int) -> int:
+    """What a classic BPF program returns for one call (the few opcodes our filters use): the filters'
+    meaning on every architecture we ship, not only on this machine's kernel."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *args, *[0] * (6 - len(args)))
+    insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+    pc, acc = 0, 0
+    for _ in range(len(insns)):  # no loops in classic BPF: every jump goes forward
+        code, jt, jf, k = insns[pc]
+        if code == 0x20:  # ld [k]
+            acc, pc = struct.unpack_from("=I", data, k)[0], pc + 1
+        elif code == 0x54:  # and #k
+            acc, pc = acc & k, pc + 1
+        elif code in (0x15, 0x35):  # jeq / jge #k
+            pc += 1 + (jt if (acc == k if code == 0x15 else acc >= k) else jf)
+        elif code == 0x06:  # ret #k
+            return k
+        else:
+            raise AssertionError(f"unexpected opcode {code:#x}")
+    raise AssertionError("ran off the program")
+
+
 @pytest.mark.parametrize("machine", sorted(ARCHES))
-def test_filter_program_shape(machine):
-    prog = unix_socket_filter(machine)
-    assert len(prog) % 8 == 0 and 8 < len(prog) // 8 < 32  # struct sock_filter is 8 bytes
+@pytest.mark.parametrize("named", [False, True])
+def test_filter_program_meaning(machine: str, named: bool) -> None:
+    a = ARCHES[machine]
+    prog = unix_socket_filter(machine, named=named)
+    assert len(prog) % 8 == 0 and len(prog) // 8 < 40  # struct sock_filter is 8 bytes
+
+    def ret(nr: int, *args: int) -> str:
+        return {RET_ALLOW: "allow", RET_EPERM: "EPERM"}[_bpf(prog, nr, a.audit, *args)]
+
+    nonblock, cloexec = 0o4000, 0o2000000
+    assert (
+        ret(a.socket, AF_UNIX, 1) == ret(a.socket, AF_UNIX, 1 | nonblock | cloexec) == ("allow" if named else "EPERM")
+    )
+    for kind in (2, 5, 3, 2 | cloexec):  # datagram, seqpacket, raw: never
+        assert ret(a.socket, AF_UNIX, kind) == "EPERM"
+    assert ret(a.socket, 2, 1) == ret(a.socket, 10, 2) == "allow"  # inet, inet6
+    assert ret(a.socketpair, AF_UNIX, 1) == ret(a.socketpair, AF_UNIX, 5) == "allow"
+    assert ret(a.socketpair, AF_UNIX, 2) == ret(a.socketpair, AF_UNIX, 2 | cloexec | nonblock) == "EPERM"
+    assert ret(a.io_uring_setup) == "EPERM"
+    assert ret(a.connect, 3, 0, 0) == ret(0) == "allow"
+    assert _bpf(prog, a.socket, 0x40000003) == RET_EPERM  # i386
+    if machine == "x86_64":
+        assert _bpf(prog, a.socket | 0x40000000, a.audit, 2, 1) == RET_EPERM  # x32
+    notify = notify_filter(machine)
+    assert _bpf(notify, a.connect, a.audit, 3, 0, 0) == RET_USER_NOTIF
+    assert _bpf(notify, a.socket, a.audit, AF_UNIX, 1) == _bpf(notify, 0, a.audit) == RET_ALLOW
+    assert _bpf(notify, a.connect, 0x40000003) == RET_EPERM
     with pytest.raises(ValueError):
         unix_socket_filter("sparc64")
