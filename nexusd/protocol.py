@@ -593,7 +593,7 @@ class SandboxPlanReply(_Msg):
     transparent: bool = False  # agents' allowed shell calls here are rewritten to run sandboxed
     auto_allow: bool = False  # auto_allow_bash_if_sandboxed is on here
     network: str = "isolated"  # isolated | filtered (through the daemon's proxy) | open
-    unix_sockets: str = "closed"  # closed (seccomp filter) | open
+    unix_sockets: str = "closed"  # closed (seccomp filter) | named (closed but allow_unix_sockets, supervised) | open
     # filtered: the runner connects to proxy_socket, sends proxy_token and a newline, reads "ok", and passes
     # that connection in; its descriptor number replaces argv[proxy_fd_arg] ("-1": none, no network)
     proxy_socket: str | None = None

@@ -685,20 +685,16 @@ def _loosening(layer: Layer) -> list[str]:
         return []  # validated at load: cannot happen; nothing of it applies anyway
 
 
-def unix_sockets_warning(paths: Sequence[str], platform: str = sys.platform) -> str:
-    """What ``allow_unix_sockets`` does here: nexusd opens no single socket (docs/SANDBOX.md, "Unix sockets")."""
-    named = ", ".join(paths)
+def unix_sockets_warning(paths: Sequence[str], platform: str = sys.platform) -> str | None:
+    """What ``allow_unix_sockets`` does here (docs/SANDBOX.md, "Unix sockets"): on Linux nexusd's
+    supervisor connects exactly these (nothing to warn of); elsewhere they stay closed."""
     if platform.startswith("linux"):
-        why = (
-            "on Linux nexusd cannot open single Unix sockets: its seccomp filter refuses socket(AF_UNIX) and cannot "
-            "see the path a later connect() names, and a user-notification supervisor that would connect for the "
-            "sandbox is not built (docs/SANDBOX.md, 'Unix sockets')"
-        )
-    else:
-        why = "nexusd's sandbox here does not open single Unix sockets (docs/SANDBOX.md, 'Unix sockets')"
+        return None
+    named = ", ".join(paths)
     return (
-        f"[sandbox.network] allow_unix_sockets = [{named}]: these stay CLOSED, {why}; only "
-        "allow_all_unix_sockets = true reaches them, and it opens every host socket (docker's included)"
+        f"[sandbox.network] allow_unix_sockets = [{named}]: these stay CLOSED, nexusd's sandbox here does not "
+        "open single Unix sockets (docs/SANDBOX.md, 'Unix sockets'); only allow_all_unix_sockets = true reaches "
+        "them, and it opens every host socket (docker's included)"
     )
 
 
@@ -789,7 +785,8 @@ def merge(layers: Sequence[Layer], *, workspace: str | None = None, trust: Trust
             notify, notify_final = layer.notify, layer.managed
     effective = _effective_sandbox(sandbox)
     if effective.allow_unix_sockets and not effective.allow_all_unix_sockets:
-        warnings.append(unix_sockets_warning(effective.allow_unix_sockets))
+        said = unix_sockets_warning(effective.allow_unix_sockets)
+        warnings += [said] if said else []
     warnings += [
         f"{line}: ignored, a project can only narrow the sandbox (say it in your own policy to use it)"
         for line in sandbox_ignored

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform as platform_module
 import secrets
 import shutil
 import sys
@@ -355,8 +356,10 @@ def plan_command(
         spec, inner, fd_arg = _network_section(net_mode, layout.spec, settings, inner)
         if fd_arg is not None:
             state["network"] = "filtered"
-        argv = build_bwrap_argv(bwrap, spec, inner, full=full)
-        argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store))
+        writable = (*layout.nested_roots, sandbox_home, sandbox_tmp)
+        named = _named_sockets(settings, probe, writable)
+        argv = build_bwrap_argv(bwrap, spec, loader_argv(inner) if named.paths else inner, full=full)
+        argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store), named)
         return SandboxPlanReply(
             allowed=True,
             argv=argv,
@@ -365,7 +368,7 @@ def plan_command(
             reason="; ".join(n for n in (note, *layout.notes) if n),
             scrub_below=list(layout.nested_roots),
             protected_before=list(layout.nested_before),
-            unix_sockets="closed" if "--seccomp" in argv else "open",
+            unix_sockets=("named" if named.paths else "closed") if "--seccomp" in argv else "open",
             proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None,
             **state,
         )
@@ -427,11 +430,73 @@ def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = fi
     return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
 
 
+@dataclass(frozen=True)
+class NamedSockets:
+    """``allow_unix_sockets`` as this plan can open them: ``paths`` through the supervisor, ``notes`` for
+    the ones it cannot."""
+
+    paths: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _named_sockets(settings: SandboxSettings, probe: SandboxProbe | None, writable: Iterable[str]) -> NamedSockets:
+    """The named sockets the supervisor may connect (nexusd/sandbox/unixsup.py). Not one that lies in, or is
+    reached through, a root the command may write: it could put a symlink there to any other socket, and
+    the supervisor connects in the host's file system."""
+    from nexusd.sandbox.seccomp import ARCHES
+
+    if not settings.allow_unix_sockets or settings.allow_all_unix_sockets:
+        return NamedSockets()
+    if probe is None or probe.checks.get("seccomp") != "ok":
+        return NamedSockets()  # no filter at all: said by _unix_socket_filter
+    if platform_module.machine() not in ARCHES or not sys.platform.startswith("linux"):
+        return NamedSockets(notes=(f"allow_unix_sockets: no supervisor for {platform_module.machine()}",))
+    roots = [w.rstrip("/") for w in writable if w]
+
+    def below(p: str) -> bool:
+        return any(p == r or p.startswith(r + "/") for r in roots)
+
+    paths: list[str] = []
+    notes: list[str] = []
+    for path in settings.allow_unix_sockets:
+        lexical = os.path.normpath(path)
+        if not os.path.isabs(lexical):
+            notes.append(f"allow_unix_sockets: {path} is not an absolute path: it stays closed")
+        elif below(lexical) or below(_real(lexical)):
+            notes.append(f"allow_unix_sockets: {path} lies where the command may write: it stays closed")
+        else:
+            paths.append(lexical)
+    return NamedSockets(tuple(dict.fromkeys(paths)), tuple(notes))
+
+
+def loader_argv(inner: list[str]) -> list[str]:
+    """The supervisor's loader in front of the command, inside the sandbox (``unixsup.load``): the base
+    interpreter without ``site``, the source and the notifying filter as words."""
+    from nexusd.sandbox.seccomp import notify_filter
+    from nexusd.sandbox.unixsup import PLACEHOLDER
+
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    program = notify_filter(platform_module.machine()).hex()
+    return [python, "-I", "-S", "-c", _unixsup_source(), "load", PLACEHOLDER, program, "--", *inner]
+
+
+@functools.cache
+def _unixsup_source() -> str:
+    from nexusd.sandbox import unixsup
+
+    return Path(unixsup.__file__).read_text(encoding="utf-8")
+
+
 def _unix_socket_filter(
-    argv: list[str], settings: SandboxSettings, probe: SandboxProbe | None, state_dir: Path
+    argv: list[str],
+    settings: SandboxSettings,
+    probe: SandboxProbe | None,
+    state_dir: Path,
+    named: NamedSockets = NamedSockets(),
 ) -> tuple[list[str], str]:
-    """Close host Unix sockets with the seccomp filter unless the policy opens them all; say what is left."""
-    from nexusd.sandbox.seccomp import filter_file, with_filter
+    """Close host Unix sockets with the seccomp filter unless the policy opens them all, and put the
+    supervisor around bubblewrap when it names some; say what is left."""
+    from nexusd.sandbox.seccomp import filter_file, split_filter, with_filter
 
     if settings.allow_all_unix_sockets:
         return argv, "allow_all_unix_sockets: the command can connect to the host's Unix sockets"
@@ -439,17 +504,18 @@ def _unix_socket_filter(
         why = probe.checks.get("seccomp", "not probed") if probe is not None else "not probed"
         return argv, f"no seccomp filter ({why}): the command can connect to the host's Unix sockets"
     try:
-        path = filter_file(state_dir)
+        path = filter_file(state_dir, named=bool(named.paths))
     except (OSError, ValueError) as e:
         return argv, f"no seccomp filter (cannot write it: {e}): the command can connect to the host's Unix sockets"
-    note = ""
-    if settings.allow_unix_sockets:
-        note = (
-            "allow_unix_sockets cannot re-open single sockets on Linux (the filter refuses every new Unix "
-            "socket): set [sandbox.network] allow_all_unix_sockets = true to reach "
-            + ", ".join(settings.allow_unix_sockets)
-        )
-    return with_filter(argv, path), note
+    notes = list(named.notes)
+    wrapped = with_filter(argv, path)
+    if named.paths:
+        python = getattr(sys, "_base_executable", None) or sys.executable
+        head = len(wrapped) - len(split_filter(wrapped)[1])  # the shell that opens the filter on descriptor 3
+        supervisor = [python, "-I", "-S", "-c", _unixsup_source(), "supervise", *named.paths, "--"]
+        wrapped = [*wrapped[:head], *supervisor, *wrapped[head:]]
+        notes.insert(0, "host Unix sockets are closed except " + ", ".join(named.paths) + " (nexusd's supervisor)")
+    return wrapped, "; ".join(notes)
 
 
 # --------------------------------------------------------------------------- excluded commands

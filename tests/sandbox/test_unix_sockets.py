@@ -7,10 +7,13 @@ seccomp filter refuses new AF_UNIX sockets, and ``[sandbox.network] allow_all_un
 
 from __future__ import annotations
 
+import contextlib
+import platform
 import shlex
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -67,7 +70,7 @@ class Listener:
             except OSError:
                 continue
             self.accepted += 1
-            with conn:
+            with conn, contextlib.suppress(OSError):  # a client that left at once (the race test's)
                 conn.sendall(SECRET)
 
     def close(self) -> None:
@@ -202,18 +205,159 @@ def test_other_sockets_and_socketpair_still_work(world, found):
     assert "pair" in result and "inet ok" in result, result
 
 
-def test_single_socket_allowances_are_named_as_not_enforceable(world, found):
+NAMED = """import socket
+for addr in {addrs!r}:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(addr)
+        print(repr(addr), "->", s.recv(100).decode())
+    except OSError as e:
+        print(repr(addr), "refused", type(e).__name__)
+"""
+
+
+class Named:
+    """Two host sockets side by side: one named in ``allow_unix_sockets``, one not."""
+
+    def __init__(self, root: Path) -> None:
+        self.allowed_path = str(root / "named.sock")
+        self.other_path = str(root / "other.sock")
+        self.allowed = Listener(self.allowed_path)
+        self.other = Listener(self.other_path)
+        self.policy = f'[sandbox.network]\nallow_unix_sockets = ["{self.allowed_path}"]\n'
+
+    def close(self) -> None:
+        self.allowed.close()
+        self.other.close()
+
+
+@pytest.fixture
+def named(world) -> Iterator[Named]:
+    n = Named(world[0])
+    yield n
+    n.close()
+
+
+def test_a_named_socket_opens_and_no_other(world, found, named):
+    """allow_unix_sockets opens exactly the named socket: its lexical spellings reach it; the socket
+    beside it, an abstract one, a relative spelling and a symlink to the named one stay closed."""
     root, ws = world
-    (root / "cfg" / "policy.toml").write_text(
-        '[sandbox]\nenabled = true\n[sandbox.network]\nallow_unix_sockets = ["/run/docker.sock"]\n'
+    (ws / "link.sock").symlink_to(named.allowed_path)
+    abstract = Listener(f"\0nexus-named-{root.name}".encode())
+    addrs = [
+        named.allowed_path,
+        str(root / "." / "ws" / ".." / "named.sock"),
+        named.other_path,
+        f"\0nexus-named-{root.name}",
+        "named.sock",  # relative: refused whatever the directory
+        str(ws / "link.sock"),
+    ]
+    try:
+        code = f"import os; os.chdir({str(root)!r})\n" + NAMED.format(addrs=addrs)
+        result = run_sandboxed(root, ws, found, code, policy=named.policy)
+    finally:
+        abstract.close()
+    lines = result.split("\n")
+    assert f"{named.allowed_path!r} -> {SECRET.decode()}" in result, result
+    assert sum(1 for line in lines if f"-> {SECRET.decode()}" in line) == 2, result
+    assert named.other.accepted == 0 and abstract.accepted == 0, result
+    assert result.count("refused PermissionError") == 4, result
+    assert named.allowed.accepted == 2
+
+
+RACE = """import ctypes, socket, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def sun(path):
+    raw = path.encode()
+    return (1).to_bytes(2, "little") + raw + b"\\0" * (108 - len(raw))
+allowed, other = sun({allowed!r}), sun({other!r})
+buf = ctypes.create_string_buffer(allowed, len(allowed))
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, other, len(other))
+        ctypes.memmove(buf, allowed, len(allowed))
+t = threading.Thread(target=flip)
+t.start()
+got = {{}}
+for i in range(300):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    rc = libc.connect(s.fileno(), buf, len(allowed))
+    key = "ok" if rc == 0 else "errno%d" % ctypes.get_errno()
+    got[key] = got.get(key, 0) + 1
+    s.close()
+stop = True
+t.join()
+# a Unix socket given an address that claims another family, and an inet socket given a Unix address
+u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+fake = (2).to_bytes(2, "little") + other[2:]
+print("fake-family", libc.connect(u.fileno(), ctypes.create_string_buffer(fake, len(fake)), len(fake)))
+i = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+print("inet-with-unix", libc.connect(i.fileno(), ctypes.create_string_buffer(other, len(other)), len(other)))
+print("RACE", sorted(got.items()))
+"""
+
+
+def test_the_supervisor_connects_what_it_checked_not_what_memory_says_later(world, found, named):
+    """TOCTOU: another thread of the command swaps the address between the named and another socket
+    while connect() waits for the supervisor. The supervisor connects its own copy, so no connection ever
+    reaches the other socket; an address lying about its family reaches nothing either."""
+    root, ws = world
+    code = RACE.format(allowed=named.allowed_path, other=named.other_path)
+    result = run_sandboxed(root, ws, found, code, policy=named.policy)
+    assert "RACE" in result and "fake-family -1" in result and "inet-with-unix -1" in result, result
+    assert named.other.accepted == 0, result
+    assert named.allowed.accepted > 0, result  # the race really ran against a working supervisor
+
+
+def test_named_mode_keeps_datagram_sockets_closed_and_tcp_working(world, found, named):
+    root, ws = world
+    code = (
+        "import socket\n"
+        "try:\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n    print('DGRAM MADE')\n"
+        "except OSError as e:\n    print('dgram', type(e).__name__)\n"
+        "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
+        "c = socket.socket(); c.setblocking(False)\n"
+        "try:\n    c.connect(srv.getsockname())\nexcept BlockingIOError:\n    pass\n"
+        "a, _ = srv.accept(); a.sendall(b'tcp-ok'); c.setblocking(True); print(c.recv(6).decode())\n"
+        "raise SystemExit(7)\n"
     )
-    store = PolicyStore(
-        config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
-    )
-    assert not store.load()
-    plan = plan_command("true", str(ws), store, found, workspace=str(ws))
-    assert plan.allowed and "--seccomp" in plan.argv
-    assert "allow_all_unix_sockets" in plan.reason and "/run/docker.sock" in plan.reason
+    result = run_sandboxed(root, ws, found, code, policy=named.policy)
+    assert result.startswith("rc=7 ") and "dgram PermissionError" in result and "tcp-ok" in result, result
+
+
+def test_a_named_socket_where_the_command_may_write_stays_closed(world, found):
+    """A socket in the workspace could be swapped for a symlink to any other: never opened."""
+    root, ws = world
+    inside = Listener(str(ws / "dev.sock"))
+    try:
+        policy = f'[sandbox.network]\nallow_unix_sockets = ["{ws / "dev.sock"}"]\n'
+        (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n" + policy)
+        store = PolicyStore(
+            config_dir=root / "cfg", state_dir=root / "state", managed_dir=root / "m", home=str(root / "home")
+        )
+        assert not store.load()
+        plan = plan_command("true", str(ws), store, found, workspace=str(ws))
+        assert plan.unix_sockets == "closed" and "supervise" not in plan.argv
+        assert "lies where the command may write" in plan.reason
+        result = run_sandboxed(root, ws, found, CONNECT.format(addr=str(ws / "dev.sock")), policy=policy)
+        assert "PermissionError" in result and inside.accepted == 0, result
+    finally:
+        inside.close()
+
+
+def test_the_loader_never_runs_the_command_without_its_supervisor(tmp_path: Path) -> None:
+    """No listener handed out (a descriptor that is not the pair): exit 126, the command not run."""
+    from nexusd.sandbox import unixsup
+    from nexusd.sandbox.seccomp import notify_filter
+
+    marker = tmp_path / "ran"
+    source = Path(unixsup.__file__).read_text()
+    program = notify_filter(platform.machine()).hex()
+    argv = [PY, "-I", "-S", "-c", source, "load", "99", program, "--", "/bin/touch", str(marker)]
+    proc = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 126 and not marker.exists(), proc.stderr
+    assert b"supervisor cannot be reached" in proc.stderr
 
 
 def _bpf(prog: bytes, nr: int, arch: int, *args: int) -> int:
