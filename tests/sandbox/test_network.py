@@ -9,11 +9,13 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shlex
 import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -790,3 +792,72 @@ def test_pip_download_from_a_local_index(daemon_factory, site: Path, http_port: 
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "out" / "nexusdemo-1.0-py3-none-any.whl").exists()
+
+
+NAMED_CONNECTS = """import socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        print(path, s.recv(10).decode())
+    except OSError as e:
+        print(path, type(e).__name__)
+"""
+
+
+def test_named_unix_sockets_beside_a_filtered_network(daemon_factory, http_port: int, tmp_path: Path) -> None:
+    """allow_unix_sockets and a filtered network together: the supervisor makes every connect, the
+    bridge's loopback ports (curl through the proxy) as well as the named socket; its neighbour stays
+    closed. Through ``nexusctl run`` and the agent's wrapper."""
+    short = Path(tempfile.mkdtemp(prefix="nxu", dir="/var/tmp"))  # AF_UNIX paths: at most 107 bytes
+    servers = []
+    for name in ("named", "other"):
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(str(short / f"{name}.sock"))
+        srv.listen(8)
+        servers.append(srv)
+
+        def serve(srv: socket.socket = srv, reply: bytes = name.upper().encode()) -> None:
+            while True:
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(reply)
+
+        threading.Thread(target=serve, daemon=True).start()
+    try:
+        extra = f'allow_unix_sockets = ["{short}/named.sock"]\n'
+        h = daemon_factory(
+            policy='[permissions]\nallow = ["Bash(sh *)"]\n[sandbox]\nenabled = true\n'
+            + policy([f"localhost:{http_port}"], extra=extra)
+        )
+        py = getattr(sys, "_base_executable", sys.executable)
+        script = tmp_path / "connects.py"
+        script.write_text(NAMED_CONNECTS)
+        command = (
+            f"curl -sS -m 20 http://localhost:{http_port}/index.html && "
+            f"{py} {script} {short}/named.sock {short}/other.sock"
+        )
+        r = run(h, "sh", "-c", command, workspace=tmp_path)
+        assert r.stdout.startswith(BODY), r.stderr
+        assert f"{short}/named.sock NAMED" in r.stdout and f"{short}/other.sock PermissionError" in r.stdout, r
+        call = p.CallInfo(
+            provider="claude", session="s-unix", tool="Bash", cwd=str(tmp_path), workspace=str(tmp_path),
+            input={"command": f"sh -c {shlex.quote(command)}"},
+        )  # fmt: skip
+        with Client(socket_path=str(h.socket), role="agent", name="hook") as c:
+            d = c.request(call)
+        assert d.decision == "allow" and d.updated_input is not None, d
+        text = d.updated_input["command"]
+        assert "supervise" in Path(wrapper_script(text)).read_text()
+        w = subprocess.run(
+            ["/bin/bash", "-c", text], env=h.env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+        )
+        assert w.stdout.startswith(BODY) and f"{short}/named.sock NAMED" in w.stdout, w
+        assert f"{short}/other.sock PermissionError" in w.stdout, w
+    finally:
+        for srv in servers:
+            srv.close()
+        shutil.rmtree(short, ignore_errors=True)
