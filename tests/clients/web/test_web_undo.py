@@ -51,7 +51,9 @@ def test_undo_page_shows_the_diff_and_rewinds(web: WebHandle, browser_factory: A
     assert not (ws / "gone.txt").exists()  # the dry run changed nothing
     page.screenshot(path=str(tmp_path / "undo.png"), full_page=True)
     page.click("#undo-confirm")
-    page.locator("#message", has_text="rewound").wait_for(timeout=30_000)
+    # a rewind takes a rescue snapshot and a verifying one (git, full scans): on a loaded machine (load ~10)
+    # that once took longer than 30 s
+    page.locator("#message", has_text="rewound").wait_for(timeout=90_000)
     assert (ws / "gone.txt").read_text() == "precious\n" and (ws / "keep.txt").read_text() == "one\ntwo\n"
 
 
