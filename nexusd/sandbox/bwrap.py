@@ -9,6 +9,7 @@ always-protected paths (``protected``) can never be opened up again by a user's 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -105,27 +106,100 @@ def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
     return out
 
 
-def build_bwrap_argv(bwrap: str, spec: MountSpec, argv: list[str], *, full: bool = True) -> list[str]:
-    """``full``: the probe's BWRAP_FULL flags worked (else the compat set for old bubblewrap)."""
-    out = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+# bubblewrap refuses more than 9,000 arguments in all (its options, what ``--args`` adds, and the command):
+# a workspace of 1,500 repositories has ~3,000 protected paths, each one ``--ro-bind P P`` (9,065 words).
+BWRAP_MAX_ARGS = 9_000
+LAYER_BUDGET = 8_000  # words one bubblewrap is given, leaving room for the command and its environment
+LAYER_FD = 5
+LAYER_MOUNT = "/dev/.nexus-layer-{}"  # where a layer's argument file is bound inside (``--dev``'s own tmpfs)
+
+
+def build_bwrap_argv(
+    bwrap: str,
+    spec: MountSpec,
+    argv: list[str],
+    *,
+    full: bool = True,
+    layer_file: Callable[[bytes], str] | None = None,
+) -> list[str]:
+    """``full``: the probe's BWRAP_FULL flags worked (else the compat set for old bubblewrap).
+
+    ``layer_file`` (writes an argument file, returns its path): when the words pass ``LAYER_BUDGET``, the
+    plain read-only binds (mostly nested repositories' protected paths) move into inner
+    bubblewraps, *layers*, each run inside the one before with ``--dev-bind / /`` and its binds read from
+    a file (``--args``). A layer binds on top of the view it is started in, so the result is the same
+    view; its mounts, like the outer ones, are locked against a command that makes a namespace of its own.
+    Without ``layer_file`` the words are left as they are (bubblewrap then refuses: closed)."""
+    mounts: list[list[str]] = [["--ro-bind", "/", "/"], ["--dev", "/dev"], ["--proc", "/proc"], ["--tmpfs", "/tmp"]]
+    movable: list[int] = []  # the plain read-only binds (never a reveal inside a mask): what a layer may take
     for kind, path in plan_mounts(spec):
         if kind == "rw":
-            out += ["--bind", path, path]
+            mounts.append(["--bind", path, path])
         elif kind in ("ro", "reveal"):
-            out += ["--ro-bind", path, path]
+            if kind == "ro":
+                movable.append(len(mounts))
+            mounts.append(["--ro-bind", path, path])
         elif os.path.isdir(path):
-            out += ["--tmpfs", path]  # writable but ephemeral: nothing reaches the host
+            mounts.append(["--tmpfs", path])  # writable but ephemeral: nothing reaches the host
         else:
-            out += ["--ro-bind", spec.mask_file, path]
+            mounts.append(["--ro-bind", spec.mask_file, path])
     for src, dst in spec.home_files:
-        out += ["--ro-bind", src, dst]
+        mounts.append(["--ro-bind", src, dst])
     flags = list(BWRAP_FULL if full else BWRAP_COMPAT)
     if spec.network:
         flags.remove("--unshare-net")
-    out += flags
+    tail = list(flags)
     for name in spec.unsetenv:
-        out += ["--unsetenv", name]
+        tail += ["--unsetenv", name]
     for name, value in spec.env:
-        out += ["--setenv", name, value]
-    out += ["--chdir", spec.cwd, "--", *argv]
-    return out
+        tail += ["--setenv", name, value]
+    tail += ["--chdir", spec.cwd, "--"]
+    words = 1 + sum(len(m) for m in mounts) + len(tail) + len(argv)
+    if words > LAYER_BUDGET and layer_file is not None:
+        # each layer is a user namespace and mounts: the outer one may neither forbid those nor take the
+        # capabilities they need; the innermost layer says both for the command instead
+        last: list[str] = []
+        if "--disable-userns" in tail:
+            tail.remove("--disable-userns")
+            last.append("--disable-userns")
+        if "--cap-drop" in tail:
+            at = tail.index("--cap-drop")
+            last += tail[at : at + 2]
+            del tail[at : at + 2]
+        mounts, argv = _layered(bwrap, mounts, movable, argv, spec.cwd, layer_file, last)
+    return [bwrap, *(w for m in mounts for w in m), *tail, *argv]
+
+
+def _layered(
+    bwrap: str,
+    mounts: list[list[str]],
+    movable: list[int],
+    argv: list[str],
+    cwd: str,
+    layer_file: Callable[[bytes], str],
+    innermost: list[str],
+) -> tuple[list[list[str]], list[str]]:
+    """The outer mounts, and the command behind the layers that take the ``movable`` read-only binds in
+    their order, ``LAYER_BUDGET`` words at most each (the command's words included). A writable bind that
+    came after one of them, below it (``allow_write`` inside ``deny_write``), ends up read-only: a
+    recursive read-only bind makes what it carries read-only too. Stricter, never looser."""
+    per_layer = max(3, (LAYER_BUDGET - len(argv) - 32 * 8) // 3 * 3)
+    taken = [w for i in movable for w in mounts[i]]
+    chunks = [taken[k : k + per_layer] for k in range(0, len(taken), per_layer)]
+    gone = set(movable)
+    outer = [m for i, m in enumerate(mounts) if i not in gone]
+    places = []
+    for n, chunk in enumerate(chunks, 1):
+        at = LAYER_MOUNT.format(n)
+        outer.append(["--ro-bind", layer_file(b"".join(os.fsencode(w) + b"\0" for w in chunk)), at])
+        places.append(at)
+    # every layer is a user namespace of its own; ``innermost`` (the outer's --disable-userns and
+    # --cap-drop ALL) goes to the last, around the command
+    inner = list(argv)
+    for n, at in reversed(list(enumerate(places, 1))):  # the first chunk outermost: the binds keep their order
+        last = innermost if n == len(places) else []
+        inner = [
+            "/bin/sh", "-c", f'exec "$@" {LAYER_FD}<"$0"', at, bwrap, "--dev-bind", "/", "/",
+            "--args", str(LAYER_FD), "--unshare-user", *last, "--die-with-parent", "--chdir", cwd, "--", *inner,
+        ]  # fmt: skip
+    return outer, inner

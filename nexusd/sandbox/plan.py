@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nexusd.atomicfile import write_atomic
 from nexusd.core.classify.paths import CREDENTIAL_PATHS
 from nexusd.core.disposition import command_disposition
 from nexusd.core.escape import escape_request, how_to_escape
@@ -358,7 +359,8 @@ def plan_command(
             state["network"] = "filtered"
         writable = (*layout.nested_roots, sandbox_home, sandbox_tmp)
         named = _named_sockets(settings, probe, writable)
-        argv = build_bwrap_argv(bwrap, spec, loader_argv(inner) if named.paths else inner, full=full)
+        run = loader_argv(inner) if named.paths else inner
+        argv = build_bwrap_argv(bwrap, spec, run, full=full, layer_file=_layer_writer(_state_dir(store)))
         argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store), named)
         return SandboxPlanReply(
             allowed=True,
@@ -428,6 +430,23 @@ def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = fi
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
     found += scan(workspace).secrets  # .env files at any depth (not templates)
     return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
+
+
+def _layer_writer(state_dir: Path) -> Callable[[bytes], str]:
+    """Where a bubblewrap layer's arguments go (``bwrap.build_bwrap_argv``): content-addressed under the
+    state directory's ``sandbox/``, written once, atomically (a temporary name per writer)."""
+
+    def write(data: bytes) -> str:
+        path = state_dir / "sandbox" / f"layer-{hashlib.sha256(data).hexdigest()[:24]}.args"
+        try:
+            if path.read_bytes() == data:
+                return str(path)
+        except OSError:
+            pass
+        write_atomic(path, data.decode("utf-8", "surrogateescape"), durable=False, errors="surrogateescape")
+        return str(path)
+
+    return write
 
 
 @dataclass(frozen=True)
