@@ -61,6 +61,7 @@ SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 PR_SET_NO_NEW_PRIVS = 38
 SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # the same on every architecture
+PIDFD_THREAD = os.O_EXCL  # a pidfd for a thread, not its process (Linux 6.9)
 SO_DOMAIN = 39
 AF_UNIX = 1
 SUN_PATH_MAX = 108
@@ -165,7 +166,11 @@ class Supervisor:
             if not self.slots.acquire(blocking=False):
                 self.respond(notif[0], errno.EAGAIN)
                 continue
-            threading.Thread(target=self._handle, args=(notif,), daemon=True).start()
+            try:
+                threading.Thread(target=self._handle, args=(notif,), daemon=True).start()
+            except BaseException:  # no thread to be had: answered at once, never left waiting
+                self.slots.release()
+                self.respond(notif[0], errno.EAGAIN)
 
     def _handle(self, notif: tuple[int, ...]) -> None:
         try:
@@ -181,9 +186,9 @@ class Supervisor:
         fd_number, address, length = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[1], args[2] & 0xFFFFFFFF
         if not 0 < length <= MAX_ADDR:
             return errno.EINVAL
-        pidfd = self.libc.syscall(SYS_PIDFD_OPEN, pid, 0)
+        pidfd = self.pidfd(pid)
         if pidfd < 0:
-            return ctypes.get_errno() or errno.EACCES
+            return errno.EACCES
         try:
             if not self.valid(ident):  # pidfd refers to the caller: it still waits in this notification
                 return errno.EACCES
@@ -204,6 +209,20 @@ class Supervisor:
             return self.connect(sock, addr)
         finally:
             os.close(sock)
+
+    def pidfd(self, tid: int) -> int:
+        """A pidfd for the thread that called (the notification names a thread): the thread itself where
+        the kernel can (``PIDFD_THREAD``, Linux 6.9), else its process, whose descriptor table its threads
+        share. -1 when neither can be had."""
+        fd = int(self.libc.syscall(SYS_PIDFD_OPEN, tid, PIDFD_THREAD))
+        if fd >= 0:
+            return fd
+        try:
+            with open(f"/proc/{tid}/status", "rb") as f:
+                tgid = next(int(line.split()[1]) for line in f if line.startswith(b"Tgid:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            return -1
+        return int(self.libc.syscall(SYS_PIDFD_OPEN, tgid, 0))
 
     def domain(self, sock: int) -> int:
         value = ctypes.c_int(0)

@@ -265,6 +265,35 @@ def test_a_named_socket_opens_and_no_other(world, found, named):
     assert named.allowed.accepted == 2
 
 
+THREADED = """import socket, threading
+got = []
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        got.append((path, s.recv(100).decode()))
+    except OSError as e:
+        got.append((path, type(e).__name__))
+ts = [threading.Thread(target=connect, args=(p,)) for p in {paths!r} * 4]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(sorted(got))
+"""
+
+
+def test_a_named_socket_opens_from_any_thread(world, found, named):
+    """The notification names the calling thread, not its process: threads other than the main one (how
+    Node, Go and the JVM connect) reach the named socket too, and still not the other."""
+    root, ws = world
+    code = THREADED.format(paths=[named.allowed_path, named.other_path])
+    result = run_sandboxed(root, ws, found, code, policy=named.policy)
+    assert result.count(f"('{named.allowed_path}', '{SECRET.decode()}')") == 4, result
+    assert result.count(f"('{named.other_path}', 'PermissionError')") == 4, result
+    assert named.other.accepted == 0
+
+
 RACE = """import ctypes, socket, threading
 libc = ctypes.CDLL(None, use_errno=True)
 def sun(path):
