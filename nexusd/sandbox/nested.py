@@ -10,7 +10,9 @@ runner walks again and scrubs what is new).
 The walk is bounded (entries and depth), skips directories that hold dependencies and caches rather than
 sources, never follows symlinks, and is cached per root: a directory's mtime changes when an entry is
 added or removed in it, so re-checking the mtimes of the directories walked tells whether the answer
-still holds without listing them again.
+still holds without listing them again. In a walker child (``nexusd.sandbox.walkers``) a fenced inotify
+watch, armed by the walk itself, proves it in O(1) instead (``nexusd.sandbox.treewatch``); whatever that
+watch cannot vouch for falls back to the stamps.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
 from nexusd.core.protected import is_secret_file_name
+
+if TYPE_CHECKING:
+    from nexusd.sandbox.treewatch import TreeWatches
 
 MAX_ENTRIES = 50_000
 MAX_DEPTH = 16
@@ -81,6 +86,8 @@ class Found:
     # The directories a walker process listed (its answer carries no stamps): ``known_dirs``'s list when
     # ``dirs`` is empty. Sent only for complete walks of at most ``MAX_LISTED`` directories.
     listed: tuple[str, ...] = ()
+    # How a walker child answered (``last_proof``: walk, watch, stamps); for tests and figures only.
+    proof: str = field(default="", compare=False)
 
 
 MAX_LISTED = 20_000  # directories; a bigger tree's epilogue walks it whole (the list would be megabytes)
@@ -103,6 +110,45 @@ def _still_valid(found: Found) -> bool:
         if (s.st_mtime_ns, s.st_ctime_ns, s.st_ino, s.st_dev) != old:
             return False
     return True
+
+
+# Watches that prove cached answers in O(1) (``nexusd.sandbox.treewatch``): set in walker children, whose
+# one thread asks; None (the daemon's fallback walks, a runner, ``nexusctl``): stamps prove them.
+_watches: TreeWatches | None = None
+
+
+def watch_trees(watches: TreeWatches | None) -> None:
+    """Prove this process's cached answers with ``watches`` (None: with stamps). One thread only."""
+    global _watches
+    if _watches is not None and _watches is not watches:
+        _watches.close()
+    _watches = watches
+
+
+def _fresh(root: str, found: Found) -> bool:
+    """Whether the cached ``found`` still holds: by the root's watch when it has one that can vouch, else by
+    stamps. The proof used is noted for this thread (``last_proof``)."""
+    watches = _watches
+    if watches is not None:
+        proven = watches.proven(root, found)
+        if proven is not None:
+            _seen.proof = "watch" if proven else "changed"
+            return proven
+    fresh = _still_valid(found)
+    _seen.proof = "stamps" if fresh else "changed"
+    return fresh
+
+
+def idle() -> None:
+    """Work left for when no one waits (closing dropped watches): a walker child calls it after each answer."""
+    if _watches is not None:
+        _watches.idle()
+
+
+def last_proof() -> str:
+    """How this thread's latest ``find_protected`` was answered: ``watch`` or ``stamps`` (a cached answer
+    proven fresh by either), ``walk`` (walked), ``""`` (not here: a walker answered)."""
+    return str(getattr(_seen, "proof", ""))
 
 
 # A hook a test may set to stand for a file system that stalls (a FUSE mount whose server never answers):
@@ -153,9 +199,10 @@ def _find_protected(root: str) -> Found:
     whose mtimes never settle) costs two walks instead of one each, and no more than one thread per root
     is ever busy walking it."""
     remote = _remote
+    _seen.proof = ""
     if remote is None:
         hit = _cache.get(root)
-        if hit is not None and _still_valid(hit):
+        if hit is not None and _fresh(root, hit):
             return hit
     with _lock:
         running = _running.get(root)
@@ -189,12 +236,26 @@ def _find_protected(root: str) -> Found:
 
 
 def walk_here(root: str) -> Found:
-    """Walk ``root`` in this thread and cache the answer (a walker child's cache holds its own answers)."""
-    found = _walk(root)
+    """Walk ``root`` in this thread and cache the answer (a walker child's cache holds its own answers),
+    watching each directory before it is listed where this process watches trees (``watch_trees``)."""
+    watches = _watches
+    watch = watches.begin(root) if watches is not None else None
+    try:
+        found = _walk(root, watch)
+    except BaseException:
+        if watches is not None:
+            watches.drop(root, "the walk failed")
+        raise
+    if watches is not None:
+        watches.end(root, found, found.complete, found.dirs)
+    _seen.proof = "walk"
     with _lock:
         _cache.pop(root, None)
         while len(_cache) >= _CACHE_MAX:
-            _cache.pop(next(iter(_cache)), None)
+            gone = next(iter(_cache))
+            _cache.pop(gone, None)
+            if watches is not None:
+                watches.drop(gone)
         _cache[root] = found
     return found
 
@@ -221,7 +282,22 @@ def _outcome(flight: _Flight) -> Found:
     return flight.found
 
 
-def _walk(root: str) -> Found:
+def _before_listing(watch: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """What runs before a directory is listed: the test's stall, then the watch."""
+    stall = stall_hook
+    if stall is None or watch is None:
+        return stall or watch
+
+    def both(d: str) -> None:
+        stall(d)
+        watch(d)
+
+    return both
+
+
+def _walk(root: str, watch: Callable[[str], None] | None = None) -> Found:
+    """``watch``: called with each directory before it is stamped and listed (``treewatch``)."""
+    before = _before_listing(watch)
     paths: list[str] = []
     secrets: list[str] = []
     dirs: list[tuple[str, Stamp]] = []
@@ -232,6 +308,8 @@ def _walk(root: str) -> Found:
 
     def inside(parent: str, parts: tuple[str, ...]) -> None:
         """``parent``'s protected children (``.git/hooks`` ...), with ``parent`` stamped: adding one changes it."""
+        if watch is not None:
+            watch(parent)
         try:
             dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
         except OSError:
@@ -249,8 +327,8 @@ def _walk(root: str) -> Found:
     while stack:
         d, depth = stack.pop()
         try:
-            if stall_hook is not None:
-                stall_hook(d)
+            if before is not None:
+                before(d)
             st = os.stat(d, follow_symlinks=False)
             with os.scandir(d) as it:
                 listing = list(it)
@@ -317,4 +395,6 @@ def planted(root: str, before: frozenset[str]) -> list[str]:
     """Protected paths below ``root`` now that were not there before the command (to scrub)."""
     with _lock:
         _cache.pop(root, None)
+    if _watches is not None:
+        _watches.drop(root)
     return [p for p in find_protected(root).paths if p not in before]

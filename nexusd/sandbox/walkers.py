@@ -43,6 +43,7 @@ class _Reply(msgspec.Struct, omit_defaults=True):
     secrets: list[str] = []
     links: list[str] = []
     listed: list[str] = []  # the directories walked (complete walks of at most nested.MAX_LISTED)
+    proof: str = ""  # how the child answered: walk, watch or stamps (``nested.last_proof``)
     error: str | None = None
 
 
@@ -130,6 +131,7 @@ class _Child:
             tuple(reply.secrets),
             frozenset(reply.links),
             listed=tuple(reply.listed),
+            proof=reply.proof,
         )
 
     def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
@@ -250,25 +252,43 @@ class Walkers:
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
-    """The child: answer roots until stdin closes."""
+    """The child: answer roots until stdin closes. Its cached answers are proven by fenced inotify watches
+    (``nexusd.sandbox.treewatch``; the fence directory is the child's own, removed when it ends: a child
+    killed at its deadline leaves an empty one in the temporary directory)."""
+    import shutil
+    import tempfile
+
+    from nexusd.sandbox.treewatch import TreeWatches
+
+    fence_dir = tempfile.mkdtemp(prefix="nexusd-walker-")
+    nested.watch_trees(TreeWatches(fence_dir))
     out = os.fdopen(stdout, "wb", buffering=0)
-    with os.fdopen(stdin, "rb") as lines:
-        for raw in lines:
-            try:
-                root = msgspec.json.decode(raw, type=str)
-                found = nested.find_protected(root)
-                reply = _Reply(
-                    paths=list(found.paths),
-                    complete=found.complete,
-                    secrets=list(found.secrets),
-                    links=sorted(found.links),
-                    listed=list(dict.fromkeys(d for d, _ in found.dirs))
-                    if found.complete and len(found.dirs) <= nested.MAX_LISTED
-                    else [],
-                )
-            except Exception as e:  # reported, and the asker denies its call
-                reply = _Reply(error=f"{type(e).__name__}: {e}")
-            out.write(_encode(reply) + b"\n")
+    try:
+        with os.fdopen(stdin, "rb") as lines:
+            for raw in lines:
+                out.write(_encode(_answer(raw)) + b"\n")
+                nested.idle()
+    finally:
+        nested.watch_trees(None)
+        shutil.rmtree(fence_dir, ignore_errors=True)
+
+
+def _answer(raw: bytes) -> _Reply:
+    try:
+        root = msgspec.json.decode(raw, type=str)
+        found = nested.find_protected(root)
+        return _Reply(
+            paths=list(found.paths),
+            complete=found.complete,
+            secrets=list(found.secrets),
+            links=sorted(found.links),
+            listed=list(dict.fromkeys(d for d, _ in found.dirs))
+            if found.complete and len(found.dirs) <= nested.MAX_LISTED
+            else [],
+            proof=nested.last_proof(),
+        )
+    except Exception as e:  # reported, and the asker denies its call
+        return _Reply(error=f"{type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":
