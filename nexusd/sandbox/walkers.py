@@ -14,9 +14,13 @@ that stalls: a FUSE mount whose server never answers) is killed, which a thread 
 gets an error (its call is denied); the next ask starts a new child. A child that cannot be started leaves
 the walk to the asking thread (the same answer, computed in the daemon).
 
-The wire: one root per line on the child's stdin (JSON string), one JSON object per line on its stdout:
-``{"paths": [...], "complete": bool, "secrets": [...], "links": [...], "listed": [...]}`` or
-``{"error": "..."}`` (``listed``: the directories walked, for the agent wrapper's epilogue).
+The wire: one question per line on the child's stdin, a JSON string (the root) or ``[root, answer]``,
+and one JSON object per line on its stdout: ``{"paths": [...], "complete": bool, "secrets": [...],
+"links": [...], "listed": [...], "answer": n, "proof": "..."}``, ``{"same": true, "answer": n, ...}``,
+or ``{"error": "..."}``. ``listed``: the directories walked, for the agent wrapper's epilogue (7,500
+paths in a tree of 1,500 repositories); ``answer``: the child's number for its answer, which the asker
+sends back with its next question of that root, so an unchanged answer comes back as ``same`` instead
+of whole (numbers are the child's own: a new child starts over, and its asker forgets them).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import msgspec
 
@@ -44,11 +49,15 @@ class _Reply(msgspec.Struct, omit_defaults=True):
     links: list[str] = []
     listed: list[str] = []  # the directories walked (complete walks of at most nested.MAX_LISTED)
     proof: str = ""  # how the child answered: walk, watch or stamps (``nested.last_proof``)
+    answer: int = 0  # the child's number for this answer (0: none)
+    same: bool = False  # the answer the asker named in its question, unchanged: nothing else sent
     error: str | None = None
 
 
 _encode = msgspec.json.Encoder().encode
 _decode_reply = msgspec.json.Decoder(_Reply).decode
+_decode_question = msgspec.json.Decoder(str | tuple[str, int]).decode
+KNOWN_MAX = 64  # answers an asker keeps per child (one per root)
 
 
 class WalkFailed(OSError):
@@ -78,6 +87,7 @@ class _Child:
         self.lock = threading.Lock()  # one root at a time per child
         self.proc: subprocess.Popen[bytes] | None = None
         self.buf = b""
+        self.known: dict[str, tuple[int, nested.Found]] = {}  # root -> (the child's number, its answer)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if _dying.value() >= MAX_DYING:
@@ -91,6 +101,7 @@ class _Child:
             start_new_session=True,  # a terminal's ^C reaches the daemon, which stops its children itself
         )
         self.buf = b""
+        self.known.clear()  # a new child numbers its answers anew
         return proc
 
     def start_if_needed(self) -> subprocess.Popen[bytes]:
@@ -107,8 +118,10 @@ class _Child:
         with self.lock:
             proc = self._running()
             assert proc.stdin is not None and proc.stdout is not None
+            known = self.known.get(root)
+            question = _encode([root, known[0]]) if known is not None else _encode(root)
             try:
-                proc.stdin.write(_encode(root) + b"\n")
+                proc.stdin.write(question + b"\n")
                 proc.stdin.flush()
                 line = self._read_line(proc, time.monotonic() + timeout)
             except (OSError, ValueError) as e:
@@ -122,17 +135,29 @@ class _Child:
             except msgspec.DecodeError as e:  # out of step with us: a new child for the next ask
                 self._kill()
                 raise WalkFailed(f"the walker of {root} answered garbage: {e}") from e
-        if reply.error is not None:
-            raise WalkFailed(f"the walk of {root} failed: {reply.error}")
-        return nested.Found(
-            tuple(reply.paths),
-            reply.complete,
-            (),
-            tuple(reply.secrets),
-            frozenset(reply.links),
-            listed=tuple(reply.listed),
-            proof=reply.proof,
-        )
+            if reply.error is not None:
+                self.known.pop(root, None)
+                raise WalkFailed(f"the walk of {root} failed: {reply.error}")
+            if reply.same:
+                if known is None or reply.answer != known[0]:  # never ours to reuse: out of step
+                    self._kill()
+                    raise WalkFailed(f"the walker of {root} answered 'same' for an answer not held here")
+                return replace(known[1], proof=reply.proof)
+            found = nested.Found(
+                tuple(reply.paths),
+                reply.complete,
+                (),
+                tuple(reply.secrets),
+                frozenset(reply.links),
+                listed=tuple(reply.listed),
+                proof=reply.proof,
+            )
+            self.known.pop(root, None)
+            if reply.answer:
+                self.known[root] = (reply.answer, found)
+                while len(self.known) > KNOWN_MAX:
+                    self.known.pop(next(iter(self.known)))
+            return found
 
     def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         assert proc.stdout is not None
@@ -263,20 +288,45 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     fence_dir = tempfile.mkdtemp(prefix="nexusd-walker-")
     nested.watch_trees(TreeWatches(fence_dir))
     out = os.fdopen(stdout, "wb", buffering=0)
+    numbers = _Numbers()
     try:
         with os.fdopen(stdin, "rb") as lines:
             for raw in lines:
-                out.write(_encode(_answer(raw)) + b"\n")
+                out.write(_encode(_answer(raw, numbers)) + b"\n")
                 nested.idle()
     finally:
         nested.watch_trees(None)
         shutil.rmtree(fence_dir, ignore_errors=True)
 
 
-def _answer(raw: bytes) -> _Reply:
+class _Numbers:
+    """The child's numbers for the answers it sent, per root (the latest only): an answer is the same
+    object as long as its cache holds it, so its number says "unchanged"."""
+
+    def __init__(self) -> None:
+        self.next = 1
+        self.sent: dict[str, tuple[nested.Found, int]] = {}
+
+    def number(self, root: str, found: nested.Found) -> int:
+        sent = self.sent.get(root)
+        if sent is not None and sent[0] is found:
+            return sent[1]
+        n, self.next = self.next, self.next + 1
+        self.sent.pop(root, None)
+        self.sent[root] = (found, n)
+        while len(self.sent) > 2 * KNOWN_MAX:
+            self.sent.pop(next(iter(self.sent)))
+        return n
+
+
+def _answer(raw: bytes, numbers: _Numbers) -> _Reply:
     try:
-        root = msgspec.json.decode(raw, type=str)
+        question = _decode_question(raw)
+        root, held = (question, 0) if isinstance(question, str) else question
         found = nested.find_protected(root)
+        n = numbers.number(root, found)
+        if held and held == n:
+            return _Reply(same=True, answer=n, complete=found.complete, proof=nested.last_proof())
         return _Reply(
             paths=list(found.paths),
             complete=found.complete,
@@ -286,6 +336,7 @@ def _answer(raw: bytes) -> _Reply:
             if found.complete and len(found.dirs) <= nested.MAX_LISTED
             else [],
             proof=nested.last_proof(),
+            answer=n,
         )
     except Exception as e:  # reported, and the asker denies its call
         return _Reply(error=f"{type(e).__name__}: {e}")
