@@ -86,8 +86,11 @@ class Found:
     # The directories a walker process listed (its answer carries no stamps): ``known_dirs``'s list when
     # ``dirs`` is empty. Sent only for complete walks of at most ``MAX_LISTED`` directories.
     listed: tuple[str, ...] = ()
-    # How a walker child answered (``last_proof``: walk, watch, stamps); for tests and figures only.
+    # How a walker child answered (``last_proof``: walk, update, watch, stamps); for tests and figures only.
     proof: str = field(default="", compare=False)
+    # Entries listed (at least: an updated answer adds its walks' to its old one's): past MAX_ENTRIES, an
+    # update walks the whole root instead, so the bound means what it means for a walk.
+    entries: int = field(default=0, compare=False)
 
 
 MAX_LISTED = 20_000  # directories; a bigger tree's epilogue walks it whole (the list would be megabytes)
@@ -125,18 +128,61 @@ def watch_trees(watches: TreeWatches | None) -> None:
     _watches = watches
 
 
-def _fresh(root: str, found: Found) -> bool:
-    """Whether the cached ``found`` still holds: by the root's watch when it has one that can vouch, else by
-    stamps. The proof used is noted for this thread (``last_proof``)."""
+def _fresh(root: str, found: Found) -> Found | None:
+    """The cached ``found``, proven to hold (by the root's watch when it has one that can vouch, else by
+    stamps), or brought up to date by walking again only the directories the watch saw change
+    (``_update``); None: walk the root. The proof used is noted for this thread (``last_proof``)."""
     watches = _watches
     if watches is not None:
-        proven = watches.proven(root, found)
-        if proven is not None:
-            _seen.proof = "watch" if proven else "changed"
-            return proven
+        changed = watches.changes(root, found)
+        if changed is not None:
+            if not changed:
+                _seen.proof = "watch"
+                return found
+            watch = watches.resume(root)
+            updated = _update(root, found, changed, watch) if watch is not None else None
+            if updated is None:
+                _seen.proof = "changed"
+                return None
+            watches.end(root, updated, updated.complete, updated.dirs)
+            _seen.proof = "update"
+            with _lock:
+                if _cache.get(root) is found:
+                    _cache[root] = updated
+            return updated
     fresh = _still_valid(found)
     _seen.proof = "stamps" if fresh else "changed"
-    return fresh
+    return found if fresh else None
+
+
+def _update(root: str, old: Found, changed: tuple[str, ...], watch: Callable[[str], None]) -> Found | None:
+    """``old`` after changes in the ``changed`` directories (a watch's events): without what those
+    directories and everything below them contributed, plus a walk of each of them again (watched first,
+    then listed, as every walk). The same answer as a walk of the whole root: everything a directory
+    contributes (its entries' protected paths, secrets, links and its own stamp; a ``.git``'s hooks and
+    config) lies directly in it, so what lies outside the changed subtrees is what an unchanged listing
+    gives again. None (walk the whole root): the root itself changed, or a walk reached a bound.
+    Directories no longer in the answer (moved out of the tree: their watch still reports them) are
+    passed over: a move makes events in both parents, which are walked again."""
+    marked = set(changed)
+    if root in marked or not old.complete:
+        return None
+    known = {d for d, _ in old.dirs}
+    below = tuple(m.rstrip("/") + "/" for m in marked)  # p.startswith(below): p lies below a changed directory
+    starts = [d for d in sorted(marked) if d in known and not d.startswith(below)]
+    part = _walk(root, watch, starts=[(d, os.path.relpath(d, root).count(os.sep) + 1) for d in starts])
+    entries = old.entries + part.entries
+    if not part.complete or entries > MAX_ENTRIES:
+        return None
+    # a path, secret or link lies directly in the directory that contributed it: below a changed one, or not
+    return Found(
+        tuple(sorted([p for p in old.paths if not p.startswith(below)] + list(part.paths))),
+        True,
+        tuple([(d, s) for d, s in old.dirs if d not in marked and not d.startswith(below)] + list(part.dirs)),
+        tuple(sorted([p for p in old.secrets if not p.startswith(below)] + list(part.secrets))),
+        frozenset({p for p in old.links if not p.startswith(below)} | part.links),
+        entries=entries,
+    )
 
 
 def idle() -> None:
@@ -202,8 +248,9 @@ def _find_protected(root: str) -> Found:
     _seen.proof = ""
     if remote is None:
         hit = _cache.get(root)
-        if hit is not None and _fresh(root, hit):
-            return hit
+        fresh = _fresh(root, hit) if hit is not None else None
+        if fresh is not None:
+            return fresh
     with _lock:
         running = _running.get(root)
         if running is None:
@@ -295,23 +342,43 @@ def _before_listing(watch: Callable[[str], None] | None) -> Callable[[str], None
     return both
 
 
-def _walk(root: str, watch: Callable[[str], None] | None = None) -> Found:
-    """``watch``: called with each directory before it is stamped and listed (``treewatch``)."""
-    before = _before_listing(watch)
-    paths: list[str] = []
-    secrets: list[str] = []
-    dirs: list[tuple[str, Stamp]] = []
-    links: set[str] = set()
-    entries = 0
-    complete = True
-    stack: list[tuple[str, int]] = [(root, 0)]
+def _walk(root: str, watch: Callable[[str], None] | None = None, starts: list[tuple[str, int]] | None = None) -> Found:
+    """``watch``: called with each directory before it is stamped and listed (``treewatch``). ``starts``:
+    walk only these directories below ``root`` (with their depths), as the walk of the root reaches them
+    (``_update``): a ``.git`` is looked into, a ``.github`` looked into and walked, any other walked."""
+    w = _Walk(watch)
+    if starts is None:
+        w.stack.append((root, 0))
+    for d, depth in starts or ():
+        name = os.path.basename(d)
+        if name == ".git":
+            w.inside(d, GIT_PARTS)
+            continue
+        if name in SUBPATHS:
+            w.inside(d, SUBPATHS[name])
+        w.stack.append((d, depth))
+    return w.run()
 
-    def inside(parent: str, parts: tuple[str, ...]) -> None:
+
+class _Walk:
+    """One walk's state (``_walk``)."""
+
+    def __init__(self, watch: Callable[[str], None] | None) -> None:
+        self.watch = watch
+        self.paths: list[str] = []
+        self.secrets: list[str] = []
+        self.dirs: list[tuple[str, Stamp]] = []
+        self.links: set[str] = set()
+        self.entries = 0
+        self.complete = True
+        self.stack: list[tuple[str, int]] = []
+
+    def inside(self, parent: str, parts: tuple[str, ...]) -> None:
         """``parent``'s protected children (``.git/hooks`` ...), with ``parent`` stamped: adding one changes it."""
-        if watch is not None:
-            watch(parent)
+        if self.watch is not None:
+            self.watch(parent)
         try:
-            dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
+            self.dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
         except OSError:
             return
         for part in parts:
@@ -320,49 +387,61 @@ def _walk(root: str, watch: Callable[[str], None] | None = None) -> Found:
                 st = os.lstat(q)
             except OSError:
                 continue
-            paths.append(q)
+            self.paths.append(q)
             if (st.st_mode & 0o170000) == 0o120000:  # S_ISLNK
-                links.add(q)
+                self.links.add(q)
 
-    while stack:
-        d, depth = stack.pop()
-        try:
-            if before is not None:
-                before(d)
-            st = os.stat(d, follow_symlinks=False)
-            with os.scandir(d) as it:
-                listing = list(it)
-        except OSError:
-            continue
-        dirs.append((d, stamp(st)))
-        for e in listing:
-            entries += 1
-            if entries > MAX_ENTRIES:
-                return Found(tuple(paths), False, tuple(dirs), tuple(secrets), frozenset(links))
-            name = e.name
-            if is_env_secret(name):
-                secrets.append(e.path)
+    def run(self) -> Found:
+        before = _before_listing(self.watch)
+        paths, secrets, dirs, links, stack = self.paths, self.secrets, self.dirs, self.links, self.stack
+        while stack:
+            d, depth = stack.pop()
             try:
-                is_dir = e.is_dir(follow_symlinks=False)
-                is_link = not is_dir and e.is_symlink()
+                if before is not None:
+                    before(d)
+                st = os.stat(d, follow_symlinks=False)
+                with os.scandir(d) as it:
+                    listing = list(it)
             except OSError:
                 continue
-            if name == ".git" and is_dir:
-                inside(e.path, GIT_PARTS)
-                continue
-            if name == ".git" or name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
-                paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
-                if is_link:
-                    links.add(e.path)
-                continue
-            if is_dir and name in SUBPATHS:
-                inside(e.path, SUBPATHS[name])
-            if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
-                if depth + 1 > MAX_DEPTH:
-                    complete = False
+            dirs.append((d, stamp(st)))
+            for e in listing:
+                self.entries += 1
+                if self.entries > MAX_ENTRIES:
+                    return Found(
+                        tuple(paths), False, tuple(dirs), tuple(secrets), frozenset(links), entries=self.entries
+                    )
+                name = e.name
+                if is_env_secret(name):
+                    secrets.append(e.path)
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    is_link = not is_dir and e.is_symlink()
+                except OSError:
                     continue
-                stack.append((e.path, depth + 1))
-    return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)), frozenset(links))
+                if name == ".git" and is_dir:
+                    self.inside(e.path, GIT_PARTS)
+                    continue
+                if name == ".git" or name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
+                    paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
+                    if is_link:
+                        links.add(e.path)
+                    continue
+                if is_dir and name in SUBPATHS:
+                    self.inside(e.path, SUBPATHS[name])
+                if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
+                    if depth + 1 > MAX_DEPTH:
+                        self.complete = False
+                        continue
+                    stack.append((e.path, depth + 1))
+        return Found(
+            tuple(sorted(paths)),
+            self.complete,
+            tuple(dirs),
+            tuple(sorted(secrets)),
+            frozenset(links),
+            entries=self.entries,
+        )
 
 
 def known_dirs(root: str) -> list[str] | None:

@@ -68,7 +68,7 @@ class _Tree:
         self.ino: INotify | None = ino
         self.fence_wd = fence_wd
         self.table = table
-        self.watches = 0
+        self.paths: dict[int, str] = {}  # watch descriptor -> the directory it was last added for
         self.broken: str | None = None
         self.answer: object | None = None  # the walk's answer this watch proves (identity)
         self.root_stamp: Stamp | None = None
@@ -81,7 +81,7 @@ class _Tree:
             self.stop(f"more than {self.owner.max_watches} directories to watch")
             return
         try:
-            self.ino.add_watch(path, _MASK)
+            wd = self.ino.add_watch(path, _MASK)
         except OSError as e:
             if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 return  # gone or replaced since its parent was listed: the parent's watch has the event
@@ -91,7 +91,11 @@ class _Tree:
                 else f"cannot watch {path}: {e.strerror}"
             )
             return
-        self.watches += 1
+        self.paths[wd] = path  # (a directory moved within the tree keeps its descriptor: its new path)
+
+    @property
+    def watches(self) -> int:
+        return len(self.paths)
 
     def stop(self, why: str) -> None:
         self.broken = why
@@ -99,7 +103,7 @@ class _Tree:
 
     def close(self) -> None:
         ino, self.ino = self.ino, None
-        self.watches = 0
+        self.paths = {}
         if ino is not None:
             self.owner._closing.append(ino)  # closed in idle time: freeing 7,500 watches takes 7-30 ms
 
@@ -168,10 +172,12 @@ class TreeWatches:
             self.drop(root, "the walk stopped at a bound")
         elif len(dirs) < self.min_dirs:
             self.drop(root, f"fewer than {self.min_dirs} directories: stamps are as cheap")
-        elif not dirs or dirs[0][0] != root:
+        elif tree.root_stamp is None and (not dirs or dirs[0][0] != root):
             self.drop(root, "the root was not listed")
         else:
-            tree.answer, tree.root_stamp = answer, dirs[0][1]
+            tree.answer = answer
+            if tree.root_stamp is None:
+                tree.root_stamp = dirs[0][1]
 
     def _room(self, tree: _Tree) -> bool:
         """Whether ``tree`` may add one more watch, dropping the least recently asked other roots for it."""
@@ -184,40 +190,53 @@ class TreeWatches:
 
     # ------------------------------------------------------------------ each question
 
-    def proven(self, root: str, answer: object) -> bool | None:
-        """Whether ``answer`` (the cached walk of ``root``) still holds: True (no change since its walk, the
-        fence read), False (a change: walk again), None (no watch can vouch for it: prove it by stamps)."""
+    def changes(self, root: str, answer: object) -> tuple[str, ...] | None:
+        """What changed since ``answer`` (the cached walk of ``root``), the fence read: ``()`` nothing (the
+        answer holds), the directories whose listing or own attributes changed (``(root,)``: walk it
+        whole), or None (no watch can vouch for it: prove it by stamps). The watch stays armed for
+        ``resume`` and ``end``, or is dropped (None, or the root changed)."""
         tree = self._trees.get(root)
         if tree is None or tree.ino is None or tree.answer is not answer:
             return None
-        changed = False
+        changed: set[str] = set()
 
         def on_event(wd: int, mask: int, name: str) -> None:
-            nonlocal changed
             if mask & F.Q_OVERFLOW:
                 raise Fallback("the event queue overflowed")
             if mask & F.UNMOUNT:
                 raise Fallback("a watched file system was unmounted")
             if name and not mask & ~(F.ATTRIB | F.ISDIR):
                 return  # an entry's attributes: not the listing (a watched directory reports its own)
-            changed = True
+            path = tree.paths.get(wd)
+            if path is None:
+                changed.add(root)  # not ours to place: everything
+                return
+            changed.add(path)
+            if mask & F.IGNORED:  # the watch is gone (its directory deleted): walked again, watched again
+                del tree.paths[wd]
 
         try:
             st = os.stat(root, follow_symlinks=False)
             if (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) != tree.root_stamp:
                 self.drop(root, "the root changed or was replaced")
-                return False
+                return (root,)
             if mounts_within(mounts(), root) != tree.table:
                 raise Fallback("a mount at or below the root was made or removed")
             fenced(tree.ino, self.fence_dir, tree.fence_wd, on_event)
         except (Fallback, OSError) as e:
             self.drop(root, str(e))
             return None
-        if changed:
-            self.drop(root, "changed")
-            return False
         self._trees[root] = self._trees.pop(root)  # most recently asked last
-        return True
+        if root in changed:
+            self.drop(root, "the root's own listing changed")
+            return (root,)
+        return tuple(sorted(changed))
+
+    def resume(self, root: str) -> Callable[[str], None] | None:
+        """The watch callback of ``root``'s armed watch, for a walk of the directories that changed (then
+        ``end`` with the updated answer); None when it has none."""
+        tree = self._trees.get(root)
+        return tree.add if tree is not None and tree.ino is not None and tree.broken is None else None
 
     # ------------------------------------------------------------------ the rest
 
