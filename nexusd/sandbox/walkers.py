@@ -6,8 +6,9 @@ times, waits at each hop. In a child process the walk costs the daemon nothing b
 free, and on a machine with two cores the walk runs beside the other agents' decisions instead of between
 them.
 
-Each child keeps ``nested``'s cache, proven fresh by stamps, so a tree goes back to the child that walked
-it when that child is free. A child is asked one root at a time; a busy one is never waited for while
+Each child keeps ``nested``'s cache, proven fresh by a fenced inotify watch (``treewatch``: O(1), and a
+change walks only the directories that changed) or else by stamps, so a tree goes back to the child that
+walked it when that child is free. A child is asked one root at a time; a busy one is never waited for while
 another can be had (``Walkers``); the daemon side (``nested.find_protected``) coalesces concurrent askers
 of one root. A child that does not answer within ``timeout`` (a file system
 that stalls: a FUSE mount whose server never answers) is killed, which a thread could not be, and the asker
