@@ -421,3 +421,32 @@ def test_real_mounts_below_the_root(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_plan_through_the_walkers_binds_a_hook_planted_since_read_only(tmp_path: Path, real_probe) -> None:
+    """The daemon's path: plans routed through a walker child whose watch proves (and updates) the scan. A
+    hook planted deep down between two plans is bound read-only by the second, and a real bwrap run of
+    that plan cannot write it."""
+    from nexusd.policy.store import PolicyStore
+    from nexusd.sandbox.plan import plan_command
+
+    ws = _big(tmp_path / "ws", 40)
+    store = PolicyStore(config_dir=tmp_path / "c", state_dir=tmp_path / "s", managed_dir=tmp_path / "m")
+    store.load()
+    w = walkers.Walkers(1, timeout=60)
+    nested.walk_elsewhere(w)
+    try:
+        assert plan_command("true", str(ws), store, real_probe, workspace=str(ws)).allowed
+        assert w.find(str(ws)).proof == "watch"
+        hooks = ws / "r013" / "src" / "pkg" / "inner" / ".git" / "hooks"
+        _bash(f"mkdir -p {hooks} && touch -d 2001-01-01 {hooks.parent.parent}", ws)
+        plan = plan_command("echo x > " + str(hooks / "pre-commit"), str(ws), store, real_probe, workspace=str(ws))
+        argv = plan.argv
+        assert any(argv[i] == "--ro-bind" and argv[i + 1] == str(hooks) for i in range(len(argv) - 1))
+        assert w.find(str(ws)).proof == "watch"  # the plan's own question updated it
+        if plan.backend == "bwrap":
+            ran = subprocess.run(argv, cwd=ws, capture_output=True, timeout=60)
+            assert ran.returncode != 0 and not (hooks / "pre-commit").exists(), ran.stderr
+    finally:
+        nested.walk_elsewhere(None)
+        w.close()
