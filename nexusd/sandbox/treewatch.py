@@ -55,7 +55,21 @@ _MASK = (
 )
 MIN_DIRS = 128
 MAX_WATCHES = 12_000  # per walker child, all its roots together
+SHARE_OF_LIMIT = 16  # and at most 1/16 of the user's inotify watches (editors and undo need theirs)
 MAX_ROOTS = 4
+
+
+def watch_budget(limit_file: str = "/proc/sys/fs/inotify/max_user_watches") -> int:
+    """The watches one walker child may hold: ``MAX_WATCHES``, or 1/16 of the user's limit where that is
+    less (8,192 on kernels before 5.11: 512 each, and a big tree is proven by stamps instead of taking
+    the watches an editor needs)."""
+    try:
+        with open(limit_file, encoding="ascii") as fh:
+            limit = int(fh.read().strip())
+    except (OSError, ValueError):
+        return 0
+    return min(MAX_WATCHES, limit // SHARE_OF_LIMIT)
+
 
 Stamp = tuple[int, int, int, int]
 
@@ -116,12 +130,12 @@ class TreeWatches:
         self,
         fence_dir: str,
         *,
-        max_watches: int = MAX_WATCHES,
+        max_watches: int | None = None,
         max_roots: int = MAX_ROOTS,
         min_dirs: int = MIN_DIRS,
     ) -> None:
         self.fence_dir = os.path.realpath(fence_dir)
-        self.max_watches = max_watches
+        self.max_watches = watch_budget() if max_watches is None else max_watches
         self.max_roots = max_roots
         self.min_dirs = min_dirs
         self._trees: dict[str, _Tree] = {}  # least recently asked first

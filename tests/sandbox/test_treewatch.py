@@ -450,3 +450,12 @@ def test_a_plan_through_the_walkers_binds_a_hook_planted_since_read_only(tmp_pat
     finally:
         nested.walk_elsewhere(None)
         w.close()
+
+
+def test_the_watch_budget_leaves_the_users_watches_to_others(tmp_path: Path) -> None:
+    limit = tmp_path / "max_user_watches"
+    limit.write_text("8192\n")  # kernels before 5.11
+    assert treewatch.watch_budget(str(limit)) == 512
+    limit.write_text("1048576\n")
+    assert treewatch.watch_budget(str(limit)) == treewatch.MAX_WATCHES
+    assert treewatch.watch_budget(str(tmp_path / "absent")) == 0  # unknown: nothing watched, stamps prove
