@@ -155,34 +155,86 @@ def _fresh(root: str, found: Found) -> Found | None:
     return found if fresh else None
 
 
+WHOLE = ""  # in a watch's changes: something it cannot place, walk the whole root
+
+
 def _update(root: str, old: Found, changed: tuple[str, ...], watch: Callable[[str], None]) -> Found | None:
-    """``old`` after changes in the ``changed`` directories (a watch's events): without what those
-    directories and everything below them contributed, plus a walk of each of them again (watched first,
-    then listed, as every walk). The same answer as a walk of the whole root: everything a directory
-    contributes (its entries' protected paths, secrets, links and its own stamp; a ``.git``'s hooks and
-    config) lies directly in it, so what lies outside the changed subtrees is what an unchanged listing
-    gives again. None (walk the whole root): the root itself changed, or a walk reached a bound.
-    Directories no longer in the answer (moved out of the tree: their watch still reports them) are
-    passed over: a move makes events in both parents, which are walked again."""
+    """``old`` after changes in the ``changed`` directories (a watch's events): each is listed again
+    (watched first, then listed, as every walk), its children that are the same directories as before and
+    saw no change keep their part of the old answer, and the others are walked whole; a changed ``.git``
+    is looked into again. The same answer as a walk of the whole root, because everything a directory
+    contributes lies directly in it (its entries' protected paths, secrets and links, its own stamp; a
+    ``.git``'s hooks and config), and a directory whose watch saw nothing lists what it listed. None
+    (walk the whole root): an event the watch could not place, or a walk reached a bound. Directories no
+    longer in the answer (moved out of the tree: their watch still reports them) are passed over: a
+    move makes events in both parents."""
     marked = set(changed)
-    if root in marked or not old.complete:
+    if WHOLE in marked or not old.complete:
         return None
-    known = {d for d, _ in old.dirs}
-    below = tuple(m.rstrip("/") + "/" for m in marked)  # p.startswith(below): p lies below a changed directory
-    starts = [d for d in sorted(marked) if d in known and not d.startswith(below)]
-    part = _walk(root, watch, starts=[(d, os.path.relpath(d, root).count(os.sep) + 1) for d in starts])
-    entries = old.entries + part.entries
-    if not part.complete or entries > MAX_ENTRIES:
+    w = _Walk(watch)
+    w.old = dict(old.dirs)
+    w.marked = marked
+    whole: set[str] = set()  # looked into again whole (a changed .git)
+    for d in sorted((m for m in marked if m in w.old), key=lambda p: (p.count("/"), p)):
+        if _covered(d, root, whole, w.kept):
+            continue  # walked whole already, as a new child of a directory listed again
+        name = os.path.basename(d)
+        if d != root and name == ".git":
+            whole.add(d)
+            w.inside(d, GIT_PARTS)
+            continue
+        if d != root and name in SUBPATHS:
+            w.inside(d, SUBPATHS[name])
+        w.kept[d] = set()
+        w.stack.append((d, 0 if d == root else os.path.relpath(d, root).count(os.sep) + 1))
+        w.run()
+        if not w.complete or w.entries > MAX_ENTRIES:
+            return None
+    entries = old.entries + w.entries
+    if entries > MAX_ENTRIES:
         return None
-    # a path, secret or link lies directly in the directory that contributed it: below a changed one, or not
+    touched = set(w.kept) | whole
+    below = tuple(t.rstrip("/") + "/" for t in touched)
+
+    def stays(p: str, direct: bool) -> bool:
+        return not (p in touched or p.startswith(below)) or not _dropped(p, direct, root, whole, w.kept)
+
     return Found(
-        tuple(sorted([p for p in old.paths if not p.startswith(below)] + list(part.paths))),
+        tuple(sorted([p for p in old.paths if stays(p, True)] + w.paths)),
         True,
-        tuple([(d, s) for d, s in old.dirs if d not in marked and not d.startswith(below)] + list(part.dirs)),
-        tuple(sorted([p for p in old.secrets if not p.startswith(below)] + list(part.secrets))),
-        frozenset({p for p in old.links if not p.startswith(below)} | part.links),
+        tuple([(d, st) for d, st in old.dirs if stays(d, False)] + w.dirs),
+        tuple(sorted([p for p in old.secrets if stays(p, True)] + w.secrets)),
+        frozenset({p for p in old.links if stays(p, True)} | w.links),
         entries=entries,
     )
+
+
+def _covered(d: str, root: str, whole: set[str], kept: dict[str, set[str]]) -> bool:
+    """Whether ``d`` lies in a subtree an update already walked whole (or looked into again)."""
+    q = d
+    while len(q) > len(root):
+        parent = os.path.dirname(q)
+        if q in whole or (parent in kept and q not in kept[parent]):
+            return True
+        q = parent
+    return False
+
+
+def _dropped(p: str, direct: bool, root: str, whole: set[str], kept: dict[str, set[str]]) -> bool:
+    """Whether the old answer's ``p`` is replaced by an update: a directory listed again (its own stamp),
+    an entry of one (``direct``: a path, secret or link it contributed), anything below a child of one
+    that is not kept, or anything in a ``.git`` looked into again."""
+    if not direct and p in kept:
+        return True
+    q, first = p, True
+    while len(q) > len(root):
+        parent = os.path.dirname(q)
+        if q in whole:
+            return True
+        if parent in kept and ((first and direct) or q not in kept[parent]):
+            return True
+        q, first = parent, False
+    return False
 
 
 def idle() -> None:
@@ -372,6 +424,11 @@ class _Walk:
         self.entries = 0
         self.complete = True
         self.stack: list[tuple[str, int]] = []
+        # An update (``_update``): directories listed again, each with the children whose subtrees stay as
+        # they were (``kept``); the old answer's stamps, and the directories whose watch saw a change.
+        self.kept: dict[str, set[str]] = {}
+        self.old: dict[str, Stamp] = {}
+        self.marked: set[str] = set()
 
     def inside(self, parent: str, parts: tuple[str, ...]) -> None:
         """``parent``'s protected children (``.git/hooks`` ...), with ``parent`` stamped: adding one changes it."""
@@ -390,6 +447,19 @@ class _Walk:
             self.paths.append(q)
             if (st.st_mode & 0o170000) == 0o120000:  # S_ISLNK
                 self.links.add(q)
+
+    def _unchanged(self, path: str) -> bool:
+        """A child of a directory listed again is the directory the old answer walked, and its watch saw
+        nothing: walked before, not marked (moved, deleted, listing or attributes changed: marked), and
+        the same inode on the same device (no directory put in its place)."""
+        old = self.old.get(path)
+        if old is None or path in self.marked:
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_dev) == (old[2], old[3]) and (st.st_mode & 0o170000) == 0o040000
 
     def run(self) -> Found:
         before = _before_listing(self.watch)
@@ -426,6 +496,9 @@ class _Walk:
                     paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
                     if is_link:
                         links.add(e.path)
+                    continue
+                if is_dir and d in self.kept and self._unchanged(e.path):
+                    self.kept[d].add(e.path)  # its subtree's part of the old answer stands
                     continue
                 if is_dir and name in SUBPATHS:
                     self.inside(e.path, SUBPATHS[name])

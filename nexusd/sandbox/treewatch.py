@@ -224,7 +224,7 @@ class TreeWatches:
                 return  # an entry's attributes: not the listing (a watched directory reports its own)
             path = tree.paths.get(wd)
             if path is None:
-                changed.add(root)  # not ours to place: everything
+                changed.add("")  # not ours to place: the whole root (``nested.WHOLE``)
                 return
             changed.add(path)
             if mask & F.IGNORED:  # the watch is gone (its directory deleted): walked again, watched again
@@ -232,9 +232,9 @@ class TreeWatches:
 
         try:
             st = os.stat(root, follow_symlinks=False)
-            if (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) != tree.root_stamp:
-                self.drop(root, "the root changed or was replaced")
-                return (root,)
+            if tree.root_stamp is None or (st.st_ino, st.st_dev) != tree.root_stamp[2:]:
+                self.drop(root, "the root was replaced")  # (its listing or attributes changed: an event)
+                return ("",)
             if mounts_within(mounts(), root) != tree.table:
                 raise Fallback("a mount at or below the root was made or removed")
             fenced(tree.ino, self.fence_dir, tree.fence_wd, on_event)
@@ -242,9 +242,8 @@ class TreeWatches:
             self.drop(root, str(e))
             return None
         self._trees[root] = self._trees.pop(root)  # most recently asked last
-        if root in changed:
-            self.drop(root, "the root's own listing changed")
-            return (root,)
+        if "" in changed:
+            self.drop(root, "an event the watch could not place")
         return tuple(sorted(changed))
 
     def resume(self, root: str) -> Callable[[str], None] | None:

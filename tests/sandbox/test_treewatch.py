@@ -290,7 +290,21 @@ def test_roots_and_watches_are_bounded(tmp_path: Path) -> None:
 _OPS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["mkdir", "git", "rename_in", "rename_out", "symlink", "rm", "touch", "env", "move", "replace", "chmod"]
+            [
+                "mkdir",
+                "git",
+                "rename_in",
+                "rename_out",
+                "symlink",
+                "rm",
+                "touch",
+                "env",
+                "move",
+                "replace",
+                "chmod",
+                "away_and_back",
+                "swap_copy",
+            ]
         ),
         st.integers(0, 5),
         st.integers(0, 5),
@@ -343,6 +357,17 @@ def test_a_watched_answer_always_equals_a_fresh_walk(ops: list[tuple[str, int, i
                     (at / "x" / ".git" / "hooks").mkdir(parents=True)
                 elif op == "chmod":
                     os.chmod(at, 0o755 if n % 2 else 0o700)
+                elif op == "swap_copy" and at != root:
+                    # moved away and a copy put in its place (new directories, never watched, no events of
+                    # their own) with a hook planted deep inside the copy
+                    at.rename(base / "out" / f"sw{n}")
+                    shutil.copytree(base / "out" / f"sw{n}", at, symlinks=True)
+                    deep = next((c for c in sorted(at.rglob("*")) if c.is_dir() and not c.is_symlink()), at)
+                    (deep / f"z{n}" / ".git" / "hooks").mkdir(parents=True)
+                elif op == "away_and_back" and at != root:  # the same inode back at its path, changed meanwhile
+                    at.rename(base / "out" / f"away{n}")
+                    (base / "out" / f"away{n}" / f"w{n}" / ".git" / "hooks").mkdir(parents=True)
+                    (base / "out" / f"away{n}").rename(at)
                 got, _ = _ask(root)
                 assert _same(got, _fresh(root)), (op, i)
         finally:
@@ -459,3 +484,22 @@ def test_the_watch_budget_leaves_the_users_watches_to_others(tmp_path: Path) -> 
     limit.write_text("1048576\n")
     assert treewatch.watch_budget(str(limit)) == treewatch.MAX_WATCHES
     assert treewatch.watch_budget(str(tmp_path / "absent")) == 0  # unknown: nothing watched, stamps prove
+
+
+def test_an_update_lists_only_what_changed(
+    tmp_path: Path, watches: TreeWatches, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file made at the root lists the root again, and nothing below it; a directory made deep down lists
+    its parent and the new directory."""
+    root = _tree(tmp_path / "ws")
+    _ask(root)
+    listed: list[str] = []
+    monkeypatch.setattr(nested, "stall_hook", listed.append)
+    (root / "notes.md").write_text("x\n")
+    found, proof = _ask(root)
+    assert proof == "update" and listed == [str(root)] and _same(found, _fresh(root))
+    listed.clear()
+    (root / "b" / "sub" / "deep" / "new" / ".git" / "hooks").mkdir(parents=True)
+    found, proof = _ask(root)
+    assert proof == "update" and sorted(listed) == [str(root / "b/sub/deep"), str(root / "b/sub/deep/new")]
+    assert str(root / "b/sub/deep/new/.git/hooks") in found.paths and _same(found, _fresh(root))
