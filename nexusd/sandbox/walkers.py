@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import replace
 
 import msgspec
@@ -306,15 +307,16 @@ class _Numbers:
 
     def __init__(self) -> None:
         self.next = 1
-        self.sent: dict[str, tuple[nested.Found, int]] = {}
+        # weakly: an answer the cache dropped is not kept alive here (a big tree's is megabytes)
+        self.sent: dict[str, tuple[weakref.ref[nested.Found], int]] = {}
 
     def number(self, root: str, found: nested.Found) -> int:
         sent = self.sent.get(root)
-        if sent is not None and sent[0] is found:
+        if sent is not None and sent[0]() is found:
             return sent[1]
         n, self.next = self.next, self.next + 1
         self.sent.pop(root, None)
-        self.sent[root] = (found, n)
+        self.sent[root] = (weakref.ref(found), n)
         while len(self.sent) > 2 * KNOWN_MAX:
             self.sent.pop(next(iter(self.sent)))
         return n
