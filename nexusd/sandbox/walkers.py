@@ -60,6 +60,7 @@ _encode = msgspec.json.Encoder().encode
 _decode_reply = msgspec.json.Decoder(_Reply).decode
 _decode_question = msgspec.json.Decoder(str | tuple[str, int]).decode
 KNOWN_MAX = 64  # answers an asker keeps per child (one per root)
+KNOWN_LISTED_MAX = 60_000  # and the directories they list, all together (a big tree's answer is ~1 MB)
 
 
 class WalkFailed(OSError):
@@ -157,7 +158,10 @@ class _Child:
             self.known.pop(root, None)
             if reply.answer:
                 self.known[root] = (reply.answer, found)
-                while len(self.known) > KNOWN_MAX:
+                while len(self.known) > 1 and (
+                    len(self.known) > KNOWN_MAX
+                    or sum(len(f.listed) + len(f.paths) for _, f in self.known.values()) > KNOWN_LISTED_MAX
+                ):
                     self.known.pop(next(iter(self.known)))
             return found
 
