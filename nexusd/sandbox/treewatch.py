@@ -12,8 +12,9 @@ undo's (``nexusd.undo.watch``, with the fence and the mount table shared through
   watched directory (an entry created, deleted or renamed in or out, the directory itself moved, deleted or
   its attributes changed) marks that directory changed, and ``nested._update`` lists the changed
   directories again, watched on, keeping the subtrees of their children that saw nothing (an event it
-  cannot place, or the root replaced: the whole root, watched anew). Only a child's attribute change (``touch``, ``chmod`` of an entry) is not a change of the
-  listing: a watched child directory reports its own;
+  cannot place, or the root replaced: the whole root, watched anew). Only a child's attribute change
+  (``touch``, ``chmod`` of an entry) is not a change of the listing: a watched child directory reports
+  its own;
 - **anything the watcher cannot vouch for** drops the watch and falls back to the stamp proof
   (``nested._still_valid``, what every call did before): a queue overflow, the watch limit, a file system
   unmounted, a mount made or removed at or below the root (it makes no event in the tree), the root
