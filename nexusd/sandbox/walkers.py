@@ -29,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -84,9 +86,13 @@ MAX_DYING = 16
 _dying = _Count()  # killed children not yet reaped
 
 
+FENCE_ENV = "NEXUSD_WALKER_FENCE"  # the directory a child makes its fence directory in (``Walkers``'s)
+
+
 class _Child:
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, fence_root: str | None = None) -> None:
         self.index = index
+        self.fence_root = fence_root
         self.lock = threading.Lock()  # one root at a time per child
         self.proc: subprocess.Popen[bytes] | None = None
         self.buf = b""
@@ -95,6 +101,10 @@ class _Child:
     def _start(self) -> subprocess.Popen[bytes]:
         if _dying.value() >= MAX_DYING:
             raise WalkFailed(f"{MAX_DYING} killed walkers have not died yet (a file system that never answers?)")
+        env = dict(os.environ)
+        env.pop(FENCE_ENV, None)
+        if self.fence_root is not None:
+            env[FENCE_ENV] = self.fence_root
         proc = subprocess.Popen(
             CHILD_ARGV,
             stdin=subprocess.PIPE,
@@ -102,6 +112,7 @@ class _Child:
             stderr=subprocess.DEVNULL,
             close_fds=True,
             start_new_session=True,  # a terminal's ^C reaches the daemon, which stops its children itself
+            env=env,
         )
         self.buf = b""
         self.known.clear()  # a new child numbers its answers anew
@@ -223,7 +234,10 @@ class Walkers:
         self.timeout = timeout
         self.max_children = max_children
         self._cond = threading.Condition()
-        self._all = [_Child(i) for i in range(count)]
+        # the children's fence directories live in one of ours, removed at ``close``: a child is killed,
+        # never asked to end, so it cannot remove its own
+        self._fence_root = tempfile.mkdtemp(prefix="nexusd-walkers-")
+        self._all = [_Child(i, self._fence_root) for i in range(count)]
         self._idle = list(self._all)
         self._home: dict[str, _Child] = {}  # root -> the child that last walked it (bounded)
         self._fallback_noted = False
@@ -245,7 +259,7 @@ class Walkers:
                 if self._idle:
                     return self._idle.pop()
                 if len(self._all) < self.max_children:
-                    child = _Child(len(self._all))
+                    child = _Child(len(self._all), self._fence_root)
                     self._all.append(child)
                     return child
                 self._cond.wait()
@@ -280,18 +294,18 @@ class Walkers:
             children = list(self._all)
         for child in children:
             child.close()
+        # (a killed child stuck in a file system may still hold its fence directory: removed all the same)
+        shutil.rmtree(self._fence_root, ignore_errors=True)
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
     """The child: answer roots until stdin closes. Its cached answers are proven by fenced inotify watches
-    (``nexusd.sandbox.treewatch``; the fence directory is the child's own, removed when it ends: a child
-    killed at its deadline leaves an empty one in the temporary directory)."""
-    import shutil
-    import tempfile
-
+    (``nexusd.sandbox.treewatch``; the fence directory is the child's own, made in its ``Walkers``'s, which
+    removes them all at ``close``: children are killed, never asked to end)."""
     from nexusd.sandbox.treewatch import TreeWatches
 
-    fence_dir = tempfile.mkdtemp(prefix="nexusd-walker-")
+    parent = os.environ.get(FENCE_ENV)
+    fence_dir = tempfile.mkdtemp(prefix="fence-", dir=parent if parent and os.path.isdir(parent) else None)
     nested.watch_trees(TreeWatches(fence_dir))
     out = os.fdopen(stdout, "wb", buffering=0)
     numbers = _Numbers()

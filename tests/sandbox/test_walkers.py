@@ -234,3 +234,16 @@ def test_an_unchanged_answer_comes_back_as_same_and_a_changed_one_whole(tmp_path
         assert fresh.paths == after.paths and fresh.listed is not after.listed
     finally:
         w.close()
+
+
+def test_the_childrens_fence_directories_are_removed_at_close(tmp_path: Path) -> None:
+    """Children are killed, never asked to end: their fence directories (in one of the Walkers') go at close."""
+    root = _tree(tmp_path / "ws")
+    w = walkers.Walkers(2, timeout=60)
+    fence_root = Path(w._fence_root)
+    try:
+        w.find(str(root))
+        assert [p.name[:6] for p in fence_root.iterdir()] == ["fence-"]
+    finally:
+        w.close()
+    assert not fence_root.exists()
