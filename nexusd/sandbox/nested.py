@@ -10,7 +10,9 @@ runner walks again and scrubs what is new).
 The walk is bounded (entries and depth), skips directories that hold dependencies and caches rather than
 sources, never follows symlinks, and is cached per root: a directory's mtime changes when an entry is
 added or removed in it, so re-checking the mtimes of the directories walked tells whether the answer
-still holds without listing them again.
+still holds without listing them again. In a walker child (``nexusd.sandbox.walkers``) a fenced inotify
+watch, armed by the walk itself, proves it in O(1) instead (``nexusd.sandbox.treewatch``); whatever that
+watch cannot vouch for falls back to the stamps.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, PROTECTED_SUBPATHS
 from nexusd.core.protected import is_secret_file_name
+
+if TYPE_CHECKING:
+    from nexusd.sandbox.treewatch import TreeWatches
 
 MAX_ENTRIES = 50_000
 MAX_DEPTH = 16
@@ -81,6 +86,11 @@ class Found:
     # The directories a walker process listed (its answer carries no stamps): ``known_dirs``'s list when
     # ``dirs`` is empty. Sent only for complete walks of at most ``MAX_LISTED`` directories.
     listed: tuple[str, ...] = ()
+    # How a walker child answered (``last_proof``: walk, update, watch, stamps); for tests and figures only.
+    proof: str = field(default="", compare=False)
+    # Entries listed (at least: an updated answer adds its walks' to its old one's): past MAX_ENTRIES, an
+    # update walks the whole root instead, so the bound means what it means for a walk.
+    entries: int = field(default=0, compare=False)
 
 
 MAX_LISTED = 20_000  # directories; a bigger tree's epilogue walks it whole (the list would be megabytes)
@@ -103,6 +113,140 @@ def _still_valid(found: Found) -> bool:
         if (s.st_mtime_ns, s.st_ctime_ns, s.st_ino, s.st_dev) != old:
             return False
     return True
+
+
+# Watches that prove cached answers in O(1) (``nexusd.sandbox.treewatch``): set in walker children, whose
+# one thread asks; None (the daemon's fallback walks, a runner, ``nexusctl``): stamps prove them.
+_watches: TreeWatches | None = None
+
+
+def watch_trees(watches: TreeWatches | None) -> None:
+    """Prove this process's cached answers with ``watches`` (None: with stamps). One thread only."""
+    global _watches
+    if _watches is not None and _watches is not watches:
+        _watches.close()
+    _watches = watches
+
+
+def _fresh(root: str, found: Found) -> Found | None:
+    """The cached ``found``, proven to hold (by the root's watch when it has one that can vouch, else by
+    stamps), or brought up to date by walking again only the directories the watch saw change
+    (``_update``); None: walk the root. The proof used is noted for this thread (``last_proof``)."""
+    watches = _watches
+    if watches is not None:
+        changed = watches.changes(root, found)
+        if changed is not None:
+            if not changed:
+                _seen.proof = "watch"
+                return found
+            watch = watches.resume(root)
+            updated = _update(root, found, changed, watch) if watch is not None else None
+            if updated is None:
+                _seen.proof = "changed"
+                return None
+            watches.end(root, updated, updated.complete, updated.dirs)
+            _seen.proof = "update"
+            with _lock:
+                if _cache.get(root) is found:
+                    _cache[root] = updated
+            return updated
+    fresh = _still_valid(found)
+    _seen.proof = "stamps" if fresh else "changed"
+    return found if fresh else None
+
+
+WHOLE = ""  # in a watch's changes: something it cannot place, walk the whole root
+
+
+def _update(root: str, old: Found, changed: tuple[str, ...], watch: Callable[[str], None]) -> Found | None:
+    """``old`` after changes in the ``changed`` directories (a watch's events): each is listed again
+    (watched first, then listed, as every walk), its children that are the same directories as before and
+    saw no change keep their part of the old answer, and the others are walked whole; a changed ``.git``
+    is looked into again. The same answer as a walk of the whole root, because everything a directory
+    contributes lies directly in it (its entries' protected paths, secrets and links, its own stamp; a
+    ``.git``'s hooks and config), and a directory whose watch saw nothing lists what it listed. None
+    (walk the whole root): an event the watch could not place, or a walk reached a bound. Directories no
+    longer in the answer (moved out of the tree: their watch still reports them) are passed over: a
+    move makes events in both parents."""
+    marked = set(changed)
+    if WHOLE in marked or not old.complete:
+        return None
+    w = _Walk(watch)
+    w.old = dict(old.dirs)
+    w.marked = marked
+    whole: set[str] = set()  # looked into again whole (a changed .git)
+    for d in sorted((m for m in marked if m in w.old), key=lambda p: (p.count("/"), p)):
+        if _covered(d, root, whole, w.kept):
+            continue  # walked whole already, as a new child of a directory listed again
+        name = os.path.basename(d)
+        if d != root and name == ".git":
+            whole.add(d)
+            w.inside(d, GIT_PARTS)
+            continue
+        if d != root and name in SUBPATHS:
+            w.inside(d, SUBPATHS[name])
+        w.kept[d] = set()
+        w.stack.append((d, 0 if d == root else os.path.relpath(d, root).count(os.sep) + 1))
+        w.run()
+        if not w.complete or w.entries > MAX_ENTRIES:
+            return None
+    entries = old.entries + w.entries
+    if entries > MAX_ENTRIES:
+        return None
+    touched = set(w.kept) | whole
+    below = tuple(t.rstrip("/") + "/" for t in touched)
+
+    def stays(p: str, direct: bool) -> bool:
+        return not (p in touched or p.startswith(below)) or not _dropped(p, direct, root, whole, w.kept)
+
+    return Found(
+        tuple(sorted([p for p in old.paths if stays(p, True)] + w.paths)),
+        True,
+        tuple([(d, st) for d, st in old.dirs if stays(d, False)] + w.dirs),
+        tuple(sorted([p for p in old.secrets if stays(p, True)] + w.secrets)),
+        frozenset({p for p in old.links if stays(p, True)} | w.links),
+        entries=entries,
+    )
+
+
+def _covered(d: str, root: str, whole: set[str], kept: dict[str, set[str]]) -> bool:
+    """Whether ``d`` lies in a subtree an update already walked whole (or looked into again)."""
+    q = d
+    while len(q) > len(root):
+        parent = os.path.dirname(q)
+        if q in whole or (parent in kept and q not in kept[parent]):
+            return True
+        q = parent
+    return False
+
+
+def _dropped(p: str, direct: bool, root: str, whole: set[str], kept: dict[str, set[str]]) -> bool:
+    """Whether the old answer's ``p`` is replaced by an update: a directory listed again (its own stamp),
+    an entry of one (``direct``: a path, secret or link it contributed), anything below a child of one
+    that is not kept, or anything in a ``.git`` looked into again."""
+    if not direct and p in kept:
+        return True
+    q, first = p, True
+    while len(q) > len(root):
+        parent = os.path.dirname(q)
+        if q in whole:
+            return True
+        if parent in kept and ((first and direct) or q not in kept[parent]):
+            return True
+        q, first = parent, False
+    return False
+
+
+def idle() -> None:
+    """Work left for when no one waits (closing dropped watches): a walker child calls it after each answer."""
+    if _watches is not None:
+        _watches.idle()
+
+
+def last_proof() -> str:
+    """How this thread's latest ``find_protected`` was answered: ``watch`` or ``stamps`` (a cached answer
+    proven fresh by either), ``walk`` (walked), ``""`` (not here: a walker answered)."""
+    return str(getattr(_seen, "proof", ""))
 
 
 # A hook a test may set to stand for a file system that stalls (a FUSE mount whose server never answers):
@@ -153,10 +297,12 @@ def _find_protected(root: str) -> Found:
     whose mtimes never settle) costs two walks instead of one each, and no more than one thread per root
     is ever busy walking it."""
     remote = _remote
+    _seen.proof = ""
     if remote is None:
         hit = _cache.get(root)
-        if hit is not None and _still_valid(hit):
-            return hit
+        fresh = _fresh(root, hit) if hit is not None else None
+        if fresh is not None:
+            return fresh
     with _lock:
         running = _running.get(root)
         if running is None:
@@ -189,12 +335,26 @@ def _find_protected(root: str) -> Found:
 
 
 def walk_here(root: str) -> Found:
-    """Walk ``root`` in this thread and cache the answer (a walker child's cache holds its own answers)."""
-    found = _walk(root)
+    """Walk ``root`` in this thread and cache the answer (a walker child's cache holds its own answers),
+    watching each directory before it is listed where this process watches trees (``watch_trees``)."""
+    watches = _watches
+    watch = watches.begin(root) if watches is not None else None
+    try:
+        found = _walk(root, watch)
+    except BaseException:
+        if watches is not None:
+            watches.drop(root, "the walk failed")
+        raise
+    if watches is not None:
+        watches.end(root, found, found.complete, found.dirs)
+    _seen.proof = "walk"
     with _lock:
         _cache.pop(root, None)
         while len(_cache) >= _CACHE_MAX:
-            _cache.pop(next(iter(_cache)), None)
+            gone = next(iter(_cache))
+            _cache.pop(gone, None)
+            if watches is not None:
+                watches.drop(gone)
         _cache[root] = found
     return found
 
@@ -221,19 +381,61 @@ def _outcome(flight: _Flight) -> Found:
     return flight.found
 
 
-def _walk(root: str) -> Found:
-    paths: list[str] = []
-    secrets: list[str] = []
-    dirs: list[tuple[str, Stamp]] = []
-    links: set[str] = set()
-    entries = 0
-    complete = True
-    stack: list[tuple[str, int]] = [(root, 0)]
+def _before_listing(watch: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """What runs before a directory is listed: the test's stall, then the watch."""
+    stall = stall_hook
+    if stall is None or watch is None:
+        return stall or watch
 
-    def inside(parent: str, parts: tuple[str, ...]) -> None:
+    def both(d: str) -> None:
+        stall(d)
+        watch(d)
+
+    return both
+
+
+def _walk(root: str, watch: Callable[[str], None] | None = None, starts: list[tuple[str, int]] | None = None) -> Found:
+    """``watch``: called with each directory before it is stamped and listed (``treewatch``). ``starts``:
+    walk only these directories below ``root`` (with their depths), as the walk of the root reaches them
+    (``_update``): a ``.git`` is looked into, a ``.github`` looked into and walked, any other walked."""
+    w = _Walk(watch)
+    if starts is None:
+        w.stack.append((root, 0))
+    for d, depth in starts or ():
+        name = os.path.basename(d)
+        if name == ".git":
+            w.inside(d, GIT_PARTS)
+            continue
+        if name in SUBPATHS:
+            w.inside(d, SUBPATHS[name])
+        w.stack.append((d, depth))
+    return w.run()
+
+
+class _Walk:
+    """One walk's state (``_walk``)."""
+
+    def __init__(self, watch: Callable[[str], None] | None) -> None:
+        self.watch = watch
+        self.paths: list[str] = []
+        self.secrets: list[str] = []
+        self.dirs: list[tuple[str, Stamp]] = []
+        self.links: set[str] = set()
+        self.entries = 0
+        self.complete = True
+        self.stack: list[tuple[str, int]] = []
+        # An update (``_update``): directories listed again, each with the children whose subtrees stay as
+        # they were (``kept``); the old answer's stamps, and the directories whose watch saw a change.
+        self.kept: dict[str, set[str]] = {}
+        self.old: dict[str, Stamp] = {}
+        self.marked: set[str] = set()
+
+    def inside(self, parent: str, parts: tuple[str, ...]) -> None:
         """``parent``'s protected children (``.git/hooks`` ...), with ``parent`` stamped: adding one changes it."""
+        if self.watch is not None:
+            self.watch(parent)
         try:
-            dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
+            self.dirs.append((parent, stamp(os.stat(parent, follow_symlinks=False))))
         except OSError:
             return
         for part in parts:
@@ -242,49 +444,77 @@ def _walk(root: str) -> Found:
                 st = os.lstat(q)
             except OSError:
                 continue
-            paths.append(q)
+            self.paths.append(q)
             if (st.st_mode & 0o170000) == 0o120000:  # S_ISLNK
-                links.add(q)
+                self.links.add(q)
 
-    while stack:
-        d, depth = stack.pop()
+    def _unchanged(self, path: str) -> bool:
+        """A child of a directory listed again is the directory the old answer walked, and its watch saw
+        nothing: walked before, not marked (moved, deleted, listing or attributes changed: marked), and
+        the same inode on the same device (no directory put in its place)."""
+        old = self.old.get(path)
+        if old is None or path in self.marked:
+            return False
         try:
-            if stall_hook is not None:
-                stall_hook(d)
-            st = os.stat(d, follow_symlinks=False)
-            with os.scandir(d) as it:
-                listing = list(it)
+            st = os.lstat(path)
         except OSError:
-            continue
-        dirs.append((d, stamp(st)))
-        for e in listing:
-            entries += 1
-            if entries > MAX_ENTRIES:
-                return Found(tuple(paths), False, tuple(dirs), tuple(secrets), frozenset(links))
-            name = e.name
-            if is_env_secret(name):
-                secrets.append(e.path)
+            return False
+        return (st.st_ino, st.st_dev) == (old[2], old[3]) and (st.st_mode & 0o170000) == 0o040000
+
+    def run(self) -> Found:
+        before = _before_listing(self.watch)
+        paths, secrets, dirs, links, stack = self.paths, self.secrets, self.dirs, self.links, self.stack
+        while stack:
+            d, depth = stack.pop()
             try:
-                is_dir = e.is_dir(follow_symlinks=False)
-                is_link = not is_dir and e.is_symlink()
+                if before is not None:
+                    before(d)
+                st = os.stat(d, follow_symlinks=False)
+                with os.scandir(d) as it:
+                    listing = list(it)
             except OSError:
                 continue
-            if name == ".git" and is_dir:
-                inside(e.path, GIT_PARTS)
-                continue
-            if name == ".git" or name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
-                paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
-                if is_link:
-                    links.add(e.path)
-                continue
-            if is_dir and name in SUBPATHS:
-                inside(e.path, SUBPATHS[name])
-            if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
-                if depth + 1 > MAX_DEPTH:
-                    complete = False
+            dirs.append((d, stamp(st)))
+            for e in listing:
+                self.entries += 1
+                if self.entries > MAX_ENTRIES:
+                    return Found(
+                        tuple(paths), False, tuple(dirs), tuple(secrets), frozenset(links), entries=self.entries
+                    )
+                name = e.name
+                if is_env_secret(name):
+                    secrets.append(e.path)
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    is_link = not is_dir and e.is_symlink()
+                except OSError:
                     continue
-                stack.append((e.path, depth + 1))
-    return Found(tuple(sorted(paths)), complete, tuple(dirs), tuple(sorted(secrets)), frozenset(links))
+                if name == ".git" and is_dir:
+                    self.inside(e.path, GIT_PARTS)
+                    continue
+                if name == ".git" or name in PROTECTED_DIR_NAMES or name in PROTECTED_FILE_NAMES:
+                    paths.append(e.path)  # (a .git file is a gitdir pointer: rewritten, it sends git elsewhere)
+                    if is_link:
+                        links.add(e.path)
+                    continue
+                if is_dir and d in self.kept and self._unchanged(e.path):
+                    self.kept[d].add(e.path)  # its subtree's part of the old answer stands
+                    continue
+                if is_dir and name in SUBPATHS:
+                    self.inside(e.path, SUBPATHS[name])
+                if is_dir and name not in SKIP_DIRS:  # is_dir(follow_symlinks=False): links are not followed
+                    if depth + 1 > MAX_DEPTH:
+                        self.complete = False
+                        continue
+                    stack.append((e.path, depth + 1))
+        return Found(
+            tuple(sorted(paths)),
+            self.complete,
+            tuple(dirs),
+            tuple(sorted(secrets)),
+            frozenset(links),
+            entries=self.entries,
+        )
 
 
 def known_dirs(root: str) -> list[str] | None:
@@ -317,4 +547,6 @@ def planted(root: str, before: frozenset[str]) -> list[str]:
     """Protected paths below ``root`` now that were not there before the command (to scrub)."""
     with _lock:
         _cache.pop(root, None)
+    if _watches is not None:
+        _watches.drop(root)
     return [p for p in find_protected(root).paths if p not in before]

@@ -6,17 +6,22 @@ times, waits at each hop. In a child process the walk costs the daemon nothing b
 free, and on a machine with two cores the walk runs beside the other agents' decisions instead of between
 them.
 
-Each child keeps ``nested``'s cache, proven fresh by stamps, so a tree goes back to the child that walked
-it when that child is free. A child is asked one root at a time; a busy one is never waited for while
+Each child keeps ``nested``'s cache, proven fresh by a fenced inotify watch (``treewatch``: O(1), and a
+change walks only the directories that changed) or else by stamps, so a tree goes back to the child that
+walked it when that child is free. A child is asked one root at a time; a busy one is never waited for while
 another can be had (``Walkers``); the daemon side (``nested.find_protected``) coalesces concurrent askers
 of one root. A child that does not answer within ``timeout`` (a file system
 that stalls: a FUSE mount whose server never answers) is killed, which a thread could not be, and the asker
 gets an error (its call is denied); the next ask starts a new child. A child that cannot be started leaves
 the walk to the asking thread (the same answer, computed in the daemon).
 
-The wire: one root per line on the child's stdin (JSON string), one JSON object per line on its stdout:
-``{"paths": [...], "complete": bool, "secrets": [...], "links": [...], "listed": [...]}`` or
-``{"error": "..."}`` (``listed``: the directories walked, for the agent wrapper's epilogue).
+The wire: one question per line on the child's stdin, a JSON string (the root) or ``[root, answer]``,
+and one JSON object per line on its stdout: ``{"paths": [...], "complete": bool, "secrets": [...],
+"links": [...], "listed": [...], "answer": n, "proof": "..."}``, ``{"same": true, "answer": n, ...}``,
+or ``{"error": "..."}``. ``listed``: the directories walked, for the agent wrapper's epilogue (7,500
+paths in a tree of 1,500 repositories); ``answer``: the child's number for its answer, which the asker
+sends back with its next question of that root, so an unchanged answer comes back as ``same`` instead
+of whole (numbers are the child's own: a new child starts over, and its asker forgets them).
 """
 
 from __future__ import annotations
@@ -24,10 +29,14 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
+from dataclasses import replace
 
 import msgspec
 
@@ -43,11 +52,17 @@ class _Reply(msgspec.Struct, omit_defaults=True):
     secrets: list[str] = []
     links: list[str] = []
     listed: list[str] = []  # the directories walked (complete walks of at most nested.MAX_LISTED)
+    proof: str = ""  # how the child answered: walk, watch or stamps (``nested.last_proof``)
+    answer: int = 0  # the child's number for this answer (0: none)
+    same: bool = False  # the answer the asker named in its question, unchanged: nothing else sent
     error: str | None = None
 
 
 _encode = msgspec.json.Encoder().encode
 _decode_reply = msgspec.json.Decoder(_Reply).decode
+_decode_question = msgspec.json.Decoder(str | tuple[str, int]).decode
+KNOWN_MAX = 64  # answers an asker keeps per child (one per root)
+KNOWN_LISTED_MAX = 60_000  # and the directories they list, all together (a big tree's answer is ~1 MB)
 
 
 class WalkFailed(OSError):
@@ -71,16 +86,25 @@ MAX_DYING = 16
 _dying = _Count()  # killed children not yet reaped
 
 
+FENCE_ENV = "NEXUSD_WALKER_FENCE"  # the directory a child makes its fence directory in (``Walkers``'s)
+
+
 class _Child:
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, fence_root: str | None = None) -> None:
         self.index = index
+        self.fence_root = fence_root
         self.lock = threading.Lock()  # one root at a time per child
         self.proc: subprocess.Popen[bytes] | None = None
         self.buf = b""
+        self.known: dict[str, tuple[int, nested.Found]] = {}  # root -> (the child's number, its answer)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if _dying.value() >= MAX_DYING:
             raise WalkFailed(f"{MAX_DYING} killed walkers have not died yet (a file system that never answers?)")
+        env = dict(os.environ)
+        env.pop(FENCE_ENV, None)
+        if self.fence_root is not None:
+            env[FENCE_ENV] = self.fence_root
         proc = subprocess.Popen(
             CHILD_ARGV,
             stdin=subprocess.PIPE,
@@ -88,8 +112,10 @@ class _Child:
             stderr=subprocess.DEVNULL,
             close_fds=True,
             start_new_session=True,  # a terminal's ^C reaches the daemon, which stops its children itself
+            env=env,
         )
         self.buf = b""
+        self.known.clear()  # a new child numbers its answers anew
         return proc
 
     def start_if_needed(self) -> subprocess.Popen[bytes]:
@@ -106,8 +132,10 @@ class _Child:
         with self.lock:
             proc = self._running()
             assert proc.stdin is not None and proc.stdout is not None
+            known = self.known.get(root)
+            question = _encode([root, known[0]]) if known is not None else _encode(root)
             try:
-                proc.stdin.write(_encode(root) + b"\n")
+                proc.stdin.write(question + b"\n")
                 proc.stdin.flush()
                 line = self._read_line(proc, time.monotonic() + timeout)
             except (OSError, ValueError) as e:
@@ -121,16 +149,32 @@ class _Child:
             except msgspec.DecodeError as e:  # out of step with us: a new child for the next ask
                 self._kill()
                 raise WalkFailed(f"the walker of {root} answered garbage: {e}") from e
-        if reply.error is not None:
-            raise WalkFailed(f"the walk of {root} failed: {reply.error}")
-        return nested.Found(
-            tuple(reply.paths),
-            reply.complete,
-            (),
-            tuple(reply.secrets),
-            frozenset(reply.links),
-            listed=tuple(reply.listed),
-        )
+            if reply.error is not None:
+                self.known.pop(root, None)
+                raise WalkFailed(f"the walk of {root} failed: {reply.error}")
+            if reply.same:
+                if known is None or reply.answer != known[0]:  # never ours to reuse: out of step
+                    self._kill()
+                    raise WalkFailed(f"the walker of {root} answered 'same' for an answer not held here")
+                return replace(known[1], proof=reply.proof)
+            found = nested.Found(
+                tuple(reply.paths),
+                reply.complete,
+                (),
+                tuple(reply.secrets),
+                frozenset(reply.links),
+                listed=tuple(reply.listed),
+                proof=reply.proof,
+            )
+            self.known.pop(root, None)
+            if reply.answer:
+                self.known[root] = (reply.answer, found)
+                while len(self.known) > 1 and (
+                    len(self.known) > KNOWN_MAX
+                    or sum(len(f.listed) + len(f.paths) for _, f in self.known.values()) > KNOWN_LISTED_MAX
+                ):
+                    self.known.pop(next(iter(self.known)))
+            return found
 
     def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
         assert proc.stdout is not None
@@ -190,7 +234,10 @@ class Walkers:
         self.timeout = timeout
         self.max_children = max_children
         self._cond = threading.Condition()
-        self._all = [_Child(i) for i in range(count)]
+        # the children's fence directories live in one of ours, removed at ``close``: a child is killed,
+        # never asked to end, so it cannot remove its own
+        self._fence_root = tempfile.mkdtemp(prefix="nexusd-walkers-")
+        self._all = [_Child(i, self._fence_root) for i in range(count)]
         self._idle = list(self._all)
         self._home: dict[str, _Child] = {}  # root -> the child that last walked it (bounded)
         self._fallback_noted = False
@@ -212,7 +259,7 @@ class Walkers:
                 if self._idle:
                     return self._idle.pop()
                 if len(self._all) < self.max_children:
-                    child = _Child(len(self._all))
+                    child = _Child(len(self._all), self._fence_root)
                     self._all.append(child)
                     return child
                 self._cond.wait()
@@ -247,28 +294,73 @@ class Walkers:
             children = list(self._all)
         for child in children:
             child.close()
+        # (a killed child stuck in a file system may still hold its fence directory: removed all the same)
+        shutil.rmtree(self._fence_root, ignore_errors=True)
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
-    """The child: answer roots until stdin closes."""
+    """The child: answer roots until stdin closes. Its cached answers are proven by fenced inotify watches
+    (``nexusd.sandbox.treewatch``; the fence directory is the child's own, made in its ``Walkers``'s, which
+    removes them all at ``close``: children are killed, never asked to end)."""
+    from nexusd.sandbox.treewatch import TreeWatches
+
+    parent = os.environ.get(FENCE_ENV)
+    fence_dir = tempfile.mkdtemp(prefix="fence-", dir=parent if parent and os.path.isdir(parent) else None)
+    nested.watch_trees(TreeWatches(fence_dir))
     out = os.fdopen(stdout, "wb", buffering=0)
-    with os.fdopen(stdin, "rb") as lines:
-        for raw in lines:
-            try:
-                root = msgspec.json.decode(raw, type=str)
-                found = nested.find_protected(root)
-                reply = _Reply(
-                    paths=list(found.paths),
-                    complete=found.complete,
-                    secrets=list(found.secrets),
-                    links=sorted(found.links),
-                    listed=list(dict.fromkeys(d for d, _ in found.dirs))
-                    if found.complete and len(found.dirs) <= nested.MAX_LISTED
-                    else [],
-                )
-            except Exception as e:  # reported, and the asker denies its call
-                reply = _Reply(error=f"{type(e).__name__}: {e}")
-            out.write(_encode(reply) + b"\n")
+    numbers = _Numbers()
+    try:
+        with os.fdopen(stdin, "rb") as lines:
+            for raw in lines:
+                out.write(_encode(_answer(raw, numbers)) + b"\n")
+                nested.idle()
+    finally:
+        nested.watch_trees(None)
+        shutil.rmtree(fence_dir, ignore_errors=True)
+
+
+class _Numbers:
+    """The child's numbers for the answers it sent, per root (the latest only): an answer is the same
+    object as long as its cache holds it, so its number says "unchanged"."""
+
+    def __init__(self) -> None:
+        self.next = 1
+        # weakly: an answer the cache dropped is not kept alive here (a big tree's is megabytes)
+        self.sent: dict[str, tuple[weakref.ref[nested.Found], int]] = {}
+
+    def number(self, root: str, found: nested.Found) -> int:
+        sent = self.sent.get(root)
+        if sent is not None and sent[0]() is found:
+            return sent[1]
+        n, self.next = self.next, self.next + 1
+        self.sent.pop(root, None)
+        self.sent[root] = (weakref.ref(found), n)
+        while len(self.sent) > 2 * KNOWN_MAX:
+            self.sent.pop(next(iter(self.sent)))
+        return n
+
+
+def _answer(raw: bytes, numbers: _Numbers) -> _Reply:
+    try:
+        question = _decode_question(raw)
+        root, held = (question, 0) if isinstance(question, str) else question
+        found = nested.find_protected(root)
+        n = numbers.number(root, found)
+        if held and held == n:
+            return _Reply(same=True, answer=n, complete=found.complete, proof=nested.last_proof())
+        return _Reply(
+            paths=list(found.paths),
+            complete=found.complete,
+            secrets=list(found.secrets),
+            links=sorted(found.links),
+            listed=list(dict.fromkeys(d for d, _ in found.dirs))
+            if found.complete and len(found.dirs) <= nested.MAX_LISTED
+            else [],
+            proof=nested.last_proof(),
+            answer=n,
+        )
+    except Exception as e:  # reported, and the asker denies its call
+        return _Reply(error=f"{type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":

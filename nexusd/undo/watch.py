@@ -37,14 +37,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from inotify_simple import INotify
 from inotify_simple import flags as F
+
+from nexusd.fswatch import FENCE_TIMEOUT, LOCAL_FS, Fallback, fenced, fs_types
+from nexusd.fswatch import mounts as _mounts
+
+__all__ = ["FENCE_TIMEOUT", "LOCAL_FS", "Fallback", "Watcher", "fs_types"]
 
 _MASK = (
     F.MODIFY
@@ -59,50 +62,6 @@ _MASK = (
     | F.ONLYDIR
     | F.EXCL_UNLINK
 )
-# file systems whose every change is made through this kernel (inotify sees them all)
-LOCAL_FS = frozenset(
-    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "overlay", "bcachefs", "jfs", "reiserfs"}
-)
-FENCE_TIMEOUT = 5.0
-
-
-class Fallback(Exception):
-    """The watcher cannot vouch for this checkpoint; the message says why. Scan in full and re-arm."""
-
-
-def _mounts() -> bytes:
-    try:
-        with open("/proc/self/mountinfo", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
-
-
-def _unescape(field: bytes) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal."""
-    out = field
-    for code, ch in ((b"\\040", b" "), (b"\\011", b"\t"), (b"\\012", b"\n"), (b"\\134", b"\\")):
-        out = out.replace(code, ch)
-    return os.fsdecode(out)
-
-
-def fs_types(table: bytes, root: str) -> set[str]:
-    """The types of the file system holding ``root`` and of every mount below it."""
-    best, best_type = "", ""
-    below: set[str] = set()
-    prefix = root.rstrip("/") + "/"
-    for line in table.splitlines():
-        left, sep, right = line.partition(b" - ")
-        parts = left.split(b" ")
-        if not sep or len(parts) < 5:
-            continue
-        point = _unescape(parts[4])
-        kind = os.fsdecode(right.split(b" ")[0])
-        if (point == "/" or root == point or root.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
-            best, best_type = point, kind
-        if point.startswith(prefix):
-            below.add(kind)
-    return ({best_type} if best_type else set()) | below
 
 
 class Watcher:
@@ -240,14 +199,8 @@ class Watcher:
             raise Fallback("the workspace was moved or replaced")
         if _mounts() != self._mounts:
             raise Fallback("the mount table changed")
-        # a name no one can guess: only this fence's own creation ends the drain
-        fence = f"fence-{secrets.token_hex(8)}"
-        os.close(os.open(self.fence_dir / fence, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
-        try:
-            self._drain(fence)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(self.fence_dir / fence)
+        assert self._ino is not None
+        fenced(self._ino, self.fence_dir, self._fence_wd, self._event, FENCE_TIMEOUT)  # (nexusd.fswatch)
         new, self._new = self._new, []
         for rel in new:
             self._walk(rel, set())
@@ -263,23 +216,6 @@ class Watcher:
         out = _outermost(self._dirty | self._always)
         self._dirty.clear()
         return out
-
-    def _drain(self, fence: str) -> None:
-        """Read events until the fence's creation: every change made before it is then recorded."""
-        assert self._ino is not None
-        deadline = time.monotonic() + FENCE_TIMEOUT
-        fenced = False
-        while not fenced:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Fallback("the fence's event did not arrive in time")
-            for ev in self._ino.read(timeout=max(1, int(left * 1000))):
-                if ev.wd == self._fence_wd:
-                    if ev.mask & F.IGNORED:
-                        raise Fallback("the fence's watch was removed")
-                    fenced = fenced or (ev.name == fence and bool(ev.mask & F.CREATE))
-                    continue
-                self._event(ev.wd, ev.mask, ev.name)
 
     def _event(self, wd: int, mask: int, name: str) -> None:
         if mask & F.Q_OVERFLOW:

@@ -119,8 +119,10 @@ def test_a_stalled_child_is_killed_at_its_deadline_and_replaced(tmp_path: Path, 
         "import sys\nsys.stdin.readline()\nprint('{\"paths\": 5}', flush=True)\n",
         "import sys\nsys.stdin.readline()\nsys.exit(3)\n",
         'import sys\nsys.stdin.readline()\nprint(\'{"error": "disk on fire"}\', flush=True)\n',
+        # "the same as the answer you hold" to an asker that holds none: never reused, the ask fails
+        'import sys\nsys.stdin.readline()\nprint(\'{"same": true, "answer": 7}\', flush=True)\n',
     ],
-    ids=["garbage", "wrong-type", "dies", "says-error"],
+    ids=["garbage", "wrong-type", "dies", "says-error", "same-as-nothing"],
 )
 def test_a_child_that_answers_wrong_fails_the_ask(tmp_path: Path, argv: list[str], script: str) -> None:
     child = tmp_path / "child.py"
@@ -209,3 +211,39 @@ def test_a_daemon_with_many_descriptors_still_asks_its_walkers(tmp_path: Path) -
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_unchanged_answer_comes_back_as_same_and_a_changed_one_whole(tmp_path: Path) -> None:
+    """The child numbers its answers; the asker names the one it holds, and an unchanged answer is not sent
+    again (7,500 listed directories in a tree of 1,500 repositories). A change, or a new child, sends it whole."""
+    root = _tree(tmp_path)
+    w = walkers.Walkers(1, timeout=60)
+    try:
+        first = w.find(str(root))
+        child = w._all[0]
+        number = child.known[str(root)][0]
+        again = w.find(str(root))
+        assert again.listed is first.listed and again.paths == first.paths  # reused here: "same" came back
+        assert child.known[str(root)][0] == number
+        (root / "b" / "sub" / ".git" / "hooks").mkdir(parents=True)
+        after = w.find(str(root))
+        assert str(root / "b" / "sub" / ".git" / "hooks") in after.paths and after.listed is not first.listed
+        assert child.known[str(root)][0] != number
+        child.close()  # a new child numbers anew: the asker forgets what it held
+        fresh = w.find(str(root))
+        assert fresh.paths == after.paths and fresh.listed is not after.listed
+    finally:
+        w.close()
+
+
+def test_the_childrens_fence_directories_are_removed_at_close(tmp_path: Path) -> None:
+    """Children are killed, never asked to end: their fence directories (in one of the Walkers') go at close."""
+    root = _tree(tmp_path / "ws")
+    w = walkers.Walkers(2, timeout=60)
+    fence_root = Path(w._fence_root)
+    try:
+        w.find(str(root))
+        assert [p.name[:6] for p in fence_root.iterdir()] == ["fence-"]
+    finally:
+        w.close()
+    assert not fence_root.exists()
