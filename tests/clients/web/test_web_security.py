@@ -474,7 +474,13 @@ def test_tls_gives_a_secure_cookie_and_an_https_origin(daemon: DaemonHandle) -> 
         cookie = r.getheader("set-cookie") or ""
         assert r.status == 303 and "Secure" in cookie and "HttpOnly" in cookie
         sid = cookie.split(";")[0]
-        assert get("/api/status", {"Cookie": sid, "Origin": f"https://{hostport}"}).status == 200
+        # the link is printed before nexus-web's link to the daemon is up (503 "not connected" meanwhile):
+        # a loaded machine took longer than the first request
+        deadline = time.monotonic() + 30
+        while (status := get("/api/status", {"Cookie": sid, "Origin": f"https://{hostport}"}).status) == 503:
+            assert time.monotonic() < deadline, "nexus-web never connected to the daemon"
+            time.sleep(0.1)
+        assert status == 200
         assert get("/api/status", {"Cookie": sid, "Origin": f"http://{hostport}"}).status == 403
     finally:
         proc.terminate()
