@@ -62,7 +62,10 @@ PROBE = (
     '  if ( echo planted >> "$p" ) 2>/dev/null; then echo "WROTE $p"; else echo "ro $p"; fi; '
     "done; echo ok > r0800/work.txt && echo wrote-work; pwd; "
     "grep -q '^CapEff:[[:space:]]*0*$' /proc/self/status && echo no-capabilities; "
-    "unshare -U true 2>/dev/null && echo MADE-A-USER-NAMESPACE; exit 3"
+    "unshare -U true 2>/dev/null && echo MADE-A-USER-NAMESPACE; "
+    # the layers' own processes keep capabilities in the outer namespace: the command reaches none of them
+    "cat /proc/1/environ >/dev/null 2>&1 && echo READ-THE-OUTER-INIT; "
+    "ls /proc/1/root/ >/dev/null 2>&1 && echo ENTERED-THE-OUTER-ROOT; exit 3"
 )
 
 
@@ -124,6 +127,7 @@ def test_every_protected_path_stays_read_only_behind_layers(  # type: ignore[no-
     assert out.count("ro ") == 5 and "wrote-work" in out and f"{ws}\n" in out, (out, err)
     # the innermost layer took the outer's --cap-drop ALL and --disable-userns
     assert "no-capabilities" in out and "MADE-A-USER-NAMESPACE" not in out, out
+    assert "READ-THE-OUTER-INIT" not in out and "ENTERED-THE-OUTER-ROOT" not in out, out
     assert rc == 3, (rc, err)
     assert (ws / "r0800" / "work.txt").read_text() == "ok\n"
     assert not (ws / "r0000" / ".git" / "hooks" / "x").exists()
