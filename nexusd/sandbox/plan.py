@@ -432,13 +432,25 @@ def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = fi
     return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
 
 
+LAYER_FILES_KEPT_S = 3600.0  # a layer file unused this long is removed (a big tree's plans change with it)
+_layer_writes = 0
+
+
 def _layer_writer(state_dir: Path) -> Callable[[bytes], str]:
     """Where a bubblewrap layer's arguments go (``bwrap.build_bwrap_argv``): content-addressed under the
-    state directory's ``sandbox/``, written once, atomically (a temporary name per writer)."""
+    state directory's ``sandbox/``, written once, atomically (a temporary name per writer). A file used
+    again is touched, and every 64 writes the files unused for an hour are removed: a tree that keeps
+    changing makes a new file per change, and they must not pile up."""
 
     def write(data: bytes) -> str:
-        path = state_dir / "sandbox" / f"layer-{hashlib.sha256(data).hexdigest()[:24]}.args"
+        global _layer_writes
+        directory = state_dir / "sandbox"
+        path = directory / f"layer-{hashlib.sha256(data).hexdigest()[:24]}.args"
+        _layer_writes += 1
+        if _layer_writes % 64 == 0:
+            _clean_layer_files(directory, keep=path.name)
         try:
+            os.utime(path)  # in use (first, so a cleaner that looks now keeps it)
             if path.read_bytes() == data:
                 return str(path)
         except OSError:
@@ -447,6 +459,24 @@ def _layer_writer(state_dir: Path) -> Callable[[bytes], str]:
         return str(path)
 
     return write
+
+
+def _clean_layer_files(directory: Path, *, keep: str = "", now: float | None = None) -> int:
+    """Remove the layer files not used for ``LAYER_FILES_KEPT_S``; how many went. Never fails a plan."""
+    limit = (time.time() if now is None else now) - LAYER_FILES_KEPT_S
+    gone = 0
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith("layer-") and n.endswith(".args") and n != keep]
+    except OSError:
+        return 0
+    for name in names:
+        try:
+            if os.lstat(directory / name).st_mtime < limit:
+                os.unlink(directory / name)
+                gone += 1
+        except OSError:
+            continue
+    return gone
 
 
 @dataclass(frozen=True)

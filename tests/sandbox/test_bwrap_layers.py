@@ -153,3 +153,26 @@ def test_layers_keep_the_order_of_the_binds(tmp_path: Path) -> None:
     assert "/w/r00001/.env" in argv and argv.count("--args") == len(files)
     assert shlex.join(argv).endswith("-- /bin/true")
     assert build_bwrap_argv("/usr/bin/bwrap", spec, ["/bin/true"]).count("--ro-bind") > 6_000  # no writer: as is
+
+
+def test_layer_files_are_reused_touched_and_cleaned(tmp_path: Path) -> None:
+    """Content-addressed: the same binds give the same file (touched when used again); files unused for an
+    hour go, the recent ones and the one in hand stay."""
+    import os
+    import time
+
+    from nexusd.sandbox import plan as plan_module
+
+    write = plan_module._layer_writer(tmp_path)
+    first = write(b"--ro-bind\0/a\0/a\0")
+    assert write(b"--ro-bind\0/a\0/a\0") == first and Path(first).read_bytes() == b"--ro-bind\0/a\0/a\0"
+    old = write(b"--ro-bind\0/b\0/b\0")
+    hour = plan_module.LAYER_FILES_KEPT_S
+    os.utime(old, (time.time() - hour - 60, time.time() - hour - 60))
+    os.utime(first, (time.time() - hour - 60, time.time() - hour - 60))
+    assert write(b"--ro-bind\0/a\0/a\0") == first  # used again: touched
+    other = tmp_path / "sandbox" / "unix-deny-0.bpf"
+    other.write_bytes(b"x")
+    os.utime(other, (0, 0))
+    assert plan_module._clean_layer_files(tmp_path / "sandbox") == 1
+    assert Path(first).exists() and not Path(old).exists() and other.exists()
