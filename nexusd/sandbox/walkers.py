@@ -223,6 +223,33 @@ class _Child:
                 self.lock.release()
 
 
+FENCE_PREFIX = "nexusd-walkers-"
+
+
+def _remove_stale_fence_roots() -> None:
+    """The fence directories of daemons that are gone (killed: ``close`` never ran), ours by owner and by a
+    pid that no longer runs. A pid taken again by another process keeps its directory: a leak, never a
+    removal under a live daemon."""
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(FENCE_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(FENCE_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        path = os.path.join(base, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
 class Walkers:
     """Walker children: a root goes back to the child that walked it last (its cache is there) when that one
     is free, else to any free child, else to a new one (up to ``max_children``); only past that does an
@@ -236,7 +263,8 @@ class Walkers:
         self._cond = threading.Condition()
         # the children's fence directories live in one of ours, removed at ``close``: a child is killed,
         # never asked to end, so it cannot remove its own
-        self._fence_root = tempfile.mkdtemp(prefix="nexusd-walkers-")
+        _remove_stale_fence_roots()
+        self._fence_root = tempfile.mkdtemp(prefix=f"{FENCE_PREFIX}{os.getpid()}-")
         self._all = [_Child(i, self._fence_root) for i in range(count)]
         self._idle = list(self._all)
         self._home: dict[str, _Child] = {}  # root -> the child that last walked it (bounded)

@@ -4,7 +4,6 @@ table, and the real daemon."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,8 +91,10 @@ def test_malformed_limits_are_errors(text: str) -> None:
     assert la.errors and any("limits" in e for e in la.errors), la.errors
 
 
-def test_the_daemon_asks_past_the_limit_and_says_why(daemon_factory: Callable[..., DaemonHandle]) -> None:
-    ws = tempfile.mkdtemp(prefix="nxlim")
+def test_the_daemon_asks_past_the_limit_and_says_why(
+    daemon_factory: Callable[..., DaemonHandle], tmp_path: Path
+) -> None:
+    ws = str(tmp_path)
     h = daemon_factory(policy="[limits]\nrepeats_per_minute = 3\ncalls_per_minute = 0\n")
     call = CallInfo("claude", "s-lim", "Bash", {"command": "ls"}, ws)
     with Client(socket_path=str(h.socket), role="agent", name="t") as c:

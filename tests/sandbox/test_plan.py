@@ -208,7 +208,7 @@ def test_plan_uses_the_trusted_projects_sandbox_settings(real_probe, tmp_path: P
     from nexusd.sandbox.plan import plan_command
     from nexusd.sandbox.runner import execute
 
-    root = Path(tempfile.mkdtemp(prefix="nxsp", dir="/tmp"))  # short paths; the workspace is bound in
+    root = tmp_path  # the workspace is bound in
     ws = root / "ws"
     (ws / ".nexus").mkdir(parents=True)
     (ws / "secret.txt").write_text("TOPSECRET")

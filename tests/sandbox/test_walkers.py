@@ -247,3 +247,27 @@ def test_the_childrens_fence_directories_are_removed_at_close(tmp_path: Path) ->
     finally:
         w.close()
     assert not fence_root.exists()
+
+
+def test_fence_roots_of_daemons_that_are_gone_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon killed with SIGKILL never runs ``close``: the next one removes its fence directory (by the
+    pid in the name, only when that pid runs no more); a live daemon's, and names not ours, stay."""
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{walkers.FENCE_PREFIX}{gone.pid}-abc"
+    live = tmp_path / f"{walkers.FENCE_PREFIX}{os.getppid()}-def"
+    other = tmp_path / f"{walkers.FENCE_PREFIX}legacy"
+    for d in (dead, live, other):
+        d.mkdir()
+        (d / "fence").write_text("")
+    pool = walkers.Walkers(count=1)
+    try:
+        assert not dead.exists() and live.exists() and other.exists()
+        assert Path(pool._fence_root).name.startswith(f"{walkers.FENCE_PREFIX}{os.getpid()}-")
+    finally:
+        pool.close()
+    assert not Path(pool._fence_root).exists()

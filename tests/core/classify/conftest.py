@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,6 +50,7 @@ class World:
 def world() -> Iterator[World]:
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="nxcls")))
     yield World(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -260,15 +260,14 @@ def test_allow_rule_still_covers_the_plain_command(world, rule: str, cmd: str) -
     assert _decide(world, cmd, [rule]).decision == "allow"
 
 
-def test_nested_repository_config_is_a_hidden_effect() -> None:
+def test_nested_repository_config_is_a_hidden_effect(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
-    import tempfile
     from pathlib import Path
 
     # by its package path: a bare "conftest" is whichever conftest.py the worker imported first
     from tests.core.classify.conftest import World
 
-    world = World(Path(os.path.realpath(tempfile.mkdtemp(prefix="nxkn"))))  # its own: the shared one stays clean
+    world = World(Path(os.path.realpath(tmp_path)))  # its own: the shared one stays clean
 
     nested = Path(world.ws, "vendor", "evil")
     os.makedirs(nested / ".git", exist_ok=True)
