@@ -24,7 +24,6 @@ import resource
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nexusd.bench import procs, report, stats
+from nexusd.sandbox import base_python
 from nexusd.sandbox.wrapper import wrapper_words
 
 SANDBOX_POLICY = """\
@@ -42,7 +42,7 @@ allow = ["Bash(true)"]
 enabled = true
 """
 # the base interpreter without site, as the filtered wrapper starts its two helpers (netexec, bridge_front)
-PYTHON_FLOOR = shlex.join([getattr(sys, "_base_executable", None) or sys.executable, "-I", "-S", "-c", "pass"])
+PYTHON_FLOOR = shlex.join([base_python(), "-I", "-S", "-c", "pass"])
 FILTERED_POLICY = SANDBOX_POLICY + '\n[sandbox.network]\nallowed_domains = ["localhost:9"]\n'
 BARE = "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true"
 TARGET_MS = 10.0  # the wrapped call's median overhead over bare bubblewrap (issue 36; issue 8 said 25)

@@ -8,13 +8,11 @@ sandbox never names, and under the seccomp filter could not even create, a Unix 
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from nexusd.core.netpolicy import NetPolicy, patterns, rules_from
 from nexusd.policy.sandbox_settings import SandboxSettings
+from nexusd.sandbox import helper_argv, helper_source
 from nexusd.sandbox.netexec import FD_PLACEHOLDER  # the channel's descriptor number goes here (plan.proxy_fd_arg)
 
 HTTP_PORT = 3128  # on the sandbox's own loopback (its own network namespace: no clash between sandboxes)
@@ -81,23 +79,11 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
     return tuple(env)
 
 
-@functools.cache
-def _sources() -> tuple[str, str]:
-    """(the front's source, the relay's source): read once per daemon."""
-    from nexusd.sandbox import bridge, bridge_front
-
-    return (
-        Path(bridge_front.__file__).read_text(encoding="utf-8"),
-        Path(bridge.__file__).read_text(encoding="utf-8"),
-    )
-
-
 def bridge_argv(inner: list[str]) -> list[str]:
     """``python -I -S -c FRONT RELAY FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). The base
     interpreter, the sources as words and no ``site``: standard library only, nothing read from the checkout
     or a virtualenv (either may lie under /tmp, which the sandbox replaces, or in the workspace, which the
     command may change). The command waits only for the front (``bridge_front.py``: ``_socket``, bind,
     fork); the relay is compiled in the forked child."""
-    python = getattr(sys, "_base_executable", None) or sys.executable
-    front, relay = _sources()
-    return [python, "-I", "-S", "-c", front, relay, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]
+    relay = helper_source("bridge")
+    return [*helper_argv("bridge_front"), relay, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]

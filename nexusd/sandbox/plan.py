@@ -37,6 +37,7 @@ from nexusd.policy.sandbox_settings import (
 )
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo, SandboxPlanReply, SandboxProbe, Verdict
+from nexusd.sandbox import helper_argv
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import Found, find_protected, resolved
@@ -524,16 +525,8 @@ def loader_argv(inner: list[str]) -> list[str]:
     from nexusd.sandbox.seccomp import notify_filter
     from nexusd.sandbox.unixsup import PLACEHOLDER
 
-    python = getattr(sys, "_base_executable", None) or sys.executable
     program = notify_filter(platform_module.machine()).hex()
-    return [python, "-I", "-S", "-c", _unixsup_source(), "load", PLACEHOLDER, program, "--", *inner]
-
-
-@functools.cache
-def _unixsup_source() -> str:
-    from nexusd.sandbox import unixsup
-
-    return Path(unixsup.__file__).read_text(encoding="utf-8")
+    return [*helper_argv("unixsup"), "load", PLACEHOLDER, program, "--", *inner]
 
 
 def _unix_socket_filter(
@@ -559,9 +552,8 @@ def _unix_socket_filter(
     notes = list(named.notes)
     wrapped = with_filter(argv, path)
     if named.paths:
-        python = getattr(sys, "_base_executable", None) or sys.executable
         head = len(wrapped) - len(split_filter(wrapped)[1])  # the shell that opens the filter on descriptor 3
-        supervisor = [python, "-I", "-S", "-c", _unixsup_source(), "supervise", *named.paths, "--"]
+        supervisor = [*helper_argv("unixsup"), "supervise", *named.paths, "--"]
         wrapped = [*wrapped[:head], *supervisor, *wrapped[head:]]
         notes.insert(0, "host Unix sockets are closed except " + ", ".join(named.paths) + " (nexusd's supervisor)")
     return wrapped, "; ".join(notes)

@@ -50,6 +50,7 @@ from pathlib import Path
 from nexusd.atomicfile import write_atomic
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
 from nexusd.protocol import SandboxPlanReply
+from nexusd.sandbox import helper_argv
 from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
 from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.seccomp import split_filter
@@ -89,16 +90,6 @@ def _env_default_signal() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return env if ok == 0 else None
-
-
-@functools.lru_cache(maxsize=1)
-def _netexec() -> tuple[str, str]:
-    """(the base interpreter, netexec's source): the filtered wrapper's one Python start outside the
-    sandbox, without ``site`` and with nothing read from the checkout when it runs (``netexec.py``)."""
-    from nexusd.sandbox import netexec
-
-    python = getattr(sys, "_base_executable", None) or sys.executable
-    return python, Path(netexec.__file__).read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)
@@ -338,8 +329,9 @@ def _script(
     run = " ".join(words)
     filtered = FD_PLACEHOLDER in argv
     if filtered:  # a filtered network: open the proxy channel, then exec the same argv with it
-        python, source = _netexec()
-        run = f'{q(python)} -I -S -c {q(source)} {q(broker or "")} "${{4-}}" -- {run}'
+        # the filtered wrapper's one Python start outside the sandbox (``netexec.py``)
+        netexec = " ".join(q(w) for w in helper_argv("netexec"))
+        run = f'{netexec} {q(broker or "")} "${{4-}}" -- {run}'
     if preview is not None:  # on an overlay, and a person applies or discards (nexusd.sandbox.previewrun)
         spec = json.dumps(preview, sort_keys=True)
         run = f"{q(sys.executable)} -I -m {PREVIEW_MODULE} {q(spec)} -- {run}"

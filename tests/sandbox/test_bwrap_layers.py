@@ -34,18 +34,24 @@ def found():  # type: ignore[no-untyped-def]
     return p
 
 
-@pytest.fixture(scope="module")
-def tree() -> Iterator[tuple[Path, Path]]:
+def _repositories(numbers: range) -> Path:
+    """A root (short, not under /tmp, which the sandbox replaces) whose ``ws`` holds a repository ``rNNNN``
+    per number (``.git/hooks``, ``.git/config``: the protected paths), and a policy turning the sandbox on."""
     root = Path(tempfile.mkdtemp(prefix="nxly", dir="/var/tmp"))
-    ws = root / "ws"
-    for i in range(REPOS):
-        git = ws / f"r{i:04}" / ".git"
+    for i in numbers:
+        git = root / "ws" / f"r{i:04}" / ".git"
         (git / "hooks").mkdir(parents=True)
         (git / "config").write_text("[core]\n")
         (git / "HEAD").write_text("ref: refs/heads/main\n")
     (root / "cfg").mkdir()
     (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n")
-    yield root, ws
+    return root
+
+
+@pytest.fixture(scope="module")
+def tree() -> Iterator[tuple[Path, Path]]:
+    root = _repositories(range(REPOS))
+    yield root, root / "ws"
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -88,15 +94,7 @@ def small_tree(tmp_path: Path) -> Path:
     """140 repositories, with the budget lowered (below) so that they take six layers: the same code path as
     1,400 repositories at the real budget, without bubblewrap's own cost for thousands of mounts (quadratic:
     ~11 s for 2,700 binds on this machine; see docs/SANDBOX.md)."""
-    root = Path(tempfile.mkdtemp(prefix="nxls", dir="/var/tmp"))
-    ws = root / "ws"
-    for i in range(140):
-        git = ws / f"r{i * 10:04}" / ".git"
-        (git / "hooks").mkdir(parents=True)
-        (git / "config").write_text("[core]\n")
-        (git / "HEAD").write_text("ref: refs/heads/main\n")
-    (root / "cfg").mkdir()
-    (root / "cfg" / "policy.toml").write_text("[sandbox]\nenabled = true\n")
+    root = _repositories(range(0, 1400, 10))
     yield root  # type: ignore[misc]
     shutil.rmtree(root, ignore_errors=True)
 

@@ -440,3 +440,29 @@ def test_filter_program_meaning(machine: str, named: bool) -> None:
     assert _bpf(notify, a.connect, 0x40000003) == RET_EPERM
     with pytest.raises(ValueError):
         unix_socket_filter("sparc64")
+
+
+def test_addresses_and_arguments_the_supervisor_refuses() -> None:
+    """Pure: what ``unix_path`` makes of a caller's ``sockaddr_un`` (None is EACCES), and a malformed
+    command line never runs anything (exit 126)."""
+    from nexusd.sandbox import unixsup
+
+    family = (1).to_bytes(2, sys.byteorder)
+    assert unixsup.unix_path(b"") is None and unixsup.unix_path(family) is None  # unnamed
+    assert unixsup.unix_path(family + b"\0abstract") is None
+    assert unixsup.unix_path(family + b"relative.sock\0") is None
+    assert unixsup.unix_path(family + b"/run/./x/../docker.sock\0junk") == "/run/docker.sock"
+    assert unixsup.unix_path(family + b"/run/docker.sock") == "/run/docker.sock"  # no NUL: the length says
+    long = b"/" + b"a" * 200
+    assert unixsup.unix_path(family + long) == "/" + "a" * 107  # the kernel reads at most sun_path's 108
+    with pytest.raises(OSError):
+        unixsup.sockaddr_un("/" + "a" * 200)
+    for args in (
+        [],
+        ["supervise"],
+        ["supervise", "/x"],
+        ["supervise", "/x", "--"],
+        ["load", "3"],
+        ["bogus", "--", "x"],
+    ):
+        assert unixsup.main(args) == unixsup.EXIT_REFUSED, args
