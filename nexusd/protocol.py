@@ -594,11 +594,12 @@ class SandboxPlanReply(_Msg):
     auto_allow: bool = False  # auto_allow_bash_if_sandboxed is on here
     network: str = "isolated"  # isolated | filtered (through the daemon's proxy) | open
     unix_sockets: str = "closed"  # closed (seccomp filter) | named (closed but allow_unix_sockets, supervised) | open
-    # filtered: the runner connects to proxy_socket, sends proxy_token and a newline, reads "ok", and passes
-    # that connection in; its descriptor number replaces argv[proxy_fd_arg] ("-1": none, no network)
-    proxy_socket: str | None = None
-    proxy_token: str | None = None
-    proxy_fd_arg: int | None = None
+    # filtered: two FIFOs the daemon serves for this plan; the runner opens proxy_info read-write and
+    # proxy_go read-only and passes them as the descriptors argv's --info-fd and --block-fd name
+    # (bubblewrap reports to the daemon, which makes the proxy's ports inside before the command starts).
+    # None: the command runs with no network
+    proxy_info: str | None = None
+    proxy_go: str | None = None
     ref: str | None = None
 
 

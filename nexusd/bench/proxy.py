@@ -1,12 +1,13 @@
 """The egress proxy's cost: per request through it vs direct, a large download through CONNECT vs direct,
-and what the bridge adds to a sandboxed command's start.
+and what a filtered network adds to a sandboxed command's start.
 
 ``python -m nexusd.bench.proxy [--requests 300] [--megabytes 200] [--rounds 5] [--starts 10]`` starts a throwaway
 daemon (temporary socket, config and state) whose policy allows ``localhost`` on the benchmark's ports,
 and loopback servers in a process of their own. The same client script runs on the host (direct) and in
-a real filtered sandbox (``nexusctl run``), where it reaches the servers only through the bridge and the
-daemon's proxy. Prints one JSON object (the download ratio also per round, against the direct round just
-before it: on a shared machine the spread is the honest figure); figures are in docs/PERFORMANCE.md.
+a real filtered sandbox (``nexusctl run``), where it reaches the servers only through the daemon's proxy,
+on the ports the joiner made on the sandbox's loopback. Prints one JSON object (the download ratio also
+per round, against the direct round just before it: on a shared machine the spread is the honest
+figure); figures are in docs/PERFORMANCE.md.
 Not a test: nothing is timed against a threshold here.
 """
 

@@ -2,17 +2,17 @@
 floor of bubblewrap itself.
 
 Two temporary daemons with ``[sandbox] enabled = true``, one with the default isolated network and one
-with a filtered one (an allowed domain: the bridge and the proxy channel), decide ``Bash(true)`` for an
-agent and hand back the command text they really hand agents (the generated wrapper; a filtered call's
-carries a one-time proxy token, so it is decided again before every run, untimed). Then, round by round
+with a filtered one (an allowed domain: the proxy's ports made inside by the joiner), decide ``Bash(true)``
+for an agent and hand back the command text they really hand agents (the generated wrapper). Every run
+is of a text decided for it, untimed, as an agent's every call is: a call's per-call files (its error
+tap's FIFO, a filtered call's FIFOs) serve one run, and a text run again would run without them. Then, round by round
 in rotating order (so that drift in machine load hits every side alike), the isolated wrapper, the
 filtered wrapper and a bare ``bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`` are each
 started through ``/bin/sh -c`` as an agent's shell starts them. Reported: wall time of each (median, p90),
 the medians of the per-round differences against bare bubblewrap, and the CPU (user + system of the
 children) of each; and the agent's decision round trip for the filtered call (a hook's share, not the
-wrapper's). Two more sides put numbers on what the benchmark workspace (a bare ``.git``) hides: the
-interpreter floor (``python -I -S -c pass``, what each of the filtered wrapper's two helpers starts
-from), and ``true`` in a source tree of ~10,000 entries, planned in this process with the default policy,
+wrapper's). Two more sides put numbers on what the benchmark workspace (a bare ``.git``) hides: ``true``
+in a source tree of ~10,000 entries, planned in this process with the default policy,
 its epilogue starting from the known directories (``tree``) and walking the whole tree (``tree-walk``,
 what every call did before).
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from nexusd.bench import procs, report, stats
-from nexusd.sandbox import base_python
 from nexusd.sandbox.wrapper import wrapper_words
 
 SANDBOX_POLICY = """\
@@ -41,8 +39,6 @@ allow = ["Bash(true)"]
 [sandbox]
 enabled = true
 """
-# the base interpreter without site, as the filtered wrapper starts its two helpers (netexec, bridge_front)
-PYTHON_FLOOR = shlex.join([base_python(), "-I", "-S", "-c", "pass"])
 FILTERED_POLICY = SANDBOX_POLICY + '\n[sandbox.network]\nallowed_domains = ["localhost:9"]\n'
 BARE = "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true"
 TARGET_MS = 10.0  # the wrapped call's median overhead over bare bubblewrap (issue 36; issue 8 said 25)
@@ -109,9 +105,10 @@ def make_tree(root: Path) -> Path:
     return ws
 
 
-def tree_texts(ws: Path, state: Path) -> tuple[str, str]:
-    """(the wrapper for ``true`` in ``ws`` as the daemon writes it, the same with the epilogue walking the
-    whole tree as before the known-directory list), planned in this process with the default policy."""
+def tree_texts(ws: Path, state: Path) -> tuple[Callable[[], str], Callable[[], str]]:
+    """Makers of (the wrapper for ``true`` in ``ws`` as the daemon writes it, the same with the epilogue
+    walking the whole tree as before the known-directory list), planned once in this process with the
+    default policy; each text made afresh, its per-call files with it, as for every agent's call."""
     from nexusd.policy.store import PolicyStore
     from nexusd.sandbox.plan import _state_dir, plan_command, workspace_dir
     from nexusd.sandbox.probe import probe
@@ -127,7 +124,36 @@ def tree_texts(ws: Path, state: Path) -> tuple[str, str]:
     known = known_dirs_file(plan, run_dir)
     if known is None:
         raise RuntimeError("no known-directory list for the tree (GNU find >= 4.9 and a local file system needed)")
-    return agent_command(plan, "true", run_dir, known=known), agent_command(plan, "true", run_dir)
+    return (lambda: agent_command(plan, "true", run_dir, known=known)), (lambda: agent_command(plan, "true", run_dir))
+
+
+Series = dict[str, list[float]]
+
+
+def _rounds(sides: dict[str, Callable[[], str]], pairs: int, warmup: int) -> tuple[Series, Series, Series]:
+    """(wall ms, CPU ms, difference against ``bare`` per round) of each side, run in rotating order."""
+    for _ in range(warmup):
+        for make in sides.values():
+            t = make()
+            _, _, rc = _once(t)
+            if rc != 0:
+                raise RuntimeError(f"exit {rc} from {t[:200]!r}")
+    walls: Series = {k: [] for k in sides}
+    cpus: Series = {k: [] for k in sides}
+    diffs: Series = {k: [] for k in sides if k != "bare"}
+    names = list(sides)
+    for i in range(pairs):
+        order = names[i % len(names) :] + names[: i % len(names)]  # rotate: each side goes first in turn
+        for name in order:
+            t = sides[name]()
+            wall, cpu, rc = _once(t)
+            if rc != 0:
+                raise RuntimeError(f"exit {rc} from {t[:200]!r}")
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+        for name in diffs:
+            diffs[name].append(walls[name][-1] - walls["bare"][-1])
+    return walls, cpus, diffs
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
@@ -144,50 +170,32 @@ def run(pairs: int = 60, warmup: int = 5, *, filtered: bool = True, tree: bool =
             daemons.append(procs.start_daemon(FILTERED_POLICY))
         for d in daemons:
             _wait_probe(d)
-        text = wrapped_true(daemons[0], probed=True)
+        calls = 0
+
+        def isolated_text() -> str:  # a call's per-call files (its tap's FIFO) serve one run: decided afresh
+            nonlocal calls
+            calls += 1  # a session per call: the runaway limit counts repeats per session
+            return wrapped_true(daemons[0], probed=True, session=f"nexus-bench-isolated-{calls}")
+
         decide_ms: list[float] = []
 
-        def filtered_text() -> str:  # a one-time proxy token per call: decided again for every run
+        def filtered_text() -> str:  # a filtered call's FIFOs serve one run: decided again for every run
             t0 = time.perf_counter()  # a session per call: the runaway limit counts repeats per session
             out = wrapped_true(daemons[1], probed=True, session=f"nexus-bench-sandbox-{len(decide_ms)}")
             decide_ms.append((time.perf_counter() - t0) * 1000.0)
             return out
 
-        sides: dict[str, Callable[[], str]] = {"isolated": lambda: text, "bare": lambda: BARE}
+        sides: dict[str, Callable[[], str]] = {"isolated": isolated_text, "bare": lambda: BARE}
         if filtered:
             sides["filtered"] = filtered_text
-            # the floor of each of the filtered wrapper's two helpers: the interpreter that runs them
-            sides["python"] = lambda: PYTHON_FLOOR
-            words = wrapper_words(filtered_text())
-            if words is None or len(words) != 6:  # sh, the script, the time, the command, the cd file, the token
-                raise RuntimeError("the filtered daemon handed back a wrapper without a proxy token")
+            words = wrapper_words(filtered_text())  # sh, the script, the time, the command, the cd file
+            if words is None or "--info-fd" not in Path(words[1]).read_text():
+                raise RuntimeError("the filtered daemon handed back a wrapper without a filtered network")
         if tree_root is not None:
-            known, walk = tree_texts(make_tree(tree_root / "ws"), tree_root)
-            sides["tree"] = lambda: known
-            sides["tree-walk"] = lambda: walk
-        for _ in range(warmup):
-            for make in sides.values():
-                t = make()
-                _, _, rc = _once(t)
-                if rc != 0:
-                    raise RuntimeError(f"exit {rc} from {t[:200]!r}")
-        walls: dict[str, list[float]] = {k: [] for k in sides}
-        cpus: dict[str, list[float]] = {k: [] for k in sides}
-        diffs: dict[str, list[float]] = {k: [] for k in sides if k not in ("bare", "python")}
+            sides["tree"], sides["tree-walk"] = tree_texts(make_tree(tree_root / "ws"), tree_root)
         if tree_root is not None:
             time.sleep(0.1)  # the epilogue looks at what changed from 50 ms before the plan on
-        names = list(sides)
-        for i in range(pairs):
-            order = names[i % len(names) :] + names[: i % len(names)]  # rotate: each side goes first in turn
-            for name in order:
-                t = sides[name]()
-                wall, cpu, rc = _once(t)
-                if rc != 0:
-                    raise RuntimeError(f"exit {rc} from {t[:200]!r}")
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-            for name in diffs:
-                diffs[name].append(walls[name][-1] - walls["bare"][-1])
+        walls, cpus, diffs = _rounds(sides, pairs, warmup)
         decide_ms[: warmup + 1] = []  # the check's and the warm-up's decisions
     finally:
         for d in daemons:
@@ -226,8 +234,6 @@ def run(pairs: int = 60, warmup: int = 5, *, filtered: bool = True, tree: bool =
             "filtered_overhead_ms": _summary(diffs["filtered"]),
             "filtered_cpu_ms": _summary(cpus["filtered"]),
             "filtered_decide_ms": _summary(decide_ms),
-            "python_floor_ms": _summary(walls["python"]),
-            "python_floor_cpu_ms": _summary(cpus["python"]),
         }
         out["checks"].append(
             {
@@ -270,14 +276,12 @@ def render(out: dict[str, Any]) -> str:
         ("filtered difference per pair (ms)", "filtered_overhead_ms"),
         ("filtered CPU (ms)", "filtered_cpu_ms"),
         ("filtered decision round trip (ms)", "filtered_decide_ms"),
-        ("python -I -S -c pass (ms)", "python_floor_ms"),
         ("tree: wrapped true (ms)", "tree_ms"),
         ("tree: difference per pair (ms)", "tree_overhead_ms"),
         ("tree: CPU (ms)", "tree_cpu_ms"),
         ("tree, whole walk: wrapped true (ms)", "tree_walk_ms"),
         ("tree, whole walk: difference per pair (ms)", "tree_walk_overhead_ms"),
         ("tree, whole walk: CPU (ms)", "tree_walk_cpu_ms"),
-        ("python -I -S -c pass CPU (ms)", "python_floor_cpu_ms"),
     ):
         if key not in out:
             continue

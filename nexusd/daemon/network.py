@@ -62,7 +62,7 @@ class _Requester:
 class NetworkGate:
     def __init__(self, state: DaemonState) -> None:
         self.state = state
-        self.proxy = NetworkProxy(self.decide, self.closed, str(state.config.state_dir), resolved=self.resolved)
+        self.proxy = NetworkProxy(self.decide, self.closed, resolved=self.resolved)
 
     def call(self, ctx: Context, target: Target, scheme: str) -> p.CallInfo:
         return p.CallInfo(
@@ -202,10 +202,11 @@ class NetworkGate:
         guard: frozenset[int] = frozenset(),
         store: PolicyStore | None = None,
         provider: str | None = None,
-    ) -> tuple[str, str]:
-        """A context for one planned command: (broker socket path, one-time token). ``session`` is the agent's
-        for its wrapped call, a plan query's for ``nexusctl run``; without one, "session" answers last for
-        this one command."""
+        fifos: tuple[str, str] | None = None,
+    ) -> bool:
+        """A context for one planned command, served on its FIFOs (info, go: ``wrapper.port_fifos``); False
+        when the proxy cannot take them. ``session`` is the agent's for its wrapped call, a plan query's for
+        ``nexusctl run``; without one, "session" answers last for this one command."""
         provider = provider or "sandbox"
         sid = session or f"sandbox-{secrets.token_hex(4)}"
         http_port = socks_port = None
@@ -222,4 +223,4 @@ class NetworkGate:
             http_upstream=http_port,
             socks_upstream=socks_port,
         )
-        return str(self.proxy.broker), self.proxy.register(ctx)
+        return fifos is not None and self.proxy.attach(ctx, *fifos)

@@ -9,6 +9,7 @@ policy store. A sandbox's violation report only adds an audit record and a notic
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -152,38 +153,45 @@ class Queries:
         conn.send(p.encode(p.ProbeReply(probe=probe, ref=msg.ref)))
 
     async def on_sandbox_plan(self, conn: Connection, msg: p.SandboxPlan) -> None:
-        from nexusd.sandbox.plan import plan_command
+        from nexusd.sandbox.plan import runner_plan
 
         probe = self.state.probe if self.state.probe is not None else await self.refresh_probe()
+        fifos: tuple[str, str] | None = None
         try:
             # the workspace scan asks the file system (a big tree, a stalled mount): in the pool, with a deadline
-            plan = await self.state.pool.run(
+            plan, fifos = await self.state.pool.run(
                 functools.partial(
-                    plan_command, msg.command, msg.cwd, self.state.store, probe, msg.session, workspace=msg.workspace
+                    runner_plan, msg.command, msg.cwd, self.state.store, probe, msg.session, msg.workspace
                 ),
                 self.state.config.facts_deadline,
                 "sandbox plan",
             )
-            if plan.proxy_fd_arg is not None and self.state.network is not None:
+            if fifos is not None and self.state.network is not None:
                 # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
                 guard = self.state.answers.agent_pids(
                     conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={}, cwd=msg.cwd)
                 )
-                path, token = self.state.network.register(
+                if self.state.network.register(
                     msg.command,
                     msg.cwd,
                     os.path.realpath(msg.workspace or msg.cwd),
                     msg.session,
                     guard,
                     self.state.store,
-                )
-                plan = msgspec.structs.replace(plan, proxy_socket=path, proxy_token=token)
+                    fifos=fifos,
+                ):
+                    plan = msgspec.structs.replace(plan, proxy_info=fifos[0], proxy_go=fifos[1])
+                    fifos = None  # the proxy's now
             plan = msgspec.structs.replace(plan, ref=msg.ref)
         except (FactsLate, PoolFull) as e:
             plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {e}", ref=msg.ref)
         except Exception as e:
             log.exception("sandbox plan failed")
             plan = p.SandboxPlanReply(allowed=False, reason=f"planning failed: {type(e).__name__}", ref=msg.ref)
+        finally:
+            for path in fifos or ():  # not taken: the runner finds none and runs with no network
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         conn.send(p.encode(plan))
 
     def on_sandbox_report(self, conn: Connection, msg: p.SandboxReport) -> None:

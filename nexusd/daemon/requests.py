@@ -18,7 +18,7 @@ import asyncio
 import functools
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -37,7 +37,7 @@ from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
-from nexusd.sandbox.plan import PreparedWrap, wrap_for_agent
+from nexusd.sandbox.plan import Network, PreparedWrap, wrap_for_agent
 from nexusd.sandbox.previewrun import PREVIEW_FLAG, PREVIEW_TOOL
 
 if TYPE_CHECKING:
@@ -469,18 +469,18 @@ class RequestLifecycle:
         conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
 
 
-def network_for(state: DaemonState, call: p.CallInfo) -> Callable[[str, str, str], tuple[str, str] | None]:
+def network_for(state: DaemonState, call: p.CallInfo) -> Network:
     """For a wrapped call with a filtered network: its proxy context, under the agent's session (so a
     "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
 
-    def register(command: str, cwd: str, workspace: str) -> tuple[str, str] | None:
+    def register(command: str, cwd: str, workspace: str, fifos: tuple[str, str]) -> bool:
         if state.network is None:
-            return None  # the proxy is not serving (yet): the command runs with no network
+            return False  # the proxy is not serving (yet): the command runs with no network
         guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
-        context: tuple[str, str] | None = state.network.register(
-            command, cwd, workspace, call.session, guard, state.store, provider=call.provider
+        taken: bool = state.network.register(
+            command, cwd, workspace, call.session, guard, state.store, provider=call.provider, fifos=fifos
         )
-        return context
+        return taken
 
     return register
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def base_python() -> str:
-    """The interpreter the sandbox's standard-library helpers run on (netexec, the bridge, the Unix-socket
+    """The interpreter the sandbox's standard-library helpers run on (the joiner, the Unix-socket
     supervisor): the base one, never a virtualenv's, which may lie under ``/tmp`` (replaced inside the
     sandbox) or in the workspace (the command may change it)."""
     return getattr(sys, "_base_executable", None) or sys.executable

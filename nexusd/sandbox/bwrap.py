@@ -9,7 +9,7 @@ always-protected paths (``protected``) can never be opened up again by a user's 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -121,8 +121,10 @@ def build_bwrap_argv(
     *,
     full: bool = True,
     layer_file: Callable[[bytes], str] | None = None,
+    outer: Sequence[str] = (),
 ) -> list[str]:
-    """``full``: the probe's BWRAP_FULL flags worked (else the compat set for old bubblewrap).
+    """``full``: the probe's BWRAP_FULL flags worked (else the compat set for old bubblewrap). ``outer``:
+    options for the outermost bubblewrap only (a filtered network's ``--info-fd``/``--block-fd``).
 
     ``layer_file`` (writes an argument file, returns its path): when the words pass ``LAYER_BUDGET``, the
     plain read-only binds (mostly nested repositories' protected paths) move into inner
@@ -148,7 +150,7 @@ def build_bwrap_argv(
     flags = list(BWRAP_FULL if full else BWRAP_COMPAT)
     if spec.network:
         flags.remove("--unshare-net")
-    tail = list(flags)
+    tail = [*flags, *outer]
     for name in spec.unsetenv:
         tail += ["--unsetenv", name]
     for name, value in spec.env:

@@ -1,9 +1,9 @@
-"""The network section of a sandbox plan: which policy decides a connection, the bridge's argv, the env.
+"""The network section of a sandbox plan: which policy decides a connection, the environment.
 
-``filtered`` networking: the command runs with ``--unshare-net`` (no route anywhere), and the bridge
-(``nexusd/sandbox/bridge.py``) listens on the sandbox's own loopback. Each connection it accepts is
-handed to the daemon's proxy over one inherited channel (descriptor passing, see ``proxy.py``): the
-sandbox never names, and under the seccomp filter could not even create, a Unix socket.
+``filtered`` networking: the command runs with ``--unshare-net`` (no route anywhere), and the daemon's
+proxy listens on the sandbox's own loopback, on sockets the joiner made there from outside
+(``netjoin.py``): the sandbox never names, and under the seccomp filter could not even create, a Unix
+socket, and no process of ours runs inside for the network.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from collections.abc import Iterable
 
 from nexusd.core.netpolicy import NetPolicy, patterns, rules_from
 from nexusd.policy.sandbox_settings import SandboxSettings
-from nexusd.sandbox import helper_argv, helper_source
-from nexusd.sandbox.netexec import FD_PLACEHOLDER  # the channel's descriptor number goes here (plan.proxy_fd_arg)
 
 HTTP_PORT = 3128  # on the sandbox's own loopback (its own network namespace: no clash between sandboxes)
 SOCKS_PORT = 1080
@@ -77,13 +75,3 @@ def proxy_env(settings: SandboxSettings) -> tuple[tuple[str, str], ...]:
         ("NEXUS_SANDBOX_NETWORK", "filtered"),
     ]
     return tuple(env)
-
-
-def bridge_argv(inner: list[str]) -> list[str]:
-    """``python -I -S -c FRONT RELAY FD HTTP SOCKS -- CMD...`` (FD filled in by the runner). The base
-    interpreter, the sources as words and no ``site``: standard library only, nothing read from the checkout
-    or a virtualenv (either may lie under /tmp, which the sandbox replaces, or in the workspace, which the
-    command may change). The command waits only for the front (``bridge_front.py``: ``_socket``, bind,
-    fork); the relay is compiled in the forked child."""
-    relay = helper_source("bridge")
-    return [*helper_argv("bridge_front"), relay, FD_PLACEHOLDER, str(HTTP_PORT), str(SOCKS_PORT), "--", *inner]

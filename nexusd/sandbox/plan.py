@@ -8,6 +8,7 @@ the only source of the plan, its paths and its policy.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -41,8 +42,10 @@ from nexusd.sandbox import helper_argv
 from nexusd.sandbox.bwrap import MountSpec, build_bwrap_argv
 from nexusd.sandbox.gitscrub import bare_repo_paths
 from nexusd.sandbox.nested import Found, find_protected, resolved
-from nexusd.sandbox.netexec import FD_PLACEHOLDER
 from nexusd.sandbox.probe import detect_platform
+
+# A filtered call's registration with the egress proxy: (command, cwd, workspace, its FIFOs) -> taken
+Network = Callable[[str, str, str, tuple[str, str]], bool]
 
 # The protected places, stated once for the gate and the sandbox (``nexusd.core.protected``): bound read-only at
 # the top of the workspace and the cwd (AGENT_DIRS, GIT_FILES) and in the home directory (HOME_FILES).
@@ -264,6 +267,24 @@ def own_install() -> tuple[str, ...]:
     return tuple(r for r in dict.fromkeys(_real(d) for d in dirs) if os.path.isdir(r))
 
 
+def runner_plan(
+    command: str, cwd: str, store: PolicyStore, probe: SandboxProbe | None, session: str | None, workspace: str | None
+) -> tuple[SandboxPlanReply, tuple[str, str] | None]:
+    """``plan_command`` for ``nexusctl run``, with a filtered plan's FIFOs made (``wrapper.port_fifos``): in
+    the decision pool; the daemon registers them with its proxy on the loop."""
+    from nexusd.sandbox.wrapper import RUN_DIR, port_fifos, ports_planned
+
+    plan = plan_command(command, cwd, store, probe, session, workspace=workspace)
+    if not plan.allowed or not ports_planned(plan):
+        return plan, None
+    run_dir = workspace_dir(_state_dir(store), _real(workspace or cwd)) / RUN_DIR
+    try:
+        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return plan, None
+    return plan, port_fifos(run_dir, secrets.token_hex(12))
+
+
 def plan_command(
     command: str,
     cwd: str,
@@ -355,13 +376,13 @@ def plan_command(
     if backend == "bwrap":
         bwrap = shutil.which("bwrap") or "bwrap"
         full = probe is not None and probe.checks.get("bwrap") == "ok"
-        spec, inner, fd_arg = _network_section(net_mode, layout.spec, settings, inner)
-        if fd_arg is not None:
+        spec, ports = _network_section(net_mode, layout.spec, settings)
+        if ports:
             state["network"] = "filtered"
         writable = (*layout.nested_roots, sandbox_home, sandbox_tmp)
         named = _named_sockets(settings, probe, writable)
         run = loader_argv(inner) if named.paths else inner
-        argv = build_bwrap_argv(bwrap, spec, run, full=full, layer_file=_layer_writer(_state_dir(store)))
+        argv = build_bwrap_argv(bwrap, spec, run, full=full, layer_file=_layer_writer(_state_dir(store)), outer=ports)
         argv, note = _unix_socket_filter(argv, settings, probe, _state_dir(store), named)
         return SandboxPlanReply(
             allowed=True,
@@ -372,7 +393,6 @@ def plan_command(
             scrub_below=list(layout.nested_roots),
             protected_before=list(layout.nested_before),
             unix_sockets=("named" if named.paths else "closed") if "--seccomp" in argv else "open",
-            proxy_fd_arg=argv.index(FD_PLACEHOLDER) if fd_arg is not None else None,
             **state,
         )
     if backend == "seatbelt":
@@ -412,17 +432,16 @@ def plan_command(
     )
 
 
-def _network_section(
-    mode: str, spec: MountSpec, settings: SandboxSettings, inner: list[str]
-) -> tuple[MountSpec, list[str], int | None]:
-    """``filtered``: no network namespace route (``--unshare-net`` stays), the bridge in front of the
-    command and the proxy variables in its environment (nexusd/sandbox/network.py)."""
+def _network_section(mode: str, spec: MountSpec, settings: SandboxSettings) -> tuple[MountSpec, list[str]]:
+    """``filtered``: no route out of the sandbox's network namespace (``--unshare-net`` stays), the proxy
+    variables in the command's environment, and the outer bubblewrap's words that let the daemon make the
+    proxy's ports on the sandbox's loopback before the command starts (``nexusd.sandbox.netjoin``)."""
     if mode != "filtered":
-        return spec, inner, None
-    from nexusd.sandbox.network import bridge_argv, proxy_env
+        return spec, []
+    from nexusd.sandbox.netjoin import bwrap_words
+    from nexusd.sandbox.network import proxy_env
 
-    spec = replace(spec, network=False, env=(*spec.env, *proxy_env(settings)))
-    return spec, bridge_argv(inner), 1
+    return replace(spec, network=False, env=(*spec.env, *proxy_env(settings))), bwrap_words()
 
 
 def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = find_protected) -> list[str]:
@@ -577,7 +596,7 @@ def wrap_for_agent(
     *,
     policy: Policy | None = None,
     socket: str | None = None,
-    network: Callable[[str, str, str], tuple[str, str] | None] | None = None,
+    network: Network | None = None,
     cls: Classification | None = None,
     by_person: bool = False,
 ) -> dict[str, object] | None:
@@ -586,8 +605,8 @@ def wrap_for_agent(
     ``policy`` is the one the gate decided with; without it (a person's answer) it is looked up again.
     ``cls``: the request's classification, whose shell parse is reused (None: the command is parsed).
     ``socket``: the deciding daemon's own socket; the wrapper refuses to run once it is gone.
-    ``network(command, cwd, workspace)``: for a filtered network, the proxy broker and a one-time token
-    registered for this call (None, or no callback: the command runs with no network).
+    ``network(command, cwd, workspace, fifos)``: for a filtered network, registers the call with the proxy,
+    which serves its FIFOs (False, or no callback: the command runs with no network).
     ``by_person``: a person answered this call's ask with allow (``verdict`` is then the ask): only that
     lets an escape request run outside the sandbox; anything else a person allows still runs sandboxed
     (a mixed excluded chain too: its ask said so). The two halves,
@@ -601,53 +620,30 @@ def wrap_for_agent(
 
 @dataclass(frozen=True)
 class PreparedWrap:
-    """An allowed call's sandbox plan, made where file-system questions may be slow (the decision pool);
-    ``finish`` adds what only the daemon's loop may touch (the egress proxy's registration)."""
+    """An allowed call's sandbox plan and the agent's text, made where file-system questions may be slow
+    (the decision pool); ``finish`` adds what only the daemon's loop may touch (the egress proxy's
+    registration of a filtered call's FIFOs)."""
 
     tool_input: dict[str, Any]
     key: str
     command: str
     cwd: str
     workspace: str
-    plan: SandboxPlanReply
-    run_dir: Path
-    socket: str | None
-    escape_hint: str | None = None  # how the agent asks to run a call outside (``how_to_escape``)
-    known: str | None = None  # the epilogue's list of known directories (``wrapper.known_dirs_file``)
-    # When planning began: the epilogue's "changed after" time. The known directories are those of walks
-    # that began after it, so a directory missing from the list was made after it (its ctime says so)
-    planned_at: float | None = None
-    session: str | None = None  # the agent's session: named in the wrapper's reports
-    preview: dict[str, object] | None = None  # [sandbox] preview: the overlay run's spec (nexusd.sandbox.previewrun)
+    text: str  # the agent's text (``wrapper.agent_command``), its files written already
+    ports: tuple[str, str] | None = None  # a filtered call's FIFOs (``wrapper.port_fifos``): info, go
 
-    ready: str | None = None  # the agent's text, made where the plan was (no proxy to register: no network)
-
-    def finish(self, network: Callable[[str, str, str], tuple[str, str] | None] | None) -> dict[str, object]:
-        """The agent's input. Without a filtered network the text was made with the plan (its files written
-        off the daemon's loop); with one, the proxy context is registered here, on the loop, then the text
-        made (``wrapper.agent_command``)."""
-        if self.ready is not None:
-            return {**self.tool_input, self.key: self.ready}
-        proxy = None
-        if self.plan.proxy_fd_arg is not None and network is not None:
-            proxy = network(self.command, self.cwd, os.path.realpath(self.workspace))
-        return {**self.tool_input, self.key: self.text(proxy)}
-
-    def text(self, proxy: tuple[str, str] | None) -> str:
-        from nexusd.sandbox.wrapper import agent_command
-
-        return agent_command(
-            self.plan,
-            self.command,
-            self.run_dir,
-            socket=self.socket,
-            proxy=proxy,
-            escape_hint=self.escape_hint,
-            known=self.known,
-            now=self.planned_at,
-            session=self.session,
-            preview=self.preview,
-        )
+    def finish(self, network: Network | None) -> dict[str, object]:
+        """The agent's input. A filtered call's FIFOs go to the proxy (``network``), which makes its ports
+        once bubblewrap reports; when it cannot take them they are removed, and the wrapper, finding none,
+        runs the command with no network."""
+        if self.ports is not None:
+            ws = os.path.realpath(self.workspace)
+            taken = network is not None and network(self.command, self.cwd, ws, self.ports)
+            if not taken:
+                for path in self.ports:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+        return {**self.tool_input, self.key: self.text}
 
 
 def wraps(call: CallInfo, policy: Policy, probe: SandboxProbe | None) -> bool:
@@ -707,7 +703,14 @@ def prepare_wrap(
     if command_disposition(command, settings, parsed=parsed) == "unsandboxed":
         return None  # every sub-command is excluded (and allowed outside the sandbox); a mixed chain runs
         # inside, even after a person's allow: that is what its ask said (a chain is never less sandboxed)
-    from nexusd.sandbox.wrapper import RUN_DIR, known_dirs_file, refusal_command
+    from nexusd.sandbox.wrapper import (
+        RUN_DIR,
+        agent_command,
+        known_dirs_file,
+        port_fifos,
+        ports_planned,
+        refusal_command,
+    )
 
     ws = call.workspace or call.cwd
     cwd = call.cwd or ws
@@ -743,24 +746,21 @@ def prepare_wrap(
         known = known_dirs_file(plan, run_dir)
     except OSError:
         known = None  # the epilogue walks the whole tree
-    prepared = PreparedWrap(
-        dict(call.input),
-        key,
-        command,
-        cwd,
-        ws,
+    tag = secrets.token_hex(12)
+    ports = port_fifos(run_dir, tag) if plan.allowed and ports_planned(plan) else None
+    text = agent_command(
         plan,
+        command,
         run_dir,
-        socket,
-        how_to_escape(call.tool),
-        known,
-        planned_at,
-        call.session,
-        preview,
+        socket=socket,
+        escape_hint=how_to_escape(call.tool),
+        known=known,
+        now=planned_at,
+        session=call.session,
+        preview=preview,
+        tag=tag,
     )
-    if plan.proxy_fd_arg is None:  # nothing for the loop to add: the files are written here, in the pool
-        prepared = replace(prepared, ready=prepared.text(None))
-    return prepared
+    return PreparedWrap(dict(call.input), key, command, cwd, ws, text, ports)
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME

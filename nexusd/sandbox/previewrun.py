@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nexusd.sandbox.netjoin import GO_FD, INFO_FD
 from nexusd.sandbox.preview import Change, Preview, PreviewError, iter_lines, shown, summary
 
 PREVIEW_TOOL = "nexus:preview"  # the daemon (nexusd.daemon.requests) never runs the engine on it: a person decides
@@ -113,7 +114,8 @@ def _fd_open(fd: int) -> bool:
 
 def _run(spec: dict[str, Any], argv: list[str], pv: Preview) -> int:
     try:
-        proc = subprocess.Popen(pv.argv(argv), pass_fds=(3,) if _fd_open(3) else ())  # 3: the seccomp filter
+        # 3: the seccomp filter; 5 and 6: a filtered network's FIFOs (nexusd.sandbox.netjoin)
+        proc = subprocess.Popen(pv.argv(argv), pass_fds=tuple(fd for fd in (3, INFO_FD, GO_FD) if _fd_open(fd)))
     except OSError as e:
         print(f"nexus: cannot start the sandbox: {e}", file=sys.stderr, flush=True)
         return EXIT_REFUSED

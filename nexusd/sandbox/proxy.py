@@ -1,13 +1,11 @@
 """The daemon's egress proxy for ``filtered`` sandboxes: HTTP (CONNECT and absolute-form) and SOCKS5.
 
-Reaching it. The broker is a Unix socket in a private directory of its own (0700, not the control
-socket's, never bound into a sandbox). For each sandboxed command the daemon registers a context (the
-command, cwd, workspace, agent session) under a one-time token it puts in the plan. The runner, outside the
-sandbox, connects to the broker, presents the token and passes the connection into the sandbox as a
-descriptor: the *channel*. The bridge inside writes one byte per new connection (``H`` HTTP, ``S`` SOCKS)
-and receives, by descriptor passing, one end of a fresh socket pair whose other end this module serves.
-So the sandbox needs no Unix socket path and no ``socket(AF_UNIX)`` (which its seccomp filter refuses),
-and every connection carries its sandbox's context, which the sandbox cannot forge.
+Reaching it. For each filtered command the daemon registers a context (the command, cwd, workspace,
+agent session) with the call's two FIFOs (``attach``). Its bubblewrap reports its first process on one
+and waits on the other; the joiner (``nexusd.sandbox.netjoin``) makes listening sockets on the sandbox's
+own loopback from outside, and this proxy accepts the command's connections on them directly. So the
+sandbox needs no Unix socket and no process of ours inside, and every connection carries its sandbox's
+context, which the sandbox cannot forge: it arrives on that sandbox's own listening socket.
 
 Every new host:port is a decision of the gate (``decide``, supplied by the server). The proxy matches
 the name the client *asked for* (``nexusd.core.netpolicy``), resolves it itself and connects to what it
@@ -20,32 +18,34 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
-import secrets
 import socket
+import stat
 import struct
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 import structlog
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nexusd.core.netpolicy import Target, TargetError, make_target, split_authority
+from nexusd.sandbox import netjoin
+from nexusd.sandbox.network import HTTP_PORT, SOCKS_PORT
 
 log = structlog.get_logger("nexusd.proxy")
 
 MAX_HEAD = 64 * 1024  # request line and headers
 HEAD_TIMEOUT = 15.0  # a client that dribbles its head (slowloris) is dropped after this
 CONNECT_TIMEOUT = 10.0
-TOKEN_TTL = 120.0  # a plan's token unused this long is forgotten
-MAX_TOKENS = 4096
+PLAN_TTL = 120.0  # a filtered call's FIFOs are served this long for its bubblewrap to report, then removed
+JOIN_TIMEOUT = 5.0  # for the joiner's answer: the command then runs with no network
+MAX_SANDBOXES = 4096  # filtered calls planned and not ended, at once
 MAX_PER_CHANNEL = 256  # connections at once per sandboxed command
 MAX_TOTAL = 4096
 MAX_ASKS_PER_CHANNEL = 16  # distinct host:port asks waiting for a person at once, per command
@@ -92,143 +92,146 @@ class Refused(Exception):
     pass
 
 
-def _broker_dir(base_dir: str | None) -> Path:
-    """``<state-dir>/proxy`` (0700): private to the user, hidden from every sandbox with the rest of the state
-    directory, and outside a service's private /tmp; a fresh temporary directory when that path would be
-    too long for a Unix socket (or no state directory is given)."""
-    if base_dir is not None:
-        d = Path(base_dir) / "proxy"
-        if len(str(d / "broker.sock").encode()) <= 100:
-            try:
-                d.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(d, 0o700)
-                with contextlib.suppress(FileNotFoundError):
-                    (d / "broker.sock").unlink()  # a previous daemon's (the control socket's lock says it is gone)
-                return d
-            except OSError:
-                pass
-    return Path(tempfile.mkdtemp(prefix="nexusd-proxy-"))
+async def _child_pid(info: int) -> int | None:
+    """The sandbox's first process, from bubblewrap's ``--info-fd`` JSON; None when it ends without one."""
+    buf = b""
+    while len(buf) < 4096:
+        await anyio.wait_readable(info)
+        try:
+            chunk = os.read(info, 4096)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return None
+        buf += chunk
+        try:
+            data = json.loads(buf)
+        except ValueError:
+            continue  # not all of it yet
+        pid = data.get("child-pid") if isinstance(data, dict) else None
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    return None
+
+
+def _unlink(paths: tuple[str, ...]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 class NetworkProxy:
     def __init__(
-        self, decide: Decide, closed: Closed, base_dir: str | None = None, resolved: Resolved | None = None
+        self,
+        decide: Decide,
+        closed: Closed,
+        resolved: Resolved | None = None,
+        joiner: netjoin.Joiner | None = None,
     ) -> None:
         self.decide_fn = decide
         self.closed_fn = closed
         self.resolved_fn = resolved
-        self.dir = _broker_dir(base_dir)
-        self.broker = self.dir / "broker.sock"
-        self.tokens: dict[str, Context] = {}
+        self.joiner = joiner if joiner is not None else netjoin.Joiner()
+        self.sandboxes = 0  # filtered calls registered and not ended
         self.total = 0
         self._dns: dict[str, tuple[float, list[str]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.ready = anyio.Event()
 
-    # ------------------------------------------------------------------ registry
-
-    def register(self, ctx: Context) -> str:
-        now = time.monotonic()
-        for tok, c in list(self.tokens.items()):
-            if now - c.created > TOKEN_TTL:
-                del self.tokens[tok]
-        while len(self.tokens) >= MAX_TOKENS:
-            self.tokens.pop(next(iter(self.tokens)))
-        token = secrets.token_hex(16)
-        self.tokens[token] = ctx
-        return token
-
-    # ------------------------------------------------------------------ broker
+    # ------------------------------------------------------------------ the sandboxes' ports
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_unix_listener(self.broker)
-        os.chmod(self.broker, 0o600)
+        """Holds the proxy's tasks (every sandbox's ports, every connection) until cancelled."""
+        try:
+            await anyio.to_thread.run_sync(self.joiner.start)
+        except OSError as e:  # attach still tries again, per call
+            log.warning("the joiner did not start", error=repr(e))
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 self.ready.set()
                 task_status.started()
-                while True:  # never dies: out of descriptors (EMFILE) now is a refused connection, not a crash
-                    try:
-                        stream = await listener.accept()
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        return
-                    except Exception as e:
-                        log.warning("proxy broker accept failed; retrying", error=repr(e))
-                        await anyio.sleep(0.1)
-                        continue
-                    tg.start_soon(self._broker_guarded, stream)
+                await anyio.sleep_forever()
         finally:
-            with contextlib.suppress(OSError):
-                self.broker.unlink()
-            with contextlib.suppress(OSError):
-                self.dir.rmdir()
+            self._tg = None
+            self.joiner.close()
 
-    async def _broker_guarded(self, stream: anyio.abc.SocketStream) -> None:
+    def attach(self, ctx: Context, info: str, go: str) -> bool:
+        """Serve one filtered call's FIFOs (``wrapper.port_fifos``): when its bubblewrap reports its first
+        process, the joiner makes the ports inside and this proxy accepts on them until the sandbox ends.
+        False when it cannot (not serving, too many, not our FIFOs): the caller removes them. On the loop:
+        two opens of FIFOs in the daemon's own run directory, which never wait."""
+        if self._tg is None or self.sandboxes >= MAX_SANDBOXES:
+            return False
+        fds: list[int] = []
         try:
-            await self._broker_conn(stream)
-        except Exception as e:  # one channel's trouble ends that channel, never the daemon
-            log.warning("proxy channel ended", error=repr(e))
-            with contextlib.suppress(Exception):
-                await stream.aclose()
+            fds.append(os.open(info, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
+            fds.append(os.open(go, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
+            if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds):
+                raise OSError("not FIFOs")
+        except OSError as e:
+            log.warning("filtered sandbox not served", error=repr(e))
+            for fd in fds:
+                os.close(fd)
+            return False
+        self.sandboxes += 1
+        self._tg.start_soon(self._sandbox, ctx, fds[0], fds[1], (info, go))
+        return True
 
-    async def _broker_conn(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    async def _sandbox(self, ctx: Context, info: int, go: int, paths: tuple[str, str]) -> None:
+        pidfd: int | None = None
+        pid: int | None = None
+        listeners: list[socket.socket] = []
+        try:
+            with anyio.move_on_after(PLAN_TTL):
+                pid = await _child_pid(info)
+            if pid is None:
+                return  # never run (the agent did not, or was refused), or bubblewrap failed first
             try:
-                cred = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-                _pid, uid, _gid = struct.unpack("3i", cred)
-            except OSError:
+                pidfd = os.pidfd_open(pid)
+                with anyio.fail_after(JOIN_TIMEOUT):
+                    answer = self.joiner.request(pidfd, pid, [HTTP_PORT, SOCKS_PORT])
+                    with answer:
+                        await anyio.wait_readable(answer)
+                        listeners = netjoin.read_answer(answer)
+            except (OSError, TimeoutError) as e:
+                log.warning("filtered sandbox gets no network: its ports could not be made", error=str(e) or "timeout")
+            finally:
+                _unlink(paths)  # (first: once the command runs, nothing of its call is left to find)
+                with contextlib.suppress(OSError):
+                    os.write(go, b"x")  # bubblewrap runs the command now, with its ports or without
+            if not listeners or pidfd is None:
                 return
-            if uid != os.geteuid():
-                return  # the directory is 0700 already; a stranger gets nothing either way
-            reader = BufferedByteReceiveStream(stream)
-            try:
-                with anyio.fail_after(5):
-                    token = (await reader.receive_until(b"\n", 64)).decode("ascii", "replace").strip()
-            except Exception:
-                return
-            ctx = self.tokens.pop(token, None)
-            if ctx is None:
-                with contextlib.suppress(Exception):
-                    await stream.send(b"unknown token\n")
-                return
-            await stream.send(b"ok\n")
-            assert isinstance(stream, anyio.abc.UNIXSocketStream)
-            await self._channel(stream, reader, ctx)
+            async with anyio.create_task_group() as tg:
+                for ls in listeners:
+                    tg.start_soon(self._accept, ls, ctx, ls.getsockname()[1] == HTTP_PORT)
+                await anyio.wait_readable(pidfd)  # the sandbox's first process ended: so did the sandbox
+                tg.cancel_scope.cancel()
+        finally:
+            self.sandboxes -= 1
+            _unlink(paths)  # unlinked before closed: a late opener finds no FIFO rather than one nobody holds
+            for fd in (info, go, pidfd):
+                if fd is not None:
+                    os.close(fd)
+            for ls in listeners:
+                ls.close()
 
-    async def _channel(
-        self, stream: anyio.abc.UNIXSocketStream, reader: BufferedByteReceiveStream, ctx: Context
-    ) -> None:
-        """One byte per connection the bridge wants; answered with ``+`` and a descriptor, or ``-``."""
+    async def _accept(self, listener: socket.socket, ctx: Context, http: bool) -> None:
         while True:
+            await anyio.wait_readable(listener)
             try:
-                kinds = await reader.receive(64)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                return
-            for kind in kinds:
-                if kind not in b"HS" or ctx.active >= MAX_PER_CHANNEL or self.total >= MAX_TOTAL:
-                    await stream.send(b"-")
-                    continue
-                try:
-                    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                except OSError:  # out of descriptors: this connection is refused, the channel lives
-                    await stream.send(b"-")
-                    continue
-                for end in (ours, theirs):  # bigger bursts per wakeup on a download
-                    with contextlib.suppress(OSError):
-                        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
-                try:
-                    await stream.send_fds(b"+", [theirs.fileno()])
-                except Exception:
-                    ours.close()
-                    return
-                finally:
-                    theirs.close()
-                ctx.active += 1
-                self.total += 1
-                assert self._tg is not None
-                self._tg.start_soon(self._serve_one, ours, ctx, kind == ord("H"))
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue
+            except OSError as e:  # out of descriptors: this connection waits in the backlog a little
+                log.warning("proxy accept failed", error=repr(e))
+                await anyio.sleep(0.1)
+                continue
+            if ctx.active >= MAX_PER_CHANNEL or self.total >= MAX_TOTAL or self._tg is None:
+                sock.close()
+                continue
+            ctx.active += 1
+            self.total += 1
+            self._tg.start_soon(self._serve_one, sock, ctx, http)
 
     async def _serve_one(self, sock: socket.socket, ctx: Context, http: bool) -> None:
         try:

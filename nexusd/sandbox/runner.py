@@ -10,9 +10,11 @@ with another policy. (Agents' calls do not come through here: see ``nexusd.sandb
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -20,7 +22,7 @@ from typing import IO, TextIO
 
 from nexusd import locations
 from nexusd.protocol import SandboxPlan, SandboxPlanReply
-from nexusd.sandbox import netexec, violations
+from nexusd.sandbox import netjoin, violations
 from nexusd.sandbox.scrub import after
 
 EXIT_REFUSED = 126  # like a shell's "found but cannot execute": the command did not run
@@ -84,20 +86,20 @@ def execute(
         return EXIT_REFUSED
     if plan.backend is None:
         print(f"nexus: warning: {plan.reason}", file=err, flush=True)
-    argv, channel = list(plan.argv), None
-    if plan.proxy_fd_arg is not None:
-        channel = proxy_channel(plan, err)
-        argv[plan.proxy_fd_arg] = str(channel) if channel is not None else "-1"
+    argv = list(plan.argv)
+    fds: tuple[int, ...] = ()
+    at = netjoin.words_at(argv)
+    if at is not None:  # a filtered network: bubblewrap reports to the daemon and waits for its ports
+        fds = port_fds(plan, err)
+        argv[at + 1], argv[at + 3] = str(fds[0]), str(fds[1])
     try:
-        proc = subprocess.Popen(
-            argv, stdout=stdout, stderr=subprocess.PIPE, pass_fds=(channel,) if channel is not None else ()
-        )
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, pass_fds=fds)
     except OSError as e:
         print(f"nexus: cannot start the sandbox ({plan.argv[0]}): {e}", file=err, flush=True)
         return EXIT_REFUSED
     finally:
-        if channel is not None:
-            os.close(channel)
+        for fd in fds:
+            os.close(fd)
     tap = violations.StderrTap()
     pump = threading.Thread(target=_pump, args=(proc, err, tap), daemon=True)
     pump.start()
@@ -138,10 +140,37 @@ def _pump(proc: subprocess.Popen[bytes], err: TextIO, tap: violations.StderrTap)
             pass  # our stderr went away: the command still runs to its end
 
 
-def proxy_channel(plan: SandboxPlanReply, err: TextIO) -> int | None:
-    """Our connection to the daemon's proxy broker, for the sandbox's bridge (nexusd/sandbox/proxy.py), as a
-    descriptor numbered above 9 (3 carries the seccomp filter). None: the command runs with no network."""
-    return netexec.open_channel(plan.proxy_socket, plan.proxy_token, err)
+def port_fds(plan: SandboxPlanReply, err: TextIO) -> tuple[int, int]:
+    """The descriptors for bubblewrap's ``--info-fd`` and ``--block-fd``: the plan's FIFOs, which the daemon
+    serves (it makes the proxy's ports inside, then lets the command start), or /dev/null twice when it
+    gave none (the command then starts at once, with no network)."""
+    if plan.proxy_info and plan.proxy_go:
+        fds: list[int] = []
+        try:
+            fds.append(os.open(plan.proxy_info, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW))
+            fds.append(os.open(plan.proxy_go, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
+            if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds):
+                raise OSError("not FIFOs")
+            os.set_blocking(fds[1], True)  # bubblewrap waits on it for the daemon's byte (or its end)
+            return _high(fds[0]), _high(fds[1])
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            why = f"cannot open the proxy's FIFOs ({e})"
+    else:
+        why = "no nexusd proxy (no daemon)"
+    print(f"nexus: {why}: the sandboxed command has no network", file=err, flush=True)
+    return _high(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)), _high(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def _high(fd: int) -> int:
+    """``fd`` moved above 9: the plan's shell opens the seccomp filter on 3 (``3<FILE``), over anything there."""
+    if fd > 9:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    finally:
+        os.close(fd)
 
 
 def run(command: str, *, cwd: str | None = None, workspace: str | None = None, socket: str | None = None) -> int:

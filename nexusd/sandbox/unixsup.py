@@ -26,7 +26,7 @@ used: the kernel would read the address again after the check.
   host's file system. Abstract addresses, relative paths and every other path: ``EACCES``. The filter
   below lets only Unix *stream* sockets be made (``seccomp.unix_socket_filter(named=True)``): a datagram
   socket could ``sendto`` any path without ``connect``.
-- Any other family (the bridge's loopback ports, the sandbox's own network): connected as asked, in the
+- Any other family (the proxy's loopback ports, the sandbox's own network): connected as asked, in the
   sandbox's network namespace (a socket keeps the namespace it was made in).
 
 Standard library only, no nexusd imports (the loader runs inside the sandbox, where a checkout under

@@ -50,9 +50,8 @@ from pathlib import Path
 from nexusd.atomicfile import write_atomic
 from nexusd.core.classify.paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES
 from nexusd.protocol import SandboxPlanReply
-from nexusd.sandbox import helper_argv
 from nexusd.sandbox.nested import GIT_PARTS, MAX_DEPTH, SKIP_DIRS
-from nexusd.sandbox.netexec import FD_PLACEHOLDER
+from nexusd.sandbox.netjoin import GO_FD, INFO_FD
 from nexusd.sandbox.seccomp import split_filter
 
 EXIT_REFUSED = 126
@@ -312,31 +311,29 @@ def _script(
     shell_index: int,
     run_dir: str,
     socket: str | None = None,
-    broker: str | None = None,
     escape_hint: str | None = None,
     known: str | None = None,
     preview: dict[str, object] | None = None,
 ) -> str:
     """The sh text; ``$1``: files whose inode changed after this time (epoch seconds) may be planted;
     ``$2``: the command; ``$3``: the per-call file (``RUN_DIR/cd.*``, opened by the agent's text) that receives
-    the directory the command ended in, if it moved, or ""; ``$4``: a filtered network's one-time proxy
-    token (``broker`` given). Descriptor 7 (the agent's text holds that file on it) is closed for every
-    program started here. ``known``: the file listing the writable roots' directories at the decision
-    (``known_dirs_file``)."""
+    the directory the command ended in, if it moved, or "". A filtered network's bubblewrap reports to
+    and waits on the call's FIFOs ``net.TAG.info`` and ``net.TAG.go`` (made with the plan, served by the
+    daemon: ``nexusd.sandbox.netjoin``); without them the command has no network. Descriptor 7 (the agent's
+    text holds that file on it) is closed for every program started here. ``known``: the file listing the
+    writable roots' directories at the decision (``known_dirs_file``)."""
     filt, argv = split_filter(plan.argv)
     words = [q(a) for a in argv]
     words[shell_index] = f'{q(CARRY)} {q(argv[shell_index - 2])} "$2"'
     run = " ".join(words)
-    filtered = FD_PLACEHOLDER in argv
-    if filtered:  # a filtered network: open the proxy channel, then exec the same argv with it
-        # the filtered wrapper's one Python start outside the sandbox (``netexec.py``)
-        netexec = " ".join(q(w) for w in helper_argv("netexec"))
-        run = f'{netexec} {q(broker or "")} "${{4-}}" -- {run}'
+    filtered = ports_planned(plan)
     if preview is not None:  # on an overlay, and a person applies or discards (nexusd.sandbox.previewrun)
         spec = json.dumps(preview, sort_keys=True)
         run = f"{q(sys.executable)} -I -m {PREVIEW_MODULE} {q(spec)} -- {run}"
     if filt is not None:
         run += f" 3<{q(filt)}"
+    if filtered:  # RDWR: opening the report FIFO never waits; the go FIFO's EOF (no daemon) runs it unconnected
+        run += f' {INFO_FD}<>"$nx_ni" {GO_FD}<"$nx_ng"'
     run += ' 8>"$nx_cwd" 7>&-'
     env = _env_default_signal()
     tap = _tap_tools() if plan.backend in ("bwrap", "unshare") else None  # both end every process at exit
@@ -348,17 +345,27 @@ def _script(
     ]
     # per-call files in the run directory (0700, masked inside every sandbox), all named after the agent's
     # per-call file (only a name the daemon drew in this run directory: cd.TAG): in.TAG, the inner shell's
-    # final directory; tap.TAG, the tap's FIFO (made by the daemon: no mkfifo per call) and tap.TAG.out
+    # final directory; tap.TAG, the tap's FIFO (made by the daemon: no mkfifo per call) and tap.TAG.out;
+    # net.TAG.info and net.TAG.go, a filtered network's FIFOs (made with the plan, held by the daemon)
     base = q(run_dir.rstrip("/") + "/")
     lines += [
-        "nx_cwd=; nx_fifo=; nx_out=; nx_tap=",
+        "nx_cwd=; nx_fifo=; nx_out=; nx_tap=; nx_net=",
         f"case ${{3-}} in {base}cd.*/*|*/../*) nx_back= ;; {base}cd.*) nx_back=$3 ;; *) nx_back= ;; esac",
         'if [ -n "$nx_back" ]; then nx_id=${nx_back##*/cd.}; nx_cwd=${nx_back%/cd.*}/in.$nx_id; '
-        "nx_fifo=${nx_back%/cd.*}/tap.$nx_id; nx_out=$nx_fifo.out; "
+        "nx_fifo=${nx_back%/cd.*}/tap.$nx_id; nx_out=$nx_fifo.out; nx_net=${nx_back%/cd.*}/net.$nx_id; "
         f'else nx_cwd={base}"in.$$"; fi',
     ]
+    if filtered:
+        no_net = "nexus: no nexusd proxy for this call: the sandboxed command has no network"
+        lines += [
+            "nx_ni=/dev/null; nx_ng=/dev/null",
+            'if [ -n "$nx_net" ] && [ -p "$nx_net.go" ] && ! [ -h "$nx_net.go" ] && [ -p "$nx_net.info" ] '
+            '&& ! [ -h "$nx_net.info" ]; then nx_ni=$nx_net.info; nx_ng=$nx_net.go; '
+            f"else printf '%s\\n' {q(no_net)} >&2; fi",
+        ]
     # a refusal leaves no per-call file behind
-    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" "$nx_fifo" 2>/dev/null; '
+    nets = ' "$nx_net.info" "$nx_net.go"' if filtered else ""
+    gone_back = f'[ -z "$nx_back" ] || {q(rm)} -f "$nx_back" "$nx_fifo"{nets} 2>/dev/null; '
     if socket:  # the daemon that decided is gone (stopped, not socket-activated): it no longer vouches
         gone = f"nexus: refused to run the command: the daemon that decided it ({socket}) is not running"
         lines += [
@@ -394,8 +401,7 @@ def _script(
         ]
     if env is not None:
         # a background job's stdin would be /dev/null: keep ours on 9 (closed stdin: /dev/null)
-        # a filtered plan's netexec resets INT and QUIT itself (one exec fewer)
-        job = f"( exec {'' if filtered else f'{q(env)} --default-signal=INT,QUIT '}{run} ) 0<&9 9<&-"
+        job = f"( exec {q(env)} --default-signal=INT,QUIT {run} ) 0<&9 9<&-"
         lines += [
             "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
             f'if [ -n "$nx_tap" ]; then {job} 2>"$nx_fifo" & else {job} & fi',
@@ -458,9 +464,10 @@ def _script(
         '  if [ -n "$nx_ok" ] && [ "$nx_d" != "$nx_here" ] && [ -d "$nx_d" ]; then nx_cd=$nx_d; fi',
         "fi",
         """if [ -n "$nx_cd" ] && [ -n "$nx_back" ]; then { printf '%s\\n' "$nx_cd" >"$nx_back"; } 2>/dev/null; fi""",
-        # the agent's shell reads the line through the descriptor it holds: the name can go now
-        f'if [ -n "$nx_back" ]; then {q(rm)} -f "$nx_cwd" "$nx_back" "$nx_fifo" "$nx_out" 7>&- 2>/dev/null; '
-        f'else {q(rm)} -f "$nx_cwd" 7>&- 2>/dev/null; fi',
+        # the agent's shell reads the line through the descriptor it holds: the name can go now, in the
+        # background (the agent does not wait for a cleanup; no descriptor of its is held by it)
+        f'if [ -n "$nx_back" ]; then {q(rm)} -f "$nx_cwd" "$nx_back" "$nx_fifo" "$nx_out" 7>&- </dev/null >/dev/null '
+        f'2>&1 & else {q(rm)} -f "$nx_cwd" 7>&- </dev/null >/dev/null 2>&1 & fi',
         'exit "$rc"',
     ]
     return "\n".join(lines) + "\n"
@@ -547,14 +554,26 @@ def _clean(run_dir: Path) -> None:
     now = time.time()
     crowded = len(entries) > KEEP_RUN_FILES
     for e in entries:
-        per_call = e.name.startswith(("cd.", "tap."))
+        per_call = e.name.startswith(("cd.", "tap.", "net."))
         if not per_call and not crowded:
             continue
         try:
             if e.stat(follow_symlinks=False).st_mtime < now - (PER_CALL_STALE_S if per_call else STALE_AFTER_S):
+                if e.name.startswith("net.") and e.name.endswith(".go"):
+                    release_go(e.path)
                 os.unlink(e.path)
         except OSError:
             pass
+
+
+def release_go(path: str) -> None:
+    """A filtered call's go FIFO whose daemon is gone: a wrapper waiting to open it (it opened after the
+    daemon died) gets end of file, so its bubblewrap runs the command with no network instead of waiting."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:  # ENXIO: nobody waits on it
+        return
+    os.close(fd)
 
 
 def agent_command(
@@ -564,13 +583,14 @@ def agent_command(
     *,
     now: float | None = None,
     socket: str | None = None,
-    proxy: tuple[str, str] | None = None,
     escape_hint: str | None = None,
     known: str | None = None,
     session: str | None = None,
     preview: dict[str, object] | None = None,
+    tag: str | None = None,
 ) -> str:
     """The shell text the agent runs instead of ``command``: the plan as a script, or a refusal.
+    ``tag``: names this call's files in ``run_dir`` (``cd.TAG``, ``tap.TAG``, ``net.TAG.*``; drawn if None).
     ``escape_hint``: how this agent asks to run a call outside the sandbox (said after a failure).
     ``known``: ``known_dirs_file``'s answer for this plan (None: the epilogue walks the whole tree).
     ``preview``: run it on an overlay and ask a person to apply its changes (``nexusd.sandbox.previewrun``'s
@@ -600,7 +620,6 @@ def agent_command(
         shell_index,
         str(run_dir),
         socket,
-        proxy[0] if proxy else None,
         escape_hint,
         known,
         preview,
@@ -608,15 +627,35 @@ def agent_command(
     script = run_dir / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.sh"
     _write(script, text)
     since = (time.time() if now is None else now) - SINCE_MARGIN_S
-    token = f" {q(proxy[1])}" if proxy and FD_PLACEHOLDER in plan.argv else ""  # one-time, for this call only
-    tag = secrets.token_hex(12)
+    tag = tag or secrets.token_hex(12)
     back = str(run_dir / f"cd.{tag}")  # this call's: where the final directory comes back
     if _tap_tools() is not None and plan.backend in ("bwrap", "unshare"):
         # the tap's FIFO, made here (microseconds) rather than by an mkfifo per call; when it cannot be made,
         # this call is not tapped (its refusals go unrecorded, nothing else changes)
         with contextlib.suppress(OSError):
             os.mkfifo(run_dir / f"tap.{tag}", 0o600)
-    return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)} {q(back)}{token}", back)
+    return carry_out(f"/bin/sh {q(str(script))} {since:.3f} {q(command)} {q(back)}", back)
+
+
+def ports_planned(plan: SandboxPlanReply) -> bool:
+    """Whether the plan's bubblewrap waits for the daemon to make a filtered network's proxy ports."""
+    return plan.backend == "bwrap" and plan.network == "filtered"
+
+
+def port_fifos(run_dir: Path, tag: str) -> tuple[str, str] | None:
+    """A filtered call's two FIFOs, ``net.TAG.info`` and ``net.TAG.go`` (0600, in the private run directory):
+    bubblewrap reports its first process on one and waits on the other until the daemon has made the ports
+    (``nexusd.sandbox.netjoin``). None when they cannot be made: the call then runs with no network."""
+    info, go = run_dir / f"net.{tag}.info", run_dir / f"net.{tag}.go"
+    try:
+        os.mkfifo(info, 0o600)
+        os.mkfifo(go, 0o600)
+    except OSError:
+        for path in (info, go):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return None
+    return str(info), str(go)
 
 
 def carry_out(wrapper: str, back: str) -> str:
@@ -637,11 +676,8 @@ def carry_out(wrapper: str, back: str) -> str:
 
 
 def wrapper_words(text: str) -> list[str] | None:
-    """The ``/bin/sh SCRIPT SINCE COMMAND BACK [TOKEN]`` words inside an agent's text (None: not ours)."""
+    """The ``/bin/sh SCRIPT SINCE COMMAND BACK`` words inside an agent's text (None: not ours)."""
     words = shlex.split(text)
-    if len(words) < 8 or words[:2] != ["{", "/bin/sh"]:
+    if len(words) < 8 or words[:2] != ["{", "/bin/sh"] or words[6:8] != [";", "__nexus_rc=$?;"]:
         return None
-    for i in range(6, min(len(words), 8)):  # after SCRIPT SINCE COMMAND BACK [TOKEN]
-        if words[i] == ";" and words[i + 1] == "__nexus_rc=$?;":
-            return words[1:i]
-    return None
+    return words[1:6]

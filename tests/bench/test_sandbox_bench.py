@@ -17,7 +17,7 @@ def test_sandbox_bench_runs_pairs_of_the_real_wrapper() -> None:
     assert out["wrapped_ms"]["count"] == out["bare_ms"]["count"] == out["overhead_ms"]["count"] == 2
     assert out["wrapped_cpu_ms"]["count"] == 2 and out["checks"][0]["result"] in ("pass", "MISS")
     # the same rounds time the filtered wrapper (a fresh token each), the interpreter floor and a big tree
-    for key in ("filtered_overhead_ms", "filtered_decide_ms", "python_floor_ms", "tree_overhead_ms", "tree_walk_ms"):
+    for key in ("filtered_overhead_ms", "filtered_decide_ms", "tree_overhead_ms", "tree_walk_ms"):
         assert out[key]["count"] == 2, key
     assert [c["result"] in ("pass", "MISS") for c in out["checks"]] == [True, True, True]
     assert "filtered difference per pair" in sandbox.render(out) and "whole walk" in sandbox.render(out)

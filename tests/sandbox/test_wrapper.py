@@ -283,3 +283,33 @@ def test_content_addressed_files_survive_writers_in_many_threads(tmp_path: Path)
     assert path.read_text() == data
     assert all(n == len(data) for n in seen), sorted(set(seen))[:5]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None:
+    """A daemon killed between a filtered call's decision and its run holds neither FIFO: a wrapper that
+    opens ``net.TAG.go`` then waits. The run directory's sweep releases it (end of file: bubblewrap runs
+    the command with no network) and removes both, once they are older than the per-call files' hour."""
+    import threading
+
+    from nexusd.sandbox import wrapper
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    fifos = wrapper.port_fifos(run_dir, "abc")
+    assert fifos is not None
+    got: list[bytes] = []
+
+    def waiting_wrapper() -> None:  # as ``6<"$nx_ng"`` opens it, then bubblewrap reads its byte
+        with open(fifos[1], "rb", buffering=0) as f:
+            got.append(f.read(1))
+
+    t = threading.Thread(target=waiting_wrapper, daemon=True)
+    t.start()
+    old = time.time() - wrapper.PER_CALL_STALE_S - 60
+    for path in fifos:
+        os.utime(path, (old, old))
+    wrapper._calls_since_clean.pop(run_dir, None)  # the next call's sweep is this one
+    wrapper._clean(run_dir)
+    t.join(30)
+    assert not t.is_alive() and got == [b""]
+    assert not any(os.path.exists(p) for p in fifos)

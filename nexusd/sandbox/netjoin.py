@@ -1,0 +1,263 @@
+"""A filtered sandbox's proxy ports, made from outside: the daemon listens on the sandbox's own loopback.
+
+bubblewrap names the sandbox's first process (``--info-fd``) and holds the command back (``--block-fd``)
+until the daemon has made the ports. The *joiner*, a long-lived single-threaded child of the daemon, forks
+for each sandbox; the fork enters the sandbox's network namespace through the user namespace that owns it
+(ours: bubblewrap made it, so we hold every capability there), makes listening sockets on 127.0.0.1 and
+::1 at the proxy's ports, and hands them to the daemon. A socket keeps the namespace it was made in, so
+the daemon's proxy accepts the command's connections itself: no process runs inside the sandbox for the
+network, and a call starts no interpreter for it (a filtered call used to start two).
+
+The checks a fork makes before it joins (anything else: no ports, the command runs with no network):
+the process is still the one the daemon's pidfd names (so a reused pid cannot lend another namespace);
+the network namespace is not the daemon's own (listening there would open the proxy to every local
+process); the user namespace that owns it belongs to our uid.
+
+Standard library only: ``python -I -S -c SOURCE CONTROL_FD`` (``nexusd.sandbox.helper_argv``), started by
+``Joiner``; the daemon's side of the wait is ``nexusd.sandbox.proxy``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+INFO_FD = 5  # bubblewrap writes {"child-pid": N} here (the wrapper opens net.TAG.info on it)
+GO_FD = 6  # and reads one byte here before it runs the command (net.TAG.go); end of file: no network
+
+NS_GET_USERNS = 0xB701  # linux/nsfs.h: _IO(0xb7, 0x1)
+NS_GET_OWNER_UID = 0xB704  # _IO(0xb7, 0x4)
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+IP_FREEBIND = 15  # bind before the sandbox's loopback is up (bubblewrap raises it in the blocked child)
+IPV6_FREEBIND = 78
+# the sandbox's loopback: no loss and no queue; a system default of BBR paces every send with timers,
+# which cost a download a third of its CPU there. Reno is in every kernel and allowed unprivileged.
+LOOPBACK_CC = b"reno"
+REQUEST_MAX = 256
+
+
+def bwrap_words() -> list[str]:
+    """The words a filtered plan gives bubblewrap (the runner and the wrapper put the FIFOs on these)."""
+    return ["--info-fd", str(INFO_FD), "--block-fd", str(GO_FD)]
+
+
+def words_at(argv: list[str]) -> int | None:
+    """Where ``bwrap_words`` stand in a plan's argv (None: not a filtered plan). Only our own words can
+    hold four in a row like these: the command is one word, the last."""
+    words = bwrap_words()
+    for i in range(len(argv) - len(words)):
+        if argv[i : i + len(words)] == words:
+            return i
+    return None
+
+
+# --------------------------------------------------------------------------- the joiner process
+
+
+def _listen(family: int, address: str, port: int) -> socket.socket:
+    s = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.setsockopt(socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)
+        else:
+            s.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
+        with contextlib.suppress(OSError, AttributeError):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, LOOPBACK_CC)
+        s.bind((address, port))
+        s.listen(128)
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
+def _setns(libc: ctypes.CDLL, fd: int, kind: int, what: str) -> None:
+    if libc.setns(fd, kind) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"cannot enter the sandbox's {what} namespace: {os.strerror(e)}")
+
+
+def join(libc: ctypes.CDLL, pidfd: int, pid: int, ports: list[int]) -> list[socket.socket]:
+    """In a fresh fork (it never leaves the namespaces it enters): the listening sockets, for each port
+    one on 127.0.0.1 and, where the namespace has IPv6, one on ::1, in that order. Raises with the reason."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    if poller.poll(0):  # a pidfd is readable once its process has ended: the pid may be another's now
+        raise OSError("the sandbox ended before its ports were made")
+    if os.fstat(net).st_ino == os.stat("/proc/self/ns/net").st_ino:
+        raise OSError("the process is not in a network namespace of its own")
+    user = fcntl.ioctl(net, NS_GET_USERNS)
+    (owner,) = struct.unpack("I", fcntl.ioctl(user, NS_GET_OWNER_UID, b"\0" * 4))
+    if owner != os.geteuid():
+        raise OSError(f"the sandbox's user namespace belongs to uid {owner}, not to us")
+    if os.fstat(user).st_ino != os.stat("/proc/self/ns/user").st_ino:
+        _setns(libc, user, CLONE_NEWUSER, "user")
+    _setns(libc, net, CLONE_NEWNET, "network")
+    out: list[socket.socket] = []
+    for port in ports:
+        out.append(_listen(socket.AF_INET, "127.0.0.1", port))
+        with contextlib.suppress(OSError):  # no IPv6 in the namespace: IPv4 alone
+            out.append(_listen(socket.AF_INET6, "::1", port))
+    return out
+
+
+def _answer(libc: ctypes.CDLL, request: bytes, pidfd: int, reply: socket.socket) -> None:
+    try:
+        words = request.decode("ascii").split()
+        pid, ports = int(words[0]), [int(w) for w in words[1:]]
+        if pid <= 0 or not ports or not all(0 < p < 65536 for p in ports):
+            raise ValueError
+    except (UnicodeDecodeError, ValueError, IndexError):
+        reply.send(b"error: a malformed request")
+        return
+    try:
+        listeners = join(libc, pidfd, pid, ports)
+    except OSError as e:
+        reply.send(f"error: {e.strerror or e}".encode("utf-8", "replace")[:REQUEST_MAX])
+        return
+    names = " ".join(f"{6 if s.family == socket.AF_INET6 else 4}:{s.getsockname()[1]}" for s in listeners)
+    socket.send_fds(reply, [f"ok {names}".encode()], [s.fileno() for s in listeners])
+
+
+def serve(control: socket.socket) -> None:
+    """Each request ``PID PORT...`` with two descriptors (the sandbox process's pidfd, the reply socket):
+    answered by a fork with ``ok`` and the listening sockets, or ``error: WHY``. Ends when the daemon does."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forks
+    libc = ctypes.CDLL(None, use_errno=True)
+    while True:
+        try:
+            request, fds, _flags, _addr = socket.recv_fds(control, REQUEST_MAX, 2)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not request and not fds:
+            return  # the daemon is gone
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pidfd, reply_fd = fds
+        if os.fork() == 0:
+            try:
+                control.close()
+                with socket.socket(fileno=reply_fd) as reply:
+                    _answer(libc, request, pidfd, reply)
+            finally:
+                os._exit(0)
+        os.close(pidfd)
+        os.close(reply_fd)
+
+
+# --------------------------------------------------------------------------- the daemon's side
+
+
+class Joiner:
+    """The daemon's handle on the joiner process (started on first use, again if it died)."""
+
+    def __init__(self, argv: list[str] | None = None) -> None:
+        self._argv = argv
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            self._running()
+
+    def _running(self) -> socket.socket:
+        if self._proc is not None and self._proc.poll() is None and self._control is not None:
+            return self._control
+        self._stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            argv = self._argv
+            if argv is None:
+                from nexusd.sandbox import helper_argv
+
+                argv = helper_argv("netjoin")
+            self._proc = subprocess.Popen(
+                [*argv, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # a terminal's ^C reaches the daemon, which stops it itself
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)  # the daemon's loop sends on it: a joiner that cannot keep up is started again
+        self._control = ours
+        return ours
+
+    def request(self, pidfd: int, pid: int, ports: list[int]) -> socket.socket:
+        """Ask for ``pid``'s ports; returns the socket the answer comes on (``read_answer``). Raises OSError."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            msg = " ".join(str(n) for n in (pid, *ports)).encode()
+            with self._lock:
+                control = self._running()
+                try:
+                    socket.send_fds(control, [msg], [pidfd, theirs.fileno()])
+                except OSError:  # it died since: once more with a new one
+                    self._stop()
+                    socket.send_fds(self._running(), [msg], [pidfd, theirs.fileno()])
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        return ours
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            with contextlib.suppress(Exception):
+                self._proc.wait(1)
+            self._proc = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def read_answer(sock: socket.socket) -> list[socket.socket]:
+    """The listening sockets in a joiner's answer (ready to read); raises OSError with its reason."""
+    msg, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, 8)
+    listeners = [socket.socket(fileno=fd) for fd in fds]
+    if not msg.startswith(b"ok"):
+        for s in listeners:
+            s.close()
+        why = msg.decode("utf-8", "replace").removeprefix("error: ") or "the joiner ended without an answer"
+        raise OSError(why)
+    for s in listeners:
+        s.setblocking(False)
+    return listeners
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        os.write(2, b"usage: python -I -S -c NETJOIN_SOURCE CONTROL_FD\n")
+        sys.exit(2)
+    serve(socket.socket(fileno=int(sys.argv[1])))

@@ -1,0 +1,194 @@
+"""The joiner: a filtered sandbox's proxy ports made from outside, on the sandbox's own loopback.
+
+Real bubblewrap (``--unshare-user --unshare-net``, reporting on ``--info-fd`` and held on ``--block-fd``
+as a filtered plan's is), the real joiner process, real sockets. The daemon's side around it (the FIFOs,
+the proxy accepting) is tested through ``nexusctl run`` and the agent's wrapper in test_network.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from nexusd.sandbox import netjoin
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+PORT = 3128
+CLIENT = (
+    "import socket,sys\n"
+    "s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
+    "s.sendall(b'hello from inside'); print(s.recv(100).decode())\n"
+)
+
+
+class Sandbox:
+    """A bubblewrap with its own user and network namespaces, held before its command until ``go_w`` is
+    written; ``pid``/``pidfd``: its first process, as it reported it."""
+
+    proc: subprocess.Popen[str]
+    go_w: int
+    pid: int
+    pidfd: int
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        for fd in (self.go_w, self.pidfd):
+            os.close(fd)
+
+
+def _sandbox(argv_: list[str]) -> Sandbox:
+    """bubblewrap with its info and block descriptors at the numbers its words name, as the wrapper runs it."""
+    words = netjoin.bwrap_words()
+    info_r, info_w = os.pipe()
+    go_r, go_w = os.pipe()
+    argv = ["bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc", *words, "--", *argv_]
+
+    def place() -> None:  # in the child: the pipes at the numbers the words name (dup2 makes them inheritable)
+        os.dup2(info_w, netjoin.INFO_FD)
+        os.dup2(go_r, netjoin.GO_FD)
+
+    fds = (netjoin.INFO_FD, netjoin.GO_FD)
+    proc = subprocess.Popen(
+        argv, preexec_fn=place, pass_fds=fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    os.close(info_w)
+    os.close(go_r)
+    box = Sandbox()
+    box.proc, box.go_w = proc, go_w
+    data = b""
+    while b"child-pid" not in data or not data.rstrip().endswith(b"}"):
+        ready, _, _ = select.select([info_r], [], [], 30)
+        assert ready, "bubblewrap never reported"
+        chunk = os.read(info_r, 4096)
+        assert chunk, proc.stderr.read() if proc.stderr else "bubblewrap ended"
+        data += chunk
+    os.close(info_r)
+    box.pid = json.loads(data)["child-pid"]
+    box.pidfd = os.pidfd_open(box.pid)
+    return box
+
+
+@pytest.fixture
+def joiner() -> Iterator[netjoin.Joiner]:
+    j = netjoin.Joiner()
+    j.start()
+    yield j
+    j.close()
+
+
+def _ask(joiner: netjoin.Joiner, pidfd: int, pid: int, ports: list[int]) -> list[socket.socket]:
+    answer = joiner.request(pidfd, pid, ports)
+    with answer:
+        ready, _, _ = select.select([answer], [], [], 30)
+        assert ready, "the joiner never answered"
+        return netjoin.read_answer(answer)
+
+
+def test_the_ports_are_made_inside_and_the_command_reaches_them(joiner: netjoin.Joiner) -> None:
+    box = _sandbox([sys.executable, "-I", "-S", "-c", CLIENT, str(PORT)])
+    try:
+        listeners = _ask(joiner, box.pidfd, box.pid, [PORT, PORT + 1])
+        assert [s.getsockname()[:2] for s in listeners if s.family == socket.AF_INET] == [
+            ("127.0.0.1", PORT),
+            ("127.0.0.1", PORT + 1),
+        ]
+        host = socket.socket()
+        assert host.connect_ex(("127.0.0.1", PORT)) != 0 or host.getpeername()[1] != PORT  # not the host's
+        host.close()
+        os.write(box.go_w, b"x")
+        first = listeners[0]
+        first.setblocking(True)
+        first.settimeout(30)
+        conn, _ = first.accept()
+        with conn:
+            assert conn.recv(100) == b"hello from inside"
+            conn.sendall(b"hello from the daemon")
+        out, err = box.proc.communicate(timeout=60)
+        assert box.proc.returncode == 0 and out.strip() == "hello from the daemon", err
+        for s in listeners:
+            s.close()
+    finally:
+        box.close()
+
+
+def test_without_ports_the_command_finds_nothing_listening() -> None:
+    """The go byte without a joiner's answer: the command runs, with no network at all."""
+    box = _sandbox([sys.executable, "-I", "-S", "-c", CLIENT, str(PORT)])
+    try:
+        os.write(box.go_w, b"x")
+        _out, err = box.proc.communicate(timeout=60)
+        assert box.proc.returncode != 0 and "Connection refused" in err
+    finally:
+        box.close()
+
+
+def test_the_daemons_own_network_is_never_listened_in(joiner: netjoin.Joiner) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    pidfd = os.pidfd_open(sleeper.pid)
+    try:
+        with pytest.raises(OSError, match="network namespace of its own"):
+            _ask(joiner, pidfd, sleeper.pid, [PORT])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        os.close(pidfd)
+
+
+def test_a_process_that_ended_lends_no_namespace(joiner: netjoin.Joiner) -> None:
+    """A pid is only looked up while the process the daemon's pidfd names lives: never a reused pid's."""
+    box = _sandbox(["true"])
+    try:
+        pid, pidfd = box.pid, box.pidfd
+        os.write(box.go_w, b"x")  # it runs ``true`` and ends
+        box.proc.communicate(timeout=30)
+        deadline = time.monotonic() + 30
+        while not select.select([pidfd], [], [], 0)[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(OSError, match=r"ended|No such file"):
+            _ask(joiner, pidfd, pid, [PORT])
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("request_", [b"", b"x", b"12", b"12 0", b"12 70000", b"-5 80", b"\xff\xfe 80", b"1 2 x"])
+def test_malformed_requests_get_a_reason_and_the_joiner_goes_on(joiner: netjoin.Joiner, request_: bytes) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        socket.send_fds(joiner._running(), [request_ or b" "], [pidfd, theirs.fileno()])
+        theirs.close()
+        ready, _, _ = select.select([ours], [], [], 30)
+        assert ready
+        with pytest.raises(OSError, match="malformed"):
+            netjoin.read_answer(ours)
+    finally:
+        ours.close()
+        os.close(pidfd)
+    test_the_daemons_own_network_is_never_listened_in(joiner)  # still serving
+
+
+def test_a_killed_joiner_is_started_again(joiner: netjoin.Joiner) -> None:
+    assert joiner._proc is not None
+    joiner._proc.kill()
+    joiner._proc.wait()
+    test_the_daemons_own_network_is_never_listened_in(joiner)
+
+
+def test_the_words_are_found_only_as_our_own() -> None:
+    words = netjoin.bwrap_words()
+    assert netjoin.words_at(["bwrap", "--x", *words, "--", "sh", "-c", "true"]) == 2
+    assert netjoin.words_at(["bwrap", "--", "sh", "-c", " ".join(words)]) is None
+    assert netjoin.words_at(["bwrap", "--", "sh", "-c", "true"]) is None
