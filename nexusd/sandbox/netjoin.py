@@ -44,6 +44,7 @@ IPV6_FREEBIND = 78
 # which cost a download a third of its CPU there. Reno is in every kernel and allowed unprivileged.
 LOOPBACK_CC = b"reno"
 REQUEST_MAX = 256
+FDS = 3  # with each request: the sandbox process's pidfd, the socket the answer goes on, the go FIFO
 
 
 def bwrap_words() -> list[str]:
@@ -114,52 +115,97 @@ def join(libc: ctypes.CDLL, pidfd: int, pid: int, ports: list[int]) -> list[sock
     return out
 
 
-def _answer(libc: ctypes.CDLL, request: bytes, pidfd: int, reply: socket.socket) -> None:
+def _answer(libc: ctypes.CDLL, request: bytes, fds: list[int]) -> None:
+    """One request's answer, in a fork: ``fds`` are the sandbox process's pidfd, the reply socket and the
+    sandbox's go FIFO. With the ports made, the byte that starts the command is written here at once (a
+    connection made before the daemon accepts waits in the backlog): one hop fewer before the command."""
+    pidfd, reply_fd, go = fds
+    with socket.socket(fileno=reply_fd) as reply:
+        try:
+            words = request.decode("ascii").split()
+            pid, ports = int(words[0]), [int(w) for w in words[1:]]
+            if pid <= 0 or not ports or not all(0 < p < 65536 for p in ports):
+                raise ValueError
+        except (UnicodeDecodeError, ValueError, IndexError):
+            reply.send(b"error: a malformed request")
+            return
+        try:
+            listeners = join(libc, pidfd, pid, ports)
+        except OSError as e:
+            reply.send(f"error: {e.strerror or e}".encode("utf-8", "replace")[:REQUEST_MAX])
+            return
+        with contextlib.suppress(OSError):
+            os.write(go, b"x")
+        names = " ".join(f"{6 if s.family == socket.AF_INET6 else 4}:{s.getsockname()[1]}" for s in listeners)
+        socket.send_fds(reply, [f"ok {names}".encode()], [s.fileno() for s in listeners])
+
+
+def _fork_spare(control: socket.socket, libc: ctypes.CDLL) -> socket.socket | None:
+    """A fork made ahead of the next request, waiting on the returned socket for it (a fork of this
+    process costs ~1 ms: it happens after a request is served, not while a sandbox waits for its ports)."""
     try:
-        words = request.decode("ascii").split()
-        pid, ports = int(words[0]), [int(w) for w in words[1:]]
-        if pid <= 0 or not ports or not all(0 < p < 65536 for p in ports):
-            raise ValueError
-    except (UnicodeDecodeError, ValueError, IndexError):
-        reply.send(b"error: a malformed request")
-        return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    except OSError:
+        return None
     try:
-        listeners = join(libc, pidfd, pid, ports)
-    except OSError as e:
-        reply.send(f"error: {e.strerror or e}".encode("utf-8", "replace")[:REQUEST_MAX])
-        return
-    names = " ".join(f"{6 if s.family == socket.AF_INET6 else 4}:{s.getsockname()[1]}" for s in listeners)
-    socket.send_fds(reply, [f"ok {names}".encode()], [s.fileno() for s in listeners])
+        pid = os.fork()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None
+    if pid == 0:
+        try:
+            control.close()
+            ours.close()
+            request, fds, _flags, _addr = socket.recv_fds(theirs, REQUEST_MAX, FDS)
+            if len(fds) == FDS:
+                _answer(libc, request, fds)
+        finally:
+            os._exit(0)
+    theirs.close()
+    return ours
 
 
 def serve(control: socket.socket) -> None:
-    """Each request ``PID PORT...`` with two descriptors (the sandbox process's pidfd, the reply socket):
-    answered by a fork with ``ok`` and the listening sockets, or ``error: WHY``. Ends when the daemon does."""
+    """Each request ``PID PORT...`` with three descriptors (``FDS``):
+    answered by a fork with ``ok`` and the listening sockets, or ``error: WHY``. Ends when the daemon does.
+    The fork is made ahead (one spare at a time); a request that finds none forks on the spot."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forks
     libc = ctypes.CDLL(None, use_errno=True)
+    spare = _fork_spare(control, libc)
     while True:
         try:
-            request, fds, _flags, _addr = socket.recv_fds(control, REQUEST_MAX, 2)
+            request, fds, _flags, _addr = socket.recv_fds(control, REQUEST_MAX, FDS)
         except InterruptedError:
             continue
         except OSError:
             return
         if not request and not fds:
             return  # the daemon is gone
-        if len(fds) != 2:
+        if len(fds) != FDS:
             for fd in fds:
                 os.close(fd)
             continue
-        pidfd, reply_fd = fds
-        if os.fork() == 0:
+        handed = False
+        if spare is not None:
+            try:
+                socket.send_fds(spare, [request], fds)
+                handed = True
+                # the next spare once this one is done: a fork now would take the CPU its answer needs
+                select.select([spare], [], [], 1.0)
+            except OSError:  # it died (killed): fork for this one on the spot
+                pass
+            spare.close()
+            spare = None
+        if not handed and os.fork() == 0:
             try:
                 control.close()
-                with socket.socket(fileno=reply_fd) as reply:
-                    _answer(libc, request, pidfd, reply)
+                _answer(libc, request, fds)
             finally:
                 os._exit(0)
-        os.close(pidfd)
-        os.close(reply_fd)
+        for fd in fds:
+            os.close(fd)
+        spare = _fork_spare(control, libc)
 
 
 # --------------------------------------------------------------------------- the daemon's side
@@ -206,18 +252,19 @@ class Joiner:
         self._control = ours
         return ours
 
-    def request(self, pidfd: int, pid: int, ports: list[int]) -> socket.socket:
-        """Ask for ``pid``'s ports; returns the socket the answer comes on (``read_answer``). Raises OSError."""
+    def request(self, pidfd: int, pid: int, ports: list[int], go: int) -> socket.socket:
+        """Ask for ``pid``'s ports; returns the socket the answer comes on (``read_answer``). ``go``: the
+        sandbox's go FIFO, written once the ports listen. Raises OSError."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         try:
             msg = " ".join(str(n) for n in (pid, *ports)).encode()
             with self._lock:
                 control = self._running()
                 try:
-                    socket.send_fds(control, [msg], [pidfd, theirs.fileno()])
+                    socket.send_fds(control, [msg], [pidfd, theirs.fileno(), go])
                 except OSError:  # it died since: once more with a new one
                     self._stop()
-                    socket.send_fds(self._running(), [msg], [pidfd, theirs.fileno()])
+                    socket.send_fds(self._running(), [msg], [pidfd, theirs.fileno(), go])
         except BaseException:
             ours.close()
             raise

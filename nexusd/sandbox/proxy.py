@@ -189,7 +189,7 @@ class NetworkProxy:
             try:
                 pidfd = os.pidfd_open(pid)
                 with anyio.fail_after(JOIN_TIMEOUT):
-                    answer = self.joiner.request(pidfd, pid, [HTTP_PORT, SOCKS_PORT])
+                    answer = self.joiner.request(pidfd, pid, [HTTP_PORT, SOCKS_PORT], go)
                     with answer:
                         await anyio.wait_readable(answer)
                         listeners = netjoin.read_answer(answer)
@@ -198,7 +198,7 @@ class NetworkProxy:
             finally:
                 _unlink(paths)  # (first: once the command runs, nothing of its call is left to find)
                 with contextlib.suppress(OSError):
-                    os.write(go, b"x")  # bubblewrap runs the command now, with its ports or without
+                    os.write(go, b"x")  # (the joiner's fork wrote it once the ports listened; else no network)
             if not listeners or pidfd is None:
                 return
             async with anyio.create_task_group() as tg:

@@ -89,18 +89,27 @@ def joiner() -> Iterator[netjoin.Joiner]:
     j.close()
 
 
-def _ask(joiner: netjoin.Joiner, pidfd: int, pid: int, ports: list[int]) -> list[socket.socket]:
-    answer = joiner.request(pidfd, pid, ports)
-    with answer:
-        ready, _, _ = select.select([answer], [], [], 30)
-        assert ready, "the joiner never answered"
-        return netjoin.read_answer(answer)
+def _ask(joiner: netjoin.Joiner, pidfd: int, pid: int, ports: list[int], go: int | None = None) -> list[socket.socket]:
+    """The joiner's answer; ``go`` (a sandbox's): written by the joiner once the ports listen."""
+    r, w = os.pipe()
+    try:
+        answer = joiner.request(pidfd, pid, ports, go if go is not None else w)
+        with answer:
+            ready, _, _ = select.select([answer], [], [], 30)
+            assert ready, "the joiner never answered"
+            listeners = netjoin.read_answer(answer)
+        # the go byte is written once the ports listen, and only then
+        assert select.select([r], [], [], 0)[0] == ([r] if go is None else [])
+        return listeners
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def test_the_ports_are_made_inside_and_the_command_reaches_them(joiner: netjoin.Joiner) -> None:
     box = _sandbox([sys.executable, "-I", "-S", "-c", CLIENT, str(PORT)])
     try:
-        listeners = _ask(joiner, box.pidfd, box.pid, [PORT, PORT + 1])
+        listeners = _ask(joiner, box.pidfd, box.pid, [PORT, PORT + 1], box.go_w)
         assert [s.getsockname()[:2] for s in listeners if s.family == socket.AF_INET] == [
             ("127.0.0.1", PORT),
             ("127.0.0.1", PORT + 1),
@@ -108,7 +117,6 @@ def test_the_ports_are_made_inside_and_the_command_reaches_them(joiner: netjoin.
         host = socket.socket()
         assert host.connect_ex(("127.0.0.1", PORT)) != 0 or host.getpeername()[1] != PORT  # not the host's
         host.close()
-        os.write(box.go_w, b"x")
         first = listeners[0]
         first.setblocking(True)
         first.settimeout(30)
@@ -168,12 +176,16 @@ def test_malformed_requests_get_a_reason_and_the_joiner_goes_on(joiner: netjoin.
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pidfd = os.pidfd_open(os.getpid())
     try:
-        socket.send_fds(joiner._running(), [request_ or b" "], [pidfd, theirs.fileno()])
+        r, w = os.pipe()
+        socket.send_fds(joiner._running(), [request_ or b" "], [pidfd, theirs.fileno(), w])
+        os.close(w)
         theirs.close()
         ready, _, _ = select.select([ours], [], [], 30)
         assert ready
         with pytest.raises(OSError, match="malformed"):
             netjoin.read_answer(ours)
+        assert os.read(r, 1) == b""  # nothing started: no go byte
+        os.close(r)
     finally:
         ours.close()
         os.close(pidfd)
