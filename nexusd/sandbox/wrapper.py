@@ -219,10 +219,12 @@ def find_planted_expr(*, known: bool = False) -> list[str]:
     for n in sorted((SKIP_DIRS | PROTECTED_DIR_NAMES) - {".git"}):
         prune += ["-o", "-name", n]
     prune += [")", "-prune", "-o"]
-    if known:  # a directory unchanged since the decision: none of its entries is new
-        prune += ["(", "-type", "d", "!", "-newerct", "@SINCE", ")", "-prune", "-o"]
+    # known: a directory unchanged since the decision is pruned first, before ~130 name tests: none of its
+    # entries is new, and it is not new itself (the protected test below wants a newer ctime too), so the
+    # answer is the same, at one ctime comparison per known directory
+    first = ["(", "-type", "d", "!", "-newerct", "@SINCE", ")", "-prune", "-o"] if known else []
     # planted and fresh: print it and stop; otherwise prune what the nested search does not enter
-    return ["(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
+    return [*first, "(", *protected, "-newerct", "@SINCE", "-print", "-quit", ")", "-o", *prune, "-false"]
 
 
 def failure_note(plan: SandboxPlanReply, escape_hint: str) -> tuple[str, str]:
