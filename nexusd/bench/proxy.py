@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         daemon.wait()
         server.wait()
+        shutil.rmtree(root, ignore_errors=True)  # the daemon's state, config and socket directory
 
     def latency(kind: str) -> float:
         return statistics.median(x for run in runs[kind] for x in run["latencies"])
