@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
 import os
 import select
 import signal
@@ -30,6 +31,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 INFO_FD = 5  # bubblewrap writes {"child-pid": N} here (the wrapper opens net.TAG.info on it)
 GO_FD = 6  # and reads one byte here before it runs the command (net.TAG.go); end of file: no network
@@ -44,7 +46,10 @@ IPV6_FREEBIND = 78
 # which cost a download a third of its CPU there. Reno is in every kernel and allowed unprivileged.
 LOOPBACK_CC = b"reno"
 REQUEST_MAX = 256
-FDS = 3  # with each request: the sandbox process's pidfd, the socket the answer goes on, the go FIFO
+REPORT_MAX = 4096  # bubblewrap's report is ~100 bytes; more is not its
+FDS = 3  # with each request: three descriptors (the daemon's: info, go, reply; a fork's: pidfd, reply, go)
+WATCH_TTL = 125.0  # a report that has not come by then never will (the daemon's own wait is 120 s)
+MAX_WATCHES = 4096
 
 
 def bwrap_words() -> list[str]:
@@ -115,20 +120,13 @@ def join(libc: ctypes.CDLL, pidfd: int, pid: int, ports: list[int]) -> list[sock
     return out
 
 
-def _answer(libc: ctypes.CDLL, request: bytes, fds: list[int]) -> None:
-    """One request's answer, in a fork: ``fds`` are the sandbox process's pidfd, the reply socket and the
+def _answer(libc: ctypes.CDLL, pid: int, ports: list[int], fds: list[int]) -> None:
+    """One sandbox's ports, in a fork: ``fds`` are the sandbox process's pidfd, the reply socket and the
     sandbox's go FIFO. With the ports made, the byte that starts the command is written here at once (a
-    connection made before the daemon accepts waits in the backlog): one hop fewer before the command."""
+    connection made before the daemon accepts waits in the backlog); then ``ok`` goes to the daemon with
+    the pidfd (it watches the sandbox's end) and the listening sockets."""
     pidfd, reply_fd, go = fds
     with socket.socket(fileno=reply_fd) as reply:
-        try:
-            words = request.decode("ascii").split()
-            pid, ports = int(words[0]), [int(w) for w in words[1:]]
-            if pid <= 0 or not ports or not all(0 < p < 65536 for p in ports):
-                raise ValueError
-        except (UnicodeDecodeError, ValueError, IndexError):
-            reply.send(b"error: a malformed request")
-            return
         try:
             listeners = join(libc, pidfd, pid, ports)
         except OSError as e:
@@ -137,12 +135,12 @@ def _answer(libc: ctypes.CDLL, request: bytes, fds: list[int]) -> None:
         with contextlib.suppress(OSError):
             os.write(go, b"x")
         names = " ".join(f"{6 if s.family == socket.AF_INET6 else 4}:{s.getsockname()[1]}" for s in listeners)
-        socket.send_fds(reply, [f"ok {names}".encode()], [s.fileno() for s in listeners])
+        socket.send_fds(reply, [f"ok {names}".encode()], [pidfd, *(s.fileno() for s in listeners)])
 
 
 def _fork_spare(control: socket.socket, libc: ctypes.CDLL) -> socket.socket | None:
-    """A fork made ahead of the next request, waiting on the returned socket for it (a fork of this
-    process costs ~1 ms: it happens after a request is served, not while a sandbox waits for its ports)."""
+    """A fork made ahead of the next sandbox's report, waiting on the returned socket for it (a fork of
+    this process costs ~1 ms: it happens after a sandbox is served, not while one waits for its ports)."""
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
     except OSError:
@@ -158,54 +156,145 @@ def _fork_spare(control: socket.socket, libc: ctypes.CDLL) -> socket.socket | No
             control.close()
             ours.close()
             request, fds, _flags, _addr = socket.recv_fds(theirs, REQUEST_MAX, FDS)
-            if len(fds) == FDS:
-                _answer(libc, request, fds)
+            words = [int(w) for w in request.split()]
+            if len(fds) == FDS and len(words) >= 2:
+                _answer(libc, words[0], words[1:], fds)
         finally:
             os._exit(0)
     theirs.close()
     return ours
 
 
+class _Watch:
+    """One filtered sandbox whose bubblewrap has not reported yet."""
+
+    __slots__ = ("buf", "deadline", "go", "ports", "reply")
+
+    def __init__(self, go: int, reply: int, ports: list[int], deadline: float) -> None:
+        self.go, self.reply, self.ports, self.deadline = go, reply, ports, deadline
+        self.buf = b""
+
+    def close(self, info: int) -> None:
+        for fd in (info, self.go, self.reply):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _report(info: int, w: _Watch) -> int | None:
+    """The pid once bubblewrap's report on ``info`` is whole; 0 while it is not; None: never (end of
+    file, garbage, too long, or not a positive integer)."""
+    try:
+        chunk = os.read(info, 4096)
+    except BlockingIOError:
+        return 0
+    except OSError:
+        return None
+    if not chunk:
+        return None
+    w.buf += chunk
+    if len(w.buf) > REPORT_MAX:
+        return None
+    try:
+        data = json.loads(w.buf)
+    except ValueError:
+        return 0  # not all of it yet
+    pid = data.get("child-pid") if isinstance(data, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _ports(request: bytes) -> list[int] | None:
+    try:
+        ports = [int(w) for w in request.decode("ascii").split()]
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return ports if ports and all(0 < p < 65536 for p in ports) else None
+
+
 def serve(control: socket.socket) -> None:
-    """Each request ``PID PORT...`` with three descriptors (``FDS``):
-    answered by a fork with ``ok`` and the listening sockets, or ``error: WHY``. Ends when the daemon does.
-    The fork is made ahead (one spare at a time); a request that finds none forks on the spot."""
+    """Each request from the daemon is ``PORT...`` with three descriptors (``FDS``): a sandbox's info FIFO
+    (read end), its go FIFO, and the socket the answer goes on. The joiner reads bubblewrap's report on
+    the info FIFO itself (the daemon's loop is not on the way), opens a pidfd for the process it names, and
+    hands the rest to a fork made ahead (``_answer``); a report that never comes is dropped after
+    ``WATCH_TTL`` seconds (the daemon sees the answer socket end). Ends when the daemon does."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the forks
     libc = ctypes.CDLL(None, use_errno=True)
     spare = _fork_spare(control, libc)
+    watches: dict[int, _Watch] = {}
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
     while True:
+        now = time.monotonic()
+        for info in [i for i, w in watches.items() if w.deadline <= now]:
+            poller.unregister(info)
+            watches.pop(info).close(info)
+        timeout = min((w.deadline for w in watches.values()), default=now + 3600) - now
         try:
-            request, fds, _flags, _addr = socket.recv_fds(control, REQUEST_MAX, FDS)
+            events = poller.poll(max(0, int(timeout * 1000)) + 1)
         except InterruptedError:
             continue
-        except OSError:
-            return
-        if not request and not fds:
-            return  # the daemon is gone
-        if len(fds) != FDS:
-            for fd in fds:
-                os.close(fd)
-            continue
-        handed = False
-        if spare is not None:
+        for fd, _mask in events:
+            if fd == control.fileno():
+                try:
+                    request, fds, _flags, _addr = socket.recv_fds(control, REQUEST_MAX, FDS)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    return
+                if not request and not fds:
+                    return  # the daemon is gone
+                ports = _ports(request)
+                if len(fds) != FDS or ports is None or len(watches) >= MAX_WATCHES:
+                    if len(fds) == FDS:
+                        with contextlib.suppress(OSError):
+                            why = b"error: a malformed request" if ports is None else b"error: too many sandboxes"
+                            os.write(fds[2], why)
+                    for x in fds:
+                        os.close(x)
+                    continue
+                info, go, reply = fds
+                os.set_blocking(info, False)
+                watches[info] = _Watch(go, reply, ports, time.monotonic() + WATCH_TTL)
+                poller.register(info, select.POLLIN)
+                continue
+            w = watches.get(fd)
+            if w is None:
+                continue
+            pid = _report(fd, w)
+            if pid == 0:
+                continue
+            poller.unregister(fd)
+            del watches[fd]
+            if pid is None:
+                w.close(fd)  # the daemon sees its answer socket end: bubblewrap gets no network
+                continue
             try:
-                socket.send_fds(spare, [request], fds)
-                handed = True
-                # the next spare once this one is done: a fork now would take the CPU its answer needs
-                select.select([spare], [], [], 1.0)
-            except OSError:  # it died (killed): fork for this one on the spot
-                pass
-            spare.close()
-            spare = None
-        if not handed and os.fork() == 0:
-            try:
-                control.close()
-                _answer(libc, request, fds)
-            finally:
-                os._exit(0)
-        for fd in fds:
-            os.close(fd)
-        spare = _fork_spare(control, libc)
+                pidfd = os.pidfd_open(pid)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.write(w.reply, f"error: the sandbox's process is gone ({e.strerror})".encode())
+                w.close(fd)
+                continue
+            handed = False
+            msg = " ".join(str(n) for n in (pid, *w.ports)).encode()
+            if spare is not None:
+                try:
+                    socket.send_fds(spare, [msg], [pidfd, w.reply, w.go])
+                    handed = True
+                    # the next fork once this one is done: a fork now would take the CPU its answer needs
+                    select.select([spare], [], [], 1.0)
+                except OSError:  # it died (killed): fork for this one on the spot
+                    pass
+                spare.close()
+                spare = None
+            if not handed and os.fork() == 0:
+                try:
+                    control.close()
+                    _answer(libc, pid, w.ports, [pidfd, w.reply, w.go])
+                finally:
+                    os._exit(0)
+            os.close(pidfd)
+            w.close(fd)
+            spare = _fork_spare(control, libc)
 
 
 # --------------------------------------------------------------------------- the daemon's side
@@ -252,19 +341,20 @@ class Joiner:
         self._control = ours
         return ours
 
-    def request(self, pidfd: int, pid: int, ports: list[int], go: int) -> socket.socket:
-        """Ask for ``pid``'s ports; returns the socket the answer comes on (``read_answer``). ``go``: the
-        sandbox's go FIFO, written once the ports listen. Raises OSError."""
+    def watch(self, info: int, go: int, ports: list[int]) -> socket.socket:
+        """Hand a filtered sandbox's FIFOs to the joiner, which waits for bubblewrap's report, makes
+        ``ports`` inside and starts the command; returns the socket its answer comes on (``read_answer``).
+        The caller keeps its own descriptors. Raises OSError."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         try:
-            msg = " ".join(str(n) for n in (pid, *ports)).encode()
+            msg = " ".join(str(n) for n in ports).encode()
             with self._lock:
                 control = self._running()
                 try:
-                    socket.send_fds(control, [msg], [pidfd, theirs.fileno(), go])
-                except OSError:  # it died since: once more with a new one
+                    socket.send_fds(control, [msg], [info, go, theirs.fileno()])
+                except OSError:  # it died since (or cannot keep up): once more with a new one
                     self._stop()
-                    socket.send_fds(self._running(), [msg], [pidfd, theirs.fileno(), go])
+                    socket.send_fds(self._running(), [msg], [info, go, theirs.fileno()])
         except BaseException:
             ours.close()
             raise
@@ -289,18 +379,19 @@ class Joiner:
             self._stop()
 
 
-def read_answer(sock: socket.socket) -> list[socket.socket]:
-    """The listening sockets in a joiner's answer (ready to read); raises OSError with its reason."""
-    msg, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, 8)
-    listeners = [socket.socket(fileno=fd) for fd in fds]
-    if not msg.startswith(b"ok"):
-        for s in listeners:
-            s.close()
-        why = msg.decode("utf-8", "replace").removeprefix("error: ") or "the joiner ended without an answer"
+def read_answer(sock: socket.socket) -> tuple[int, list[socket.socket]]:
+    """A joiner's answer (ready to read): the sandbox process's pidfd and the listening sockets; raises
+    OSError with its reason (the end of the socket: no report came)."""
+    msg, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, 9)
+    if not msg.startswith(b"ok") or not fds:
+        for fd in fds:
+            os.close(fd)
+        why = msg.decode("utf-8", "replace").removeprefix("error: ") or "no report from the sandbox"
         raise OSError(why)
+    listeners = [socket.socket(fileno=fd) for fd in fds[1:]]
     for s in listeners:
         s.setblocking(False)
-    return listeners
+    return fds[0], listeners
 
 
 if __name__ == "__main__":

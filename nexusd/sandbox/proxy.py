@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import socket
 import stat
@@ -44,7 +43,6 @@ MAX_HEAD = 64 * 1024  # request line and headers
 HEAD_TIMEOUT = 15.0  # a client that dribbles its head (slowloris) is dropped after this
 CONNECT_TIMEOUT = 10.0
 PLAN_TTL = 120.0  # a filtered call's FIFOs are served this long for its bubblewrap to report, then removed
-JOIN_TIMEOUT = 5.0  # for the joiner's answer: the command then runs with no network
 MAX_SANDBOXES = 4096  # filtered calls planned and not ended, at once
 MAX_PER_CHANNEL = 256  # connections at once per sandboxed command
 MAX_TOTAL = 4096
@@ -90,27 +88,6 @@ Resolved = Callable[[Context, Target, str, list[str]], str | None]  # why not to
 
 class Refused(Exception):
     pass
-
-
-async def _child_pid(info: int) -> int | None:
-    """The sandbox's first process, from bubblewrap's ``--info-fd`` JSON; None when it ends without one."""
-    buf = b""
-    while len(buf) < 4096:
-        await anyio.wait_readable(info)
-        try:
-            chunk = os.read(info, 4096)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return None
-        buf += chunk
-        try:
-            data = json.loads(buf)
-        except ValueError:
-            continue  # not all of it yet
-        pid = data.get("child-pid") if isinstance(data, dict) else None
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
-    return None
 
 
 def _unlink(paths: tuple[str, ...]) -> None:
@@ -178,23 +155,19 @@ class NetworkProxy:
         return True
 
     async def _sandbox(self, ctx: Context, info: int, go: int, paths: tuple[str, str]) -> None:
+        """The joiner waits for the sandbox's report and starts its command (``netjoin.serve``); here, its
+        answer, then the ports until the sandbox ends. Whatever fails releases bubblewrap with no network."""
         pidfd: int | None = None
-        pid: int | None = None
         listeners: list[socket.socket] = []
         try:
-            with anyio.move_on_after(PLAN_TTL):
-                pid = await _child_pid(info)
-            if pid is None:
-                return  # never run (the agent did not, or was refused), or bubblewrap failed first
             try:
-                pidfd = os.pidfd_open(pid)
-                with anyio.fail_after(JOIN_TIMEOUT):
-                    answer = self.joiner.request(pidfd, pid, [HTTP_PORT, SOCKS_PORT], go)
-                    with answer:
+                answer = self.joiner.watch(info, go, [HTTP_PORT, SOCKS_PORT])
+                with answer:
+                    with anyio.move_on_after(PLAN_TTL):
                         await anyio.wait_readable(answer)
-                        listeners = netjoin.read_answer(answer)
-            except (OSError, TimeoutError) as e:
-                log.warning("filtered sandbox gets no network: its ports could not be made", error=str(e) or "timeout")
+                    pidfd, listeners = netjoin.read_answer(answer)  # (not ready: "no report")
+            except OSError as e:
+                log.info("filtered sandbox without ports", why=str(e))
             finally:
                 _unlink(paths)  # (first: once the command runs, nothing of its call is left to find)
                 with contextlib.suppress(OSError):

@@ -14,8 +14,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,19 +32,18 @@ CLIENT = (
 
 
 class Sandbox:
-    """A bubblewrap with its own user and network namespaces, held before its command until ``go_w`` is
-    written; ``pid``/``pidfd``: its first process, as it reported it."""
+    """A bubblewrap with its own user and network namespaces that reports on ``info_r`` and waits for a
+    byte on ``go_w`` before its command, as a filtered plan's does."""
 
     proc: subprocess.Popen[str]
+    info_r: int
     go_w: int
-    pid: int
-    pidfd: int
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()
-        for fd in (self.go_w, self.pidfd):
+        for fd in (self.info_r, self.go_w):
             os.close(fd)
 
 
@@ -67,17 +66,7 @@ def _sandbox(argv_: list[str]) -> Sandbox:
     os.close(info_w)
     os.close(go_r)
     box = Sandbox()
-    box.proc, box.go_w = proc, go_w
-    data = b""
-    while b"child-pid" not in data or not data.rstrip().endswith(b"}"):
-        ready, _, _ = select.select([info_r], [], [], 30)
-        assert ready, "bubblewrap never reported"
-        chunk = os.read(info_r, 4096)
-        assert chunk, proc.stderr.read() if proc.stderr else "bubblewrap ended"
-        data += chunk
-    os.close(info_r)
-    box.pid = json.loads(data)["child-pid"]
-    box.pidfd = os.pidfd_open(box.pid)
+    box.proc, box.info_r, box.go_w = proc, info_r, go_w
     return box
 
 
@@ -89,16 +78,25 @@ def joiner() -> Iterator[netjoin.Joiner]:
     j.close()
 
 
-def _ask(joiner: netjoin.Joiner, pidfd: int, pid: int, ports: list[int], go: int | None = None) -> list[socket.socket]:
-    """The joiner's answer; ``go`` (a sandbox's): written by the joiner once the ports listen."""
+def _report(text: bytes) -> int:
+    """A pipe's read end holding ``text``, as if a process had reported it (and closed)."""
+    r, w = os.pipe()
+    os.write(w, text)
+    os.close(w)
+    return r
+
+
+def _ask(joiner: netjoin.Joiner, info: int, ports: list[int], go: int | None = None) -> list[socket.socket]:
+    """The joiner's answer to a report on ``info``; ``go`` (a sandbox's): written by the joiner once the
+    ports listen, and only then."""
     r, w = os.pipe()
     try:
-        answer = joiner.request(pidfd, pid, ports, go if go is not None else w)
+        answer = joiner.watch(info, go if go is not None else w, ports)
         with answer:
             ready, _, _ = select.select([answer], [], [], 30)
             assert ready, "the joiner never answered"
-            listeners = netjoin.read_answer(answer)
-        # the go byte is written once the ports listen, and only then
+            pidfd, listeners = netjoin.read_answer(answer)
+        os.close(pidfd)
         assert select.select([r], [], [], 0)[0] == ([r] if go is None else [])
         return listeners
     finally:
@@ -109,7 +107,7 @@ def _ask(joiner: netjoin.Joiner, pidfd: int, pid: int, ports: list[int], go: int
 def test_the_ports_are_made_inside_and_the_command_reaches_them(joiner: netjoin.Joiner) -> None:
     box = _sandbox([sys.executable, "-I", "-S", "-c", CLIENT, str(PORT)])
     try:
-        listeners = _ask(joiner, box.pidfd, box.pid, [PORT, PORT + 1], box.go_w)
+        listeners = _ask(joiner, box.info_r, [PORT, PORT + 1], box.go_w)
         assert [s.getsockname()[:2] for s in listeners if s.family == socket.AF_INET] == [
             ("127.0.0.1", PORT),
             ("127.0.0.1", PORT + 1),
@@ -145,51 +143,70 @@ def test_without_ports_the_command_finds_nothing_listening() -> None:
 
 def test_the_daemons_own_network_is_never_listened_in(joiner: netjoin.Joiner) -> None:
     sleeper = subprocess.Popen(["sleep", "60"])
-    pidfd = os.pidfd_open(sleeper.pid)
     try:
         with pytest.raises(OSError, match="network namespace of its own"):
-            _ask(joiner, pidfd, sleeper.pid, [PORT])
+            _ask(joiner, _report(json.dumps({"child-pid": sleeper.pid}).encode()), [PORT])
     finally:
         sleeper.kill()
         sleeper.wait()
-        os.close(pidfd)
 
 
 def test_a_process_that_ended_lends_no_namespace(joiner: netjoin.Joiner) -> None:
-    """A pid is only looked up while the process the daemon's pidfd names lives: never a reused pid's."""
-    box = _sandbox(["true"])
-    try:
-        pid, pidfd = box.pid, box.pidfd
-        os.write(box.go_w, b"x")  # it runs ``true`` and ends
-        box.proc.communicate(timeout=30)
-        deadline = time.monotonic() + 30
-        while not select.select([pidfd], [], [], 0)[0] and time.monotonic() < deadline:
-            time.sleep(0.01)
-        with pytest.raises(OSError, match=r"ended|No such file"):
-            _ask(joiner, pidfd, pid, [PORT])
-    finally:
-        box.close()
+    """A pid is only looked up while the process it named lives (a pidfd): never a reused pid's."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(OSError, match="gone"):
+        _ask(joiner, _report(json.dumps({"child-pid": gone.pid}).encode()), [PORT])
 
 
-@pytest.mark.parametrize("request_", [b"", b"x", b"12", b"12 0", b"12 70000", b"-5 80", b"\xff\xfe 80", b"1 2 x"])
+@pytest.mark.parametrize(
+    "report",
+    [b"", b"nope", b'{"child-pid": "12"}', b'{"child-pid": 0}', b'{"child-pid": false}', b"[]", b"{" * 5000],
+)
+def test_a_report_that_is_not_bubblewraps_gets_no_ports(joiner: netjoin.Joiner, report: bytes) -> None:
+    with pytest.raises(OSError, match="no report"):
+        _ask(joiner, _report(report), [PORT])
+
+
+@pytest.mark.parametrize("request_", [b" ", b"x", b"0", b"70000", b"-5", b"\xff\xfe", b"80 x"])
 def test_malformed_requests_get_a_reason_and_the_joiner_goes_on(joiner: netjoin.Joiner, request_: bytes) -> None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pidfd = os.pidfd_open(os.getpid())
+    info, go = _report(b'{"child-pid": 1}'), os.pipe()
     try:
-        r, w = os.pipe()
-        socket.send_fds(joiner._running(), [request_ or b" "], [pidfd, theirs.fileno(), w])
-        os.close(w)
+        socket.send_fds(joiner._running(), [request_], [info, go[1], theirs.fileno()])
         theirs.close()
+        os.close(go[1])
         ready, _, _ = select.select([ours], [], [], 30)
         assert ready
         with pytest.raises(OSError, match="malformed"):
             netjoin.read_answer(ours)
-        assert os.read(r, 1) == b""  # nothing started: no go byte
-        os.close(r)
+        assert os.read(go[0], 1) == b""  # nothing started: no go byte
     finally:
         ours.close()
-        os.close(pidfd)
+        os.close(info)
+        os.close(go[0])
     test_the_daemons_own_network_is_never_listened_in(joiner)  # still serving
+
+
+def test_a_report_that_never_comes_is_dropped_after_its_time() -> None:
+    """A sandbox never run: its watch ends after ``WATCH_TTL`` (here made short) and the daemon's answer
+    socket ends with it; the joiner holds nothing of it any more."""
+    source = Path(netjoin.__file__ or "").read_text().replace("WATCH_TTL = 125.0", "WATCH_TTL = 0.5")
+    assert "WATCH_TTL = 0.5" in source
+    short = netjoin.Joiner([sys.executable, "-I", "-S", "-c", source])
+    r, w = os.pipe()  # a writer stays: end of file never comes
+    go = os.pipe()
+    try:
+        answer = short.watch(r, go[1], [PORT])
+        with answer:
+            ready, _, _ = select.select([answer], [], [], 30)
+            assert ready
+            with pytest.raises(OSError, match="no report"):
+                netjoin.read_answer(answer)
+    finally:
+        short.close()
+        for fd in (r, w, *go):
+            os.close(fd)
 
 
 def test_a_killed_joiner_is_started_again(joiner: netjoin.Joiner) -> None:
