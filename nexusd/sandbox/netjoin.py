@@ -138,6 +138,18 @@ def _answer(libc: ctypes.CDLL, pid: int, ports: list[int], fds: list[int]) -> No
         socket.send_fds(reply, [f"ok {names}".encode()], [pidfd, *(s.fileno() for s in listeners)])
 
 
+def _keep_only(fds: list[int]) -> None:
+    """In a fork: every descriptor above 2 closed but ``fds``. Other sandboxes' FIFOs and answer sockets
+    must not live on in it: the daemon learns that a report never came from its answer socket's end, and
+    bubblewrap that the daemon is gone from its go FIFO's."""
+    low = 3
+    for fd in sorted(fds):
+        if fd > low:
+            os.closerange(low, fd)
+        low = max(low, fd + 1)
+    os.closerange(low, 1 << 20)
+
+
 def _fork_spare(control: socket.socket, libc: ctypes.CDLL) -> socket.socket | None:
     """A fork made ahead of the next sandbox's report, waiting on the returned socket for it (a fork of
     this process costs ~1 ms: it happens after a sandbox is served, not while one waits for its ports)."""
@@ -155,6 +167,7 @@ def _fork_spare(control: socket.socket, libc: ctypes.CDLL) -> socket.socket | No
         try:
             control.close()
             ours.close()
+            _keep_only([theirs.fileno()])
             request, fds, _flags, _addr = socket.recv_fds(theirs, REQUEST_MAX, FDS)
             words = [int(w) for w in request.split()]
             if len(fds) == FDS and len(words) >= 2:
@@ -289,6 +302,7 @@ def serve(control: socket.socket) -> None:
             if not handed and os.fork() == 0:
                 try:
                     control.close()
+                    _keep_only([pidfd, w.reply, w.go])
                     _answer(libc, pid, w.ports, [pidfd, w.reply, w.go])
                 finally:
                     os._exit(0)

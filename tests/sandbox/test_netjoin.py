@@ -221,3 +221,30 @@ def test_the_words_are_found_only_as_our_own() -> None:
     assert netjoin.words_at(["bwrap", "--x", *words, "--", "sh", "-c", "true"]) == 2
     assert netjoin.words_at(["bwrap", "--", "sh", "-c", " ".join(words)]) is None
     assert netjoin.words_at(["bwrap", "--", "sh", "-c", "true"]) is None
+
+
+def test_a_fork_holds_no_other_sandboxs_descriptors(joiner: netjoin.Joiner) -> None:
+    """B waits for its report while A is served, and the joiner forks its next child then; when B's
+    report never comes (end of file), the daemon must see B's answer socket end at once: a fork holding a
+    copy of it (or of B's go FIFO) would keep it open for as long as the fork lives."""
+    b_info, b_writer = os.pipe()
+    b_go = os.pipe()
+    b_answer = joiner.watch(b_info, b_go[1], [PORT])
+    os.close(b_info)
+    os.close(b_go[1])
+    box = _sandbox(["true"])
+    try:
+        for s in _ask(joiner, box.info_r, [PORT], box.go_w):  # A served; the next fork is made after it
+            s.close()
+        box.proc.communicate(timeout=60)
+        os.close(b_writer)  # B's report never comes
+        with b_answer:
+            ready, _, _ = select.select([b_answer], [], [], 10)
+            assert ready, "B's answer socket stayed open"
+            with pytest.raises(OSError, match="no report"):
+                netjoin.read_answer(b_answer)
+        ready, _, _ = select.select([b_go[0]], [], [], 10)
+        assert ready and os.read(b_go[0], 1) == b""  # and nobody holds B's go FIFO
+    finally:
+        box.close()
+        os.close(b_go[0])
