@@ -55,7 +55,7 @@ def stdin_for(workspace: str, n: int, command: str = COMMAND, provider: str = "c
     payload: dict[str, Any]
     if provider == "claude":
         payload = {
-            "session_id": "3f1c9a52-7d1e-4c55-9a57-0b8f2d6a1e44",
+            "session_id": session,  # one of 100: a repeated call stays under the runaway limit
             "transcript_path": f"{workspace}/.claude/transcript.jsonl",
             "cwd": workspace,
             "permission_mode": "default",
