@@ -8,6 +8,7 @@ always-protected paths (``protected``) can never be opened up again by a user's 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,15 @@ def _depth(path: str) -> int:
 def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
     """The mounts to apply, in order, after the read-only root. Pure: decides from the spec alone;
     the caller has already dropped paths that do not exist."""
+    return list(_plan_mounts(spec))
+
+
+@functools.lru_cache(maxsize=16)
+def _plan_mounts(spec: MountSpec) -> tuple[tuple[Kind, str], ...]:
+    """``plan_mounts``, remembered for the last few specs: a workspace of 1,500 repositories has ~3,000
+    protected paths, ~6 ms of Python per plan, on the interpreter lock beside every other agent's call;
+    its spec is the same from one call to the next while its tree does not change (a frozen dataclass:
+    equal specs, equal mounts)."""
     entries: list[tuple[Kind, str, bool]] = []  # kind, path, always-protected
     entries += [("rw", p, False) for p in spec.writable]
     entries += [("ro", p, False) for p in spec.read_only]
@@ -103,7 +113,7 @@ def plan_mounts(spec: MountSpec) -> list[tuple[Kind, str]]:
         if kind == "rw" and above == "rw" and path not in spec.own:
             continue  # already writable
         out.append((kind, path))
-    return out
+    return tuple(out)
 
 
 # bubblewrap refuses more than 9,000 arguments in all (its options, what ``--args`` adds, and the command):
@@ -193,7 +203,7 @@ def _layered(
     places = []
     for n, chunk in enumerate(chunks, 1):
         at = LAYER_MOUNT.format(n)
-        outer.append(["--ro-bind", layer_file(b"".join(os.fsencode(w) + b"\0" for w in chunk)), at])
+        outer.append(["--ro-bind", layer_file(os.fsencode("\0".join(chunk) + "\0")), at])
         places.append(at)
     # every layer is a user namespace of its own; ``innermost`` (the outer's --disable-userns and
     # --cap-drop ALL) goes to the last, around the command
