@@ -1,20 +1,24 @@
 """A filtered sandbox's proxy ports, made from outside: the daemon listens on the sandbox's own loopback.
 
 bubblewrap names the sandbox's first process (``--info-fd``) and holds the command back (``--block-fd``)
-until the daemon has made the ports. The *joiner*, a long-lived single-threaded child of the daemon, forks
-for each sandbox; the fork enters the sandbox's network namespace through the user namespace that owns it
-(ours: bubblewrap made it, so we hold every capability there), makes listening sockets on 127.0.0.1 and
-::1 at the proxy's ports, and hands them to the daemon. A socket keeps the namespace it was made in, so
-the daemon's proxy accepts the command's connections itself: no process runs inside the sandbox for the
-network, and a call starts no interpreter for it (a filtered call used to start two).
+until the ports exist. The *joiner*, a long-lived single-threaded child of the daemon, is handed both
+FIFOs with the call and reads the report itself (the daemon's loop is not on the way to the command's
+start). It opens a pidfd for the process the report names and hands it to a fork made ahead; the fork
+enters the sandbox's network namespace through the user namespace that owns it (ours: bubblewrap made
+it, so we hold every capability there), makes listening sockets on 127.0.0.1 and ::1 at the proxy's
+ports, writes the byte that starts the command, and sends the sockets and the pidfd to the daemon. A
+socket keeps the namespace it was made in, so the daemon's proxy accepts the command's connections
+itself: no process runs inside the sandbox for the network, and a call starts no interpreter for it (a
+filtered call used to start two).
 
-The checks a fork makes before it joins (anything else: no ports, the command runs with no network):
-the process is still the one the daemon's pidfd names (so a reused pid cannot lend another namespace);
-the network namespace is not the daemon's own (listening there would open the proxy to every local
-process); the user namespace that owns it belongs to our uid.
+What gets no ports (the command then runs with no network): a report that is not a positive pid in
+bubblewrap's JSON, or none within ``WATCH_TTL``; a process that ended before its pidfd was opened or
+before the fork joined (so a reused pid cannot lend another namespace); a network namespace that is the
+daemon's own (listening there would open the proxy to every local process); a user namespace owned by
+another uid.
 
 Standard library only: ``python -I -S -c SOURCE CONTROL_FD`` (``nexusd.sandbox.helper_argv``), started by
-``Joiner``; the daemon's side of the wait is ``nexusd.sandbox.proxy``.
+``Joiner``; the daemon's side is ``nexusd.sandbox.proxy`` (``NetworkProxy.attach``).
 """
 
 from __future__ import annotations
