@@ -32,10 +32,12 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
-import threading
 import time
+
+TYPE_CHECKING = False  # typing costs the joiner an import; mypy reads this name as typing's
+if TYPE_CHECKING:
+    import subprocess
 
 INFO_FD = 5  # bubblewrap writes {"child-pid": N} here (the wrapper opens net.TAG.info on it)
 GO_FD = 6  # and reads one byte here before it runs the command (net.TAG.go); end of file: no network
@@ -322,6 +324,8 @@ class Joiner:
     """The daemon's handle on the joiner process (started on first use, again if it died)."""
 
     def __init__(self, argv: list[str] | None = None) -> None:
+        import threading  # (here: the joiner process, which runs this module's source, needs neither)
+
         self._argv = argv
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -330,6 +334,11 @@ class Joiner:
     def start(self) -> None:
         with self._lock:
             self._running()
+
+    def running(self) -> bool:
+        """Whether the joiner process is up (a dead one is started again by ``start`` or ``watch``)."""
+        proc = self._proc
+        return proc is not None and proc.poll() is None and self._control is not None
 
     def _running(self) -> socket.socket:
         if self._proc is not None and self._proc.poll() is None and self._control is not None:
@@ -342,6 +351,8 @@ class Joiner:
                 from nexusd.sandbox import helper_argv
 
                 argv = helper_argv("netjoin")
+            import subprocess
+
             self._proc = subprocess.Popen(
                 [*argv, str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,

@@ -117,11 +117,8 @@ class NetworkProxy:
     # ------------------------------------------------------------------ the sandboxes' ports
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Holds the proxy's tasks (every sandbox's ports, every connection) until cancelled."""
-        try:
-            await anyio.to_thread.run_sync(self.joiner.start)
-        except OSError as e:  # attach still tries again, per call
-            log.warning("the joiner did not start", error=repr(e))
+        """Holds the proxy's tasks (every sandbox's ports, every connection) until cancelled. The joiner
+        starts with the first filtered call (most daemons never have one)."""
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -161,6 +158,8 @@ class NetworkProxy:
         listeners: list[socket.socket] = []
         try:
             try:
+                if not self.joiner.running():  # the first filtered call (or the joiner died): off the loop
+                    await anyio.to_thread.run_sync(self.joiner.start)
                 answer = self.joiner.watch(info, go, [HTTP_PORT, SOCKS_PORT])
                 with answer:
                     with anyio.move_on_after(PLAN_TTL):
