@@ -628,7 +628,7 @@ class PreparedWrap:
     key: str
     command: str
     cwd: str
-    workspace: str
+    workspace: str  # resolved (here, in the pool: the loop asks no file system)
     text: str  # the agent's text (``wrapper.agent_command``), its files written already
     ports: tuple[str, str] | None = None  # a filtered call's FIFOs (``wrapper.port_fifos``): info, go
 
@@ -637,8 +637,7 @@ class PreparedWrap:
         once bubblewrap reports; when it cannot take them they are removed, and the wrapper, finding none,
         runs the command with no network."""
         if self.ports is not None:
-            ws = os.path.realpath(self.workspace)
-            taken = network is not None and network(self.command, self.cwd, ws, self.ports)
+            taken = network is not None and network(self.command, self.cwd, self.workspace, self.ports)
             if not taken:
                 for path in self.ports:
                     with contextlib.suppress(OSError):
@@ -760,7 +759,7 @@ def prepare_wrap(
         preview=preview,
         tag=tag,
     )
-    return PreparedWrap(dict(call.input), key, command, cwd, ws, text, ports)
+    return PreparedWrap(dict(call.input), key, command, cwd, _real(ws), text, ports)
 
 
 # --------------------------------------------------------------------------- masks and the sandbox's HOME
