@@ -248,3 +248,40 @@ def test_a_conflict_shown_to_the_person_is_overwritten_by_their_allow(
     assert "NOT APPLIED" in err and "conflict: made.txt" in err, err
     assert (ws / "made.txt").read_text() == "the person's edit during the review\n"
     assert (ws / "keep.txt").read_text() == "changed\n"  # nothing was written
+
+
+def test_a_previewed_command_reaches_an_allowed_domain(daemon_factory: Any, raw_factory: Any, ws: Path) -> None:
+    """Preview and a filtered network together: the overlay runner passes the call's FIFOs on to
+    bubblewrap, so the proxy's ports exist inside the previewed command too."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"from the allowed host\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        h = daemon_factory(
+            policy=POLICY + f'\n[sandbox.network]\nallowed_domains = ["localhost:{port}"]\n', sandbox=True
+        )
+        command = f"curl -sS -m 20 http://localhost:{port}/ > got.txt; cat got.txt"
+        proc = start(h, ws, wrapped(h, raw_factory, ws, command))
+        item = wait_preview(h, proc)
+        assert "+from the allowed host" in item["call"]["input"]["diff"]
+        assert ctl(h, "answer", item["id"], "deny").returncode == 1
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out == "from the allowed host\n", err
+        assert not (ws / "got.txt").exists()  # discarded
+    finally:
+        server.shutdown()
+        server.server_close()
