@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -285,12 +286,20 @@ def test_content_addressed_files_survive_writers_in_many_threads(tmp_path: Path)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def _in_openat(t: threading.Thread) -> bool:
+    """Whether thread ``t`` is in the openat system call now (x86_64: 257, aarch64: 56)."""
+    try:
+        with open(f"/proc/self/task/{t.native_id}/syscall") as f:
+            return f.read().split(" ", 1)[0] in ("257", "56")
+    except OSError:  # no /proc view of it: give it a generous moment
+        time.sleep(1)
+        return True
+
+
 def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None:
     """A daemon killed between a filtered call's decision and its run holds neither FIFO: a wrapper that
     opens ``net.TAG.go`` then waits. The run directory's sweep releases it (end of file: bubblewrap runs
     the command with no network) and removes both, once they are older than the per-call files' hour."""
-    import threading
-
     from nexusd.sandbox import wrapper
 
     run_dir = tmp_path / "run"
@@ -305,6 +314,10 @@ def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None
 
     t = threading.Thread(target=waiting_wrapper, daemon=True)
     t.start()
+    # the sweep must come while the wrapper waits in open(): a FIFO's open has no other sign of a waiter
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _in_openat(t):
+        time.sleep(0.01)
     old = time.time() - wrapper.PER_CALL_STALE_S - 60
     for path in fifos:
         os.utime(path, (old, old))
