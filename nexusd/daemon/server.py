@@ -334,7 +334,10 @@ class Server:
         while not self.stopping_now:
             try:
                 from nexusd.daemon.network import NetworkGate  # an import needs a descriptor too
+                from nexusd.sandbox.wrapper import release_stale_fifos
 
+                # a killed daemon's filtered calls: nobody serves their FIFOs now (before we serve new ones)
+                await anyio.to_thread.run_sync(release_stale_fifos, self.state.config.state_dir.absolute())
                 gate_ = NetworkGate(self.state)
                 async with anyio.create_task_group() as tg:
                     await tg.start(gate_.proxy.serve)

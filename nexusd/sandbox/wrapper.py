@@ -568,6 +568,20 @@ def _clean(run_dir: Path) -> None:
             pass
 
 
+def release_stale_fifos(state_dir: Path) -> int:
+    """At a daemon's start: every filtered call's FIFO pair left in the run directories (a daemon killed
+    between a call's decision and its run) is released and removed, since no daemon serves them any more.
+    A wrapper waiting to open one gets end of file and runs its command with no network. How many pairs."""
+    n = 0
+    for go in (state_dir / "sandbox").glob(f"*/{RUN_DIR}/net.*.go"):
+        release_go(str(go))
+        for path in (go, go.with_suffix(".info")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        n += 1
+    return n
+
+
 def release_go(path: str) -> None:
     """A filtered call's go FIFO whose daemon is gone: a wrapper waiting to open it (it opened after the
     daemon died) gets end of file, so its bubblewrap runs the command with no network instead of waiting."""

@@ -326,3 +326,36 @@ def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None
     t.join(30)
     assert not t.is_alive() and got == [b""]
     assert not any(os.path.exists(p) for p in fifos)
+
+
+def test_a_new_daemon_releases_every_fifo_a_killed_one_left(tmp_path: Path) -> None:
+    """At its start a daemon serves none of the FIFOs in its run directories (they were a killed daemon's
+    calls): each waiting wrapper is released at once (end of file: no network) and the pairs are removed."""
+    from nexusd.sandbox import wrapper
+
+    state = tmp_path / "state"
+    fifos = []
+    for ws in ("a", "b"):
+        run_dir = state / "sandbox" / ws / wrapper.RUN_DIR
+        run_dir.mkdir(parents=True)
+        pair = wrapper.port_fifos(run_dir, f"tag{ws}")
+        assert pair is not None
+        fifos.append(pair)
+    (state / "sandbox" / "a" / wrapper.RUN_DIR / "net.x.info.keep").write_text("")  # not a pair: left alone
+    got: list[bytes] = []
+
+    def waiting_wrapper() -> None:
+        with open(fifos[0][1], "rb", buffering=0) as f:
+            got.append(f.read(1))
+
+    t = threading.Thread(target=waiting_wrapper, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _in_openat(t):
+        time.sleep(0.01)
+    assert wrapper.release_stale_fifos(state) == 2
+    t.join(30)
+    assert not t.is_alive() and got == [b""]
+    assert not any(os.path.exists(p) for pair in fifos for p in pair)
+    assert (state / "sandbox" / "a" / wrapper.RUN_DIR / "net.x.info.keep").exists()
+    assert wrapper.release_stale_fifos(tmp_path / "none") == 0
