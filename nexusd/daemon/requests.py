@@ -39,6 +39,7 @@ from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
 from nexusd.sandbox.plan import Network, PreparedWrap, wrap_for_agent
 from nexusd.sandbox.previewrun import PREVIEW_FLAG, PREVIEW_TOOL
+from nexusd.sandbox.walkers import WalkFailed
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -304,7 +305,7 @@ class RequestLifecycle:
                         updated = prepared.finish(network_for(self.state, call))
                     else:
                         updated = prepared
-            except (FactsLate, PoolFull) as e:  # the plan missed its deadline: a stalled file system
+            except (FactsLate, PoolFull, WalkFailed) as e:  # the plan missed its deadline: a stalled file system
                 log.warning("sandbox plan late; denying", tool=call.tool, why=str(e))
                 decision, source, reason = "deny", "error", f"sandbox wrapping failed ({e}); denied"
             except Exception as e:  # an allow we cannot wrap as planned is not an allow

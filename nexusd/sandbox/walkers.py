@@ -143,7 +143,7 @@ class _Child:
                 raise WalkFailed(f"the walker of {root} failed: {e}") from e
             if line is None:
                 self._kill()
-                raise WalkFailed(f"the walk of {root} did not return within {timeout:g} s (a stalled file system?)")
+                raise WalkFailed(f"the walk of {root} did not return in time ({timeout:g} s: a stalled file system?)")
             try:
                 reply = _decode_reply(line)
             except msgspec.DecodeError as e:  # out of step with us: a new child for the next ask
