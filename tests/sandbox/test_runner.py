@@ -314,3 +314,51 @@ def test_unavailable_sandbox_refuses_by_default(world: World) -> None:
     r = world.run(f"echo x > {world.outside}/pwned")
     assert r.rc == 126 and not (world.outside / "pwned").exists()
     assert "no sandbox is available (bwrap not found)" in r.err
+
+
+@pytest.mark.parametrize("kind", ["none", "missing", "regular", "symlink", "one"])
+def test_a_plans_proxy_fifos_that_are_not_fifos_mean_no_network(tmp_path: Path, kind: str) -> None:
+    """``proxy_info``/``proxy_go`` as a runner receives them: absent, gone, a regular file, a symlink to a
+    FIFO, or only one of the two. Each gives bubblewrap /dev/null twice (it starts at once, with no
+    network), says so, and never hands over what it names; real FIFOs are passed above descriptor 9."""
+    import io
+    import stat
+
+    from nexusd.protocol import SandboxPlanReply
+    from nexusd.sandbox.runner import port_fds
+
+    info, go = tmp_path / "net.t.info", tmp_path / "net.t.go"
+    os.mkfifo(tmp_path / "real.go")
+    if kind == "regular":
+        info.write_text("")
+        go.write_text("")
+    elif kind == "symlink":
+        os.mkfifo(tmp_path / "real.info")
+        info.symlink_to(tmp_path / "real.info")
+        go.symlink_to(tmp_path / "real.go")
+    elif kind == "one":
+        os.mkfifo(info)
+    plan = SandboxPlanReply(allowed=True, proxy_info=None if kind == "none" else str(info))
+    if kind != "none" and kind != "one":
+        plan = SandboxPlanReply(allowed=True, proxy_info=str(info), proxy_go=str(go))
+    err = io.StringIO()
+    fds = port_fds(plan, err)
+    try:
+        assert "no network" in err.getvalue()
+        assert all(fd > 9 and stat.S_ISCHR(os.fstat(fd).st_mode) for fd in fds)  # /dev/null, twice
+    finally:
+        for fd in fds:
+            os.close(fd)
+    # and the real thing: two FIFOs, the go one held by a writer (as the daemon holds it)
+    os.mkfifo(tmp_path / "ok.info")
+    os.mkfifo(tmp_path / "ok.go")
+    holder = os.open(tmp_path / "ok.go", os.O_RDWR)
+    err = io.StringIO()
+    fds = port_fds(
+        SandboxPlanReply(allowed=True, proxy_info=str(tmp_path / "ok.info"), proxy_go=str(tmp_path / "ok.go")), err
+    )
+    try:
+        assert err.getvalue() == "" and all(fd > 9 and stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds)
+    finally:
+        for fd in (*fds, holder):
+            os.close(fd)

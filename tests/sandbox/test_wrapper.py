@@ -296,6 +296,23 @@ def _in_openat(t: threading.Thread) -> bool:
         return True
 
 
+def _waiting_wrapper(go: str) -> tuple[threading.Thread, list[bytes]]:
+    """A thread that opens ``go`` as the wrapper's ``6<"$nx_ng"`` does, then reads bubblewrap's byte into
+    the list; returned once it waits inside open() (a FIFO's open has no other sign of a waiter)."""
+    got: list[bytes] = []
+
+    def wait() -> None:
+        with open(go, "rb", buffering=0) as f:
+            got.append(f.read(1))
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _in_openat(t):
+        time.sleep(0.01)
+    return t, got
+
+
 def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None:
     """A daemon killed between a filtered call's decision and its run holds neither FIFO: a wrapper that
     opens ``net.TAG.go`` then waits. The run directory's sweep releases it (end of file: bubblewrap runs
@@ -306,18 +323,7 @@ def test_a_dead_daemons_go_fifo_is_released_by_the_sweep(tmp_path: Path) -> None
     run_dir.mkdir()
     fifos = wrapper.port_fifos(run_dir, "abc")
     assert fifos is not None
-    got: list[bytes] = []
-
-    def waiting_wrapper() -> None:  # as ``6<"$nx_ng"`` opens it, then bubblewrap reads its byte
-        with open(fifos[1], "rb", buffering=0) as f:
-            got.append(f.read(1))
-
-    t = threading.Thread(target=waiting_wrapper, daemon=True)
-    t.start()
-    # the sweep must come while the wrapper waits in open(): a FIFO's open has no other sign of a waiter
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _in_openat(t):
-        time.sleep(0.01)
+    t, got = _waiting_wrapper(fifos[1])
     old = time.time() - wrapper.PER_CALL_STALE_S - 60
     for path in fifos:
         os.utime(path, (old, old))
@@ -342,17 +348,7 @@ def test_a_new_daemon_releases_every_fifo_a_killed_one_left(tmp_path: Path) -> N
         assert pair is not None
         fifos.append(pair)
     (state / "sandbox" / "a" / wrapper.RUN_DIR / "net.x.info.keep").write_text("")  # not a pair: left alone
-    got: list[bytes] = []
-
-    def waiting_wrapper() -> None:
-        with open(fifos[0][1], "rb", buffering=0) as f:
-            got.append(f.read(1))
-
-    t = threading.Thread(target=waiting_wrapper, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _in_openat(t):
-        time.sleep(0.01)
+    t, got = _waiting_wrapper(fifos[0][1])
     assert wrapper.release_stale_fifos(state) == 2
     t.join(30)
     assert not t.is_alive() and got == [b""]
