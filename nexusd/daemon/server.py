@@ -154,6 +154,7 @@ class Server:
         self.agents, self.limiter, self.daemon_ancestors = state.agents, state.limiter, state.daemon_ancestors
         self.uid, self.pid, self.started, self.started_mono = state.uid, state.pid, state.started, state.started_mono
         self._tg: anyio.abc.TaskGroup | None = None
+        self._unwatch: anyio.Event | None = None  # set at stop: ends the policy watcher's wait at once
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self.overrides = state.overrides  # a person's modes, kept across restarts
@@ -267,6 +268,7 @@ class Server:
             self.answers.arm_grant(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
         walkers: Walkers | None = None
+        self._unwatch = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -292,7 +294,9 @@ class Server:
                 if self.config.watch_policy:
                     from nexusd.daemon.watch import watch_policy
 
-                    tg.start_soon(watch_policy, lambda: [f for _, f in self.store.layer_files()], self.reload)
+                    tg.start_soon(
+                        watch_policy, lambda: [f for _, f in self.store.layer_files()], self.reload, self._unwatch
+                    )
                 tg.start_soon(self._run_network)
                 self.notifier.ready(self.status_text())
                 log.info(
@@ -375,6 +379,8 @@ class Server:
             while any(c.transport is not None and c.transport.get_write_buffer_size() for c in self.conns):
                 await anyio.sleep(0.01)
         await anyio.to_thread.run_sync(self.audit.flush)
+        if self._unwatch is not None:
+            self._unwatch.set()  # the watcher's thread returns at its next step, not at its 5 s timeout
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from nexusd.client import Client
 from nexusd.daemon.watch import watch_targets
 from nexusd.protocol import CallInfo, Reload
@@ -80,3 +82,25 @@ def test_watch_targets_climb_to_an_existing_directory(tmp_path: Path) -> None:
     f = tmp_path / "a" / "b" / "policy.toml"
     dirs, relevant = watch_targets([f])
     assert dirs == [tmp_path] and {f, tmp_path / "a", tmp_path / "a" / "b"} <= relevant
+
+
+@pytest.mark.anyio
+async def test_watch_policy_returns_once_its_stop_event_is_set(tmp_path: Path) -> None:
+    """Set ``stop`` and the watcher returns at its next step. A cancellation alone waits for watchfiles'
+    thread, up to its 5 s timeout (4.5 s measured): a daemon that had run a while took that long to stop."""
+    import anyio
+
+    from nexusd.daemon.watch import watch_policy
+
+    stop = anyio.Event()
+    reloads: list[int] = []
+
+    async def reload() -> None:
+        reloads.append(1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_policy, lambda: [tmp_path / "policy.toml"], reload, stop)
+        await anyio.sleep(0.5)  # in watchfiles' thread by now
+        t = time.monotonic()
+        stop.set()
+    assert time.monotonic() - t < 3.0 and reloads == []
