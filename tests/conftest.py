@@ -96,6 +96,14 @@ def short_tmpdir() -> Path:
     return Path(tempfile.mkdtemp(dir=_SHORT_ROOT, prefix=""))
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """This test process's ``/tmp`` roots, removed here as well as at exit: an xdist worker can end without
+    running its exit handlers, and every suite run left three of each behind."""
+    for d in (os.environ.get("CLAUDE_CONFIG_DIR"), _SHORT_ROOT):
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 @dataclass
 class DaemonHandle:
     """A running daemon and the environment a client process needs to reach it."""

@@ -79,7 +79,11 @@ def base_env(home: Path, daemon: DaemonHandle | None) -> dict[str, str]:
         "TERM": "dumb",
         "NO_COLOR": "1",
         "IS_SANDBOX": "1",  # Claude Code refuses some modes as root without it
+        # the CLIs' own scratch (Claude Code's /tmp/claude-UID, Codex's, bun's native modules) in the test's
+        # home: left in /tmp, every suite run added hundreds of directories there
+        "TMPDIR": str(home / "tmp"),
     }
+    (home / "tmp").mkdir(mode=0o700, exist_ok=True)
     if "PYTHONPATH" in os.environ:  # the hook and bridge must import the nexusd under test
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(nexus_env(daemon))

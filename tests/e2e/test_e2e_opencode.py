@@ -128,12 +128,8 @@ async def run_opencode(
 ) -> OcRun:
 
     # no models.dev fetch (no network here: it only fails, after ~2 s)
+    # (base_env's TMPDIR in the home: bun extracts its native modules, ~5.5 MB each, there and never removes them)
     env = base_env(home, daemon) | {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
-    # bun extracts its native modules (~5.5 MB each) into TMPDIR and never removes them: a run left ten
-    # in /tmp; in the test's own home they go with it
-    tmp = home / "tmp"
-    tmp.mkdir(exist_ok=True)
-    env["TMPDIR"] = str(tmp)
 
     def go() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
