@@ -50,10 +50,18 @@ def test_undo_page_shows_the_diff_and_rewinds(web: WebHandle, browser_factory: A
     assert "gone.txt" in page.locator("#undo-changes").inner_text()
     assert not (ws / "gone.txt").exists()  # the dry run changed nothing
     page.screenshot(path=str(tmp_path / "undo.png"), full_page=True)
+    dialogs: list[str] = []  # a confirm() (conflicts) would be dismissed: say so if the rewind never comes
+    page.on("dialog", lambda d: dialogs.append(d.message))
     page.click("#undo-confirm")
     # a rewind takes a rescue snapshot and a verifying one (git, full scans): on a loaded machine (load ~10)
     # that once took longer than 30 s
-    page.locator("#message", has_text="rewound").wait_for(timeout=90_000)
+    try:
+        page.locator("#message", has_text="rewound").wait_for(timeout=90_000)
+    except Exception as e:  # (once in a loaded suite run: keep what the page said)
+        said = page.locator("#message").inner_text(), page.locator("#undo-conflicts").inner_text(), dialogs
+        raise AssertionError(
+            f"no rewind reported; the page said {said}; the daemon's log ends:\n" + web.daemon.log.read_text()[-3000:]
+        ) from e
     assert (ws / "gone.txt").read_text() == "precious\n" and (ws / "keep.txt").read_text() == "one\ntwo\n"
 
 
