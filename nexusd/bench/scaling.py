@@ -8,7 +8,16 @@ Each worker decides through ``Pipeline.ruling_now``: facts and ruling, as the da
 
 - ``threads``: N threads in this process (what the daemon's pool is). CPython's GIL lets one of them
   run Python at a time, so the classification, which is CPU work, does not spread over cores.
-- ``processes``: N forked processes, each with the store already loaded (what a process pool would be).
+- ``processes``: N forked processes, each with the store already loaded, each deciding whole calls
+  (facts *and* ruling). The daemon cannot do this: the ruling reads and changes its state (sessions,
+  grants, limits, the memo), which lives on its event loop.
+- ``facts in processes``: what a process pool for the facts would be. N forked children compute each
+  call's facts (``gate.gather``) and send back the workspace, context and classification, pickled, over
+  a pipe; one event loop in this process reads them and rules (``gate.rule``, the policy looked up by
+  workspace), keeping three calls in flight per child. On two cores the loop's share (the ruling, the
+  decoding, the hand-offs) competes with the children for the same cores.
+
+The stage costs (``facts_us``, ``ruling_us``: one thread, per call) say what bounds the last one.
 
 Usage: ``python -m nexusd.bench.scaling [--calls N] [--workers 1,2] [--rounds R] [--json]``.
 """
@@ -16,10 +25,14 @@ Usage: ``python -m nexusd.bench.scaling [--calls N] [--workers 1,2] [--rounds R]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import os
+import pickle
 import shutil
+import signal
 import statistics
+import struct
 import tempfile
 import threading
 import time
@@ -106,6 +119,107 @@ def _processes(store: Any, stream: list[Any], n: int) -> float:
     return len(stream) / (max(ends) - t0)
 
 
+def _facts_child(store: Any, calls: list[Any], r: int, w: int) -> None:
+    """A forked child: read call indices, answer each with its facts (workspace, context, classification)."""
+    from nexusd.policy import gate
+
+    rf = os.fdopen(r, "rb", buffering=0)
+    with rf:
+        while True:
+            head = rf.read(4)
+            if len(head) < 4:
+                os._exit(0)
+            (i,) = struct.unpack("I", head)
+            f = gate.gather(calls[i], store)
+            out = pickle.dumps((i, f.workspace, f.ctx, f.cls), protocol=5)
+            view = memoryview(struct.pack("I", len(out)) + out)
+            while view:
+                view = view[os.write(w, view) :]
+
+
+def _facts_processes(store: Any, stream: list[Any], n: int, window: int = 3) -> float:
+    from nexusd.core.model import Session
+    from nexusd.policy import gate
+
+    kids: list[tuple[int, int, int]] = []  # (pid, request pipe's write end, reply pipe's read end)
+    for _ in range(n):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # (the other children's pipe ends it inherits are never used)
+            os.close(req_w)
+            os.close(rep_r)
+            try:
+                _facts_child(store, stream, req_r, rep_w)
+            finally:
+                os._exit(1)
+        os.close(req_r)
+        os.close(rep_w)
+        kids.append((pid, req_w, rep_r))
+    session = Session(id="facts-processes", provider="claude", agent_mode=stream[0].mode if stream else None)
+    loop = asyncio.new_event_loop()
+    done: asyncio.Future[float] = loop.create_future()
+    sent, got = 0, 0
+    bufs = {rep_r: b"" for _, _, rep_r in kids}
+
+    def send(req_w: int) -> None:
+        nonlocal sent
+        if sent < len(stream):
+            os.write(req_w, struct.pack("I", sent))
+            sent += 1
+
+    def readable(req_w: int, rep_r: int) -> None:
+        nonlocal got
+        buf = bufs[rep_r] + os.read(rep_r, 1 << 16)
+        while len(buf) >= 4:
+            (size,) = struct.unpack_from("I", buf)
+            if len(buf) < 4 + size:
+                break
+            i, ws, ctx, cls = pickle.loads(buf[4 : 4 + size])
+            buf = buf[4 + size :]
+            facts = gate.Facts(stream[i], ws, store.policy_for(ws), ctx=ctx, cls=cls)
+            gate.rule(facts, session, store)
+            got += 1
+            send(req_w)
+            if got == len(stream) and not done.done():
+                done.set_result(time.perf_counter())
+        bufs[rep_r] = buf
+
+    try:
+        for _, req_w, rep_r in kids:
+            loop.add_reader(rep_r, readable, req_w, rep_r)
+        t0 = time.perf_counter()
+        for _, req_w, _ in kids:
+            for _ in range(window):
+                send(req_w)
+        t1 = loop.run_until_complete(asyncio.wait_for(done, 600))
+    finally:
+        loop.close()
+        for pid, req_w, rep_r in kids:
+            os.close(req_w)
+            os.close(rep_r)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    return len(stream) / (t1 - t0)
+
+
+def _stage_costs(store: Any, stream: list[Any]) -> dict[str, float]:
+    """µs per call of the facts and of the ruling, one thread (what bounds a pool with the ruling on a loop)."""
+    from nexusd.core.model import Session
+    from nexusd.policy import gate
+
+    session = Session(id="stages", provider="claude", agent_mode=stream[0].mode if stream else None)
+    facts_s = rule_s = 0.0
+    for call in stream:
+        t0 = time.perf_counter()
+        facts = gate.gather(call, store)
+        t1 = time.perf_counter()
+        gate.rule(facts, session, store)
+        facts_s += t1 - t0
+        rule_s += time.perf_counter() - t1
+    return {"facts_us": facts_s / len(stream) * 1e6, "ruling_us": rule_s / len(stream) * 1e6}
+
+
 def run(
     calls: int = 2000, workers: tuple[int, ...] = (1, 2), rounds: int = 3, seed: int = agent.DEFAULT_SEED
 ) -> dict[str, Any]:
@@ -113,18 +227,20 @@ def run(
     try:
         store, stream = _world(root, calls, seed, clients=8)
         _decide_all(store, stream, "warm")  # caches warm, as in a daemon that has run a while
-        rates: dict[str, dict[int, list[float]]] = {"threads": {}, "processes": {}}
+        stages = _stage_costs(store, stream)
+        rates: dict[str, dict[int, list[float]]] = {"threads": {}, "processes": {}, "facts in processes": {}}
         for _ in range(rounds):  # interleaved, so that load drift hits every cell alike
             for n in workers:
                 rates["threads"].setdefault(n, []).append(_threads(store, stream, n))
                 rates["processes"].setdefault(n, []).append(_processes(store, stream, n))
+                rates["facts in processes"].setdefault(n, []).append(_facts_processes(store, stream, n))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     best = {kind: {n: max(v) for n, v in cells.items()} for kind, cells in rates.items()}
     med = {kind: {n: statistics.median(v) for n, v in cells.items()} for kind, cells in rates.items()}
     lo, hi = min(workers), max(workers)
     checks = []
-    for kind in ("threads", "processes"):
+    for kind in rates:
         speedup = med[kind][hi] / med[kind][lo]
         checks.append(
             {
@@ -139,6 +255,7 @@ def run(
         "machine": report.machine_info(),
         "params": {"calls": len(stream), "workers": list(workers), "rounds": rounds, "cpus": os.cpu_count()},
         "decisions_per_s": {"median": med, "best": best, "rounds": rates},
+        "stages": stages,
         "checks": checks,
     }
 
@@ -151,6 +268,8 @@ def render(out: dict[str, Any]) -> str:
         f"{out['params']['rounds']} rounds (median)",
         report.table(["workers are", "workers", "decisions/s"], rows),
     ]
+    st = out["stages"]
+    lines.append(f"one thread, per call: facts {st['facts_us']:.0f} µs, ruling {st['ruling_us']:.0f} µs")
     lines += [f"{c['metric']}: {report.fmt(c['value'], 2)}, target {c['target']}: {c['result']}" for c in out["checks"]]
     return "\n".join(lines)
 
