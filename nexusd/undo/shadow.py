@@ -143,6 +143,10 @@ class Shadow:
         self._arm_at = 0
         self.rescan = rescan  # seconds: a full scan at least this often, for what inotify cannot see (0: never)
         self._full_at = time.monotonic()
+        # the last tree written and the index it was written from (its stat): while the watcher reports no
+        # change and the index file is the same, that tree is the snapshot, with no git process
+        self._written: tuple[tuple[int, int, int, int], str] | None = None
+        self.reused = 0  # snapshots answered that way
 
     # ------------------------------------------------------------------ plumbing
 
@@ -222,17 +226,38 @@ class Shadow:
         if full:
             paths, why = None, "asked for"
         if paths is not None:
+            if not paths and self._written is not None and self._written[0] == self._index_stat():
+                self.last = "watched"
+                self.reused += 1
+                return self._written[1]  # (what write-tree would answer: the same index gives the same tree)
             try:
                 self._add(paths, timeout)
                 self.last = "watched"
-                return self.git("write-tree", timeout=timeout).decode().strip()
+                return self._write_tree(timeout)
             except GitError as e:  # e.g. a path gone between the listing and the add: the full scan decides
                 why = str(e)
                 self.fallbacks += 1
         self.last = f"full: {why}"
         self.git("add", "-A", "--ignore-errors", "--", ".", timeout=timeout, work_tree=True)
         self._full_at = time.monotonic()
-        return self.git("write-tree", timeout=timeout).decode().strip()
+        return self._write_tree(timeout)
+
+    def _index_stat(self) -> tuple[int, int, int, int] | None:
+        """The index file's identity: git rewrites it through a lock file and a rename, so any change to the
+        index (an add, a restore, another git command) gives a new inode or time."""
+        try:
+            st = os.stat(self.git_dir / "index")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+    def _write_tree(self, timeout: float) -> str:
+        self._written = None
+        tree = self.git("write-tree", timeout=timeout).decode().strip()
+        after = self._index_stat()  # (write-tree may store its cache of trees in the index: same content)
+        if after is not None:
+            self._written = (after, tree)
+        return tree
 
     def _watched(self, timeout: float) -> tuple[list[str] | None, str]:
         """The paths changed since the last snapshot, or None and why to scan in full. A watcher not armed is
@@ -346,11 +371,13 @@ class Shadow:
         os.replace(tmp, path)
 
     def forget(self, name: str) -> None:
+        self._written = None  # its tree may now be unreferenced, and a prune may take it: write it anew
         with contextlib.suppress(FileNotFoundError):
             (self.git_dir / "refs" / "nexus" / name).unlink()
 
     def repack(self) -> None:
         """Pack loose objects (cheap, incremental); unreachable ones an hour old are pruned."""
+        self._written = None
         self.git("repack", "-d", "-q", timeout=600)
         self.git("prune", "--expire=1.hour.ago", timeout=600)
 

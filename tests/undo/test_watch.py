@@ -451,3 +451,36 @@ def test_fallback_fence_lost_or_a_bug() -> None:
     w.changed = broken  # type: ignore[method-assign]
     (ws / "f").write_text("z")
     assert "a bug" in same(watched, full, "full")
+
+
+def test_an_unchanged_workspace_is_checkpointed_without_a_git_process() -> None:
+    """Nothing changed since the last snapshot and the index is the one that tree was written from: the
+    snapshot is that tree, and no git runs (a read-only call's checkpoint cost a git process each time)."""
+    ws, watched, full = pair(short_tmpdir())
+    (ws / "f").write_text("0")
+    same(watched, full, "full: arming")
+    runs: list[str] = []
+    git = watched.git
+
+    def counted(*args: str, **kw: Any) -> bytes:
+        runs.append(args[0])
+        return git(*args, **kw)
+
+    watched.git = counted  # type: ignore[method-assign]
+    first = watched.snapshot()  # (the tree written at arming is this one too)
+    assert watched.snapshot() == first and watched.last == "watched" and watched.reused == 2 and runs == []
+    (ws / "f").write_text("1")
+    second = same(watched, full) and watched.snapshot()
+    assert second != first and "write-tree" in runs
+    runs.clear()
+    assert watched.snapshot() == second and runs == []
+    # the tree may lose its last reference (retention) and be pruned: it is written anew afterwards
+    watched.forget("c1")
+    assert watched.snapshot() == second and runs == ["write-tree"]
+    runs.clear()
+    watched.repack()
+    assert watched.snapshot() == second and runs[-1] == "write-tree"
+    # another git command rewrote the index: the cached tree is not trusted
+    runs.clear()
+    git("read-tree", "--empty")
+    assert watched.snapshot() != second and runs == ["write-tree"]
