@@ -833,16 +833,16 @@ def home_config_binds(home: str, sandbox_home: str, masked: Iterable[str]) -> tu
     credentials and are not masked (by their path or their symlink's target). Each is readable inside at
     its own path already; this only puts it where tools look. A destination whose parent the sandbox
     turned into a symlink (the sandbox HOME is writable) is left out rather than followed."""
-    masks = [_real(m) for m in masked]
-    cred = [_real(os.path.join(home, c)) for c in CREDENTIAL_PATHS]
+    present = [rel for rel in HOME_CONFIG if os.path.exists(os.path.join(home, rel))]
+    if not present:
+        return ()  # (no realpath of every mask and credential path, on every call, for nothing)
+    refused = [_real(m) for m in masked] + [_real(os.path.join(home, c)) for c in CREDENTIAL_PATHS]
     own = _real(sandbox_home)
     out: list[tuple[str, str]] = []
-    for rel in HOME_CONFIG:
+    for rel in present:
         src = os.path.join(home, rel)
-        if not os.path.exists(src):
-            continue
         real = _real(src)
-        if any(real == m or real.startswith(m.rstrip("/") + "/") for m in (*masks, *cred)):
+        if any(real == m or real.startswith(m.rstrip("/") + "/") for m in refused):
             continue
         dst = os.path.join(own, rel)
         parent = os.path.dirname(dst)

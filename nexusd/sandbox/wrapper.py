@@ -475,17 +475,19 @@ def _script(
     return "\n".join(lines) + "\n"
 
 
-def _write(path: Path, data: str) -> None:
-    """Atomic, 0600, only when absent or different (content-addressed files are shared by equal plans)."""
+def _write(path: Path, data: str) -> bool:
+    """Atomic, 0600, only when absent or different (content-addressed files are shared by equal plans).
+    Whether it wrote."""
     try:
         if path.read_text(encoding="utf-8", errors="surrogateescape") == data:
             os.utime(path)  # in use: keep it from the clean-up
-            return
+            return False
     except OSError:
         pass
     # a temporary name of this write's own (the decision pool's threads plan equal calls at once); no fsync:
     # a lost script is made again by the next plan
     write_atomic(path, data, 0o600, durable=False, errors="surrogateescape")
+    return True
 
 
 KEEP_DIRS_FILES = 32  # per workspace: a wrapper whose list is gone walks the whole tree instead
@@ -514,8 +516,8 @@ def known_dirs_file(plan: SandboxPlanReply, run_dir: Path) -> str | None:
     data = "\0".join(unique) + "\0"
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = run_dir / f"{hashlib.sha256(data.encode('utf-8', 'surrogateescape')).hexdigest()[:24]}.dirs"
-    _write(path, data)
-    _clean_dirs_files(run_dir)
+    if _write(path, data):
+        _clean_dirs_files(run_dir)  # (only a new list can make them too many: no listing per call)
     return str(path)
 
 

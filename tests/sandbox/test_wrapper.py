@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -355,3 +356,29 @@ def test_a_new_daemon_releases_every_fifo_a_killed_one_left(tmp_path: Path) -> N
     assert not any(os.path.exists(p) for pair in fifos for p in pair)
     assert (state / "sandbox" / "a" / wrapper.RUN_DIR / "net.x.info.keep").exists()
     assert wrapper.release_stale_fifos(tmp_path / "none") == 0
+
+
+def test_a_plans_directory_list_is_written_once_and_the_lists_stay_bounded(tmp_path: Path, monkeypatch: Any) -> None:
+    """Equal plans share one ``.dirs`` list (written once, then only touched), and a workspace keeps the
+    newest ``KEEP_DIRS_FILES`` of them: the run directory is listed only when a new list is written."""
+    from types import SimpleNamespace
+
+    from nexusd.sandbox import nested, wrapper
+
+    listed: list[str] = []
+    monkeypatch.setattr(nested, "known_dirs", lambda root: list(listed))
+    monkeypatch.setattr(wrapper, "_find_files0", lambda: True)
+    monkeypatch.setattr(wrapper, "local_clock", lambda roots: True)
+    scans: list[Path] = []
+    clean = wrapper._clean_dirs_files
+    monkeypatch.setattr(wrapper, "_clean_dirs_files", lambda d: (scans.append(d), clean(d)))
+    plan: Any = SimpleNamespace(scrub_below=["/w"], allowed=True)
+    run = tmp_path / "run"
+    listed[:] = ["/w", "/w/a"]
+    first = wrapper.known_dirs_file(plan, run)
+    assert first is not None and Path(first).read_text() == "/w\0/w/a\0" and len(scans) == 1
+    assert wrapper.known_dirs_file(plan, run) == first and len(scans) == 1  # the same list: not listed again
+    for i in range(wrapper.KEEP_DIRS_FILES + 8):
+        listed[:] = ["/w", f"/w/d{i}"]
+        assert wrapper.known_dirs_file(plan, run) is not None
+    assert len(list(run.glob("*.dirs"))) == wrapper.KEEP_DIRS_FILES and len(scans) == wrapper.KEEP_DIRS_FILES + 9
