@@ -162,15 +162,28 @@ def _facts_processes(store: Any, stream: list[Any], n: int, window: int = 3) -> 
     sent, got = 0, 0
     bufs = {rep_r: b"" for _, _, rep_r in kids}
 
+    def died() -> None:  # (its traceback is on stderr): the run fails instead of waiting
+        if not done.done():
+            done.set_exception(RuntimeError("a facts child ended before every call was decided"))
+
     def send(req_w: int) -> None:
         nonlocal sent
         if sent < len(stream):
-            os.write(req_w, struct.pack("I", sent))
+            try:
+                os.write(req_w, struct.pack("I", sent))
+            except BrokenPipeError:
+                died()
+                return
             sent += 1
 
     def readable(req_w: int, rep_r: int) -> None:
         nonlocal got
-        buf = bufs[rep_r] + os.read(rep_r, 1 << 16)
+        chunk = os.read(rep_r, 1 << 16)
+        if not chunk:
+            loop.remove_reader(rep_r)
+            died()
+            return
+        buf = bufs[rep_r] + chunk
         while len(buf) >= 4:
             (size,) = struct.unpack_from("I", buf)
             if len(buf) < 4 + size:

@@ -3,6 +3,8 @@ decisions and reports every cell, the stage costs and a check per kind (its figu
 
 from __future__ import annotations
 
+from typing import Any
+
 from nexusd.bench import scaling
 
 
@@ -41,5 +43,28 @@ def test_facts_from_a_child_rule_as_the_callers_own_would() -> None:
             assert a is not None and b is not None
             va, vb = a.verdict, b.verdict
             assert (va.decision, va.reason) == (vb.decision, vb.reason) if va and vb else va is vb is None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_facts_child_that_dies_fails_the_run_instead_of_hanging(monkeypatch: Any) -> None:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    from nexusd.policy import gate
+
+    root = Path(tempfile.mkdtemp(prefix="nxs"))
+    try:
+        store, stream = scaling._world(root, 40, 1, clients=1)
+
+        def broken(call: Any, store: Any, **kw: Any) -> Any:
+            raise OSError("a file system that failed")
+
+        monkeypatch.setattr(gate, "gather", broken)  # (the forked children inherit it)
+        with pytest.raises(RuntimeError, match="ended before every call"):
+            scaling._facts_processes(store, stream, 2)
     finally:
         shutil.rmtree(root, ignore_errors=True)
