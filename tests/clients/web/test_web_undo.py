@@ -54,7 +54,8 @@ def test_undo_page_shows_the_diff_and_rewinds(web: WebHandle, browser_factory: A
     page.on("dialog", lambda d: dialogs.append(d.message))
     page.click("#undo-confirm")
     # a rewind takes a rescue snapshot and a verifying one (git, full scans): on a loaded machine (load ~10)
-    # that once took longer than 30 s
+    # that once took longer than 30 s. What it says stays on the page (the reloaded list once replaced it
+    # with "N checkpoints" at once: a person never saw it, and this wait missed it under load).
     try:
         page.locator("#message", has_text="rewound").wait_for(timeout=90_000)
     except Exception as e:  # (once in a loaded suite run: keep what the page said)
@@ -63,6 +64,9 @@ def test_undo_page_shows_the_diff_and_rewinds(web: WebHandle, browser_factory: A
             f"no rewind reported; the page said {said}; the daemon's log ends:\n" + web.daemon.log.read_text()[-3000:]
         ) from e
     assert (ws / "gone.txt").read_text() == "precious\n" and (ws / "keep.txt").read_text() == "one\ntwo\n"
+    page.wait_for_timeout(300)  # (the list is reloaded before the message is set: nothing replaces it after)
+    assert "rewound" in page.locator("#message").inner_text()
+    assert "rescue" in page.locator("#undo-list").inner_text()
 
 
 def test_rewind_needs_the_csrf_token(web: WebHandle) -> None:

@@ -85,10 +85,10 @@ async function confirmRewind() {
   if (force && !window.confirm(`Overwrite ${plan.conflicts.length} file(s) changed after the call by someone else?`)) return;
   try {
     const r = await postJSON("/api/undo/rewind", { id: selected, force });
-    say(r.detail + (r.errors.length ? "; " + r.errors.slice(0, 3).join("; ") : ""), r.ok ? "info" : "error");
     $("undo-plan").hidden = true;
     plan = null;
-    await load();
+    await load();  // (the list first: its "N checkpoints" must not replace what the rewind says)
+    say(r.detail + (r.errors.length ? "; " + r.errors.slice(0, 3).join("; ") : ""), r.ok ? "info" : "error");
   } catch (err) { say(`not rewound: ${err.message}`, "error"); }
 }
 
