@@ -809,7 +809,8 @@ class _Walker:
             )
 
     # ------------------------------------------------------------------ statements
-    def walk(self, node: Node, depth: int) -> None:
+    def walk(self, node: Node, depth: int, extra: list[_Word] | None = None) -> None:
+        """``extra``: arguments of a simple command that tree-sitter-bash put in its redirects."""
         if depth > MAX_NODE_DEPTH:
             self.flag(Flag.UNPARSEABLE, "command nests too deeply")
             return
@@ -818,8 +819,11 @@ class _Walker:
         if t in ("command", "pipeline") and self.multiline and _misparsed(node):
             # tree-sitter-bash joins `a | b | c<newline>d && e` into `c d` without an ERROR node
             self.flag(Flag.UNPARSEABLE, "the shell parser misread the command's structure")
+        if t == "command" and _skipped(node):
+            # tree-sitter-bash drops a lone `-` before `{1..3}` without an ERROR node: a word bash passes on
+            self.flag(Flag.UNPARSEABLE, "the shell parser skipped part of the command")
         if t == "command":
-            self._command(node, depth)
+            self._command(node, depth, extra or [])
         elif t == "test_command":
             self._test(node, depth)
         elif t == "compound_statement" and node.children and node.children[0].type == "((":
@@ -838,13 +842,31 @@ class _Walker:
             stdin = _stdin_of(node) if self.heredocs else None
             if stdin is not None:
                 self._redir_stdin = stdin
-            for child in node.children:
-                if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-                    self._redirect(child, depth)
-                else:
-                    self.walk(child, depth + 1)
+            body = [c for c in node.children if c.type not in _REDIRECTS]
+            gaps = _gap_words(node)
+            if len(body) == 1 and body[0].type == "command" and gaps is not None:
+                # one simple command: the words its redirects hold (``cp 2>/dev/null SRC DST``) are its own
+                # arguments, after its words, and so is a plain word tree-sitter left out between them (the
+                # `-` of ``python3 - <<EOF``); what follows a here-document's delimiter runs after it
+                extras: list[_Word] = []
+                trailing: list[Node] = []
+                for child in node.children:
+                    extras.extend(gaps.get(child.start_byte, ()))
+                    if child.type in _REDIRECTS:
+                        extras.extend(self._redirect(child, depth, trailing))
+                self.walk(body[0], depth + 1, extras)
+                for rest in _in_run_order(trailing):
+                    self.walk(rest, depth + 1)
+            else:
+                if gaps is None or gaps:
+                    self.flag(Flag.UNPARSEABLE, "the shell parser skipped part of the command")
+                for child in node.children:
+                    if child.type in _REDIRECTS:
+                        self._stray(self._redirect(child, depth))
+                    else:
+                        self.walk(child, depth + 1)
         elif t in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-            self._redirect(node, depth)
+            self._stray(self._redirect(node, depth))
         elif t == "pipeline":
             outer = self._pipe_stdin
             prev: Node | None = None
@@ -1284,12 +1306,18 @@ class _Walker:
                 self.walk(child, depth + 1)
 
     # ------------------------------------------------------------------ redirects
-    def _redirect(self, node: Node, depth: int) -> None:
+    def _redirect(self, node: Node, depth: int, trailing: list[Node] | None = None) -> list[_Word]:
+        """Record the redirect; return the words tree-sitter-bash attached to it that bash passes to the
+        command as arguments: ``cp 2>/dev/null SRC DST`` parses as one redirect with three destinations, and
+        ``cat <<EOF FILE`` holds FILE in the here-document's node. A list or pipeline that follows a
+        here-document's delimiter (``cat <<EOF && rm -rf ~``) also sits in its node: it goes to ``trailing``
+        (walked once the command is emitted) or, without one, is walked here. Neither may go unseen."""
         t = node.type
         fd: int | None = None
         op = ""
         target: str | None = None
         dynamic = False
+        extras: list[_Word] = []
         for child in node.children:
             ct = child.type
             if ct == "file_descriptor":
@@ -1298,21 +1326,33 @@ class _Walker:
                 except ValueError:
                     fd = None
             elif ct in ("heredoc_body",):
-                self.walk(child, depth + 1)
+                if trailing is not None:
+                    trailing.append(child)  # (its substitutions run with the command: walked after it)
+                else:
+                    self.walk(child, depth + 1)
             elif ct in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-                self._redirect(child, depth + 1)
-            elif ct in ("heredoc_start", "heredoc_end", "heredoc_content"):
-                continue
+                extras.extend(self._redirect(child, depth + 1, trailing))
+            elif ct in ("heredoc_start", "heredoc_end", "heredoc_content", "ERROR"):
+                continue  # (`3<>` comes out as `<` and an ERROR `>`: the target is the word after it)
             elif not child.is_named:
                 op = op or _text(child)
             elif child.is_named:
                 if t == "herestring_redirect":
                     self._word(child, depth + 1)  # substitutions inside count
                     continue
+                if t == "heredoc_redirect" and ct in _STATEMENTS:
+                    if trailing is not None:
+                        trailing.append(child)
+                    else:
+                        self.walk(child, depth + 1)
+                    continue
                 words = self._word(child, depth + 1, split_braces=False)
-                if words:
+                if t == "heredoc_redirect" or target is not None:
+                    extras.extend(words)  # past the delimiter or the first destination: the command's arguments
+                elif words:
                     target = words[0].value()
                     dynamic = words[0].dynamic
+                    extras.extend(words[1:])
         if t == "heredoc_redirect":
             op = op or "<<"
             target = None
@@ -1326,6 +1366,12 @@ class _Walker:
                 if alts:
                     self.maybe[target] = alts
         self.redirects.append(Redirect(op=op, target=target, fd=fd))
+        return extras
+
+    def _stray(self, extras: list[_Word]) -> None:
+        """Arguments tree-sitter attached to a redirect with no simple command to give them to."""
+        if extras:
+            self.flag(Flag.UNPARSEABLE, "words after a redirect that the shell parser did not give to a command")
 
     # ------------------------------------------------------------------ [[ ]], (( )), for
     def _test(self, node: Node, depth: int) -> None:
@@ -1408,11 +1454,12 @@ class _Walker:
         del self.bindings[name]
 
     # ------------------------------------------------------------------ simple commands
-    def _command(self, node: Node, depth: int) -> None:
+    def _command(self, node: Node, depth: int, extra: list[_Word]) -> None:
         stdin = (_stdin_of(node) if self.heredocs else None) or self._redir_stdin or self._pipe_stdin
         self._redir_stdin = None
         env: list[tuple[str, str]] = []
         words: list[_Word] = []
+        trailing: list[Node] = []  # what follows a here-document's delimiter (``_redirect``)
         name_seen = False
         whole = self.source
         prev_end: int | None = None
@@ -1438,7 +1485,7 @@ class _Walker:
             if ct == "variable_assignment" and not name_seen:
                 env.append(self._assignment(child, depth + 1, standalone=False))
             elif ct in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-                self._redirect(child, depth + 1)
+                words.extend(self._redirect(child, depth + 1, trailing))
             elif ct == "command_name":
                 name_seen = True
                 for sub in child.children:
@@ -1461,6 +1508,7 @@ class _Walker:
                 last.globbed = last.globbed or new.globbed
             elif joined and len(words) != before:
                 self.flag(Flag.UNPARSEABLE, "a backslash-newline joins words we cannot evaluate")
+        words.extend(extra)
         self._simple(words, env, _text(node), depth, stdin)
         if (
             len(words) in (4, 5)
@@ -1473,6 +1521,8 @@ class _Walker:
         ):
             # printf -v f '%s' VALUE (or printf -v f VALUE), run for certain: f is VALUE, as f=VALUE would be
             self._bind_literal(words[2].value(), words[-1].value())
+        for rest in _in_run_order(trailing):
+            self.walk(rest, depth + 1)
 
     def _simple(
         self, words: list[_Word], env: list[tuple[str, str]], text: str, depth: int, stdin: tuple[str, str] | None
@@ -1989,6 +2039,80 @@ def _misparsed(node: Node) -> bool:
             if b"\n" in gap:
                 return True
         prev_end = c.end_byte
+    return False
+
+
+_REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
+# what tree-sitter-bash may put in a here-document's node after its delimiter: the rest of a list or pipeline
+_STATEMENTS = frozenset(
+    {
+        "command",
+        "pipeline",
+        "list",
+        "redirected_statement",
+        "subshell",
+        "compound_statement",
+        "if_statement",
+        "while_statement",
+        "for_statement",
+        "c_style_for_statement",
+        "case_statement",
+        "function_definition",
+        "negated_command",
+        "test_command",
+        "declaration_command",
+        "unset_command",
+        "variable_assignment",
+        "variable_assignments",
+    }
+)
+
+
+def _in_run_order(nodes: list[Node]) -> list[Node]:
+    """Here-document bodies (their substitutions run with the command) before what follows the delimiter."""
+    return sorted(nodes, key=lambda n: n.type != "heredoc_body")
+
+
+_PLAIN_GAP = re.compile(rb"[A-Za-z0-9_./:=,@%+-]+")
+
+
+def _gap_words(node: Node) -> dict[int, list[_Word]] | None:
+    """Text between a node's children that no child holds, as words keyed by the start of the child they
+    precede; None when any of it is more than plain words (quotes, expansions, operators: unknown)."""
+    src = node.text or b""
+    base = node.start_byte
+    covered = base
+    found: dict[int, list[_Word]] = {}
+    for c in node.children:
+        if c.start_byte > covered:
+            gap = src[covered - base : c.start_byte - base].replace(b"\\\n", b" ")
+            for tok in gap.split():
+                if not _PLAIN_GAP.fullmatch(tok):
+                    return None
+                w = _Word()
+                w.segs.append((tok.decode("utf-8", "surrogateescape"), False))
+                found.setdefault(c.start_byte, []).append(w)
+        covered = max(covered, c.end_byte)
+    return found
+
+
+def _skipped(node: Node) -> bool:
+    """Text between a command's children that no child holds: anything but blanks and backslash-newlines is
+    a word the parser left out of the tree (and so out of every check)."""
+    src = node.text or b""
+    base = node.start_byte
+    covered = base
+    for c in node.children:
+        if c.start_byte > covered and src[covered - base : c.start_byte - base].replace(b"\\\n", b"").strip():
+            return True
+        covered = max(covered, c.end_byte)
+        if (
+            c.type == "concatenation"
+            and any(  # one word: its parts touch (`''- {1..3}` lost the `-` and a blank)
+                b.start_byte != a.end_byte for a, b in zip(c.children, c.children[1:], strict=False)
+            )
+        ):
+            return True
     return False
 
 
