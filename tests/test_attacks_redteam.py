@@ -474,6 +474,8 @@ HOOK_REDTEAM: list[tuple[str, str, str]] = [
     ("xargs -a .env echo", "bypassPermissions", "deny"),
     ("tar -C ~ -xf x.tar", "bypassPermissions", "deny"),
     ("CURL x", "bypassPermissions", "deny"),
+    ("cat <<EOF && rm -rf ~/x\nx\nEOF", "default", "deny"),
+    ("cp 2>/dev/null ~/.ssh/id_rsa ./leak", "acceptEdits", "deny"),
     ("python3 --version", "default", "allow"),
     ("echo ${x:-default}", "default", "allow"),
 ]
