@@ -390,15 +390,20 @@ def _script(
         # writes into a FIFO; tee passes every byte on at once to our stderr and a copy to cut | awk, which
         # keep the first refusal-looking lines. The tap ignores INT, TERM and HUP: it ends when the
         # command's last writer closes (the sandbox's pid namespace ends them all with the command).
+        # The FIFO is opened once, both ways (never waits), on descriptor 4, and tee and the command reopen
+        # that very FIFO through /dev/fd/4: a name removed meanwhile (a finished run's cleanup of the same
+        # text) can no longer leave tee waiting on one FIFO while the command writes a new regular file.
+        # Descriptor 4 is closed as soon as the command has started, so the command's end is tee's.
         lines += [
-            # the FIFO must be one we can open both ways (else the command's open would wait for a reader)
             'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ] && [ -r "$nx_fifo" ] '
-            '&& [ -w "$nx_fifo" ]; then',
-            "  trap '' INT TERM HUP",
-            f'  {q(tee)} -p /dev/fd/4 <"$nx_fifo" 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 7>&- '
-            f'| LC_ALL=C {q(awk)} {q(TAP_AWK)} >"$nx_out" 7>&- 2>/dev/null &',
-            "  nx_tap=$!",
-            "  trap - INT TERM HUP",
+            '&& [ -w "$nx_fifo" ] && { exec 4<>"$nx_fifo"; } 2>/dev/null; then',
+            "  if [ -p /dev/fd/4 ]; then",
+            "    trap '' INT TERM HUP",
+            f"    {q(tee)} -p /dev/fd/4 </dev/fd/4 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 4>&- 7>&- "
+            f'| LC_ALL=C {q(awk)} {q(TAP_AWK)} >"$nx_out" 4>&- 7>&- 2>/dev/null &',
+            "    nx_tap=$!",
+            "    trap - INT TERM HUP",
+            "  else exec 4>&-; fi",  # (the name was gone: <> made a regular file, removed at the end)
             "fi",
         ]
     if env is not None:
@@ -406,9 +411,10 @@ def _script(
         job = f"( exec {q(env)} --default-signal=INT,QUIT {run} ) 0<&9 9<&-"
         lines += [
             "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
-            f'if [ -n "$nx_tap" ]; then {job} 2>"$nx_fifo" & else {job} & fi',
+            f'if [ -n "$nx_tap" ]; then {job} 2>/dev/fd/4 4>&- & else {job} & fi',
             "pid=$!",
             "exec 9<&-",
+            'if [ -n "$nx_tap" ]; then exec 4>&-; fi',
             """trap 'kill -s INT "$pid" 2>/dev/null' INT""",
             """trap 'kill -s TERM "$pid" 2>/dev/null' TERM""",
             """trap 'kill -s HUP "$pid" 2>/dev/null' HUP""",
@@ -416,7 +422,12 @@ def _script(
             'while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
         ]
     else:  # foreground: a signal meant for this shell only waits for the command (the group gets it too)
-        lines += ["trap : INT TERM HUP", f'if [ -n "$nx_tap" ]; then {run} 2>"$nx_fifo"; else {run}; fi', "rc=$?"]
+        lines += [
+            "trap : INT TERM HUP",
+            f'if [ -n "$nx_tap" ]; then {run} 2>/dev/fd/4 4>&-; else {run}; fi',
+            "rc=$?",
+            'if [ -n "$nx_tap" ]; then exec 4>&-; fi',
+        ]
     lines.append("trap '' INT TERM HUP")
     if tap is not None:
         lines.append('if [ -n "$nx_tap" ]; then wait "$nx_tap"; fi')
