@@ -167,8 +167,15 @@ class DaemonHandle:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                # every thread's stack into the log (PYTHONFAULTHANDLER=1), then the log into the test's report
+                self.proc.send_signal(signal.SIGABRT)
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                print(f"nexusd did not stop within {timeout}s of {signal.Signals(sig).name}; its log:", file=sys.stderr)
+                print(self.log.read_text(errors="replace")[-20000:], file=sys.stderr)
         rc = self.proc.returncode
         self.proc = None
         return rc
@@ -230,6 +237,7 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
             NEXUS_STATE_DIR=str(state),
             NEXUS_MANAGED_DIR=str(managed),
             PYTHONUNBUFFERED="1",
+            PYTHONFAULTHANDLER="1",  # a daemon that will not stop is sent SIGABRT: its stacks go to the log
         )
         e.pop("NOTIFY_SOCKET", None)
         # Claude Code's permission rules are imported by default: never the host user's in a test daemon

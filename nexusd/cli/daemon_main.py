@@ -243,6 +243,10 @@ def main(
 
     Exit codes: 0 clean stop, 1 error, 2 usage, 3 socket in use by a live daemon or its directory is unsafe.
     """
+    from nexusd.daemon.startsignals import StartSignals
+
+    # before the socket is bound: a stop (or reload) asked during start-up is kept for the server's signal loop
+    start_signals = StartSignals().install()
     from nexusd import locations
 
     if audit_export is not None and audit_export.partition(":")[0] not in ("journald", "syslog"):
@@ -312,7 +316,7 @@ def main(
             otel_endpoint=otel_endpoint,
             otel_interval=otel_interval,
         )
-        server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe)
+        server = Server(config, store, notifier=Notifier.from_env(), probe_fn=probe, start_signals=start_signals)
         log.debug("starting", nofile=soft, config_dir=str(cfg), state_dir=str(state))
         banner(str(bound.path) if bound.path else "<inherited socket>")
         anyio.run(server.serve, bound)

@@ -43,6 +43,7 @@ from nexusd.daemon.notify_person import PersonNotifier
 from nexusd.daemon.peer import peer_credentials, with_parent
 from nexusd.daemon.queries import Queries
 from nexusd.daemon.requests import RequestLifecycle
+from nexusd.daemon.startsignals import StartSignals
 from nexusd.daemon.state import Config as Config  # re-exported: the settings are constructed with Server
 from nexusd.daemon.state import DaemonState
 from nexusd.daemon.uploads import Uploads
@@ -124,8 +125,10 @@ class Server:
         *,
         notifier: Notifier | None = None,
         probe_fn: Callable[[], p.SandboxProbe] | None = None,
+        start_signals: StartSignals | None = None,
     ) -> None:
         self.config = config
+        self.start_signals = start_signals  # what arrived before our signal loop (daemon/startsignals.py)
         self.store = store
         # The daemon's state, one explicit object (nexusd/daemon/state.py); each concern is built from it.
         state = self.state = DaemonState(config, store, probe_fn=probe_fn)
@@ -356,6 +359,13 @@ class Server:
     async def _signal_loop(self, signals: set[signal.Signals], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(*signals) as received:
             task_status.started()
+            early = self.start_signals
+            if early is not None and early.reload:
+                await self.reload()
+            if early is not None and early.stop is not None:
+                log.info("signal received during start-up; stopping", signal=early.stop.name)
+                await self.stop("daemon stopping")
+                return
             async for signum in received:
                 if signum == signal.SIGHUP:
                     await self.reload()

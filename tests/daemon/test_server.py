@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -685,6 +686,63 @@ def test_sigterm_denies_pending_says_bye_and_exits_zero(daemon, raw_factory):
 def test_sigint_also_stops_cleanly(daemon):
     assert daemon.stop(signal.SIGINT) == 0
     assert not daemon.socket.exists()
+
+
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
+def test_a_signal_during_start_up_is_kept_for_the_signal_loop(daemon_factory):
+    """The socket accepts before the modules load and the loop runs. A stop signal anywhere in that window
+    stops the daemon cleanly (exit 0, socket removed), and a SIGHUP there does not kill it. Before, SIGTERM
+    and SIGHUP killed it outright and a SIGINT could end it "killed by SIGINT" or leave it running. Each
+    daemon is signalled at its own delay after its socket first accepts, spread over the start-up."""
+    delays = [0.0, 0.03, 0.06, 0.1, 0.15, 0.25, 0.4]
+    cases = [(sig, d) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) for d in delays]
+    handles = [daemon_factory(autostart=False) for _ in cases]
+    for h in handles:  # all at once: the machine's two cores make each start-up longer, the window wider
+        with open(h.log, "ab") as out:
+            h.proc = subprocess.Popen(
+                [sys.executable, "-m", "nexusd.cli.daemon_main", *h.args],
+                env=h.env,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+    accepted: dict[int, float] = {}
+    signalled: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(signalled) < len(cases):
+        assert time.monotonic() < deadline, f"sockets accepted: {len(accepted)} of {len(cases)} within 60 s"
+        now = time.monotonic()
+        for i, ((sig, delay), h) in enumerate(zip(cases, handles, strict=True)):
+            if i not in accepted and _accepts(h.socket):
+                accepted[i] = now
+            if i in accepted and i not in signalled and now >= accepted[i] + delay:
+                assert h.proc is not None
+                h.proc.send_signal(sig)
+                signalled.add(i)
+        time.sleep(0.002)
+    for (sig, delay), h in zip(cases, handles, strict=True):
+        assert h.proc is not None
+        if sig == signal.SIGHUP:
+            until = time.monotonic() + 30
+            while "listening" not in h.log.read_text() and h.proc.poll() is None and time.monotonic() < until:
+                time.sleep(0.01)
+            assert h.proc.poll() is None, f"SIGHUP {delay}s into start-up ended the daemon:\n{h.log.read_text()}"
+            assert h.stop(signal.SIGTERM) == 0
+        else:
+            try:  # (not h.stop: a second signal while it stops is a person's "now", not this test's case)
+                rc = h.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                rc = h.stop(sig)  # SIGABRT after it: every thread's stack in the message below
+            assert rc == 0, f"{sig.name} {delay}s into start-up: exit {rc}\n{h.log.read_text()}"
+        assert not h.socket.exists(), f"{sig.name} {delay}s into start-up left the socket file"
 
 
 # ---------------------------------------------------------------- fuzzing the live daemon
