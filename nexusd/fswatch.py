@@ -1,11 +1,13 @@
 """What inotify watchers share (the undo checkpoint's ``nexusd.undo.watch`` and the sandbox walk's
 ``nexusd.sandbox.treewatch``): which file systems inotify can vouch for, the mount table, and the fence.
 
-**The fence**: a watcher that must say "every change made before now is known" creates a file of its own,
-under a name no one can guess, in a directory it watches, and reads events until that creation's event
-arrives. One inotify queue is ordered, so every change whose system call returned before the fence is
-then read. Anything that breaks the premise (the fence's watch removed, its event late) is a ``Fallback``:
-the caller does the slow, certain thing instead.
+**The fence**: a watcher that must say "every change made before now is known" puts a file of its own
+under a name no one can guess in a directory it watches, and reads events until that name's event arrives.
+One inotify queue is ordered, so every change whose system call returned before the fence is then read.
+Anything that breaks the premise (the fence's watch removed, its event late) is a ``Fallback``: the caller
+does the slow, certain thing instead. The fence file stays between fences and is renamed to each new name
+(``MOVED_TO``): making a new inode costs up to ~0.8 ms of kernel time on some ext4 directories, a rename
+~30 µs, and a fence is on every checkpoint's and every walk's path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ LOCAL_FS = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "overlay", "bcachefs", "jfs", "reiserfs"}
 )
 FENCE_TIMEOUT = 5.0
+# what a fence directory's watch must report: a fence is made (CREATE) or renamed to (MOVED_TO)
+FENCE_MASK = F.CREATE | F.MOVED_TO
+# fence directory -> the name of this process's fence file standing in it, renamed by the next fence
+_standing: dict[str, str] = {}
 
 
 class Fallback(Exception):
@@ -93,11 +99,21 @@ def fenced(
     timeout: float = FENCE_TIMEOUT,
 ) -> None:
     """Pass ``on_event(wd, mask, name)`` every event queued before now (the fence: see the module's text).
-    ``fence_wd``: ``ino``'s watch (``CREATE``) of ``fence_dir``, a directory only this process writes.
+    ``fence_wd``: ``ino``'s watch (``FENCE_MASK``) of ``fence_dir``, a directory only this process writes.
     Events on ``fence_wd`` are the fence's own (this one's or another fence's), never passed on."""
-    fence = f"fence-{secrets.token_hex(8)}"  # a name no one can guess: only this creation ends the drain
+    fence = f"fence-{secrets.token_hex(8)}"  # a name no one can guess: only this name's event ends the drain
     path = os.path.join(fence_dir, fence)
-    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    key = os.fspath(fence_dir)
+    standing = _standing.pop(key, None)  # (a fence running at once in another thread makes its own file)
+    try:
+        if standing is None:
+            raise FileNotFoundError
+        os.rename(os.path.join(fence_dir, standing), path)
+        kind = F.MOVED_TO
+    except OSError:  # none standing, or it went (the directory cleaned, or made anew)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        kind = F.CREATE
+    drained = False
     try:
         deadline = time.monotonic() + timeout
         fenced_ = False
@@ -109,9 +125,12 @@ def fenced(
                 if ev.wd == fence_wd:
                     if ev.mask & F.IGNORED:
                         raise Fallback("the fence's watch was removed")
-                    fenced_ = fenced_ or (ev.name == fence and bool(ev.mask & F.CREATE))
+                    fenced_ = fenced_ or (ev.name == fence and bool(ev.mask & kind))
                     continue
                 on_event(ev.wd, ev.mask, ev.name)
+        drained = True
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        # the file stands for the next fence; one left by a fence that failed, or a second one, goes
+        if not drained or _standing.setdefault(key, fence) != fence:
+            with contextlib.suppress(OSError):
+                os.unlink(path)

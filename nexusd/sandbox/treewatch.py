@@ -39,7 +39,7 @@ from collections.abc import Callable
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from nexusd.fswatch import LOCAL_FS, Fallback, fenced, fs_types, mounts, mounts_within
+from nexusd.fswatch import FENCE_MASK, LOCAL_FS, Fallback, fenced, fs_types, mounts, mounts_within
 
 # What changes a directory's listing (its stamp's mtime, ctime, inode), and nothing that only writes files.
 _MASK = (
@@ -168,7 +168,7 @@ class TreeWatches:
             self._note(root, f"no inotify instance: {e.strerror}")
             return None
         try:
-            fence_wd = ino.add_watch(self.fence_dir, F.CREATE | F.ONLYDIR | F.DONT_FOLLOW)
+            fence_wd = ino.add_watch(self.fence_dir, FENCE_MASK | F.ONLYDIR | F.DONT_FOLLOW)
         except OSError as e:
             with contextlib.suppress(OSError):
                 ino.close()

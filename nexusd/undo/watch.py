@@ -44,7 +44,7 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from nexusd.fswatch import FENCE_TIMEOUT, LOCAL_FS, Fallback, fenced, fs_types
+from nexusd.fswatch import FENCE_MASK, FENCE_TIMEOUT, LOCAL_FS, Fallback, fenced, fs_types
 from nexusd.fswatch import mounts as _mounts
 
 __all__ = ["FENCE_TIMEOUT", "LOCAL_FS", "Fallback", "Watcher", "fs_types"]
@@ -114,7 +114,7 @@ class Watcher:
         for old in self.fence_dir.iterdir():  # a fence left by a run that stopped in the middle
             with contextlib.suppress(OSError):
                 old.unlink()
-        self._fence_wd = self._ino.add_watch(self.fence_dir, F.CREATE | F.ONLYDIR | F.DONT_FOLLOW)
+        self._fence_wd = self._ino.add_watch(self.fence_dir, FENCE_MASK | F.ONLYDIR | F.DONT_FOLLOW)
         skip = excluded()
         try:
             self._walk("", skip)
