@@ -484,3 +484,26 @@ def test_an_unchanged_workspace_is_checkpointed_without_a_git_process() -> None:
     runs.clear()
     git("read-tree", "--empty")
     assert watched.snapshot() != second and runs == ["write-tree"]
+
+
+def test_the_same_tree_kept_again_is_a_link_not_a_new_file() -> None:
+    """A checkpoint of an unchanged workspace names the last tree again: its ref is a hard link to the last
+    ref's file (no new inode: ~0.8 ms of kernel time on some disks), and git reads each name as that tree.
+    A forgotten ref, or another tree, is written as a file of its own; a link never carries a wrong tree."""
+    ws, watched, _full = pair(short_tmpdir())
+    (ws / "f").write_text("0")
+    first = watched.snapshot()
+    refs = watched.git_dir / "refs" / "nexus"
+    watched.keep("c1", first)
+    watched.keep("c2", first)
+    assert os.lstat(refs / "c1").st_ino == os.lstat(refs / "c2").st_ino
+    (ws / "f").write_text("1")
+    second = watched.snapshot()
+    watched.keep("c3", second)
+    assert os.lstat(refs / "c3").st_ino != os.lstat(refs / "c2").st_ino
+    watched.keep("c4", first)  # an older tree again (a rewind's rescue): its own file
+    watched.forget("c4")
+    watched.keep("c5", first)  # the last kept ref is gone: written anew, not linked to nothing
+    for name, tree in (("c1", first), ("c2", first), ("c3", second), ("c5", first)):
+        assert watched.git("rev-parse", f"refs/nexus/{name}").decode().strip() == tree
+    assert not (refs / "c4").exists()
