@@ -31,7 +31,7 @@ from nexusd.core.policy.policy import Policy
 from nexusd.core.protected import GIT_FILES, HOME_PROTECTED, WORKSPACE_PROTECTED
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, sandbox_first_applies
 from nexusd.core.workspace import workspace_of
-from nexusd.policy.filesystem import RealFileSystem, read_regular_text
+from nexusd.policy.filesystem import RealFileSystem, lexists, read_regular_text, same_realpath
 from nexusd.policy.sandbox_settings import (
     SandboxSettings,
     sandbox_settings,
@@ -57,7 +57,7 @@ PREVIEW_BACKENDS = ("bwrap", "unshare")  # Linux: the overlay helper mounts over
 
 
 def _real(p: str) -> str:
-    return os.path.realpath(p)
+    return same_realpath(p)
 
 
 def _shell() -> str:
@@ -210,7 +210,7 @@ def build_layout(
     existing_bare, missing_bare = bare_repo_paths(cwd)
     candidates += existing_bare
     for p in dict.fromkeys(candidates):
-        if os.path.lexists(p):
+        if lexists(p):
             protected_ro.append(p)
             rp = _real(p)
             if rp != p:
@@ -234,7 +234,8 @@ def build_layout(
     protected_ro += dict.fromkeys(nested)
 
     def existing(paths: Iterable[str]) -> list[str]:
-        return [r for r in dict.fromkeys(_real(p) for p in paths) if os.path.lexists(r)]
+        # (a name that is not there resolves to a place that is not there: only what exists is resolved)
+        return [r for r in dict.fromkeys(_real(p) for p in paths if lexists(p)) if lexists(r)]
 
     spec = MountSpec(
         cwd=cwd,
@@ -836,7 +837,9 @@ def home_config_binds(home: str, sandbox_home: str, masked: Iterable[str]) -> tu
     present = [rel for rel in HOME_CONFIG if os.path.exists(os.path.join(home, rel))]
     if not present:
         return ()  # (no realpath of every mask and credential path, on every call, for nothing)
-    refused = [_real(m) for m in masked] + [_real(os.path.join(home, c)) for c in CREDENTIAL_PATHS]
+    # (only what exists: an existing file's real path cannot be, or lie below, a path that does not exist;
+    # most credential paths are absent, and resolving a missing one costs several system calls)
+    refused = [_real(m) for m in (*masked, *(os.path.join(home, c) for c in CREDENTIAL_PATHS)) if lexists(m)]
     own = _real(sandbox_home)
     out: list[tuple[str, str]] = []
     for rel in present:

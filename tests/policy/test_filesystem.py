@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nexusd.core.model import Session
-from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
+from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem, same_realpath
 from nexusd.policy.gate import begin
 from nexusd.policy.store import PolicyStore
 from nexusd.protocol import CallInfo
@@ -65,6 +65,7 @@ def test_realpath_matches_the_library_on_every_kind_of_path(tmp_path: Path):
     (tmp_path / "file").write_text("x")
     for p in paths:
         assert fs.realpath(p) == os.path.realpath(p), p
+        assert same_realpath(p) == os.path.realpath(p), p  # what the sandbox plan resolves with
         decision = DecisionFileSystem()  # as the classifier asks: lexists first, then realpath
         decision.lexists(p)
         assert decision.realpath(p) == os.path.realpath(p), p
@@ -99,6 +100,27 @@ def test_realpath_if_lexists_is_the_two_questions_in_one(tmp_path: Path):
                 assert fs.lexists(p) is (expected is not None), (p, first)
                 if expected is not None:
                     assert fs.realpath(p) == expected, (p, first)
+    finally:
+        os.chmod(tmp_path / "locked", 0o700)
+
+
+def test_same_realpath_is_the_librarys_answer_or_its_error(tmp_path: Path):
+    """The sandbox plan's realpath (``same_realpath``) answers what ``os.path.realpath`` answers, for every
+    tricky path and one below each, or raises what it raises (a NUL)."""
+    paths = _tricky_paths(tmp_path)
+    paths += [p + "/new/deeper" for p in paths]
+    os.chmod(tmp_path / "locked", 0)
+    try:
+        for p in paths:
+            try:
+                expected: object = os.path.realpath(p)
+            except ValueError as e:
+                expected = type(e)
+            try:
+                got: object = same_realpath(p)
+            except ValueError as e:
+                got = type(e)
+            assert got == expected, p
     finally:
         os.chmod(tmp_path / "locked", 0o700)
 
