@@ -318,6 +318,30 @@ def test_a_wrapped_agent_call_reports_a_refused_write(daemon: Daemon, command: s
     assert [x for x in reply.records if x.event == "sandbox_violation"], "recorded under the agent's session"
 
 
+def test_a_run_that_nothing_refused_makes_no_tap_record_file(daemon: Daemon) -> None:
+    """The tap's record (``tap.TAG.out``) is made by the first refusal-looking line, not for every run: a
+    new file costs up to ~0.9 ms of kernel time in some directories, on every wrapped call. Watched with
+    inotify while the real wrapper runs."""
+    from inotify_simple import INotify
+    from inotify_simple import flags as F
+
+    target = daemon.root / "outside" / "y"
+    for command, refused in (("echo fine >&2; ls >/dev/null", False), (f"touch {shlex.quote(str(target))}", True)):
+        text = daemon.wrapped(command)
+        words = wrapper_words(text)
+        assert words is not None
+        back = Path(words[4])
+        ino = INotify()
+        try:
+            ino.add_watch(str(back.parent), F.CREATE)
+            r = daemon.agent_runs(text, cwd=daemon.ws)
+            made = {e.name for e in ino.read(timeout=0)}
+        finally:
+            ino.close()
+        assert (r.returncode != 0) is refused, r.stderr
+        assert (f"tap.{back.name.removeprefix('cd.')}.out" in made) is refused, (command, made)
+
+
 def test_the_tap_passes_the_error_output_on_byte_for_byte(daemon: Daemon) -> None:
     """Partial lines, binary bytes, a long line and many refusal lines reach the agent unchanged; the
     record keeps at most 20 lines, each bounded."""
