@@ -256,9 +256,29 @@ def daemon_factory() -> Iterator[Callable[..., DaemonHandle]]:
         handles.append(h)
         return h.start() if autostart else h
 
+    make.handles = handles  # type: ignore[attr-defined]  # (for the failure report below)
     yield make
     for h in handles:
         h.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A failed test that ran daemons carries the end of each daemon's log in its report: the log lives in
+    the test's temporary directory, gone by the time anyone reads a CI run's failure."""
+    report = yield
+    if report.failed:
+        funcargs = getattr(item, "funcargs", {})
+        handles: list[DaemonHandle] = list(getattr(funcargs.get("daemon_factory"), "handles", []))
+        if isinstance(funcargs.get("daemon"), DaemonHandle) and funcargs["daemon"] not in handles:
+            handles.append(funcargs["daemon"])
+        for i, h in enumerate(handles):
+            try:
+                text = h.log.read_text(errors="replace")[-6000:]
+            except OSError as e:
+                text = f"(unreadable: {e})"
+            report.sections.append((f"nexusd log {i + 1} of {len(handles)} ({report.when})", text))
+    return report
 
 
 @pytest.fixture
