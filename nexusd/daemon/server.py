@@ -48,6 +48,7 @@ from nexusd.daemon.state import Config as Config  # re-exported: the settings ar
 from nexusd.daemon.state import DaemonState
 from nexusd.daemon.uploads import Uploads
 from nexusd.policy.learned import clean_stale_temps
+from nexusd.policy.sandbox_settings import sandbox_settings
 from nexusd.policy.store import PolicyStore
 from nexusd.sandbox import nested
 from nexusd.sandbox.walkers import Walkers
@@ -158,6 +159,8 @@ class Server:
         self.uid, self.pid, self.started, self.started_mono = state.uid, state.pid, state.started, state.started_mono
         self._tg: anyio.abc.TaskGroup | None = None
         self._unwatch: anyio.Event | None = None  # set at stop: ends the policy watcher's wait at once
+        self._walkers: Walkers | None = None  # the walker children, made in serve
+        self._warmed = False  # their warm-up started (``_warm_if_sandboxed``)
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_cid = 0
         self.overrides = state.overrides  # a person's modes, kept across restarts
@@ -282,9 +285,9 @@ class Server:
                 await tg.start(self._signal_loop, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
                 self.pool.start()  # (after the signal handlers: a stop during start-up stays clean)
                 # workspace walks in processes of their own: a big tree's walk holds no lock of ours
-                walkers = Walkers(2, timeout=self.config.facts_deadline)
+                walkers = self._walkers = Walkers(2, timeout=self.config.facts_deadline)
                 nested.walk_elsewhere(walkers)
-                tg.start_soon(self._warm_walkers, walkers)
+                self._warm_if_sandboxed()
                 # A plain asyncio server: one Protocol object per connection, no task per idle connection.
                 listener = await loop.create_unix_server(lambda: Connection(self), sock=bound.sock, backlog=4096)
                 # a socket file removed while we run is noticed, logged and bound again (daemon/listener.py)
@@ -324,6 +327,21 @@ class Server:
             self.audit.close()
             self.agents.close()
             log.info("stopped")
+
+    def _warm_if_sandboxed(self) -> None:
+        """Start the walker children ahead of the first sandboxed call, once, and only when the policy sandboxes
+        (the default): a gate-only daemon does not pay ~0.2 s of CPU and a process each for them. A call of a
+        project that turns the sandbox on still gets one, started when it first asks."""
+        walkers, tg = self._walkers, self._tg
+        if self._warmed or walkers is None or tg is None:
+            return
+        try:
+            wanted = sandbox_settings(self.store.policy).enabled
+        except ValueError:  # broken settings sandbox with the defaults (sandbox/plan.py)
+            wanted = True
+        if wanted:
+            self._warmed = True
+            tg.start_soon(self._warm_walkers, walkers)
 
     @staticmethod
     async def _warm_walkers(walkers: Walkers) -> None:
@@ -637,6 +655,7 @@ class Server:
                 log.error("policy error; keeping the last good policy", error=err)
         else:
             log.info("policy reloaded")
+            self._warm_if_sandboxed()  # (a reload that turned the sandbox on)
         notice = p.encode(p.PolicyNotice(ok=not errors, errors=errors))
         for ui in list(self.subscribers):  # a UI dropped mid-fan-out must not cut it short
             ui.post(notice)

@@ -271,3 +271,48 @@ def test_fence_roots_of_daemons_that_are_gone_are_removed(tmp_path: Path, monkey
     finally:
         pool.close()
     assert not Path(pool._fence_root).exists()
+
+
+def _walker_children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        kids = psutil.Process(pid).children()
+    except psutil.Error:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if walkers.__name__ in " ".join(k.cmdline()):
+                out.append(k.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_the_walkers_start_with_the_daemon_only_when_it_sandboxes(daemon_factory) -> None:
+    """The default (sandbox-first) daemon starts its two walker children ahead of the first call; a gate-only
+    one starts none (two processes and ~0.2 s of CPU each, for nothing), until a reload turns the sandbox on.
+    Real daemons, their children counted from /proc."""
+    from nexusd.client import Client
+
+    def settle(pid: int, want: int) -> list[int]:
+        deadline = time.monotonic() + 30
+        found = _walker_children(pid)
+        while len(found) != want and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = _walker_children(pid)
+        return found
+
+    sandboxed = daemon_factory(sandbox=True)
+    gate_only = daemon_factory()
+    assert sandboxed.proc is not None and gate_only.proc is not None
+    assert len(settle(sandboxed.proc.pid, 2)) == 2
+    time.sleep(1.0)  # as long again as the other's took: still none
+    assert _walker_children(gate_only.proc.pid) == []
+    gate_only.write_policy("[sandbox]\nenabled = true\n")
+    from nexusd import protocol
+
+    with Client(socket_path=str(gate_only.socket), role="admin", name="t") as c:
+        assert isinstance(c.call(protocol.Reload()), protocol.Ack)
+    assert len(settle(gate_only.proc.pid, 2)) == 2
