@@ -40,8 +40,8 @@ def examples(usual: int) -> int:
     return max(1, round(usual * settings.default.max_examples / 100))
 
 
-# The files that take longest, longest first (measured with --durations on the 2-core machine). ``-n 2 --dist
-# loadfile`` hands whole files to the workers in collection order: run these first, and the two workers end
+# The files that take longest, longest first (measured with --durations on the 2-core machine). ``-n 4 --dist
+# loadfile`` hands whole files to the workers in collection order: run these first, and the workers end
 # together on small files instead of one worker finishing a long file alone (that tail was ~2 minutes).
 LONGEST_FIRST = (
     "tests/e2e/test_e2e_opencode.py",
