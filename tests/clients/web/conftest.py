@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from nexusd.client import Client
+from nexusd.client_errors import ReplyTimeout
 from tests.conftest import DaemonHandle
 
 CHROMIUM = "/usr/bin/chromium"
@@ -90,12 +91,17 @@ class WebHandle:
         return cookie, m.group(1).decode()
 
 
-def wait_for_ui(daemon: DaemonHandle, count: int = 1, timeout: float = 20.0) -> None:
+def wait_for_ui(daemon: DaemonHandle, count: int = 1, timeout: float = 30.0) -> None:
+    """Until ``count`` UIs are connected. Each question may take long on a loaded machine (a browser and
+    several daemons per core): one that times out is asked again, until the deadline."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with Client(socket_path=str(daemon.socket), role="admin", name="test") as c:
-            if c.status().connections.get("ui", 0) >= count:
-                return
+        try:
+            with Client(socket_path=str(daemon.socket), role="admin", name="test", timeout=timeout) as c:
+                if c.status().connections.get("ui", 0) >= count:
+                    return
+        except ReplyTimeout:
+            continue
         time.sleep(0.05)
     raise AssertionError("nexus-web never subscribed to the daemon")
 
