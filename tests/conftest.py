@@ -277,7 +277,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 text = h.log.read_text(errors="replace")[-6000:]
             except OSError as e:
                 text = f"(unreadable: {e})"
-            report.sections.append((f"nexusd log {i + 1} of {len(handles)} ({report.when})", text))
+            proc = h.proc
+            now = "stopped" if proc is None else "running" if proc.poll() is None else f"exited {proc.returncode}"
+            report.sections.append((f"nexusd log {i + 1} of {len(handles)}, {now} ({report.when})", text))
     return report
 
 
