@@ -131,6 +131,22 @@ class DaemonHandle:
 
     def start(self, timeout: float = 10.0, nofile: int | None = None) -> DaemonHandle:
         """``nofile``: a hard RLIMIT_NOFILE for the daemon (fault tests: descriptor exhaustion)."""
+        self.spawn(nofile)
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nexusd exited {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(str(self.socket))
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"nexusd did not listen within {timeout}s:\n{self.log.read_text()}")
+
+    def spawn(self, nofile: int | None = None) -> None:
+        """The daemon's process started, its output into ``log``; not waited for (``start`` waits)."""
 
         def limit() -> None:
             if nofile is not None:
@@ -147,17 +163,6 @@ class DaemonHandle:
                 start_new_session=True,
                 preexec_fn=limit if nofile is not None else None,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nexusd exited {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(str(self.socket))
-                return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError(f"nexusd did not listen within {timeout}s:\n{self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
         if self.proc is None:

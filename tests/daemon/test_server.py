@@ -706,14 +706,7 @@ def test_a_signal_during_start_up_is_kept_for_the_signal_loop(daemon_factory):
     cases += [(signal.SIGHUP, d) for d in (0.0, 0.1)]
     handles = [daemon_factory(autostart=False) for _ in cases]
     for h in handles:  # all at once: the machine's two cores make each start-up longer, the window wider
-        with open(h.log, "ab") as out:
-            h.proc = subprocess.Popen(
-                [sys.executable, "-m", "nexusd.cli.daemon_main", *h.args],
-                env=h.env,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
+        h.spawn()
     accepted: dict[int, float] = {}
     signalled: set[int] = set()
     deadline = time.monotonic() + 60
