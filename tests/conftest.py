@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -140,9 +142,15 @@ class DaemonHandle:
             try:
                 with socket.socket(socket.AF_UNIX) as s:
                     s.connect(str(self.socket))
-                return self
+                    # The listener must be this daemon's (the kernel names the process that called listen):
+                    # a socket file that accepts may still be a killed daemon's, held by a child it forked
+                    # that has not yet reached exec, and that listener resets what queued on it.
+                    pid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+                if pid == self.proc.pid:
+                    return self
             except OSError:
-                time.sleep(0.02)
+                pass
+            time.sleep(0.02)
         raise RuntimeError(f"nexusd did not listen within {timeout}s:\n{self.log.read_text()}")
 
     def spawn(self, nofile: int | None = None) -> None:
@@ -183,7 +191,30 @@ class DaemonHandle:
                 print(self.log.read_text(errors="replace")[-20000:], file=sys.stderr)
         rc = self.proc.returncode
         self.proc = None
+        self._wait_for_lock(timeout)
         return rc
+
+    def _wait_for_lock(self, timeout: float) -> None:
+        """Until no process holds the daemon's socket lock: a child the daemon forked keeps the lock and the
+        listener until it reaches exec, after the daemon itself is gone (a kill -9 does not wait for it, as a
+        service manager's stop waits for the whole unit). A daemon started again before then would find them
+        held and exit ("another nexusd is running")."""
+        try:
+            fd = os.open(self.socket.with_name(self.socket.name + ".lock"), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # never bound
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return  # closing the descriptor drops it
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"a stopped nexusd's socket lock still held after {timeout}s") from None
+                    time.sleep(0.01)
+        finally:
+            os.close(fd)
 
     def restart(self) -> DaemonHandle:
         self.stop()
