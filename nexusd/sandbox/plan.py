@@ -51,6 +51,8 @@ Network = Callable[[str, str, str, tuple[str, str]], bool]
 # the top of the workspace and the cwd (AGENT_DIRS, GIT_FILES) and in the home directory (HOME_FILES).
 AGENT_DIRS = WORKSPACE_PROTECTED
 HOME_FILES = HOME_PROTECTED
+WORKSPACE_NAMES = (*GIT_FILES, *AGENT_DIRS)
+HOME_NAMES = (*HOME_FILES, *AGENT_DIRS)
 
 
 PREVIEW_BACKENDS = ("bwrap", "unshare")  # Linux: the overlay helper mounts overlayfs before them
@@ -195,18 +197,19 @@ def build_layout(
     if common is not None:
         writable.append(common)
     writable = [p for p in dict.fromkeys(writable) if os.path.exists(p)]
+    roots, below = frozenset(writable), tuple(w.rstrip("/") + "/" for w in writable)
 
     def in_writable(p: str) -> bool:
-        return any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)
+        return p in roots or p.startswith(below)
 
     protected_ro: list[str] = []
     scrub: list[str] = []
     candidates: list[str] = []
     for root in dict.fromkeys((workspace, cwd)):
-        candidates += [os.path.join(root, f) for f in (*GIT_FILES, *AGENT_DIRS)]
-    candidates += [os.path.join(home, f) for f in (*HOME_FILES, *AGENT_DIRS)]
+        candidates += _joined(root, WORKSPACE_NAMES)
+    candidates += _joined(home, HOME_NAMES)
     if common is not None:
-        candidates += [os.path.join(common, f) for f in ("hooks", "config")]
+        candidates += _joined(common, ("hooks", "config"))
     existing_bare, missing_bare = bare_repo_paths(cwd)
     candidates += existing_bare
     for p in dict.fromkeys(candidates):
@@ -251,6 +254,12 @@ def build_layout(
     )
     found_paths = (p for root in writable for p in scan(root).paths)
     return Layout(spec, scrub, tuple(writable), tuple(dict.fromkeys(found_paths)), tuple(notes))
+
+
+@functools.lru_cache(maxsize=64)
+def _joined(root: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``root``'s protected names as paths: the same few roots on every call (the workspace, the home)."""
+    return tuple(os.path.join(root, name) for name in names)
 
 
 @functools.cache
