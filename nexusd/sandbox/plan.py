@@ -16,6 +16,7 @@ import platform as platform_module
 import secrets
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -58,8 +59,19 @@ HOME_NAMES = (*HOME_FILES, *AGENT_DIRS)
 PREVIEW_BACKENDS = ("bwrap", "unshare")  # Linux: the overlay helper mounts overlayfs before them
 
 
+_one_plan = threading.local()  # .real: the paths resolved so far by the plan this thread is making
+
+
 def _real(p: str) -> str:
-    return same_realpath(p)
+    """``p``'s real path; within one ``plan_command`` each path is resolved once (the workspace, the home,
+    the masks are asked for by several steps), so every step of one plan sees the same answer."""
+    seen: dict[str, str] | None = getattr(_one_plan, "real", None)
+    if seen is None:
+        return same_realpath(p)
+    real = seen.get(p)
+    if real is None:
+        real = seen[p] = same_realpath(p)
+    return real
 
 
 def _shell() -> str:
@@ -305,6 +317,24 @@ def plan_command(
     workspace: str | None = None,
 ) -> SandboxPlanReply:
     """Never raises for bad input: a refusal says why."""
+    if getattr(_one_plan, "real", None) is not None:  # (a plan within a plan: the outer one's answers)
+        return _plan_command(command, cwd, store, probe, session, workspace=workspace)
+    _one_plan.real = {}
+    try:
+        return _plan_command(command, cwd, store, probe, session, workspace=workspace)
+    finally:
+        _one_plan.real = None
+
+
+def _plan_command(
+    command: str,
+    cwd: str,
+    store: PolicyStore,
+    probe: SandboxProbe | None,
+    session: str | None,
+    *,
+    workspace: str | None,
+) -> SandboxPlanReply:
     if not os.path.isabs(cwd) or not os.path.isdir(cwd):
         return SandboxPlanReply(allowed=False, reason=f"cwd {cwd!r} is not an existing absolute directory")
     ws = workspace or cwd
@@ -459,7 +489,7 @@ def secret_masks(workspace: str, home: str, *, scan: Callable[[str], Found] = fi
     allow_read re-opens them (see ``plan_command``)."""
     found = [os.path.join(home, rel) for rel in CREDENTIAL_PATHS]
     found += scan(workspace).secrets  # .env files at any depth (not templates)
-    return list(dict.fromkeys(_real(p) for p in found if os.path.lexists(p)))
+    return list(dict.fromkeys(_real(p) for p in found if lexists(p)))
 
 
 LAYER_FILES_KEPT_S = 3600.0  # a layer file unused this long is removed (a big tree's plans change with it)
