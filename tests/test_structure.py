@@ -18,8 +18,6 @@ EXCEPTIONS: dict[str, str] = {
     # lifecycle (serve, stop, signals, sweep) and dispatch (on_line, hello, roles, the gate-widening guard)
     # plus four small controls (subscribe, set_mode, reload, session_end); the controls are the next to go.
     "nexusd/daemon/server.py:Server": "lifecycle and dispatch; the small controls still live here",
-    # resolve, self-approval, learning and grants: grants (list, revoke, their timers) are the next to go.
-    "nexusd/daemon/answers.py:Answers": "resolve, self-approval, learning, grants",
     # the audit log's writer thread: the hash chain, the head anchors written around every batch, the asks
     # journal and the failure policy share its lock and its file position; split, they would race.
     "nexusd/daemon/audit.py:AuditLog": "one writer thread: chain, head anchors, asks journal, failure policy",

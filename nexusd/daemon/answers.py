@@ -3,30 +3,28 @@
 Theory of operation. polkit splits authority (``check_authorization``: decide) from the agent
 (``initiate_authentication``: ask a person); here ``requests.py`` is the authority and this module the
 agent's side. ``on_answer`` refuses an answer from the requesting agent's own process tree (self-approval,
-``agent_pids`` taken while the requester still waits), checks the answer's shape, records what it teaches
+``guard.agent_pids`` taken while the requester still waits), checks the answer's shape, records what it teaches
 (session rules, timed grants, learned rules: ``learning``), and ``resolve`` settles the entry atomically:
 no await between the pending check and the claim, so exactly one resolution wins (an answer, a cancel,
 the deadline, a disconnect, shutdown). An edited answer is decided again by the gate and may not widen
-what the person saw. Grants (who gave what, until when) are listed and revoked here too.
+what the person saw. What an answer grants beyond its call is recorded by ``grants.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
 
 from nexusd import protocol as p
 from nexusd.core.engine import HUMAN_FLAG
-from nexusd.core.policy.suggest import rule_status
 from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
-from nexusd.daemon.peer import ancestors, resolve_agent
+from nexusd.daemon.grants import Grants
+from nexusd.daemon.guard import answered_by_its_agent
 from nexusd.daemon.pending import PendingEntry
 from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.policy import gate, shaping
@@ -39,23 +37,13 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("nexusd")
 
-HOLD_STEP = 60.0  # seconds a notification's Hold asks for (capped at what the agent can wait)
-
-
-def why_refused(e: Exception) -> str:
-    """The store's refusal as is; a write that failed (a full disk, a read-only directory) says so, loudly."""
-    if isinstance(e, OSError):
-        log.error("policy change not saved", error=str(e))
-        return f"could not be saved ({e.strerror or e})"
-    return str(e)
-
 
 class Answers:
-    """Resolve pending requests: answers, self-approval, learning and grants."""
+    """Resolve pending requests: answers, self-approval and what they teach."""
 
-    def __init__(self, state: DaemonState) -> None:
+    def __init__(self, state: DaemonState, grants: Grants) -> None:
         self.state = state
-        self._grant_timers: dict[str, asyncio.TimerHandle] = {}
+        self.grants = grants  # what an answer gives beyond its call (session, timed): recorded there
 
     def resolve(
         self,
@@ -210,120 +198,6 @@ class Answers:
         if entry is not None:
             self.resolve(entry, "deny", "user", "denied from a desktop notification", label="desktop notification")
 
-    def hold_from_notification(self, rid: str) -> None:
-        """A desktop notification's Hold: the same as a UI's (it only delays a deny)."""
-        entry = self.state.pending.get(rid)
-        if entry is not None:
-            self.hold(entry, HOLD_STEP, "desktop notification")
-
-    def hold(self, entry: PendingEntry, seconds: float, by: str) -> bool:
-        """Push ``entry``'s deadline (at most to its limit) and tell every UI; False when it cannot move."""
-        if not self.state.pending.extend(entry, seconds):
-            return False
-        held = p.encode(
-            p.Held(
-                id=entry.id,
-                deadline=entry.deadline_wall,
-                limit=entry.deadline_wall + (entry.limit - entry.deadline),
-                by=by,
-            )
-        )
-        for ui in list(self.state.subscribers):
-            ui.post(held)
-        log.info("ask held", id=entry.id, by=by, left=round(entry.deadline - time.monotonic(), 1))
-        return True
-
-    def on_hold(self, conn: Connection, msg: p.Hold) -> None:
-        entry = self.state.pending.get(msg.id)
-        if entry is None:
-            code: p.ErrorCode = "already_decided" if self.state.pending.decided(msg.id) else "not_found"
-            self.state.reply_error(conn, code, "no pending request with that id", msg.ref)
-            return
-        if not self.hold(entry, msg.seconds, conn.label):
-            if entry.limit <= entry.deadline + 0.001:
-                why = (
-                    "cannot be held longer: its agent stops waiting then (its hook's timeout, or it did not "
-                    "say how long it waits); answer now"
-                )
-            else:
-                why = "already held that long"
-            self.state.reply_error(conn, "refused", why, msg.ref)
-            return
-        left = entry.deadline - time.monotonic()
-        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"held: {left:.0f} s left")))
-
-    def on_rule_check(self, conn: Connection, msg: p.RuleCheck) -> None:
-        conn.send(p.encode(p.RuleCheckReply(results=[self.check_rule(msg.kind, r) for r in msg.rules], ref=msg.ref)))
-
-    def check_rule(self, kind: Literal["allow", "deny"], rule: str) -> p.RuleVerdict:
-        """The one narrowness check (``suggest.rule_status``) plus what the store refuses to grant."""
-        status, reason = rule_status(kind, rule.strip())
-        if status != "refused" and kind == "allow" and not rule.strip().startswith("Trust("):
-            try:
-                self.state.store.check_grantable(kind, [rule.strip()], None)
-            except ValueError as e:
-                status, reason = "refused", str(e)
-        return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]
-
-    def grant_problem(self, msg: p.Answer, rules: list[str], kind: Literal["allow", "deny"]) -> str | None:
-        """Why an answer beyond once cannot be given as it is (the request stays pending), or None."""
-        if not rules:
-            return f"no rule to remember for scope {msg.scope}: send rules, or answer once"
-        why = self.unconfirmed(rules, msg.confirm_broad, session=msg.scope == "session") if kind == "allow" else None
-        return f"{why}; the request is still pending" if why else None
-
-    def unconfirmed(self, rules: list[str], confirmed: bool, *, session: bool = False) -> str | None:
-        """Why allow rules may not be given as they are: a refused rule for a session (the store refuses the
-        others in its own words), or a rule marked ``confirm`` the person did not confirm."""
-        for r in rules:
-            v = self.check_rule("allow", r)
-            if v.status == "refused" and session:
-                return f"{r} is too broad: {v.reason}"
-            if v.status == "confirm" and not confirmed:
-                return f"{r} needs a person's explicit confirmation ({v.reason}): show it and send confirm_broad"
-        return None
-
-    def agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]:
-        """Who the requesting agent is, taken while the requester still waits (its parent chain is alive).
-
-        The requester's parent (at accept) and the call's declared ``agent_pid``, each also resolved up
-        through transient shells and wrappers (``sh -c "nexus-hook claude"``): the agent's own Bash tool
-        descends from the agent, not from that shell. Ancestors of the daemon itself (a login shell, a
-        terminal, init) are never "the agent", or no UI started beside the daemon could answer.
-
-        Resolved at a connection's first ask and kept for its later ones with the same declared pid (an MCP
-        bridge asks many times; the walk was a third of an ask's CPU): the chain seen while the first ask
-        waited, not a later one whose shells have exited, and a process that rewrites itself between asks
-        could as well have looked that way at the first.
-        """
-        if conn.agents is not None and conn.agents[0] == call.agent_pid:
-            return conn.agents[1]
-        direct = {pid for pid in (conn.peer.ppid, call.agent_pid) if pid is not None}
-        pids = set(direct)
-        for pid in direct:
-            try:
-                resolved = resolve_agent(pid)
-            except Exception:  # psutil trouble costs the resolution, never the request
-                log.exception("agent resolution failed", pid=pid)
-                continue
-            if resolved is not None:
-                pids.add(resolved)
-        agents = frozenset(pids - self.state.daemon_ancestors)
-        conn.agents = (call.agent_pid, agents)
-        return agents
-
-    def _self_approval(self, answerer: Connection, entry: PendingEntry) -> bool:
-        """True if the answering process descends from the agent that made the request."""
-        agents = entry.guard
-        if not agents:
-            return False
-        if answerer.peer.pid is None:
-            return True  # cannot tell: fail closed
-        chain = ancestors(answerer.peer.pid)
-        if chain is None:
-            return True
-        return bool(agents.intersection(chain))
-
     def on_answer(self, conn: Connection, msg: p.Answer) -> Coroutine[Any, Any, None] | None:
         entry = self.state.pending.get(msg.id)
         if entry is None:
@@ -332,27 +206,10 @@ class Answers:
             else:
                 self.state.reply_error(conn, "not_found", "no pending request with that id", msg.ref)
             return None
-        if self._self_approval(conn, entry) or self.state.from_agent(conn):  # its own agent's tree, or any agent's
-            self.state.client_fault(conn, "self-approval refused", request=msg.id)
-            self.state.replies.record(
-                msg.id,
-                entry.call,
-                p.Decision(
-                    msg.decision, "answer refused: it came from the requesting agent's own process tree", "user"
-                ),
-                entry.started,
-                peer=entry.conn.peer,
-                answer_pid=conn.peer.pid,
-                scope=msg.scope,
-                event="self_approval_refused",
-            )
-            self.state.reply_error(
-                conn,
-                "self_approval",
-                "refused: the answering process descends from an agent (the one that made the request, or "
-                "another); a person answers from a terminal or UI outside the agents",
-                msg.ref,
-            )
+        if answered_by_its_agent(conn, entry.guard) or self.state.from_agent(
+            conn
+        ):  # its own agent's tree, or any agent's
+            self.state.replies.self_approval_refused(conn, msg, entry)
             return None
         malformed = _malformed_answer(msg)
         if malformed is not None:
@@ -380,45 +237,8 @@ class Answers:
                 msg.ref,
             )
             return None
-        rules = list(msg.rules) if msg.rules else list(verdict.suggestions)
-        kind: Literal["allow", "deny"] = "allow" if msg.decision == "allow" else "deny"
-        now = time.time()
-        if msg.scope != "once":
-            problem = self.grant_problem(msg, rules, kind)
-            if problem:
-                self.state.reply_error(conn, "refused", problem, msg.ref)
-                return None
-            if msg.scope == "session":
-                session = self.state.session_by_id(entry.call.session)
-                if msg.decision == "allow":
-                    session.allow_rules = (*session.allow_rules, *(r for r in rules if r not in session.allow_rules))
-                else:
-                    session.deny_rules = (*session.deny_rules, *(r for r in rules if r not in session.deny_rules))
-                self._grant(kind, rules, "session", conn, now, session=entry.call.session)
-            elif msg.scope == "timed":
-                try:  # the same checks as "always": a timed grant is an "always" with an end
-                    self.state.store.check_grantable(kind, rules, verdict)
-                except ValueError as e:
-                    self.state.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
-                    return None
-                assert msg.duration is not None
-                if not self._grant(kind, rules, "timed", conn, now, expires=now + msg.duration):
-                    self.state.reply_error(
-                        conn,
-                        "refused",
-                        f"not granted: {self.state.grants.path} cannot be written; the request is still pending",
-                        msg.ref,
-                    )
-                    return None
-            else:
-                try:
-                    self.state.store.learn(kind, rules, verdict=verdict)
-                except (ValueError, OSError) as e:
-                    self.state.reply_error(
-                        conn, "refused", f"not remembered: {why_refused(e)}; the request is still pending", msg.ref
-                    )
-                    return None
-                self._grant(kind, [r for r in rules if not r.startswith("Trust(")], "learned", conn, now)
+        if msg.scope != "once" and not self.grants.learn(conn, msg, entry):
+            return None  # refused, said why; the request stays pending
         if self.state.pending.get(msg.id) is not entry:  # store.learn is synchronous, but be certain
             self.state.reply_error(conn, "already_decided", "that request was already decided", msg.ref)
             return None
@@ -511,95 +331,6 @@ class Answers:
             edited=(edited_call, edited),
             then=lambda: conn.send(ack),
         )
-
-    def _grant(
-        self,
-        kind: Literal["allow", "deny"],
-        rules: list[str],
-        scope: Literal["session", "timed", "learned"],
-        conn: Connection,
-        now: float,
-        *,
-        session: str | None = None,
-        expires: float | None = None,
-    ) -> bool:
-        """Record who gave what. A failure to record never undoes a grant already in force (session rules,
-        learned.toml); a timed one only exists in the table, so it is not given at all (False)."""
-        try:
-            given = self.state.grants.add(
-                kind, rules, scope, now=now, session=session, given_by=conn.label, ui=conn.name or None, expires=expires
-            )
-        except OSError as e:
-            log.error("grants file cannot be written", error=str(e))
-            return scope != "timed"
-        for g in given:
-            if g.expires is not None:
-                self.arm_grant(g.id, g.expires)
-            log.info("grant given", id=g.id, kind=kind, rule=g.rule, scope=scope, by=conn.label, expires=g.expires)
-        return True
-
-    def arm_grant(self, gid: str, expires: float) -> None:
-        """One timer per timed grant, at its expiry (the engine already ignores it from that instant)."""
-        old = self._grant_timers.pop(gid, None)
-        if old is not None:
-            old.cancel()
-        loop = asyncio.get_running_loop()
-        self._grant_timers[gid] = loop.call_later(max(0.0, expires - time.time()), self._grant_expired, gid)
-
-    def _grant_expired(self, gid: str) -> None:
-        self._grant_timers.pop(gid, None)
-        g = self.state.grants.get(gid)
-        if g is None:
-            return
-        if (g.expires or 0.0) > time.time():  # re-granted with a later expiry meanwhile
-            self.arm_grant(gid, g.expires or 0.0)
-            return
-        try:
-            self.state.grants.remove(gid)
-        except OSError as e:  # it no longer applies either way (timed_rules checks the clock)
-            log.error("grants file cannot be written", error=str(e))
-        log.info("grant expired", id=gid, rule=g.rule)
-
-    def on_grants(self, conn: Connection, msg: p.Grants) -> None:
-        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.state.sessions.items()}
-        learned = [r for r in self.state.store.rules() if r.layer == "learned"]
-        grants = self.state.grants.listing(learned, live, time.time())
-        conn.send(p.encode(p.GrantsReply(grants=grants, ref=msg.ref)))
-
-    def on_revoke_grant(self, conn: Connection, msg: p.RevokeGrant) -> None:
-        live = {sid: (set(s.allow_rules), set(s.deny_rules)) for sid, s in self.state.sessions.items()}
-        learned = [r for r in self.state.store.rules() if r.layer == "learned"]
-        g = next((x for x in self.state.grants.listing(learned, live, time.time()) if x.id == msg.id), None)
-        if g is None:
-            self.state.reply_error(conn, "not_found", f"no grant {msg.id!r} in force", msg.ref)
-            return
-        if g.scope == "learned":
-            try:
-                self.state.store.change_rule("remove", g.kind, g.rule)
-            except ValueError as e:
-                self.state.reply_error(conn, "refused", str(e), msg.ref)
-                return
-        elif g.scope == "session" and g.session is not None:
-            s = self.state.sessions.get(g.session)
-            if s is not None:
-                if g.kind == "allow":
-                    s.allow_rules = tuple(r for r in s.allow_rules if r != g.rule)
-                else:
-                    s.deny_rules = tuple(r for r in s.deny_rules if r != g.rule)
-        timer = self._grant_timers.pop(g.id, None)
-        if timer is not None:
-            timer.cancel()
-        try:
-            self.state.grants.remove(g.id)
-        except OSError as e:
-            # a timed grant that cannot be forgotten on disk would come back at restart: say so, but it is
-            # already out of the table, so it no longer applies now
-            self.state.reply_error(
-                conn, "internal", f"revoked now, but {self.state.grants.path} cannot be written: {e}", msg.ref
-            )
-            return
-        log.info("grant revoked", id=g.id, rule=g.rule, scope=g.scope, by=conn.label)
-        conn.send(p.encode(p.Ack(ref=msg.ref, detail=f"revoked {g.id}: {g.kind} {g.rule} ({g.scope})")))
 
 
 def _malformed_answer(msg: p.Answer) -> str | None:

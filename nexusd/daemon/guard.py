@@ -31,13 +31,17 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from nexusd import protocol as p
 from nexusd.atomicfile import write_atomic
-from nexusd.daemon.peer import SHELLS, WRAPPERS, _runs_a_command
+
+if TYPE_CHECKING:
+    from nexusd.daemon.connection import Connection
+
+from nexusd.daemon.peer import SHELLS, WRAPPERS, _runs_a_command, ancestors, resolve_agent
 
 log = structlog.get_logger("nexusd.guard")
 
@@ -337,3 +341,46 @@ def _is_ancestor(pid: int, of: int | None) -> bool:
             return False  # the parent's pid was reused by a younger process
         current = parent
     return False
+
+
+def agent_pids(conn: Connection, call: p.CallInfo, daemon_ancestors: frozenset[int]) -> frozenset[int]:
+    """Who the requesting agent is, taken while the requester still waits (its parent chain is alive).
+
+    The requester's parent (at accept) and the call's declared ``agent_pid``, each also resolved up
+    through transient shells and wrappers (``sh -c "nexus-hook claude"``): the agent's own Bash tool
+    descends from the agent, not from that shell. Ancestors of the daemon itself (a login shell, a
+    terminal, init) are never "the agent", or no UI started beside the daemon could answer.
+
+    Resolved at a connection's first ask and kept for its later ones with the same declared pid (an MCP
+    bridge asks many times; the walk was a third of an ask's CPU): the chain seen while the first ask
+    waited, not a later one whose shells have exited, and a process that rewrites itself between asks
+    could as well have looked that way at the first.
+    """
+    if conn.agents is not None and conn.agents[0] == call.agent_pid:
+        return conn.agents[1]
+    direct = {pid for pid in (conn.peer.ppid, call.agent_pid) if pid is not None}
+    pids = set(direct)
+    for pid in direct:
+        try:
+            resolved = resolve_agent(pid)
+        except Exception:  # psutil trouble costs the resolution, never the request
+            log.exception("agent resolution failed", pid=pid)
+            continue
+        if resolved is not None:
+            pids.add(resolved)
+    agents = frozenset(pids - daemon_ancestors)
+    conn.agents = (call.agent_pid, agents)
+    return agents
+
+
+def answered_by_its_agent(answerer: Connection, agents: frozenset[int]) -> bool:
+    """True if the answering process descends from the agent that made the request (``agents``: the ask's
+    ``guard``, taken by ``agent_pids``); True when that cannot be told (fail closed)."""
+    if not agents:
+        return False
+    if answerer.peer.pid is None:
+        return True  # cannot tell: fail closed
+    chain = ancestors(answerer.peer.pid)
+    if chain is None:
+        return True
+    return bool(agents.intersection(chain))

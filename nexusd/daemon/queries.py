@@ -23,9 +23,10 @@ import structlog
 from nexusd import __version__
 from nexusd import protocol as p
 from nexusd.core.model import Session
-from nexusd.daemon.answers import why_refused
 from nexusd.daemon.audit import read_tail
 from nexusd.daemon.connection import Connection
+from nexusd.daemon.grants import why_refused
+from nexusd.daemon.guard import agent_pids
 from nexusd.decision.pool import FactsLate, PoolFull
 
 if TYPE_CHECKING:
@@ -168,8 +169,10 @@ class Queries:
             )
             if fifos is not None and self.state.network is not None:
                 # who ran the command (the agent behind nexusctl run): it may not answer its own sandbox's asks
-                guard = self.state.answers.agent_pids(
-                    conn, p.CallInfo(provider="sandbox", session="", tool="Network", input={}, cwd=msg.cwd)
+                guard = agent_pids(
+                    conn,
+                    p.CallInfo(provider="sandbox", session="", tool="Network", input={}, cwd=msg.cwd),
+                    self.state.daemon_ancestors,
                 )
                 if self.state.network.register(
                     msg.command,

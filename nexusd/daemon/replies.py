@@ -17,6 +17,7 @@ from nexusd.core.tools import tool_info
 from nexusd.daemon.audit import AuditLog, Confirm
 from nexusd.daemon.connection import ClientErrorLog, Connection
 from nexusd.daemon.peer import PeerCred
+from nexusd.daemon.pending import PendingEntry
 
 _CLIENT_FAULTS = frozenset(
     {"bad_json", "line_too_long", "invalid_message", "unknown_type", "wrong_role", "protocol_version"}
@@ -62,6 +63,28 @@ class Replies:
 
     def record_id(self) -> str:
         return f"{self._id_prefix}{next(self._id_counter):016x}"
+
+    def self_approval_refused(self, conn: Connection, msg: p.Answer, entry: PendingEntry) -> None:
+        """An answer from an agent's process tree (``guard.answered_by_its_agent``): logged as the client's
+        fault, audited with the answering pid, refused with the reason; the ask stays pending."""
+        self.client_fault(conn, "self-approval refused", request=msg.id)
+        self.record(
+            msg.id,
+            entry.call,
+            p.Decision(msg.decision, "answer refused: it came from the requesting agent's own process tree", "user"),
+            entry.started,
+            peer=entry.conn.peer,
+            answer_pid=conn.peer.pid,
+            scope=msg.scope,
+            event="self_approval_refused",
+        )
+        self.error(
+            conn,
+            "self_approval",
+            "refused: the answering process descends from an agent (the one that made the request, or "
+            "another); a person answers from a terminal or UI outside the agents",
+            msg.ref,
+        )
 
     def record(
         self,

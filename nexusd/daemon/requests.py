@@ -31,6 +31,7 @@ from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SHELL_TOOLS
 from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
+from nexusd.daemon.guard import agent_pids
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.daemon.uploads import Uploads
 from nexusd.decision.pipeline import WrapOutcome, is_shell
@@ -368,7 +369,7 @@ class RequestLifecycle:
             now + timeout,
             time.monotonic() + timeout,
             started,
-            self.state.answers.agent_pids(conn, msg.call),
+            agent_pids(conn, msg.call, self.state.daemon_ancestors),
             # a person may hold it until shortly before the requester stops waiting (docs/PROTOCOL.md "hold")
             limit=started + msg.max_wait - HOLD_MARGIN if msg.max_wait is not None else None,
         )

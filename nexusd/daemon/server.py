@@ -36,7 +36,9 @@ from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, did_you_mean, resolve
 from nexusd.daemon.answers import Answers
 from nexusd.daemon.connection import Connection
+from nexusd.daemon.grants import Grants
 from nexusd.daemon.guard import widens
+from nexusd.daemon.holds import Holds
 from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
 from nexusd.daemon.notify_person import PersonNotifier
@@ -135,14 +137,16 @@ class Server:
         state = self.state = DaemonState(config, store, probe_fn=probe_fn)
         # the three concerns the dispatcher hands messages to (polkit's authority / agent split, one step on)
         self.requests = state.requests = RequestLifecycle(state)
-        self.answers = state.answers = Answers(state)
+        self.given = Grants(state)  # grants in force: given by answers, expired, listed, revoked
+        self.answers = state.answers = Answers(state, self.given)
+        self.holds = Holds(state)  # a person's "more time" on an ask (a UI's Hold, a notification's)
         self.queries = state.queries = Queries(state)
         self.notifier = notifier or Notifier(None)
         # [notify]: desktop notifications and webhooks for asks nobody is looking at (notify_person.py)
         self.alerts = PersonNotifier(
             lambda: self.store.policy.notify,
             self.answers.deny_from_notification,
-            on_hold=self.answers.hold_from_notification,
+            on_hold=self.holds.hold_from_notification,
         )
         state.alerts = self.alerts
         # the state's parts the dispatcher itself uses, under their old names
@@ -187,13 +191,13 @@ class Server:
             p.SandboxReport: self.queries.on_sandbox_report,
             p.Audit: self.queries.on_audit,
             p.Ping: self._on_ping,
-            p.Grants: self.answers.on_grants,
-            p.RevokeGrant: self.answers.on_revoke_grant,
+            p.Grants: self.given.on_grants,
+            p.RevokeGrant: self.given.on_revoke_grant,
             p.SessionEnd: self._on_session_end,
             p.History: lambda c, m: self.undo.on_history(c.send, self._error_to(c, m.ref), m),
             p.Rewind: lambda c, m: self.undo.on_rewind(c.send, self._error_to(c, m.ref), m, c.label),
-            p.Hold: self.answers.on_hold,
-            p.RuleCheck: self.answers.on_rule_check,
+            p.Hold: self.holds.on_hold,
+            p.RuleCheck: self.given.on_rule_check,
         }
 
     def _on_part(self, conn: Connection, msg: p.Part) -> None:
@@ -271,7 +275,7 @@ class Server:
         for stale in clean_stale_temps(self.config.state_dir):  # left by a kill -9 mid-write
             log.info("removed a temporary file left by an interrupted write", file=str(stale))
         for g in self.grants.timed():
-            self.answers.arm_grant(g.id, g.expires or 0.0)
+            self.given.arm(g.id, g.expires or 0.0)
         listener: asyncio.AbstractServer | None = None
         walkers: Walkers | None = None
         self._unwatch = anyio.Event()

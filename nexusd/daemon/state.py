@@ -130,8 +130,6 @@ class AnswersPort(Protocol):
         then: Callable[[], object] | None = None,
     ) -> p.Decision | None: ...
 
-    def agent_pids(self, conn: Connection, call: p.CallInfo) -> frozenset[int]: ...
-
 
 class QueriesPort(Protocol):
     """What other concerns use of the queries (``queries.Queries``): the sandbox probe's refresh."""
