@@ -21,9 +21,6 @@ EXCEPTIONS: dict[str, str] = {
     # the audit log's writer thread: the hash chain, the head anchors written around every batch, the asks
     # journal and the failure policy share its lock and its file position; split, they would race.
     "nexusd/daemon/audit.py:AuditLog": "one writer thread: chain, head anchors, asks journal, failure policy",
-    # a request from arrival to audit, ordered per connection; the decision's own steps are the pipeline's.
-    # ``decision`` (the wire decision and its sandbox wrap, 69 lines) is the next to go.
-    "nexusd/daemon/requests.py:RequestLifecycle": "arrival to audit, ordered per connection; decision() next",
 }
 
 

@@ -26,6 +26,7 @@ from nexusd.daemon.connection import Connection
 from nexusd.daemon.grants import Grants
 from nexusd.daemon.guard import answered_by_its_agent
 from nexusd.daemon.pending import PendingEntry
+from nexusd.daemon.wire import wire_decision
 from nexusd.decision.pipeline import WrapOutcome, is_shell
 from nexusd.policy import gate, shaping
 from nexusd.policy.edits import EDITABLE_PROVIDERS, MERGING_PROVIDERS, widening
@@ -66,8 +67,8 @@ class Answers:
         The decision sent, or None when it is sent later: an allowed shell call is planned for the sandbox
         in the decision pool first (a big tree's scan, a stalled mount), never on the loop. ``then``: run
         once it is sent (the answering UI's ack, which keeps coming after every UI's ``resolved``)."""
-        if decision == "allow" and self.state.requests.audit_refuses():
-            decision, reason = "deny", f"{reason}; but {self.state.requests.audit_refusal()}"
+        if decision == "allow" and self.state.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {self.state.audit_refusal()}"
         self.state.pending.claim(entry)
         call, verdict = edited if edited is not None and decision == "allow" else (entry.call, entry.verdict)
         answered_by = by.label if by is not None else label
@@ -130,7 +131,8 @@ class Answers:
         """The rest of ``resolve``, once the claimed entry's sandbox plan (if any) is made: send, tell every
         UI, record."""
         rid = entry.id
-        d = self.state.requests.decision(
+        d = wire_decision(
+            self.state,
             call,
             decision,
             reason,
@@ -148,7 +150,7 @@ class Answers:
             d = msgspec.structs.replace(d, abort=True)
         if edited is not None and d.decision == "allow" and d.updated_input is None:
             d.updated_input = call.input  # the agent runs the edited call (wrapped above when sandboxed)
-        strict = notify_requester and self.state.requests.strict_audit()
+        strict = notify_requester and self.state.strict_audit()
         # an allow that can change files goes out after its checkpoint (nexusd/undo); under on_failure = "deny"
         # only once it is recorded
         deliver = functools.partial(

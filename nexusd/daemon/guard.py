@@ -384,3 +384,17 @@ def answered_by_its_agent(answerer: Connection, agents: frozenset[int]) -> bool:
     if chain is None:
         return True
     return bool(agents.intersection(chain))
+
+
+def remember_requester(agents: AgentRegistry, conn: Connection, call: p.CallInfo) -> None:
+    """Remember the agent behind a request (the registry above), once per connection and declared pid; a
+    failure costs the request nothing (it is logged)."""
+    try:
+        seen = conn.seen
+        if seen is not None and seen[0] == call.agent_pid:
+            agents.touch(seen[1])
+        else:
+            found = agents.saw(conn.peer.ppid, call.agent_pid)
+            conn.seen = (call.agent_pid, found) if found else None  # nothing readable: look again next time
+    except Exception:  # remembering the agent costs nothing of the request
+        log.exception("agent registry failed")

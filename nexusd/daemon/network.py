@@ -98,8 +98,8 @@ class NetworkGate:
         call = self.call(ctx, target, scheme)
         v = self.verdict(ctx, target)
         decision, reason, source = v.decision, v.reason, "rule" if v.rule else "default"
-        if decision == "allow" and srv.requests.audit_refuses():
-            decision, reason = "deny", f"{reason}; but {srv.requests.audit_refusal()}"
+        if decision == "allow" and srv.audit_refuses():
+            decision, reason = "deny", f"{reason}; but {srv.audit_refusal()}"
         if decision == "ask":
             if srv.stopping_now:
                 decision, reason, source = "deny", "daemon stopping", "error"
@@ -130,7 +130,7 @@ class NetworkGate:
         )
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = srv.requests.prompt_timeout(call, None)
+        timeout = srv.prompt_timeout(call, None)
         req = _Requester("nexusd proxy")
         entry = PendingEntry(
             rid,

@@ -31,16 +31,14 @@ from nexusd.core.policy.policy import Policy
 from nexusd.core.tools import SHELL_TOOLS
 from nexusd.daemon.audit import held_until_recorded
 from nexusd.daemon.connection import Connection
-from nexusd.daemon.guard import agent_pids
+from nexusd.daemon.guard import agent_pids, remember_requester
 from nexusd.daemon.pending import PendingEntry, pack
 from nexusd.daemon.uploads import Uploads
+from nexusd.daemon.wire import wire_decision
 from nexusd.decision.pipeline import WrapOutcome, is_shell
-from nexusd.decision.pool import FactsLate, PoolFull
 from nexusd.policy import gate, shaping
 from nexusd.policy.grants import Use
-from nexusd.sandbox.plan import Network, PreparedWrap, wrap_for_agent
 from nexusd.sandbox.previewrun import PREVIEW_FLAG, PREVIEW_TOOL
-from nexusd.sandbox.walkers import WalkFailed
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -48,7 +46,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("nexusd")
 
 HOLD_MARGIN = 1.5  # seconds a held deadline stays before the requester's own max_wait: the deny must reach it
-MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 _json_encoder = msgspec.json.Encoder()
 
 
@@ -74,15 +71,7 @@ class RequestLifecycle:
         if call.tool == PREVIEW_TOOL:
             self.preview(conn, msg, started)
             return None
-        try:
-            seen = conn.seen
-            if seen is not None and seen[0] == call.agent_pid:
-                self.state.agents.touch(seen[1])
-            else:
-                found = self.state.agents.saw(conn.peer.ppid, call.agent_pid)
-                conn.seen = (call.agent_pid, found) if found else None  # nothing readable: look again next time
-        except Exception:  # remembering the agent costs nothing of the request
-            log.exception("agent registry failed")
+        remember_requester(self.state.agents, conn, call)
         if (
             self.state.probe is None
             and self.state.probe_fn is not None
@@ -215,20 +204,6 @@ class RequestLifecycle:
         on_connection = len(conn.pending) if conn is not None and conn.pending is not None else None
         return self.state.pipeline.shape(verdict, call, policy, on_no_ui, on_connection, self.shaping)
 
-    def audit_refuses(self) -> bool:
-        """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
-        return self.state.audit.failing is not None and self.state.store.policy.audit_on_failure == "deny"
-
-    def strict_audit(self) -> bool:
-        """[audit] on_failure = "deny": an allow is sent only once its record is on disk (audit.py)."""
-        return self.state.store.policy.audit_on_failure == "deny"
-
-    def audit_refusal(self) -> str:
-        return (
-            f'the audit log cannot be written ({self.state.audit.failing}) and [audit] on_failure = "deny": '
-            "nothing is allowed until it can"
-        )
-
     def reply_and_record(
         self,
         conn: Connection,
@@ -242,13 +217,13 @@ class RequestLifecycle:
     ) -> None:
         """The decision settled without a person: sent (sandbox-wrapped when a shell allow), then audited
         with the whole trace, the wrap's step included."""
-        decision = self.decision(
-            call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun, wrap=wrap
+        decision = wire_decision(
+            self.state, call, verdict.decision, verdict.reason, verdict.source, verdict, ref=ref, begun=begun, wrap=wrap
         )
         # an allow that can change files goes out after its checkpoint (nexusd/undo) and, under [audit]
         # on_failure = "deny", only once it is recorded
         deliver = functools.partial(self.state.undo.send, conn.send, call, decision, verdict)
-        confirm = held_until_recorded(conn.send, decision, self.strict_audit(), deliver)
+        confirm = held_until_recorded(conn.send, decision, self.state.strict_audit(), deliver)
         if confirm is None:
             deliver()
         self.state.replies.record(
@@ -260,76 +235,6 @@ class RequestLifecycle:
             trace=[*verdict.trace, *shaping.wrap_steps(verdict.decision, decision)],
             requirement=verdict.requirement,
             confirm=confirm,
-        )
-
-    def decision(
-        self,
-        call: p.CallInfo,
-        decision: p.DecisionKind,
-        reason: str,
-        source: p.Source,
-        verdict: p.Verdict | None,
-        *,
-        ref: str | None,
-        pending_id: str | None = None,
-        message: str | None = None,
-        answered_by: str | None = None,
-        begun: gate.Begun | None = None,
-        wrap: WrapOutcome | None = None,
-    ) -> p.Decision:
-        """The wire decision; an allowed shell call is wrapped to run sandboxed (``sandbox/plan.py``) with
-        the request's own policy and shell parse when ``begun`` carries them (a person's answer: looked up
-        again). ``wrap``: the plan already made in the pool (``Pipeline.prepare_wrap``), or its failure;
-        None plans here. A wrap that fails turns the allow into a deny (``shaping.wrap_steps`` traces it)."""
-        updated: dict[str, Any] | None = None
-        if decision == "allow" and is_shell(call, verdict):
-            try:
-                if verdict is None:  # an allow to wrap always carries its verdict; without one, fail closed
-                    raise ValueError("an allowed shell call without its verdict")
-                if wrap is None:
-                    updated = wrap_for_agent(
-                        call,
-                        verdict,
-                        self.state.store,
-                        self.state.probe,
-                        policy=begun.policy if begun is not None else None,
-                        socket=self.state.own_socket,
-                        network=network_for(self.state, call),
-                        cls=begun.cls if begun is not None else None,
-                        by_person=source == "user",
-                    )
-                else:
-                    prepared, error = wrap
-                    if error is not None:
-                        raise error
-                    if isinstance(prepared, PreparedWrap):
-                        updated = prepared.finish(network_for(self.state, call))
-                    else:
-                        updated = prepared
-            except (FactsLate, PoolFull, WalkFailed) as e:  # the plan missed its deadline: a stalled file system
-                log.warning("sandbox plan late; denying", tool=call.tool, why=str(e))
-                decision, source, reason = "deny", "error", f"sandbox wrapping failed ({e}); denied"
-            except Exception as e:  # an allow we cannot wrap as planned is not an allow
-                log.exception("sandbox wrapping failed; denying", tool=call.tool)
-                decision, source, reason = "deny", "error", f"sandbox wrapping failed ({type(e).__name__}); denied"
-            else:
-                if updated is None and verdict is not None and shaping.allowed_because_sandboxed(verdict):
-                    log.error("allowed only to run sandboxed, but not wrapped; denying", tool=call.tool)
-                    decision, source, reason = "deny", "error", "allowed only to run sandboxed, which failed; denied"
-        rule = None
-        if verdict is not None and source in ("rule", "mode", "safety", "hook", "classifier", "default"):
-            rule = verdict.rule
-        return p.Decision(
-            decision=decision,
-            reason=reason,
-            source=source,
-            id=pending_id,
-            rule=rule,
-            rule_origin=verdict.rule_origin if rule and verdict is not None else None,
-            updated_input=updated,
-            message=message,
-            answered_by=answered_by,
-            ref=ref,
         )
 
     def ask(
@@ -346,7 +251,7 @@ class RequestLifecycle:
         the pending entry (None: the requester went away first, or the daemon is stopping)."""
         rid = secrets.token_hex(16)
         now = time.time()
-        timeout = self.prompt_timeout(msg.call, begun.policy if begun is not None else None)
+        timeout = self.state.prompt_timeout(msg.call, begun.policy if begun is not None else None)
         if not conn.send(p.encode(p.Pending(id=rid, deadline=now + timeout, ref=msg.ref))):
             self.state.replies.record(
                 rid,
@@ -387,28 +292,11 @@ class RequestLifecycle:
         """A sandboxed command's changes held in an overlay (docs/UNDO.md, preview before effect): always put
         to a person, never to the engine, a rule, a mode or a hook. allow = apply, deny = discard, and the
         deadline discards. The answer must be ``once`` (``PREVIEW_FLAG``: ``answers.py``)."""
-        call = msg.call
-        keys = {"command": str, "exit_code": int, "summary": str, "changes": list, "diff": str}
-        bad = [k for k, t in keys.items() if not isinstance(call.input.get(k), t)]
-        if not isinstance(call.input.get("conflicts", []), list):
-            bad.append("conflicts")
-        if bad or set(call.input) - {*keys, "conflicts"}:
-            verdict = p.Verdict("deny", f"a malformed preview ({', '.join(bad) or 'unknown keys'}); discarded", "error")
-            self.reply_and_record(conn, msg.ref, call, verdict, started)
+        verdict = preview_verdict(msg.call)
+        if verdict.decision == "deny":
+            self.reply_and_record(conn, msg.ref, msg.call, verdict, started)
             return
-        inp = call.input
-        reason = (
-            f"preview: apply what `{str(inp['command'])[:300]}` changed in {call.workspace or call.cwd}? "
-            f"{inp['summary']} (exit {inp['exit_code']}); allow applies it, deny discards it"
-        )
-        conflicts = [str(c) for c in inp.get("conflicts", [])]
-        if conflicts:
-            reason += (
-                f"; {len(conflicts)} path(s) changed in the workspace since the command started, and allow "
-                f"overwrites them: {', '.join(conflicts[:10])}"
-            )
-        verdict = p.Verdict("ask", reason, "safety", flags=[HUMAN_FLAG, PREVIEW_FLAG])
-        self.ask(conn, msg, verdict, self.state.session_for(call), started)
+        self.ask(conn, msg, verdict, self.state.session_for(msg.call), started)
 
     def hooks_answered(self, entry: PendingEntry, verdict: p.Verdict) -> None:
         """The hooks of a call put to a person while they ran (``_decide``'s race) have answered; ``verdict``
@@ -440,19 +328,6 @@ class RequestLifecycle:
             requirement=verdict.requirement,
         )
 
-    def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
-        """The provider's ``prompt_timeout`` in the policy the call was decided with, else --pending-timeout."""
-        try:
-            if policy is None:
-                policy = self.state.store.policy_for(gate.workspace_of(call))
-            configured = policy.provider(call.provider).prompt_timeout
-        except Exception:  # a policy problem costs the setting, never the request
-            log.exception("prompt_timeout lookup failed; using the default")
-            return self.state.config.pending_timeout
-        if configured is None or not 0 < configured <= MAX_PROMPT_TIMEOUT:
-            return self.state.config.pending_timeout
-        return float(configured)
-
     def expire(self, entry: PendingEntry) -> None:
         self.state.answers.resolve(entry, "deny", "timeout", "nobody answered before the deadline")
 
@@ -471,20 +346,27 @@ class RequestLifecycle:
         conn.send(p.encode(p.Ack(ref=msg.ref, detail="cancelled")))
 
 
-def network_for(state: DaemonState, call: p.CallInfo) -> Network:
-    """For a wrapped call with a filtered network: its proxy context, under the agent's session (so a
-    "session" answer lasts for the session and UIs name the agent), guarded against the agent."""
-
-    def register(command: str, cwd: str, workspace: str, fifos: tuple[str, str]) -> bool:
-        if state.network is None:
-            return False  # the proxy is not serving (yet): the command runs with no network
-        guard = frozenset(pid for pid in (call.agent_pid,) if pid is not None)
-        taken: bool = state.network.register(
-            command, cwd, workspace, call.session, guard, state.store, provider=call.provider, fifos=fifos
+def preview_verdict(call: p.CallInfo) -> p.Verdict:
+    """A preview's ask (allow applies the overlay's changes, deny discards them), or a deny when its input
+    is malformed: a pure function of the call."""
+    keys = {"command": str, "exit_code": int, "summary": str, "changes": list, "diff": str}
+    bad = [k for k, t in keys.items() if not isinstance(call.input.get(k), t)]
+    if not isinstance(call.input.get("conflicts", []), list):
+        bad.append("conflicts")
+    if bad or set(call.input) - {*keys, "conflicts"}:
+        return p.Verdict("deny", f"a malformed preview ({', '.join(bad) or 'unknown keys'}); discarded", "error")
+    inp = call.input
+    reason = (
+        f"preview: apply what `{str(inp['command'])[:300]}` changed in {call.workspace or call.cwd}? "
+        f"{inp['summary']} (exit {inp['exit_code']}); allow applies it, deny discards it"
+    )
+    conflicts = [str(c) for c in inp.get("conflicts", [])]
+    if conflicts:
+        reason += (
+            f"; {len(conflicts)} path(s) changed in the workspace since the command started, and allow "
+            f"overwrites them: {', '.join(conflicts[:10])}"
         )
-        return taken
-
-    return register
+    return p.Verdict("ask", reason, "safety", flags=[HUMAN_FLAG, PREVIEW_FLAG])
 
 
 class DaemonShaping:
@@ -494,7 +376,7 @@ class DaemonShaping:
         self.state, self.requests = state, requests
 
     def audit_refusal(self) -> str | None:
-        return self.requests.audit_refusal() if self.requests.audit_refuses() else None
+        return self.state.audit_refusal() if self.state.audit_refuses() else None
 
     def runaway(self, call: p.CallInfo, policy: Policy | None, *, count: bool) -> str | None:
         state = self.state

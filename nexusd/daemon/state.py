@@ -35,7 +35,7 @@ from nexusd.daemon.overrides import OVERRIDES_NAME, ModeOverrides
 from nexusd.daemon.peer import ancestors
 from nexusd.daemon.pending import PendingEntry, PendingTable
 from nexusd.daemon.replies import Replies, Stats
-from nexusd.decision.pipeline import Pipeline, WrapOutcome
+from nexusd.decision.pipeline import Pipeline
 from nexusd.decision.pool import FactPool
 from nexusd.policy import gate
 from nexusd.policy.grants import GrantTable
@@ -43,6 +43,8 @@ from nexusd.policy.memo import DecisionMemo
 from nexusd.policy.store import PolicyStore
 
 log = structlog.get_logger("nexusd")
+
+MAX_PROMPT_TIMEOUT = 3600.0  # the policy loader's own bound on [providers.<name>] prompt_timeout
 
 MAX_SESSIONS = 10_000
 
@@ -75,30 +77,6 @@ class Config:
 
 class RequestsPort(Protocol):
     """What other concerns use of the request lifecycle (``requests.RequestLifecycle``)."""
-
-    def decision(
-        self,
-        call: p.CallInfo,
-        decision: p.DecisionKind,
-        reason: str,
-        source: p.Source,
-        verdict: p.Verdict | None,
-        *,
-        ref: str | None,
-        pending_id: str | None = None,
-        message: str | None = None,
-        answered_by: str | None = None,
-        begun: gate.Begun | None = None,
-        wrap: WrapOutcome | None = None,
-    ) -> p.Decision: ...
-
-    def audit_refuses(self) -> bool: ...
-
-    def strict_audit(self) -> bool: ...
-
-    def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float: ...
-
-    def audit_refusal(self) -> str: ...
 
     def shape(
         self,
@@ -208,6 +186,33 @@ class DaemonState:
 
     def client_fault(self, conn: Connection, event: str, **fields: Any) -> None:
         self.replies.client_fault(conn, event, **fields)
+
+    def audit_refuses(self) -> bool:
+        """[audit] on_failure = "deny" while the audit log cannot be written: what cannot be recorded is denied."""
+        return self.audit.failing is not None and self.store.policy.audit_on_failure == "deny"
+
+    def strict_audit(self) -> bool:
+        """[audit] on_failure = "deny": an allow is sent only once its record is on disk (audit.py)."""
+        return self.store.policy.audit_on_failure == "deny"
+
+    def audit_refusal(self) -> str:
+        return (
+            f'the audit log cannot be written ({self.audit.failing}) and [audit] on_failure = "deny": '
+            "nothing is allowed until it can"
+        )
+
+    def prompt_timeout(self, call: p.CallInfo, policy: Policy | None) -> float:
+        """The provider's ``prompt_timeout`` in the policy the call was decided with, else --pending-timeout."""
+        try:
+            if policy is None:
+                policy = self.store.policy_for(gate.workspace_of(call))
+            configured = policy.provider(call.provider).prompt_timeout
+        except Exception:  # a policy problem costs the setting, never the request
+            log.exception("prompt_timeout lookup failed; using the default")
+            return self.config.pending_timeout
+        if configured is None or not 0 < configured <= MAX_PROMPT_TIMEOUT:
+            return self.config.pending_timeout
+        return float(configured)
 
     def from_agent(self, conn: Connection) -> bool:
         try:
