@@ -179,3 +179,28 @@ def test_registry_pid_reuse_and_transient_shells() -> None:
     reg = AgentRegistry(frozenset({0, 1}))
     reg.agents[(999_999_999, 1)] = None
     assert reg.from_agent(None) and reg.from_agent(999_999_998)  # cannot tell: refused
+
+
+class _Peer(typing.NamedTuple):
+    pid: int | None
+
+
+class _Answerer(typing.NamedTuple):
+    peer: _Peer
+
+
+def test_an_answer_from_the_askers_tree_is_told_apart_from_a_strangers() -> None:
+    """``answered_by_its_agent`` over the real process table: this test process descends from its parent."""
+    import os
+
+    from nexusd.daemon.guard import answered_by_its_agent
+
+    me = typing.cast(typing.Any, _Answerer(_Peer(os.getpid())))
+    assert answered_by_its_agent(me, frozenset({os.getppid()}))  # the asker's agent is an ancestor
+    assert answered_by_its_agent(me, frozenset({os.getpid()}))  # or the answerer itself
+    assert not answered_by_its_agent(me, frozenset({2**22 + 12345}))  # not in the chain
+    assert not answered_by_its_agent(me, frozenset())  # no agent known for the ask
+    unknown = typing.cast(typing.Any, _Answerer(_Peer(None)))
+    assert answered_by_its_agent(unknown, frozenset({os.getppid()}))  # cannot tell: refused (fail closed)
+    gone = typing.cast(typing.Any, _Answerer(_Peer(2**22 + 54321)))  # no such process: no chain
+    assert answered_by_its_agent(gone, frozenset({os.getppid()}))
