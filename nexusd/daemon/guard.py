@@ -37,11 +37,10 @@ import structlog
 
 from nexusd import protocol as p
 from nexusd.atomicfile import write_atomic
+from nexusd.daemon.peer import SHELLS, WRAPPERS, _runs_a_command, ancestors, resolve_agent
 
 if TYPE_CHECKING:
     from nexusd.daemon.connection import Connection
-
-from nexusd.daemon.peer import SHELLS, WRAPPERS, _runs_a_command, ancestors, resolve_agent
 
 log = structlog.get_logger("nexusd.guard")
 
