@@ -8,13 +8,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from nexusd.policy.store import PolicyStore
-from nexusd.protocol import SandboxProbe
 from nexusd.sandbox import nested
 from nexusd.sandbox.bwrap import _PRIORITY, Kind, MountSpec, _depth, _under, plan_mounts
 from nexusd.sandbox.plan import plan_command
@@ -37,27 +37,41 @@ def store(tmp_path: Path) -> PolicyStore:
     return s
 
 
-def _plan_ms(command: str, ws: Path, store: PolicyStore, probe: SandboxProbe) -> float:
-    t = time.perf_counter()
-    reply = plan_command(command, str(ws), store, probe, workspace=str(ws))
-    assert reply.allowed, reply.reason
-    return (time.perf_counter() - t) * 1000
-
-
 def _bound_ro(argv: list[str], path: str) -> bool:
     return any(argv[i] == "--ro-bind" and argv[i + 1] == path for i in range(len(argv) - 1))
 
 
-def test_big_tree_second_plan_costs_a_fraction_of_the_first(tmp_path: Path, store: PolicyStore, real_probe) -> None:
+def test_big_tree_second_plan_lists_no_directory_again(
+    tmp_path: Path, store: PolicyStore, real_probe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second plan of an unchanged big tree is served from the cache, proven fresh without listing any
+    directory. Counted, not timed: a timed ratio failed on a loaded CI run (the cached plans, ~25 ms on a
+    quiet machine, took 80 ms there); the cost is measured by ``nexusctl bench --scenario head-of-line``."""
     big = tmp_path / "big"
     make_tree(big, 1500)
     nested._cache.clear()
-    first = _plan_ms("ls -l", big, store, real_probe)
-    again = min(_plan_ms("ls -l", big, store, real_probe) for _ in range(3))
-    # Measured here: ~100 ms, then ~15-30 ms (the 7,500 stats that prove the cache fresh). Before the
-    # cache was proven with stamps and planning was made linear, both were ~1.6 s.
-    assert again < first / 2, (first, again)
-    assert again < 400, again
+    walks: list[str] = []
+    listings = [0]
+    walk, scandir = nested._walk, os.scandir
+
+    def counted_walk(root: str, *args: Any, **kwargs: Any) -> nested.Found:
+        walks.append(root)
+        return walk(root, *args, **kwargs)
+
+    def counted_scandir(path: Any = ".") -> Any:
+        listings[0] += 1
+        return scandir(path)
+
+    monkeypatch.setattr(nested, "_walk", counted_walk)
+    monkeypatch.setattr(nested.os, "scandir", counted_scandir)
+    plan_command("ls -l", str(big), store, real_probe, workspace=str(big))
+    assert walks == [str(big)] and listings[0] > 1500 * 4  # the first plan walks every directory once
+    walks.clear()
+    listings[0] = 0
+    for _ in range(3):
+        reply = plan_command("ls -l", str(big), store, real_probe, workspace=str(big))
+        assert reply.allowed, reply.reason
+    assert walks == [] and listings[0] == 0, (walks, listings[0])
 
 
 def test_new_nested_hooks_are_seen_by_the_next_plan_even_with_mtime_set_back(
