@@ -395,19 +395,25 @@ def _script(
         # The FIFO is opened once, both ways (never waits), on descriptor 4, and tee and the command reopen
         # that very FIFO through /dev/fd/4: a name removed meanwhile (a finished run's cleanup of the same
         # text) can no longer leave tee waiting on one FIFO while the command writes a new regular file.
-        # Descriptor 4 is closed as soon as the command has started, so the command's end is tee's.
+        # Descriptor 4 is closed as soon as the command and the tap have started, so the command's end is
+        # tee's. A background command starts first and the tap right after it, while bubblewrap sets up
+        # (its three processes were ~1 ms of every call's start): what the command writes meanwhile waits
+        # in the FIFO, which descriptor 4 keeps open until tee has opened it.
+        tap_start = [
+            "  trap '' INT TERM HUP",
+            f"  {q(tee)} -p /dev/fd/4 </dev/fd/4 4>&1 >&2 7>&- 9<&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 4>&- 7>&- "
+            f"9<&- | NX_TAP_OUT=$nx_out LC_ALL=C {q(awk)} {q(TAP_AWK)} >/dev/null 4>&- 7>&- 2>/dev/null 9<&- &",
+            "  nx_tap=$!",
+        ]
         lines += [
             'if ! [ -t 2 ] && [ -n "$nx_fifo" ] && [ -p "$nx_fifo" ] && ! [ -h "$nx_fifo" ] && [ -r "$nx_fifo" ] '
             '&& [ -w "$nx_fifo" ] && { exec 4<>"$nx_fifo"; } 2>/dev/null; then',
-            "  if [ -p /dev/fd/4 ]; then",
-            "    trap '' INT TERM HUP",
-            f"    {q(tee)} -p /dev/fd/4 </dev/fd/4 4>&1 >&2 7>&- | LC_ALL=C {q(cut)} -b -{TAP_LINE_BYTES} 4>&- 7>&- "
-            f"| NX_TAP_OUT=$nx_out LC_ALL=C {q(awk)} {q(TAP_AWK)} >/dev/null 4>&- 7>&- 2>/dev/null &",
-            "    nx_tap=$!",
-            "    trap - INT TERM HUP",
-            "  else exec 4>&-; fi",  # (the name was gone: <> made a regular file, removed at the end)
+            # (the name was gone: <> made a regular file, removed at the end)
+            "  if [ -p /dev/fd/4 ]; then nx_tap=1; else exec 4>&-; fi",
             "fi",
         ]
+        if env is None:  # a foreground command: the tap starts before it
+            lines += ['if [ -n "$nx_tap" ]; then', *tap_start, "  trap - INT TERM HUP", "fi"]
     if env is not None:
         # a background job's stdin would be /dev/null: keep ours on 9 (closed stdin: /dev/null)
         job = f"( exec {q(env)} --default-signal=INT,QUIT {run} ) 0<&9 9<&-"
@@ -415,6 +421,7 @@ def _script(
             "{ command exec 9<&0; } 2>/dev/null || command exec 9</dev/null",
             f'if [ -n "$nx_tap" ]; then {job} 2>/dev/fd/4 4>&- & else {job} & fi',
             "pid=$!",
+            *(['if [ -n "$nx_tap" ]; then', *tap_start, "fi"] if tap is not None else []),
             "exec 9<&-",
             'if [ -n "$nx_tap" ]; then exec 4>&-; fi',
             """trap 'kill -s INT "$pid" 2>/dev/null' INT""",
