@@ -15,9 +15,9 @@ EXCEPTIONS: dict[str, str] = {
     # asyncio calls one Protocol object per connection: framing, line limits, backpressure, the idle and
     # slow-line timers and the polite close are all its callbacks and share its buffers.
     "nexusd/daemon/connection.py:Connection": "one asyncio Protocol: its callbacks share the buffers",
-    # lifecycle (serve, stop, signals, sweep) and dispatch (on_line, hello, roles, the gate-widening guard)
-    # plus four small controls (subscribe, set_mode, reload, session_end); the controls are the next to go.
-    "nexusd/daemon/server.py:Server": "lifecycle and dispatch; the small controls still live here",
+    # lifecycle (serve, stop, signals, sweep, reload), accept, sessions and the handler table, plus four small
+    # controls (subscribe, set_mode, session_end, ping); dispatch is dispatch.py's. The controls are next.
+    "nexusd/daemon/server.py:Server": "lifecycle and the handler table; the small controls still live here",
     # the audit log's writer thread: the hash chain, the head anchors written around every batch, the asks
     # journal and the failure policy share its lock and its file position; split, they would race.
     "nexusd/daemon/audit.py:AuditLog": "one writer thread: chain, head anchors, asks journal, failure policy",

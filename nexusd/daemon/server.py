@@ -1,14 +1,15 @@
-"""The daemon's dispatcher and lifecycle: start and stop, accept, roles, sessions, and the handler table.
+"""The daemon's lifecycle: start and stop, accept, sessions, and the handler table.
 
 Theory of operation. ``Server`` owns the daemon's state (connections, sessions, the pending table, the
 policy store, grants, audit, probe) and its lifetime (``serve``: the task group, signals, sd_notify,
 the sweep of stalled connections; ``stop``: deny everything pending, say bye). ``connection.py`` frames
-lines and hands each to ``on_line``, which checks the role and the gate-widening guard and dispatches by
-message type to one of three concerns, each in its own module and holding no state of its own beyond
-its own timers and locks:
+lines and hands each to ``on_line``; ``dispatch.py`` checks it (hello, the role, the gate-widening guard)
+and hands it by message type to its concern, each in its own module and holding no state of its own
+beyond its own timers and locks:
 
 - ``requests.py``: the request lifecycle (settle, ask, reply, record): an agent's tool call;
-- ``answers.py``: a person's answer (resolve, self-approval, learning, grants);
+- ``answers.py``: a person's answer (resolve, settle, an edited answer); ``grants.py``: what an answer
+  grants; ``holds.py``: a person's "more time" on an ask;
 - ``queries.py``: status, check, rules, audit, probe, sandbox plan, and rule/trust changes.
 
 The dispatcher never decides: ``nexusd.policy.gate`` decides, ``nexusd.policy.shaping`` shapes the
@@ -27,7 +28,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-import msgspec
 import structlog
 
 from nexusd import __version__
@@ -36,8 +36,8 @@ from nexusd.core.model import Session
 from nexusd.core.policy.modes import MODES, did_you_mean, resolve
 from nexusd.daemon.answers import Answers
 from nexusd.daemon.connection import Connection
+from nexusd.daemon.dispatch import Dispatch, Handler
 from nexusd.daemon.grants import Grants
-from nexusd.daemon.guard import widens
 from nexusd.daemon.holds import Holds
 from nexusd.daemon.listener import BoundSocket, watch_socket
 from nexusd.daemon.notify import Notifier
@@ -58,64 +58,7 @@ from nexusd.undo.service import UndoService
 
 log = structlog.get_logger("nexusd")
 
-# Which messages each role may send (Hello is always allowed first). Agents only submit and ask about
-# their own calls; UIs watch and answer; admin (nexusctl) may do everything but submit tool calls.
-ROLE_MESSAGES: dict[str, frozenset[type]] = {
-    "agent": frozenset(
-        {
-            p.Request,
-            p.Part,
-            p.Cancel,
-            p.Check,
-            p.Status,
-            p.SandboxPlan,  # nexusctl run
-            p.SandboxReport,
-            p.Ping,
-            p.SessionEnd,
-        }
-    ),  # and the sandbox's scrub reporting what it refused
-    "ui": frozenset(
-        {
-            p.Subscribe,
-            p.Answer,
-            p.SetMode,
-            p.Status,
-            p.Check,
-            p.Rules,
-            p.RuleChange,
-            p.TrustChange,
-            p.Probe,
-            p.SandboxPlan,
-            p.SandboxReport,
-            p.Audit,
-            p.Reload,
-            p.Ping,
-            p.Grants,
-            p.RevokeGrant,
-            p.SessionEnd,
-            p.History,  # undo (nexusd/undo): a person's review and rewind
-            p.Rewind,
-            p.Hold,
-            p.RuleCheck,
-        }
-    ),
-}
-ROLE_MESSAGES["admin"] = ROLE_MESSAGES["ui"] | {p.Cancel}
-
 MAX_SESSIONS = 10_000
-
-
-class _RefOnly(msgspec.Struct):
-    """Recovers the ``ref`` of a message that failed validation, so the error can carry it."""
-
-    ref: str | None = None
-
-
-_ref_decoder = msgspec.json.Decoder(_RefOnly)
-
-
-def _clean(text: str, limit: int = 100) -> str:
-    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
 
 
 class Server:
@@ -173,7 +116,7 @@ class Server:
             config.state_dir, config.config_dir, spawn=self.spawn, audit=self._undo_audit
         )
         # Plain functions answer inline; coroutine functions (policy, threads) get a task.
-        self._handlers: dict[type, Callable[[Connection, Any], Coroutine[Any, Any, None] | None]] = {
+        handlers: dict[type, Handler] = {
             p.Request: self.requests.on_request,
             p.Part: self._on_part,
             p.Cancel: self.requests.on_cancel,
@@ -199,6 +142,7 @@ class Server:
             p.Hold: self.holds.on_hold,
             p.RuleCheck: self.given.on_rule_check,
         }
+        self.dispatch = Dispatch(state, handlers)  # a line to its concern, with the checks first
 
     def _on_part(self, conn: Connection, msg: p.Part) -> None:
         """A piece of a large input string; the request that names it takes it (``daemon/uploads.py``)."""
@@ -455,8 +399,7 @@ class Server:
         conn.pending = None
 
     def framing_error(self, conn: Connection, code: p.ErrorCode, message: str) -> None:
-        self.client_fault(conn, "framing error; closing", code=code, message=message)
-        conn.send(p.encode(p.Error(code=code, message=message)))
+        self.dispatch.framing_error(conn, code, message)
 
     def client_fault(self, conn: Connection, event: str, **fields: Any) -> None:
         """Anything a client can make the daemon log goes through the rate-limited ClientErrorLog."""
@@ -479,125 +422,17 @@ class Server:
                 log.exception("connection sweep failed")
 
     def on_line(self, conn: Connection, line: bytes) -> bool | Coroutine[Any, Any, None]:
-        """Handle one line: True when done, False to close the connection, or a coroutine still to await."""
-        if b"\0" in line:
-            self.framing_error(conn, "bad_json", "NUL byte in line")
-            return False
-        if not line.isascii():
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError:
-                self.framing_error(conn, "bad_json", "line is not valid UTF-8")
-                return False
-        if not line.strip():
-            return True  # blank lines are ignored
-        try:
-            msg = p.decode_client(line)
-        except msgspec.ValidationError as e:
-            text = str(e)
-            if conn.role is None:
-                return self._bad_hello(conn, text, line)
-            code: p.ErrorCode = "unknown_type" if "`$.type`" in text else "invalid_message"
-            self.reply_error(conn, code, text, _ref_of(line))
-            return True
-        except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as e:
-            if conn.role is None:
-                return self._bad_hello(conn, str(e), line)
-            self.reply_error(conn, "bad_json", str(e), _ref_of(line))
-            return True
-        kind = type(msg)
-        if conn.role is None:
-            if not isinstance(msg, p.Hello):
-                self.reply_error(conn, "protocol_version", "the first message must be hello", msg.ref)
-                return False
-            return self._on_hello(conn, msg)
-        if kind is p.Hello:
-            self.reply_error(conn, "invalid_message", "already said hello", msg.ref)
-            return True
-        if kind not in ROLE_MESSAGES[conn.role]:
-            self.reply_error(conn, "wrong_role", f"role {conn.role} may not send {msg.__struct_config__.tag}", msg.ref)
-            return True
-        # an Answer is checked in answers.on_answer, where the refusal is audited against its request
-        if kind is not p.Request and kind is not p.Answer and widens(msg) and self.from_agent(conn):
-            self._refuse_from_agent(conn, msg)
-            return True
-        try:
-            outcome = self._handlers[kind](conn, msg)
-        except Exception as e:  # a bug must cost one reply, not the daemon
-            log.exception("handler failed", type=kind.__name__)
-            self.reply_error(conn, "internal", f"internal error: {type(e).__name__}", msg.ref)
-            return True
-        if outcome is None:
-            return True
-        return self._guarded(conn, kind, msg.ref, outcome)
+        """Handle one line (``dispatch.py``): True when done, False to close the connection, or a coroutine."""
+        return self.dispatch.on_line(conn, line)
 
     def from_agent(self, conn: Connection) -> bool:
         return self.state.from_agent(conn)
 
-    def _refuse_from_agent(self, conn: Connection, msg: Any) -> None:
-        """A message that widens the gate, from inside an agent's process tree: refused, logged, audited."""
-        tag = msg.__struct_config__.tag
-        self.client_fault(conn, "gate change from an agent refused", message=tag)
-        body = msgspec.to_builtins(msg)
-        call = p.CallInfo(
-            provider="nexusd", session=str(body.get("session") or "-"), tool=f"nexusd.{tag}", input=body, cwd="/"
-        )
-        self.replies.record(
-            self.replies.record_id(),
-            call,
-            p.Decision("deny", f"{tag} refused: it came from an agent's process tree", "user"),
-            time.monotonic(),
-            peer=conn.peer,
-            event="gate_control_refused",
-        )
-        self.reply_error(
-            conn,
-            "self_approval",
-            f"refused: {tag} widens what agents may do, and this process descends from an agent; a person must "
-            "do it from a terminal or UI outside the agents",
-            msg.ref,
-        )
-
-    async def _guarded(self, conn: Connection, kind: type, ref: str | None, work: Coroutine[Any, Any, None]) -> None:
-        try:
-            await work
-        except Exception as e:  # a bug must cost one reply, not the daemon
-            log.exception("handler failed", type=kind.__name__)
-            self.reply_error(conn, "internal", f"internal error: {type(e).__name__}", ref)
-
     def reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
         self.state.reply_error(conn, code, message, ref)
 
-    def _bad_hello(self, conn: Connection, why: str, line: bytes) -> bool:
-        """A first line that is not a valid hello (wrong types, missing fields, unknown role, not JSON):
-        ``protocol_version``, and the connection is closed, as for any other first message."""
-        self.reply_error(conn, "protocol_version", f"the first message must be a valid hello: {why}", _ref_of(line))
-        return False
-
     def _on_ping(self, conn: Connection, msg: p.Ping) -> None:
         conn.send(p.encode(p.Pong(ref=msg.ref)))
-
-    def _on_hello(self, conn: Connection, msg: p.Hello) -> bool:
-        if msg.proto != p.PROTOCOL_VERSION:
-            self.reply_error(
-                conn, "protocol_version", f"daemon speaks protocol {p.PROTOCOL_VERSION}, not {msg.proto}", msg.ref
-            )
-            return False
-        conn.role = msg.role
-        conn.name = _clean(msg.name)
-        conn.send(
-            p.encode(
-                p.Welcome(
-                    proto=p.PROTOCOL_VERSION,
-                    version=__version__,
-                    role=msg.role,
-                    sandbox=self.probe,
-                    idle_timeout=(self.config.idle_timeout or None) if msg.role != "agent" else None,
-                    ref=msg.ref,
-                )
-            )
-        )
-        return True
 
     def session_for(self, call: p.CallInfo) -> Session:
         return self.state.session_for(call)
@@ -687,10 +522,3 @@ class Server:
                 self.notifier.watchdog()
                 next_ping = time.monotonic() + interval
             await anyio.sleep(min(1.0, interval) if interval else 1.0)
-
-
-def _ref_of(line: bytes) -> str | None:
-    try:
-        return _ref_decoder.decode(line).ref
-    except Exception:
-        return None
