@@ -134,6 +134,10 @@ class DaemonHandle:
     def start(self, timeout: float = 10.0, nofile: int | None = None) -> DaemonHandle:
         """``nofile``: a hard RLIMIT_NOFILE for the daemon (fault tests: descriptor exhaustion)."""
         self.spawn(nofile)
+        return self.wait_listening(timeout)
+
+    def wait_listening(self, timeout: float = 10.0) -> DaemonHandle:
+        """Until the started daemon (``proc``) listens on ``socket``; raises if it exits or never does."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -425,9 +425,6 @@ class Server:
         """Handle one line (``dispatch.py``): True when done, False to close the connection, or a coroutine."""
         return self.dispatch.on_line(conn, line)
 
-    def from_agent(self, conn: Connection) -> bool:
-        return self.state.from_agent(conn)
-
     def reply_error(self, conn: Connection, code: p.ErrorCode, message: str, ref: str | None) -> None:
         self.state.reply_error(conn, code, message, ref)
 

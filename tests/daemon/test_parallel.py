@@ -39,17 +39,7 @@ def start_stalling(h: DaemonHandle, env: dict[str, str], timeout: float = 15.0) 
             stderr=log,
             start_new_session=True,
         )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if h.proc.poll() is not None:
-            raise RuntimeError(f"nexusd exited {h.proc.returncode}:\n{h.log.read_text()}")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(str(h.socket))
-            return h
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nexusd did not listen within {timeout}s:\n{h.log.read_text()}")
+    return h.wait_listening(timeout)  # (the launcher runs the daemon in its own process)
 
 
 def agent(h: DaemonHandle, timeout: float = 30.0) -> Raw:
