@@ -4,8 +4,8 @@ The jail is a throwaway world: the host's file system read-only, a fresh /tmp, t
 decoy home (``World.home``) with planted secrets, a throwaway workspace (``World.ws``) and a directory
 outside it (``World.outside``), all bound at the same paths the gate sees, and no network (its own network
 namespace: a connect() is recorded as the attempt it is, and fails). strace follows every process
-(``-f``) and prints the file descriptor's path of every open (``-y``), so relative names need no cwd
-bookkeeping.
+(``-ff``, a file per process) and prints the file descriptor's path of every open (``-y``), so relative
+names need no cwd bookkeeping.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def available() -> str:
 def run(world: World, command: str, timeout: float = 10.0) -> Reality:
     """Run ``command`` with bash in the jail, cwd the workspace, HOME the decoy home; parse the trace."""
     out = world.trace / "t"
-    if out.exists():
-        out.unlink()
+    for old in world.trace.glob("t.*"):
+        old.unlink()
     real_home = os.path.expanduser("~")
     argv = [
         "bwrap",
@@ -150,7 +150,9 @@ def run(world: World, command: str, timeout: float = 10.0) -> Reality:
     ]  # fmt: skip
     if real_home not in ("/", "") and Path(real_home).is_dir() and not str(world.root).startswith(real_home):
         argv += ["--tmpfs", real_home]  # the host's own secrets are not there to be read
-    argv += ["strace", "-f", "-qq", "-y", "-s", "4096", "-e", f"trace={TRACED}", "-o", str(out)]
+    # one file per process (-ff): with one shared file, a call that another process interrupts is split over
+    # two lines ("<unfinished ...>", "<... resumed>"), and a read made while another process ran went unseen
+    argv += ["strace", "-ff", "-qq", "-y", "-s", "4096", "-e", f"trace={TRACED}", "-o", str(out)]
     argv += ["bash", "--noprofile", "--norc", "-c", command]
     reality = Reality()
     try:
@@ -160,8 +162,11 @@ def run(world: World, command: str, timeout: float = 10.0) -> Reality:
     else:
         for m in re.finditer(rb"bash: (?:line \d+: )?([^:\s]+): command not found", done.stderr):
             reality.missing.add(m.group(1).decode(errors="replace"))
-    if out.exists():
-        parse(out.read_text(errors="replace"), reality, str(world.ws))
+    per_process = []
+    for f in sorted(world.trace.glob("t.*")):
+        pid = f.name.rpartition(".")[2]
+        per_process += [f"{pid} {line}" for line in f.read_text(errors="replace").splitlines()]
+    parse("\n".join(per_process), reality, str(world.ws))
     return reality
 
 
