@@ -18,14 +18,14 @@ import msgspec
 from nexusd import locations
 from nexusd.core.classify import classify, details
 from nexusd.core.engine import ClassifierAnswer, Evaluation, HookAnswer, effective_mode, evaluate
-from nexusd.core.model import Classification, Context, Session
+from nexusd.core.model import Classification, Context, Flag, Session
 from nexusd.core.policy.policy import HookSpec, Policy
 from nexusd.core.workspace import workspace_of as _workspace_of
 from nexusd.policy.filesystem import DecisionFileSystem, RealFileSystem
 from nexusd.policy.hooks import run_hooks
 from nexusd.policy.memo import DecisionMemo, RecordingFileSystem, session_state
 from nexusd.policy.reviewer import run_reviewer
-from nexusd.policy.shaping import asks_to_escape, sandbox_auto_allow
+from nexusd.policy.shaping import allowed_because_sandboxed, asks_to_escape, dynamic_in_sandbox, sandbox_auto_allow
 from nexusd.policy.store import PolicyStore
 from nexusd.policy.transcript import TranscriptError, read_context
 from nexusd.protocol import CallInfo, SandboxProbe, TraceStep, Verdict
@@ -293,7 +293,7 @@ def rule(
             record_classifier(session, ev)
         if memo is not None and facts.recorder is not None and key is not None:
             memo.put(key, policy, facts.recorder, ev.verdict)
-        begun.verdict = sandbox_auto_allow(ev.verdict, call, cls, policy, sandbox)
+        begun.verdict = sandbox_step(ev.verdict, begun)
     return begun
 
 
@@ -317,6 +317,42 @@ def begin(
     return begun
 
 
+def sandbox_step(
+    v: Verdict, b: Begun, *, hooks: list[HookAnswer] | None = None, classifier: ClassifierAnswer | None = None
+) -> Verdict:
+    """Shaping's first step (``sandbox_auto_allow``) on the engine's verdict ``v`` for ``b``; and for a call
+    whose only unknown is what it runs, once ``dynamic_in_sandbox`` says the sandbox enforces every rule the
+    hidden part could break, the engine again on what the call shows (the same session, hooks and reviewer
+    answers): when a static command's ask would be auto-allowed sandboxed, so is this one. Anything else,
+    a rule, the lock, trust, a hook still to run, keeps the safety check's ask."""
+    assert b.cls is not None and b.ctx is not None
+    shaped = sandbox_auto_allow(v, b.call, b.cls, b.policy, b.sandbox)
+    if not dynamic_in_sandbox(shaped, b.call, b.cls, b.policy, b.session):
+        return shaped
+    seen = msgspec.structs.replace(b.cls, flags=b.cls.flags - {Flag.DYNAMIC})
+    inner = evaluate(
+        b.call, b.policy, b.session, seen, b.ctx, hooks=hooks, classifier=classifier, dry_run=b.dry_run, explain=False
+    ).verdict
+    if inner is None or inner.source != "mode" or inner.decision == "deny":
+        return shaped
+    then = sandbox_auto_allow(msgspec.structs.replace(inner, decision="ask"), b.call, seen, b.policy, b.sandbox)
+    if then.decision != "allow" or not allowed_because_sandboxed(then):
+        return shaped
+    assert b.sandbox is not None  # the auto-allow above needs an available probe
+    why = (
+        f"{'; '.join(b.cls.notes) or 'dynamic'}: what it runs is known only when it runs, and it runs in the "
+        f"sandbox ({b.sandbox.backend}), which enforces every rule it could break"
+    )
+    return msgspec.structs.replace(
+        shaped,
+        decision="allow",
+        source="mode",
+        reason=f"{why}: allowed",
+        suggestions=[],
+        trace=[*shaped.trace, TraceStep("sandbox", "allow", f"{why}; {inner.reason}")],
+    )
+
+
 RACED = "running: the person is asked meanwhile; a hook's deny withdraws the prompt, a person's answer settles it"
 
 
@@ -336,7 +372,7 @@ def if_hooks_pass(b: Begun) -> Verdict | None:
     then = evaluate(b.call, b.policy, b.session, b.cls, b.ctx, hooks=passing, dry_run=b.dry_run, explain=True)
     if then.verdict is None:
         return None
-    v = sandbox_auto_allow(then.verdict, b.call, b.cls, b.policy, b.sandbox)
+    v = sandbox_step(then.verdict, b, hooks=passing)
     steps = [s for s in v.trace if s.step != "hooks"]
     at = next((i for i, s in enumerate(v.trace) if s.step == "hooks"), len(steps))
     steps.insert(at, TraceStep("hooks", "raced", f"{len(ev.hooks)} hook(s) {RACED}"))
@@ -355,7 +391,7 @@ async def run_rounds(b: Begun) -> Verdict:
         if ev.verdict is not None:
             if not b.dry_run:
                 record_classifier(session, ev)
-            return sandbox_auto_allow(ev.verdict, call, cls, policy, b.sandbox)
+            return sandbox_step(ev.verdict, b, hooks=hooks, classifier=classifier)
         payload = payload or _payload(call, cls, session, policy)
         if ev.need == "hooks" and hooks is None:
             if policy.classifier is not None and _reviewed_if_pass(b):

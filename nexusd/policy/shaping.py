@@ -27,10 +27,11 @@ from typing import Any, Literal
 import msgspec
 
 from nexusd.core.disposition import command_disposition
-from nexusd.core.engine import HUMAN_FLAG, SECRET_FLAG
+from nexusd.core.engine import HUMAN_FLAG, SAFETY_ASK, SAFETY_DENY, SECRET_FLAG
 from nexusd.core.escape import escape_request, escape_summary
-from nexusd.core.model import Classification, ToolKind
+from nexusd.core.model import NOT_AUTO_ALLOWABLE, Classification, Flag, Session, ToolKind
 from nexusd.core.policy.policy import Policy
+from nexusd.core.policy.rules import fully_concrete
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, sandbox_first_applies
 from nexusd.policy.sandbox_settings import SandboxSettings, sandbox_settings
 from nexusd.protocol import CallInfo, Decision, SandboxProbe, TraceStep, Verdict
@@ -104,6 +105,37 @@ def sandbox_auto_allow(
         reason=f"{v.reason}; runs in the sandbox, allowed",
         suggestions=[],
     )
+
+
+def dynamic_in_sandbox(v: Verdict, call: CallInfo, cls: Classification, policy: Policy, session: Session) -> bool:
+    """Whether ``v`` is the safety check's ask for a shell call whose only unknown is what it runs
+    (``Flag.DYNAMIC``: ``eval``, ``${F:-x}`` from the environment, a substitution), and every rule that
+    hidden part could break is one the sandbox itself enforces. Then what the call runs decides nothing the
+    sandbox does not: the gate re-rules it on what it can see (``gate``), and a mode's ask of that is the
+    sandbox auto-allow's to allow, as a static command's would be.
+
+    The sandbox enforces deny rules of Read and Edit that name one anchored path (masked, or re-bound
+    read-only) and WebFetch domain rules (its proxy). It enforces no shell command rule, no ask rule and no
+    glob: with any of those in force (the policy's, or the session's own answers), the ask stands."""
+    if v.decision != "ask" or v.source != "safety" or cls.kind != ToolKind.SHELL or HUMAN_FLAG in v.flags:
+        return False
+    if cls.flags & (NOT_AUTO_ALLOWABLE | SAFETY_ASK | SAFETY_DENY) != {Flag.DYNAMIC}:
+        return False
+    if asks_to_escape(call) or session.deny_rules or any(k != "allow" for k, _, _ in session.grant_rules):
+        return False
+    try:
+        if not sandbox_settings(policy).auto_allow_bash_if_sandboxed:
+            return False
+    except Exception:
+        return False
+    for rule in policy.rules:
+        if rule.kind == "allow" or rule.family not in ("shell", "read", "edit"):
+            continue
+        if rule.family == "shell" or rule.kind != "deny" or rule.tool not in ("Read", "Edit", "Write"):
+            return False
+        if rule.path is None or not fully_concrete(rule.path):
+            return False
+    return True
 
 
 Where = Literal["sandbox", "mixed", "excluded", "unsandboxed", "refused", "off", "unwrappable"]

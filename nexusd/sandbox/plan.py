@@ -29,6 +29,7 @@ from nexusd.core.disposition import command_disposition
 from nexusd.core.escape import escape_request, how_to_escape
 from nexusd.core.model import Classification
 from nexusd.core.policy.policy import Policy
+from nexusd.core.policy.rules import concrete_path
 from nexusd.core.protected import GIT_FILES, HOME_PROTECTED, WORKSPACE_PROTECTED
 from nexusd.core.tools import SANDBOXED_SHELL_TOOLS, sandbox_first_applies
 from nexusd.core.workspace import workspace_of
@@ -110,22 +111,7 @@ def daemon_dirs(store: PolicyStore) -> list[str]:
 def _rule_path(rule: object, cwd: str, home: str) -> str | None:
     """The concrete path a Read/Edit rule names, or None when it is a glob no single mount can express."""
     pat = getattr(rule, "path", None)
-    if pat is None:
-        return None
-    base = cwd if pat.base is None else home if pat.base == "~" else pat.base
-    pattern = pat.pattern
-    if pattern.endswith("/**"):
-        pattern = pattern[:-3]
-    if _GLOB & set(pattern):
-        return None
-    if not pattern:
-        return os.path.normpath(base)
-    # gitignore: a pattern with a slash (other than at the end) is anchored to its base; a bare name
-    # matches at any depth, and we can only mask the one directly in the base.
-    return os.path.normpath(os.path.join(base, pattern.strip("/")))
-
-
-_GLOB = frozenset("*?[")
+    return None if pat is None else concrete_path(pat, cwd, home)
 
 
 def policy_write_paths(policy: object, cwd: str, home: str) -> list[str]:

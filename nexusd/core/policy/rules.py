@@ -295,6 +295,35 @@ def compile_bash(spec: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.DOTALL)
 
 
+def concrete_path(pat: PathPattern, cwd: str, home: str) -> str | None:
+    """The one path a Read/Edit rule's pattern names (a directory stands for everything below it), or None
+    when it is a glob no single mount can express. The sandbox masks (deny Read) or re-binds read-only (deny
+    Edit) this path; ``fully_concrete`` says whether that covers everything the rule matches."""
+    base = cwd if pat.base is None else home if pat.base == "~" else pat.base
+    pattern = pat.pattern
+    if pattern.endswith("/**"):
+        pattern = pattern[:-3]
+    if _GLOB_CHARS & set(pattern):
+        return None
+    if not pattern:
+        return posixpath.normpath(base)
+    # gitignore: a pattern with a slash (other than at the end) is anchored to its base; a bare name
+    # matches at any depth, and only the one directly in the base is this path.
+    return posixpath.normpath(posixpath.join(base, pattern.strip("/")))
+
+
+def fully_concrete(pat: PathPattern) -> bool:
+    """``concrete_path`` is everything the pattern matches: no glob, and anchored to its base (gitignore: a
+    bare name, or a name with only a trailing slash, matches at any depth)."""
+    pattern = pat.pattern[:-3] if pat.pattern.endswith("/**") else pat.pattern
+    if _GLOB_CHARS & set(pattern):
+        return False
+    return not pattern or "/" in pattern.rstrip("/")
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
 def compile_path(spec: str, policy_root: str | None) -> PathPattern:
     """Claude's anchors: ``//abs``, ``~/home``, ``/relative-to-policy-root``, ``./cwd`` or bare (cwd)."""
     raw = spec
