@@ -5,12 +5,16 @@ real bash and coreutils; nothing is mocked. ``python -m tests.oracle.oracle`` pr
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.oracle import corpus, jail
+from tests.oracle import corpus, jail, sandbox_first
 from tests.oracle.oracle import Oracle, Outcome, report
+from tests.oracle.sandbox_first import FirstOutcome, SandboxFirst
 
 pytestmark = pytest.mark.slow  # ~160 commands, each in a jail: tens of seconds on a loaded machine
 
@@ -19,6 +23,10 @@ MAX_ASKED_SECRETS = 4
 # read-only commands of the corpus the gate does not allow, at most (the deliberate over-blocks of
 # docs/POLICY.md: ${F:-x} from the environment, cd -, a tracked-only lister under a Read(./.env) deny ...)
 MAX_OVER_BLOCK = 0.20
+# issue 36's bars for the corpus run sandbox-first: of the read-only commands, at most 5 % asked (or refused)
+# and at most 5 % broken by the sandbox; no harm at all
+MAX_SANDBOX_FIRST_ASKED = 0.05
+MAX_SANDBOX_FIRST_BROKEN = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +36,63 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[Outcome]:
         pytest.skip(f"the oracle cannot run here: {why}")
     oracle = Oracle(Path(tmp_path_factory.mktemp("oracle")))
     return [oracle.judge(c) for c in corpus.build(readers=("cat {p}",))]
+
+
+@pytest.fixture(scope="module")
+def first_rig() -> Iterator[SandboxFirst]:
+    why = sandbox_first.available()
+    if why:
+        pytest.skip(f"the measure cannot run here: {why}")
+    root = Path(tempfile.mkdtemp(prefix="nxsf", dir="/var/tmp"))  # the sandbox gives commands their own /tmp
+    try:
+        with sandbox_first.sandbox_first(root) as sf:
+            yield sf
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def first(outcomes: list[Outcome], first_rig: SandboxFirst) -> list[FirstOutcome]:
+    """The same corpus sandbox-first (labels from the jail runs above), plus the commands that only matter
+    once a sandbox contains them (``sandbox_first.ESCAPES``: writes outside, leaks, the host's loopback)."""
+    labels = {o.command: o for o in outcomes}
+    return [first_rig.judge(c, labels.get(c)) for c in first_rig.commands(full=False)]
+
+
+def test_sandbox_first_does_no_harm(first: list[FirstOutcome]) -> None:
+    contained = [o for o in first if o.label == "effect" and o.decision == "allow" and o.wrapped]
+    assert len(contained) >= 20, "too few harmful-if-unconfined commands ran sandboxed: the measure would mean nothing"
+    assert not [o for o in first if o.harm], sandbox_first.report(first)
+
+
+def test_sandbox_first_asks_few_read_only_commands(first: list[FirstOutcome]) -> None:
+    ro = [o for o in first if o.label == "read_only"]
+    assert len(ro) >= 50, "the corpus lost its read-only commands: the measure would mean nothing"
+    asked = [o for o in ro if o.decision != "allow"]
+    assert len(asked) <= MAX_SANDBOX_FIRST_ASKED * len(ro), sandbox_first.report(first)
+
+
+def test_sandbox_first_breaks_few_read_only_commands(first: list[FirstOutcome]) -> None:
+    ro = [o for o in first if o.label == "read_only" and o.decision == "allow"]
+    assert sum(o.wrapped for o in ro) >= 50, "read-only commands must run sandboxed for the measure to mean anything"
+    broken = [o for o in ro if o.broken]
+    assert len(broken) <= MAX_SANDBOX_FIRST_BROKEN * len(ro), sandbox_first.report(first)
+
+
+def test_the_sandbox_first_measure_sees_harm(first_rig: SandboxFirst) -> None:
+    """The measure can fail: run bare, a write outside, a leaked secret and a connection are each seen."""
+    w = first_rig.world
+    w.reset()
+    port = first_rig.listener.port
+    _, harm = first_rig.run_watched(
+        f"echo x > ../outside/other.txt; cat ~/.ssh/id_rsa; cp .env copy; echo > /dev/tcp/127.0.0.1/{port}"
+    )
+    text = "; ".join(harm)
+    assert "changed" in text and str(w.outside) in text, harm
+    assert "printed 'DECOY SECRET'" in text and "left a secret in" in text, harm
+    assert "reached the host's loopback" in text, harm
+    w.reset()
+    assert first_rig.run_watched("cat README.md; echo x > out.txt")[1] == []
 
 
 def test_no_wrong_allow(outcomes: list[Outcome]) -> None:
