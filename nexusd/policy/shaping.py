@@ -114,9 +114,10 @@ def dynamic_in_sandbox(v: Verdict, call: CallInfo, cls: Classification, policy: 
     sandbox does not: the gate re-rules it on what it can see (``gate``), and a mode's ask of that is the
     sandbox auto-allow's to allow, as a static command's would be.
 
-    The sandbox enforces deny rules of Read and Edit that name one anchored path (masked, or re-bound
-    read-only) and WebFetch domain rules (its proxy). It enforces no shell command rule, no ask rule and no
-    glob: with any of those in force (the policy's, or the session's own answers), the ask stands."""
+    The sandbox enforces deny rules of Read that name one anchored path (masked) and WebFetch domain rules
+    (its proxy). It enforces no shell command rule, no ask rule, no glob, and no Edit deny (a read-only bind
+    of what exists at the plan: a path that is not there yet could be created): with any of those in force
+    (the policy's, or the session's own answers), the ask stands."""
     if v.decision != "ask" or v.source != "safety" or cls.kind != ToolKind.SHELL or HUMAN_FLAG in v.flags:
         return False
     if cls.flags & (NOT_AUTO_ALLOWABLE | SAFETY_ASK | SAFETY_DENY) != {Flag.DYNAMIC}:
@@ -131,7 +132,8 @@ def dynamic_in_sandbox(v: Verdict, call: CallInfo, cls: Classification, policy: 
     for rule in policy.rules:
         if rule.kind == "allow" or rule.family not in ("shell", "read", "edit"):
             continue
-        if rule.family == "shell" or rule.kind != "deny" or rule.tool not in ("Read", "Edit", "Write"):
+        # an Edit deny is a read-only bind of what exists at the plan: a hidden write could still create it
+        if rule.family == "shell" or rule.kind != "deny" or rule.tool != "Read":
             return False
         if rule.path is None or not fully_concrete(rule.path):
             return False

@@ -161,6 +161,7 @@ def test_a_dynamic_write_outside_fails_inside(world: World, found: SandboxProbe,
         ('[permissions]\ndeny = ["Read(**/*.pem)"]\n', "a glob: no mount expresses it"),
         ('[permissions]\ndeny = ["Read(.env)"]\n', "a bare name matches at any depth; only one is masked"),
         ('[permissions]\ndeny = ["Edit(*.lock)"]\n', "a glob of an edit rule"),
+        ('[permissions]\ndeny = ["Edit(./src/generated/**)"]\n', "an edit rule: only what exists is bound"),
         ("[sandbox]\nenabled = false\n", "no sandbox: the gate alone"),
         ("[sandbox]\nauto_allow_bash_if_sandboxed = false\n", "the person asked to be asked"),
     ],
@@ -177,13 +178,12 @@ def test_the_ask_stands_when_a_rule_it_could_break_is_not_the_sandboxs(
 @pytest.mark.parametrize(
     "policy",
     [
-        '[permissions]\ndeny = ["Read(./.env)", "Read(~/.ssh/**)", "Edit(./src/generated/**)"]\n',
+        '[permissions]\ndeny = ["Read(./.env)", "Read(~/.ssh/**)", "Read(//etc/shadow)"]\n',
         '[permissions]\ndeny = ["WebFetch(domain:example.com)"]\nallow = ["Bash(git status:*)"]\n',
     ],
 )
 def test_rules_the_sandbox_enforces_do_not_stop_it(world: World, found: SandboxProbe, policy: str) -> None:
-    """Anchored Read and Edit denies are masks and read-only binds; a domain rule is the proxy's; an allow
-    rule never narrows."""
+    """Anchored Read denies are masks; a domain rule is the proxy's; an allow rule never narrows."""
     store = world.store(policy)
     v = _decide(store, world.call('eval "cat README.md"'), found)
     assert v.decision == "allow" and allowed_because_sandboxed(v), v
