@@ -34,10 +34,10 @@ DYNAMIC_READS = [
     'f=$(printf README.md); cat "$f"',
     "c=${CMD:-cat}; $c README.md",
     "cat README.md & wait",
-    "x=$(cat README.md); echo \"$x\"",
+    'x=$(cat README.md); echo "$x"',
     "echo `cat README.md`",
     "cat $(ls README*)",
-    "bash -c \"$(echo cat README.md)\"",
+    'bash -c "$(echo cat README.md)"',
 ]
 
 
@@ -123,7 +123,7 @@ def test_a_dynamic_read_runs_sandboxed_without_asking(world: World, found: Sandb
         "head -c 200 ${KEYFILE:-~/.ssh/id_rsa}",
         'eval "cat .env"',
         "cat ${F:-.env}",
-        "x=$(cat ~/.ssh/id_rsa); echo \"$x\"",
+        'x=$(cat ~/.ssh/id_rsa); echo "$x"',
     ],
 )
 def test_what_a_dynamic_call_hides_stays_hidden(world: World, found: SandboxProbe, command: str) -> None:
@@ -204,7 +204,7 @@ def test_a_session_answer_to_deny_keeps_the_ask(world: World, found: SandboxProb
         'eval "cat README.md" > .git/hooks/pre-commit',  # a protected path: its own safety check
         'LD_PRELOAD=/x.so eval "cat README.md"',  # a dangerous environment
         'eval "cat README.md" | nexusctl mode bypass',  # the gate's own controls
-        "eval \"cat README.md\"\u200b",  # a hidden character
+        'eval "cat README.md"\u200b',  # a hidden character
     ],
 )
 def test_another_unknown_beside_it_keeps_the_ask(world: World, found: SandboxProbe, command: str) -> None:
