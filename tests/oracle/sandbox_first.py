@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from nexusd import protocol as p
 from nexusd.client import Client
+from nexusd.sandbox.wrapper import SINCE_MARGIN_S
 from tests.conftest import NO_TRUST_QUESTION, DaemonHandle, short_tmpdir
 from tests.oracle import corpus, jail
 from tests.oracle.oracle import POLICY, Oracle, Outcome
@@ -217,6 +219,7 @@ class SandboxFirst:
         self.daemon.start(timeout=30)
         self.person = _Person(self.daemon.socket)
         self.env = {**_ENV, "HOME": str(self.world.home)}
+        self._dirty = True
 
     def close(self) -> None:
         self.person.close()
@@ -232,7 +235,7 @@ class SandboxFirst:
         label = label or self.oracle.judge(command)
         kind = "not_run" if "not_run" in label.kinds else "read_only" if "read_only" in label.kinds else "effect"
         w = self.world
-        w.reset()
+        self.fresh()
         call = p.CallInfo(
             provider="claude",
             session="oracle-sandbox-first",
@@ -258,15 +261,26 @@ class SandboxFirst:
             self._run(command)  # once to settle access times
             bare = self._run(command)
         sandboxed, out.harm = self.run_watched(text)
+        self._dirty = kind != "read_only"  # a read-only command (the jail saw it) left the world as it was
         if bare is not None and (bare.rc, bare.out) != (sandboxed.rc, sandboxed.out):
             out.broken = f"bare exit {bare.rc}, sandboxed exit {sandboxed.rc}: {sandboxed.err.strip()[-300:]!r}"
             if bare.out != sandboxed.out:
                 out.broken += f"; output {bare.out[:120]!r} against {sandboxed.out[:120]!r}"
         return out
 
+    def fresh(self) -> None:
+        """The world as built, for the next command: rebuilt when the last one may have changed it. Then a
+        pause past the wrapper's margin (``SINCE_MARGIN_S``): a protected path made (copied) within it of
+        the decision counts as planted, and every call would end in the slower Python scrub."""
+        if self._dirty:
+            self.world.reset()
+            time.sleep(SINCE_MARGIN_S + 0.02)
+            self._dirty = False
+
     def run_watched(self, text: str) -> tuple[Ran, list[str]]:
         """Run ``text`` in the world as it is now, and say what harm it did (empty: none)."""
         w = self.world
+        self._dirty = True
         before = _snapshot(w.home, w.outside, *(w.ws / rel for rel in _PROTECTED))
         self.listener.drain()
         ran = self._run(text)

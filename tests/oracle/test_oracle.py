@@ -82,7 +82,7 @@ def test_sandbox_first_breaks_few_read_only_commands(first: list[FirstOutcome]) 
 def test_the_sandbox_first_measure_sees_harm(first_rig: SandboxFirst) -> None:
     """The measure can fail: run bare, a write outside, a leaked secret and a connection are each seen."""
     w = first_rig.world
-    w.reset()
+    first_rig.fresh()
     port = first_rig.listener.port
     _, harm = first_rig.run_watched(
         f"echo x > ../outside/other.txt; cat ~/.ssh/id_rsa; cp .env copy; echo > /dev/tcp/127.0.0.1/{port}"
@@ -91,7 +91,7 @@ def test_the_sandbox_first_measure_sees_harm(first_rig: SandboxFirst) -> None:
     assert "changed" in text and str(w.outside) in text, harm
     assert "printed 'DECOY SECRET'" in text and "left a secret in" in text, harm
     assert "reached the host's loopback" in text, harm
-    w.reset()
+    first_rig.fresh()
     assert first_rig.run_watched("cat README.md; echo x > out.txt")[1] == []
 
 
