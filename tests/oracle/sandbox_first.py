@@ -138,7 +138,8 @@ class _Person:
         while not self._stop:
             try:
                 msg = self.client.next_event(timeout=0.2)
-            except Exception:  # a timeout between prompts
+            except Exception:  # a timeout between prompts (or a closed connection: do not spin)
+                time.sleep(0.05)
                 continue
             if isinstance(msg, p.Prompt):
                 self.seen.add(msg.item.id)
@@ -151,23 +152,27 @@ class _Person:
 
 
 def _snapshot(*roots: Path) -> dict[str, tuple[str, str]]:
-    """Every entry below ``roots``: its kind and (for a file) its content's digest, (for a link) target."""
+    """Each root and every entry below it: its kind and (a file) its content's digest and mode, (a link) its
+    target, (a directory) its mode. A root that is a file (``.git/config``) is recorded itself."""
     out: dict[str, tuple[str, str]] = {}
+
+    def note(path: str) -> None:
+        if os.path.islink(path):
+            out[path] = ("link", os.readlink(path))
+        elif os.path.isdir(path):
+            out[path] = ("dir", oct(os.stat(path).st_mode & 0o7777))
+        elif os.path.isfile(path):
+            with open(path, "rb") as f:
+                out[path] = ("file", hashlib.sha256(f.read()).hexdigest() + oct(os.stat(path).st_mode))
+        elif os.path.lexists(path):
+            out[path] = ("other", "")
+
     for root in roots:
-        if not (root.exists() or root.is_symlink()):
-            continue
-        for dirpath, dirs, files in os.walk(root):
-            for name in dirs + files:
-                path = os.path.join(dirpath, name)
-                if os.path.islink(path):
-                    out[path] = ("link", os.readlink(path))
-                elif os.path.isdir(path):
-                    out[path] = ("dir", oct(os.stat(path).st_mode & 0o7777))
-                elif os.path.isfile(path):
-                    with open(path, "rb") as f:
-                        out[path] = ("file", hashlib.sha256(f.read()).hexdigest() + oct(os.stat(path).st_mode))
-                else:
-                    out[path] = ("other", "")
+        note(str(root))
+        if root.is_dir() and not root.is_symlink():
+            for dirpath, dirs, files in os.walk(root):
+                for name in dirs + files:
+                    note(os.path.join(dirpath, name))
     return out
 
 

@@ -92,6 +92,9 @@ def test_the_sandbox_first_measure_sees_harm(first_rig: SandboxFirst) -> None:
     assert "printed 'DECOY SECRET'" in text and "left a secret in" in text, harm
     assert "reached the host's loopback" in text, harm
     first_rig.fresh()
+    for protected in ("printf '[core]\\n' >> .git/config", "touch .git/hooks/post-checkout"):
+        assert [h for h in first_rig.run_watched(protected)[1] if h.startswith("changed")], protected
+        first_rig.fresh()
     assert first_rig.run_watched("cat README.md; echo x > out.txt")[1] == []
 
 
