@@ -40,7 +40,6 @@ from pathlib import Path
 
 from nexusd import protocol as p
 from nexusd.client import Client
-from nexusd.sandbox.wrapper import SINCE_MARGIN_S
 from tests.conftest import NO_TRUST_QUESTION, DaemonHandle, short_tmpdir
 from tests.oracle import corpus, jail
 from tests.oracle.oracle import POLICY, Oracle, Outcome
@@ -176,6 +175,37 @@ def _snapshot(*roots: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _restore(live: Path, template: Path) -> None:
+    """Make ``live`` equal to ``template`` (kinds, contents, modes, link targets), touching only what differs."""
+    if live.is_symlink() or not live.is_dir():
+        if live.is_symlink() or live.exists():
+            live.unlink()
+        shutil.copytree(template, live, symlinks=True)
+        return
+    want = {str(k)[len(str(template)) :]: v for k, v in _snapshot(template).items()}
+    have = {str(k)[len(str(live)) :]: v for k, v in _snapshot(live).items()}
+    for rel in sorted(have, key=len, reverse=True):  # deepest first
+        if rel and want.get(rel) != have[rel] and not (want.get(rel, ("",))[0] == have[rel][0] == "dir"):
+            path = str(live) + rel
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.unlink(path)
+    for rel in sorted(want, key=len):  # parents first
+        src, dst = str(template) + rel, str(live) + rel
+        kind = want[rel][0]
+        if kind == "dir":
+            if not os.path.isdir(dst):
+                os.mkdir(dst)
+            if have.get(rel) != want[rel]:
+                shutil.copymode(src, dst)
+        elif not os.path.lexists(dst):
+            if kind == "link":
+                os.symlink(os.readlink(src), dst)
+            else:
+                shutil.copy2(src, dst)
+
+
 def _leaks(world: jail.World, ran: Ran) -> list[str]:
     hits = [f"printed {m!r}" for m in _MARKERS if m in ran.out or m in ran.err]
     decoys = world.secrets()
@@ -274,12 +304,15 @@ class SandboxFirst:
         return out
 
     def fresh(self) -> None:
-        """The world as built, for the next command: rebuilt when the last one may have changed it. Then a
-        pause past the wrapper's margin (``SINCE_MARGIN_S``): a protected path made (copied) within it of
-        the decision counts as planted, and every call would end in the slower Python scrub."""
+        """The world as built, for the next command, when the last one may have changed it: only what
+        differs from the template is put back (``_restore``). Copying it all anew would give every protected
+        path a new ctime, within the wrapper's margin of the next decision (``SINCE_MARGIN_S``): taken for
+        planted, every run would end in the Python scrub. A protected path the command did change still
+        does, which only costs time."""
         if self._dirty:
-            self.world.reset()
-            time.sleep(SINCE_MARGIN_S + 0.02)
+            template = self.world.root / "template"
+            for live in (self.world.home, self.world.ws, self.world.outside):
+                _restore(live, template / live.name)
             self._dirty = False
 
     def run_watched(self, text: str) -> tuple[Ran, list[str]]:

@@ -5,6 +5,7 @@ real bash and coreutils; nothing is mocked. ``python -m tests.oracle.oracle`` pr
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -128,3 +129,34 @@ def test_the_jail_sees_what_happens(tmp_path: Path) -> None:
     assert r.network
     quiet = jail.run(world, "cat README.md")
     assert not quiet.writes and not quiet.network and str(world.ws / "README.md") in quiet.reads
+
+
+def test_restore_puts_back_only_what_changed(tmp_path: Path) -> None:
+    """The measure's world is put back between commands by difference (``sandbox_first._restore``): what a
+    command changed is restored, and what it left alone keeps its inode and ctime (a protected path
+    copied anew would look planted to the wrapper)."""
+    template, live = tmp_path / "t", tmp_path / "l"
+    (template / ".git" / "hooks").mkdir(parents=True)
+    (template / "src").mkdir()
+    (template / "src" / "a.py").write_text("a\n")
+    (template / "README.md").write_text("r\n")
+    (template / "link").symlink_to("README.md")
+    shutil.copytree(template, live, symlinks=True)
+    hooks = os.stat(live / ".git" / "hooks")
+    (live / "README.md").write_text("changed\n")
+    (live / "src" / "a.py").unlink()
+    (live / "src" / "new.py").write_text("n\n")
+    (live / "out").mkdir()
+    (live / "out" / "x").write_text("x\n")
+    (live / "link").unlink()
+    (live / "link").symlink_to("/etc/passwd")
+    os.chmod(live / "src", 0o700)
+    sandbox_first._restore(live, template)
+    strip = lambda root: {k[len(str(root)) :]: v for k, v in sandbox_first._snapshot(root).items()}  # noqa: E731
+    assert strip(live) == strip(template)
+    after = os.stat(live / ".git" / "hooks")
+    assert (after.st_ino, after.st_ctime_ns) == (hooks.st_ino, hooks.st_ctime_ns)
+    (live / "src").rename(tmp_path / "gone")
+    (live / "src").write_text("a file where a directory was\n")
+    sandbox_first._restore(live, template)
+    assert strip(live) == strip(template)
