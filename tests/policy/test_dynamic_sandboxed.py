@@ -231,3 +231,12 @@ def test_a_rule_that_asks_for_what_it_shows_still_asks(world: World, found: Sand
     store = world.store('[permissions]\ndeny = ["Read(./.env)"]\n')
     v = _decide(store, world.call('cat .env; eval "cat README.md"'), found)
     assert v.decision == "deny", v
+
+
+@pytest.mark.parametrize("command", ['eval "$(printf "touch x")"', "c=${C:-touch}; $c x", 'eval "cat README.md"'])
+def test_a_mode_that_does_not_run_commands_still_refuses(world: World, found: SandboxProbe, command: str) -> None:
+    """Plan mode runs nothing: a dynamic call is refused there as a static write is, sandbox or not."""
+    store = world.store()
+    assert _decide(store, world.call("touch x", mode="plan"), found).decision == "deny"
+    v = _decide(store, world.call(command, mode="plan"), found)
+    assert v.decision == "deny", v
