@@ -705,11 +705,12 @@ def carry_out(wrapper: str, back: str) -> str:
     its directory after the call (Claude Code's ``pwd -P``) follows the command's ``cd``, as it would
     unsandboxed. No command substitution (Gemini CLI refuses ``$(`` in a shell command); valid in sh,
     bash and zsh; ``builtin`` first so that a ``cd`` function (zoxide ...) is not run, then plain ``cd``
-    where there is no ``builtin`` (dash)."""
+    where there is no ``builtin`` (dash). The status comes back through a function's ``return``, not a
+    subshell's ``(exit N)``: that forked, ~0.75 ms of every call in bash."""
     return (
         f"{{ {wrapper} ; __nexus_rc=$?; IFS= read -r __nexus_cd <&7 || __nexus_cd=; }} 7<>{q(back)}; "
         '[ -z "$__nexus_cd" ] || builtin cd -P -- "$__nexus_cd" 2>/dev/null || cd -P -- "$__nexus_cd" 2>/dev/null '
-        '|| :; (exit "$__nexus_rc")'
+        '|| :; __nexus_exit() { return "$1"; }; __nexus_exit "$__nexus_rc"'
     )
 
 
