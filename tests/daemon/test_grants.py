@@ -85,16 +85,26 @@ def ctl(h: DaemonHandle, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_timed_grant_allows_until_its_expiry_and_not_an_instant_longer(daemon, raw_factory) -> None:
     assert decide_alone(daemon, raw_factory).decision == "deny"  # asks; nobody there
-    reply = grant(daemon, raw_factory, {"decision": "allow", "scope": "timed", "duration": 2.0, "rules": [RULE]})
-    assert isinstance(reply, p.Ack), reply
-    d = decide_alone(daemon, raw_factory)
+    # A loaded machine can take longer than a short grant lasts between giving it and the calls under it:
+    # such a round proves nothing (the grant had expired), and runs again with a longer grant. A deny while
+    # the grant still held ends the loop and fails below.
+    for duration in (2.0, 8.0, 30.0):
+        given = time.time()
+        answer = {"decision": "allow", "scope": "timed", "duration": duration, "rules": [RULE]}
+        reply = grant(daemon, raw_factory, answer)
+        assert isinstance(reply, p.Ack), reply
+        d = decide_alone(daemon, raw_factory)
+        other = decide_alone(daemon, raw_factory, session="another")
+        listed = grants(daemon, raw_factory)
+        if (d.decision == "allow" and other.decision == "allow" and listed) or time.time() - given < duration:
+            break
     assert (d.decision, d.source, d.rule) == ("allow", "rule", RULE)
-    (g,) = grants(daemon, raw_factory)
-    assert g.scope == "timed" and g.rule == RULE and g.kind == "allow" and g.uses == 1
+    assert other.decision == "allow"  # every session
+    (g,) = listed
+    assert g.scope == "timed" and g.rule == RULE and g.kind == "allow" and g.uses == 2
     assert g.ui == "grant-ui" and "grant-ui" in (g.given_by or "") and g.given_at is not None
-    assert g.expires is not None and abs(g.expires - g.given_at - 2.0) < 1e-6
+    assert g.expires is not None and abs(g.expires - g.given_at - duration) < 1e-6
     assert d.rule_origin == f"grant:{g.id}"
-    assert decide_alone(daemon, raw_factory, session="another").decision == "allow"  # every session
     while time.time() < g.expires:
         time.sleep(0.05)
     d = decide_alone(daemon, raw_factory)
