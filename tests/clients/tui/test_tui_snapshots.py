@@ -104,8 +104,22 @@ async def run(size: tuple[int, int], steps: Callable[[NexusTui, Pilot[Any]], Awa
         )
         await pilot.pause()
         await steps(app, pilot)
-        await pilot.pause()
-        return screen_text(app)
+        return await settled(app, pilot)
+
+
+async def settled(app: NexusTui, pilot: Pilot[Any]) -> str:
+    """The screen once it has stopped changing: the same text after three short pauses in a row. One pause
+    was not always enough on a loaded machine (a pushed screen's footer bindings came a frame late, and the
+    snapshot missed them)."""
+    last, same = screen_text(app), 0
+    for _ in range(200):
+        await pilot.pause(0.02)
+        now = screen_text(app)
+        same = same + 1 if now == last else 0
+        if same >= 3:
+            break
+        last = now
+    return last
 
 
 async def select(app: NexusTui, pilot: Pilot[Any], n: int) -> None:
