@@ -31,8 +31,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +41,7 @@ from nexusd.client import Client
 from tests.conftest import NO_TRUST_QUESTION, DaemonHandle, short_tmpdir
 from tests.oracle import corpus, jail
 from tests.oracle.oracle import POLICY, Oracle, Outcome
+from tests.person import Person
 
 # Commands that only matter once a sandbox runs them: where the gate allows because the sandbox contains,
 # the sandbox must hold. ``{port}`` is a listener on the host's loopback (the only network a test has).
@@ -120,34 +119,6 @@ class _Listener:
 
     def close(self) -> None:
         self.sock.close()
-
-
-class _Person:
-    """A UI that answers every prompt "deny" and remembers which requests it saw."""
-
-    def __init__(self, sock: Path) -> None:
-        self.client = Client(socket_path=str(sock), role="ui", name="oracle-person", timeout=10).connect()
-        self.client.subscribe()
-        self.seen: set[str] = set()
-        self._stop = False
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop:
-            try:
-                msg = self.client.next_event(timeout=0.2)
-            except Exception:  # a timeout between prompts (or a closed connection: do not spin)
-                time.sleep(0.05)
-                continue
-            if isinstance(msg, p.Prompt):
-                self.seen.add(msg.item.id)
-                self.client.answer(msg.item.id, "deny", "once")
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(2)
-        self.client.close()
 
 
 def _snapshot(*roots: Path) -> dict[str, tuple[str, str]]:
@@ -252,7 +223,7 @@ class SandboxFirst:
         }
         self.daemon = DaemonHandle(root, run / "nexusd.sock", cfg, state, managed, env, [], gate_only=False)
         self.daemon.start(timeout=30)
-        self.person = _Person(self.daemon.socket)
+        self.person = Person(self.daemon.socket, "deny", name="oracle-person")
         self.env = {**_ENV, "HOME": str(self.world.home)}
         self._dirty = True
 
@@ -283,7 +254,7 @@ class SandboxFirst:
         with Client(socket_path=str(self.daemon.socket), role="agent", name="oracle", timeout=120) as c:
             d = c.request(call)
         wrapped = d.updated_input is not None and isinstance(d.updated_input.get("command"), str)
-        out = FirstOutcome(command, kind, d.decision, d.id in self.person.seen, wrapped, d.reason)
+        out = FirstOutcome(command, kind, d.decision, self.person.asked(d.id), wrapped, d.reason)
         if d.decision != "allow":
             return out
         if not wrapped:

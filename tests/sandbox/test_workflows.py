@@ -37,6 +37,7 @@ from nexusd import protocol as p
 from nexusd.client import Client
 from nexusd.sandbox.wrapper import wrapper_words
 from tests.conftest import DaemonHandle, short_tmpdir
+from tests.person import Person
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "git", "node", "npm", "make", "gcc")),
@@ -474,34 +475,6 @@ def test_a_domain_not_allowed_is_asked_and_with_no_one_to_ask_refused(rig: Rig) 
     rig.rows.append(Row("curl a domain not allowed", "asked", took, None, "network ask: host not allowed"))
 
 
-class Person:
-    """A person at a UI answering every prompt with ``decision`` (and keeping what it saw)."""
-
-    def __init__(self, h: DaemonHandle, decision: str) -> None:
-        self.client = Client(socket_path=str(h.socket), role="ui", name="person", timeout=10).connect()
-        self.client.subscribe()
-        self.decision = decision
-        self.seen: list[p.PendingItem] = []
-        self.stop = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self.stop:
-            try:
-                msg = self.client.next_event(timeout=0.2)
-            except Exception:
-                continue
-            if isinstance(msg, p.Prompt):
-                self.seen.append(msg.item)
-                self.client.answer(msg.item.id, self.decision, "once")  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        self.stop = True
-        self.thread.join(2)
-        self.client.close()
-
-
 def test_a_push_outside_the_workspace_fails_inside_then_the_escape_is_asked_and_runs_outside(rig: Rig) -> None:
     """The escape, end to end: ``git push`` to a remote outside the workspace cannot write there from the
     sandbox; the agent is told so and how to ask; its second call (``dangerouslyDisableSandbox``) is
@@ -518,7 +491,7 @@ def test_a_push_outside_the_workspace_fails_inside_then_the_escape_is_asked_and_
     # no one at a UI: the escape is not allowed by the mode that allowed the sandboxed call
     d2 = rig.decide("git push -q origin main", sb, dangerouslyDisableSandbox=True)
     assert d2.decision == "deny" and "OUTSIDE the sandbox" in d2.reason, d2
-    person = Person(rig.daemon, "allow")
+    person = Person(rig.daemon.socket, "allow")
     try:
         d3 = rig.decide("git push -q origin main", sb, dangerouslyDisableSandbox=True)
     finally:
@@ -538,7 +511,7 @@ def test_a_persons_allow_of_an_ordinary_ask_still_runs_sandboxed(rig: Rig) -> No
     """Only an escape leaves the sandbox: a call asked for another reason (here a safety check) and
     allowed by a person comes back wrapped."""
     sb, _ = rig.twins()
-    person = Person(rig.daemon, "allow")
+    person = Person(rig.daemon.socket, "allow")
     try:
         d = rig.decide("rm -rf ~/.cache/nothing-here", sb)
     finally:
