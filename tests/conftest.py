@@ -42,20 +42,62 @@ def examples(usual: int) -> int:
     return max(1, round(usual * settings.default.max_examples / 100))
 
 
-# The files that take longest, longest first (measured with --durations on the 2-core machine). ``-n 4 --dist
-# loadfile`` hands whole files to the workers in collection order: run these first, and the workers end
-# together on small files instead of one worker finishing a long file alone (that tail was ~2 minutes).
+# The files that take longest, longest first: the sum of their tests' durations under ``-n 4`` on the 2-core
+# machine (``--durations=0``, 2026-11-28), then whole directories for files not listed. ``-n 4 --dist loadfile
+# --no-loadscope-reorder`` (scripts/test) hands whole files to the workers in this order, so the workers end
+# together on small files instead of one of them finishing a long file alone. (Without
+# ``--no-loadscope-reorder`` xdist orders files by their number of tests instead, and the longest file, 23
+# tests of real agent CLIs, started last.)
 LONGEST_FIRST = (
     "tests/e2e/test_e2e_opencode.py",
-    "tests/e2e/",
-    "tests/sandbox/test_workflows.py",
-    "tests/oracle/",
-    "tests/clients/web/",
+    "tests/e2e/test_agents.py",
     "tests/daemon/test_burst_hostile.py",
+    "tests/e2e/test_e2e_acp.py",
+    "tests/daemon/test_server.py",
+    "tests/clients/web/test_web_answering.py",
+    "tests/sandbox/test_workflows.py",
     "tests/test_first_hour.py",
-    "tests/clients/tui/",
-    "tests/undo/",
+    "tests/oracle/test_oracle.py",
+    "tests/clients/tui/test_tui_app.py",
+    "tests/clients/web/test_web_browser.py",
+    "tests/sandbox/test_network.py",
+    "tests/undo/test_watch.py",
+    "tests/e2e/test_e2e_copilot.py",
+    "tests/clients/web/test_web_security.py",
+    "tests/daemon/test_grants.py",
+    "tests/daemon/test_hook_race.py",
+    "tests/sandbox/test_preview_daemon.py",
+    "tests/undo/test_properties.py",
+    "tests/daemon/test_edit_answer.py",
+    "tests/daemon/test_audit_durable.py",
+    "tests/daemon/test_notify_person.py",
+    "tests/sandbox/test_wrapper.py",
+    "tests/daemon/test_parallel.py",
+    "tests/daemon/test_burst.py",
+    "tests/bench/test_sandbox_bench.py",
+    "tests/daemon/test_audit_chain.py",
+    "tests/clients/tui/test_tui_answering.py",
+    "tests/test_protocol.py",
+    "tests/sandbox/test_runner.py",
+    "tests/clients/test_hook.py",
+    "tests/test_attacks.py",
+    "tests/clients/tui/test_tui_snapshots.py",
+    "tests/policy/test_gate.py",
+    "tests/sandbox/test_daemon_paths.py",
+    "tests/daemon/test_fail_closed.py",
+    "tests/bench/test_runner.py",
+    "tests/clients/test_cursor.py",
+    "tests/daemon/test_socket_watch.py",
+    "tests/daemon/test_explain.py",
+    "tests/cli/test_ctl_daemon.py",
+    "tests/cli/test_ctl_sandbox.py",
+    "tests/undo/test_daemon_undo.py",
+    "tests/daemon/test_hold_and_rule_check.py",
+    "tests/e2e/",
+    "tests/oracle/",
+    "tests/clients/",
     "tests/sandbox/",
+    "tests/undo/",
     "tests/daemon/",
 )
 
