@@ -1,4 +1,5 @@
-"""One ruling per call, as structure: no class in the daemon or the decision layer grows past 300 lines.
+"""One ruling per call, as structure: no class in the daemon or the decision layer (the pipeline and its pool,
+the policy it rules with, the core that classifies and rules) grows past 300 lines.
 
 A class that large has taken on a second concern; split it. Exceptions are named here with the reason.
 """
@@ -21,13 +22,17 @@ EXCEPTIONS: dict[str, str] = {
     # the audit log's writer thread: the hash chain, the head anchors written around every batch, the asks
     # journal and the failure policy share its lock and its file position; split, they would race.
     "nexusd/daemon/audit.py:AuditLog": "one writer thread: chain, head anchors, asks journal, failure policy",
+    # the shell classifier's one recursive walk over bash's syntax tree: a method per node kind, all sharing
+    # the walk's state (words and paths seen, flags, nesting depth, the budget); its command knowledge is
+    # data (nexusd/core/classify/knowledge.py), not methods.
+    "nexusd/core/classify/bash.py:_Walker": "one recursive walk over bash's syntax tree, one method per node kind",
 }
 
 
 def _classes() -> list[tuple[str, int]]:
     out = []
-    for package in ("daemon", "decision"):
-        for path in sorted((ROOT / "nexusd" / package).glob("*.py")):
+    for package in ("daemon", "decision", "policy", "core"):
+        for path in sorted((ROOT / "nexusd" / package).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
                 if isinstance(node, ast.ClassDef):
@@ -43,4 +48,14 @@ def test_no_class_over_the_limit() -> None:
 
 def test_the_check_sees_the_classes() -> None:
     names = {name.rsplit(":", 1)[1] for name, _ in _classes()}
-    assert {"Server", "RequestLifecycle", "Answers", "Queries", "Pipeline", "FactPool", "DaemonState"} <= names
+    assert {
+        "Server",
+        "RequestLifecycle",
+        "Answers",
+        "Queries",
+        "Pipeline",
+        "FactPool",
+        "DaemonState",
+        "PolicyStore",
+        "_Walker",
+    } <= names

@@ -20,6 +20,7 @@ from nexusd import protocol as p
 from nexusd.core.policy.suggest import rule_status
 from nexusd.daemon.connection import Connection
 from nexusd.daemon.pending import PendingEntry
+from nexusd.policy.store import check_grantable
 
 if TYPE_CHECKING:
     from nexusd.daemon.state import DaemonState
@@ -63,7 +64,7 @@ class Grants:
             self.give(kind, rules, "session", conn, now, session=entry.call.session)
         elif msg.scope == "timed":
             try:  # the same checks as "always": a timed grant is an "always" with an end
-                self.state.store.check_grantable(kind, rules, verdict)
+                check_grantable(kind, rules, verdict)
             except ValueError as e:
                 self.state.reply_error(conn, "refused", f"not granted: {e}; the request is still pending", msg.ref)
                 return False
@@ -95,7 +96,7 @@ class Grants:
         status, reason = rule_status(kind, rule.strip())
         if status != "refused" and kind == "allow" and not rule.strip().startswith("Trust("):
             try:
-                self.state.store.check_grantable(kind, [rule.strip()], None)
+                check_grantable(kind, [rule.strip()], None)
             except ValueError as e:
                 status, reason = "refused", str(e)
         return p.RuleVerdict(rule=rule, status=status, reason=reason)  # type: ignore[arg-type]

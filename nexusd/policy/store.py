@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -55,6 +55,108 @@ class _FileState:
     error: str | None = None
 
 
+class LayerFiles:
+    """Policy and settings files read into layers. Each file keeps its last good parse (this run) and, for a
+    global layer, its last good copy on disk (``lastgood``), so a broken file never drops rules that were in
+    force and never half-applies; one with no good version anywhere locks the policy (``locked``, or
+    ``project_locks`` for a workspace's own file, which locks that workspace only)."""
+
+    def __init__(self, state_dir: Path, home: str, warn: Callable[[str], None]) -> None:
+        self.state_dir = state_dir
+        self.home = home
+        self.warn = warn
+        self.files: dict[str, _FileState] = {}
+        self.locked: list[str] = []  # broken global layers with no good parse anywhere (see lastgood.py)
+        self.project_locks: dict[str, str] = {}  # broken project files with no good parse this run
+
+    def read(
+        self, path: Path, layer: str, *, kind: str = "nexus", project: bool = False, managed: bool = False
+    ) -> tuple[Layer | None, str | None]:
+        """(layer to use, error). A broken file yields its last good layer, or nothing, plus the error."""
+        key = str(path)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self.files.pop(key, None)
+            self.project_locks.pop(key, None)
+            if not project:
+                lastgood.forget(self.state_dir, path)  # gone on purpose: its copy must not come back
+            return None, None
+        except OSError as e:
+            return self.fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e.strerror}")
+        old = self.files.get(key)
+        if old is not None and old.mtime == st.st_mtime_ns and old.error is None:
+            return old.layer, None
+        try:
+            text = read_regular_text(path, MAX_LAYER_BYTES)
+        except (OSError, UnicodeDecodeError) as e:
+            return self.fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e}")
+        parsed = self.parse(text, path, layer, kind, project, managed)
+        if parsed.errors:
+            good, err = self.fallback(path, layer, kind, project, managed, "; ".join(parsed.errors))
+            self.files[key] = _FileState(st.st_mtime_ns, good or parsed, err)
+            return good, err
+        self.files[key] = _FileState(st.st_mtime_ns, parsed)
+        self.project_locks.pop(key, None)
+        if not project:
+            try:
+                lastgood.save(self.state_dir, path, text)
+            except OSError as e:  # the layer still applies; only a later start's fallback is lost
+                self.warn(f"{path}: cannot keep a last good copy: {e}")
+        return parsed, None
+
+    def parse(self, text: str, path: Path, layer: str, kind: str, project: bool, managed: bool) -> Layer:
+        if kind == "claude":
+            return parse_claude_settings(text, path, layer=layer, project=project)
+        return parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
+
+    def fallback(
+        self, path: Path, layer: str, kind: str, project: bool, managed: bool, error: str
+    ) -> tuple[Layer | None, str]:
+        """A layer that cannot be read or parsed: its last good parse (this run), else its last good copy
+        (an earlier run), else nothing, and the policy locks (``Policy.locked``): its deny rules are unknown."""
+        good = self.last_good(str(path))
+        if good is not None:
+            return good, f"{error} (the last good version stays in force)"
+        copy = None if project else lastgood.load(self.state_dir, path)
+        if copy is not None:
+            parsed = self.parse(copy.text, path, layer, kind, project, managed)
+            if not parsed.errors:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(copy.saved))
+                return parsed, f"{error} (USING THE LAST GOOD COPY from {when} until the file is fixed)"
+        reason = f"{path} cannot be used ({error}) and has no last good copy"
+        if project:
+            self.project_locks[str(path)] = reason  # locks that workspace only: a repository cannot lock all
+        elif reason not in self.locked:
+            self.locked.append(reason)
+        return None, f"{error} (NO LAST GOOD COPY: nothing is allowed by a rule or a mode until it is fixed)"
+
+    def last_good(self, key: str) -> Layer | None:
+        st = self.files.get(key)
+        return st.layer if st is not None and not st.layer.errors else None
+
+    def collect(
+        self, specs: list[tuple[Path, str, str, bool, bool]]
+    ) -> tuple[list[Layer], list[PolicySource], list[str]]:
+        layers: list[Layer] = []
+        sources: list[PolicySource] = []
+        errors: list[str] = []
+        for path, name, kind, project, managed in specs:
+            layer, err = self.read(path, name, kind=kind, project=project, managed=managed)
+            if layer is None and err is None:
+                continue
+            if err:
+                errors.append(err)
+            if layer is not None:
+                layers.append(layer)
+            sources.append(
+                PolicySource(
+                    layer=name, path=str(path), loaded=err is None, error=err, last_good=bool(err) and layer is not None
+                )
+            )
+        return layers, sources, errors
+
+
 class PolicyStore:
     """Holds the last good policy; ``load`` never leaves it half-replaced."""
 
@@ -84,110 +186,19 @@ class PolicyStore:
         self.policy = Policy()
         self.errors: list[str] = []
         self.warnings: list[str] = []
-        self._files: dict[str, _FileState] = {}
+        self._layers = LayerFiles(self.state_dir, self.home, self._warn)
         self._global: list[Layer] = []
         self._global_sources: list[PolicySource] = []
         self._project_cache: dict[str, tuple[tuple[object, ...], Policy, list[Layer]]] = {}
         self._miss_lock = threading.Lock()  # project-policy misses, from the daemon's decision pool
-        self._locked: list[str] = []  # broken global layers with no good parse anywhere (see lastgood.py)
-        self._project_locks: dict[str, str] = {}  # broken project files with no good parse this run
-
-    # ------------------------------------------------------------------ files
-
-    def _read_layer(
-        self, path: Path, layer: str, *, kind: str = "nexus", project: bool = False, managed: bool = False
-    ) -> tuple[Layer | None, str | None]:
-        """(layer to use, error). A broken file yields its last good layer, or nothing, plus the error."""
-        key = str(path)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            self._files.pop(key, None)
-            self._project_locks.pop(key, None)
-            if not project:
-                lastgood.forget(self.state_dir, path)  # gone on purpose: its copy must not come back
-            return None, None
-        except OSError as e:
-            return self._fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e.strerror}")
-        old = self._files.get(key)
-        if old is not None and old.mtime == st.st_mtime_ns and old.error is None:
-            return old.layer, None
-        try:
-            text = read_regular_text(path, MAX_LAYER_BYTES)
-        except (OSError, UnicodeDecodeError) as e:
-            return self._fallback(path, layer, kind, project, managed, f"{path}: cannot read: {e}")
-        parsed = self._parse(text, path, layer, kind, project, managed)
-        if parsed.errors:
-            good, err = self._fallback(path, layer, kind, project, managed, "; ".join(parsed.errors))
-            self._files[key] = _FileState(st.st_mtime_ns, good or parsed, err)
-            return good, err
-        self._files[key] = _FileState(st.st_mtime_ns, parsed)
-        self._project_locks.pop(key, None)
-        if not project:
-            try:
-                lastgood.save(self.state_dir, path, text)
-            except OSError as e:  # the layer still applies; only a later start's fallback is lost
-                self.warnings.append(f"{path}: cannot keep a last good copy: {e}")
-        return parsed, None
-
-    def _parse(self, text: str, path: Path, layer: str, kind: str, project: bool, managed: bool) -> Layer:
-        if kind == "claude":
-            return parse_claude_settings(text, path, layer=layer, project=project)
-        return parse_policy(text, path, layer=layer, project=project, managed=managed, home=self.home)
-
-    def _fallback(
-        self, path: Path, layer: str, kind: str, project: bool, managed: bool, error: str
-    ) -> tuple[Layer | None, str]:
-        """A layer that cannot be read or parsed: its last good parse (this run), else its last good copy
-        (an earlier run), else nothing, and the policy locks (``Policy.locked``): its deny rules are unknown."""
-        good = self._last_good(str(path))
-        if good is not None:
-            return good, f"{error} (the last good version stays in force)"
-        copy = None if project else lastgood.load(self.state_dir, path)
-        if copy is not None:
-            parsed = self._parse(copy.text, path, layer, kind, project, managed)
-            if not parsed.errors:
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(copy.saved))
-                return parsed, f"{error} (USING THE LAST GOOD COPY from {when} until the file is fixed)"
-        reason = f"{path} cannot be used ({error}) and has no last good copy"
-        if project:
-            self._project_locks[str(path)] = reason  # locks that workspace only: a repository cannot lock all
-        elif reason not in self._locked:
-            self._locked.append(reason)
-        return None, f"{error} (NO LAST GOOD COPY: nothing is allowed by a rule or a mode until it is fixed)"
-
-    def _last_good(self, key: str) -> Layer | None:
-        st = self._files.get(key)
-        return st.layer if st is not None and not st.layer.errors else None
-
-    def _collect(
-        self, specs: list[tuple[Path, str, str, bool, bool]]
-    ) -> tuple[list[Layer], list[PolicySource], list[str]]:
-        layers: list[Layer] = []
-        sources: list[PolicySource] = []
-        errors: list[str] = []
-        for path, name, kind, project, managed in specs:
-            layer, err = self._read_layer(path, name, kind=kind, project=project, managed=managed)
-            if layer is None and err is None:
-                continue
-            if err:
-                errors.append(err)
-            if layer is not None:
-                layers.append(layer)
-            sources.append(
-                PolicySource(
-                    layer=name, path=str(path), loaded=err is None, error=err, last_good=bool(err) and layer is not None
-                )
-            )
-        return layers, sources, errors
 
     # ------------------------------------------------------------------ global layers
 
     def load(self) -> list[str]:
         """(Re)read every global layer; errors are returned (and kept in ``errors``), last good stays."""
-        self._locked = []
+        self._layers.locked = []
+        self.warnings = []  # (a layer read below may add one: its last good copy could not be kept)
         errors: list[str] = []
-        warnings: list[str] = []
         specs: list[tuple[Path, str, str, bool, bool]] = []
         managed_sources: list[PolicySource] = []
         managed_good: list[Layer] = []
@@ -201,7 +212,7 @@ class PolicyStore:
             problem = managed_file_problem(f, self.trusted_uids)
             if problem:
                 # never silently skipped: its last good copy, or a lock until an administrator fixes it
-                good, err = self._fallback(f, "managed", "nexus", False, True, problem)
+                good, err = self._layers.fallback(f, "managed", "nexus", False, True, problem)
                 errors.append(err)
                 if good is not None:
                     managed_good.append(good)
@@ -211,7 +222,7 @@ class PolicyStore:
                 continue
             specs.append((f, "managed", "nexus", False, True))
         specs.append((self.config_dir / "policy.toml", "user", "nexus", False, False))
-        layers, sources, errs = self._collect(specs)
+        layers, sources, errs = self._layers.collect(specs)
         layers = managed_good + layers
         errors += errs
         import_claude = next((la.import_claude for la in layers if la.managed and la.import_claude is not None), None)
@@ -226,12 +237,12 @@ class PolicyStore:
                 (Path(self.claude_managed or cm or CLAUDE_MANAGED), "claude-managed", "claude", False, True),
                 (self.claude_user_settings, "claude-user", "claude", False, False),
             ]
-            claude_layers, csources, cerrs = self._collect(cspecs)
+            claude_layers, csources, cerrs = self._layers.collect(cspecs)
             for la in claude_layers:
                 la.managed = la.layer == "claude-managed"
             sources += csources
             errors += cerrs
-        learned, lsources, lerrs = self._collect([(self.learned_path, "learned", "nexus", False, False)])
+        learned, lsources, lerrs = self._layers.collect([(self.learned_path, "learned", "nexus", False, False)])
         sources += lsources
         errors += lerrs
         ordered = (
@@ -246,16 +257,19 @@ class PolicyStore:
         self._project_cache.clear()
         self.policy = self._lock(merge(ordered))
         self.errors = errors
-        self.warnings = warnings + list(self.policy.warnings)
+        self.warnings += self.policy.warnings
         self._import_claude = bool(import_claude)
         return errors
 
+    def _warn(self, warning: str) -> None:
+        self.warnings.append(warning)
+
     @property
     def locked(self) -> str | None:
-        return "; ".join(self._locked) or None
+        return "; ".join(self._layers.locked) or None
 
     def _lock(self, policy: Policy) -> Policy:
-        return dataclasses.replace(policy, locked=self.locked) if self._locked else policy
+        return dataclasses.replace(policy, locked=self.locked) if self._layers.locked else policy
 
     # ------------------------------------------------------------------ per workspace
 
@@ -317,14 +331,15 @@ class PolicyStore:
     def _project_policy(
         self, ws: str, files: list[tuple[Path, str, str]], key: tuple[object, ...], trust: State
     ) -> Policy:
-        layers, _sources, errors = self._collect([(f, n, k, True, False) for f, n, k in files])
+        layers, _sources, errors = self._layers.collect([(f, n, k, True, False) for f, n, k in files])
         for e in errors:
             if e not in self.errors:
                 self.errors.append(e)
         learned = [la for la in self._global if la.layer == "learned"]
         rest = [la for la in self._global if la.layer != "learned"]
         pol = self._lock(merge([*rest, *layers, *learned], workspace=ws, trust=trust))
-        project_locks = [self._project_locks[str(f)] for f, _, _ in files if str(f) in self._project_locks]
+        locks = self._layers.project_locks
+        project_locks = [locks[str(f)] for f, _, _ in files if str(f) in locks]
         if project_locks:
             reasons = "; ".join(x for x in (pol.locked, *project_locks) if x)
             pol = dataclasses.replace(pol, locked=reasons)
@@ -360,47 +375,19 @@ class PolicyStore:
 
     def sources(self) -> list[PolicySource]:
         out = list(self._global_sources)
-        for ws, (_, _pol, layers) in list(self._project_cache.items()):  # (a pool thread may add one)
+        for _, _pol, layers in list(self._project_cache.values()):  # (a pool thread may add one)
             out += [PolicySource(layer=la.layer, path=la.path, loaded=la.loaded) for la in layers]
-            del ws
         if not out:
             out.append(PolicySource(layer="builtin", path="<builtin>", loaded=True))
         return out
 
     def rules(self) -> list[RuleInfo]:
-        out: list[RuleInfo] = []
-        seen_layers = list(self._global)
-        for _, _pol, layers in list(self._project_cache.values()):
-            seen_layers += layers
-        for la in seen_layers:
-            for r in la.rules:
-                warning = blanket_reason(r.text) if r.kind == "allow" else None
-                out.append(
-                    RuleInfo(
-                        kind=r.kind,
-                        rule=r.text,
-                        layer=la.layer,
-                        origin=r.origin,
-                        removable=la.layer == "learned",
-                        warning=warning,
-                    )
-                )
-        return out
+        layers = list(self._global)
+        for _, _pol, project_layers in list(self._project_cache.values()):
+            layers += project_layers
+        return _rule_infos(layers)
 
     # ------------------------------------------------------------------ changes
-
-    def _check_learnable(self, kind: str, rule: str) -> None:
-        try:
-            parse_rule(rule, kind)  # type: ignore[arg-type]
-        except RuleError as e:
-            raise ValueError(f"not a valid rule: {e}") from None
-        if kind == "allow":
-            why = blanket_reason(rule)
-            if why:
-                raise ValueError(f"{rule!r} is a blanket rule and cannot be remembered: {why}")
-            catastrophic = _catastrophic_example(rule)
-            if catastrophic:
-                raise ValueError(f"{rule!r} would allow a call that always needs a person: {catastrophic}")
 
     def change_rule(self, action: Literal["add", "remove"], kind: str, rule: str) -> None:
         """Add or remove a rule in learned.toml (the only file nexusd writes). Raises ValueError."""
@@ -408,7 +395,7 @@ class PolicyStore:
             raise ValueError(f"unknown rule kind {kind!r}")
         rule = rule.strip()
         if action == "add":
-            self._check_learnable(kind, rule)
+            check_learnable(kind, rule)
             learned_file.add_rules(self.learned_path, kind, [rule])
         elif action == "remove":
             if not learned_file.remove_rule(self.learned_path, kind, rule):
@@ -420,19 +407,6 @@ class PolicyStore:
             raise ValueError(f"unknown action {action!r}")
         self._reload_learned()
 
-    def check_grantable(self, kind: Literal["allow", "deny"], rules: list[str], verdict: Verdict | None) -> None:
-        """What ``learn`` checks, for a grant that is not written to learned.toml (a timed one): a call that
-        can never be allowed always, a blanket rule, a rule reaching a call that needs a person. Raises
-        ValueError."""
-        if verdict is not None and kind == "allow":
-            bad = _NEVER_LEARN & set(verdict.flags)
-            if bad:
-                raise ValueError(f"this call can never be allowed beyond once ({', '.join(sorted(bad))})")
-        for r in rules:
-            if _TRUST_RULE.match(r.strip()):
-                raise ValueError("trust is given always or not at all, never for a while")
-            self._check_learnable(kind, r.strip())
-
     def learn(self, kind: Literal["allow", "deny"], rules: list[str], *, verdict: Verdict | None = None) -> None:
         """Persist answers with scope always (allow) / never (deny). All rules are checked before any is
         written, so a refusal changes nothing. ``Trust(/path)`` pseudo-rules set folder trust."""
@@ -440,10 +414,7 @@ class PolicyStore:
             raise ValueError(f"only allow and deny rules are learned, not {kind!r}")
         if not rules:
             raise ValueError("no rule to remember")
-        if verdict is not None and kind == "allow":
-            bad = _NEVER_LEARN & set(verdict.flags)
-            if bad:
-                raise ValueError(f"this call can never be allowed always ({', '.join(sorted(bad))})")
+        _refuse_never_learned(kind, verdict, "always")
         trust: list[str] = []
         plain: list[str] = []
         for r in rules:
@@ -452,7 +423,7 @@ class PolicyStore:
             if m:
                 trust.append(m.group(1))
                 continue
-            self._check_learnable(kind, r)
+            check_learnable(kind, r)
             plain.append(r)
         for ws in trust:
             self.trust_store.set(ws, "trusted" if kind == "allow" else "untrusted")
@@ -481,6 +452,57 @@ class PolicyStore:
             return self.trust_store.trusted()
         except Exception:
             return []
+
+
+def _rule_infos(layers: list[Layer]) -> list[RuleInfo]:
+    """Every rule of these layers as ``nexusctl rules`` lists it: an allow that is a blanket rule carries
+    the warning; only learned rules can be removed there."""
+    return [
+        RuleInfo(
+            kind=r.kind,
+            rule=r.text,
+            layer=la.layer,
+            origin=r.origin,
+            removable=la.layer == "learned",
+            warning=blanket_reason(r.text) if r.kind == "allow" else None,
+        )
+        for la in layers
+        for r in la.rules
+    ]
+
+
+def check_learnable(kind: str, rule: str) -> None:
+    """A rule that may be remembered: valid, no blanket allow, no allow whose own text needs a person.
+    Raises ValueError saying why not."""
+    try:
+        parse_rule(rule, kind)  # type: ignore[arg-type]
+    except RuleError as e:
+        raise ValueError(f"not a valid rule: {e}") from None
+    if kind == "allow":
+        why = blanket_reason(rule)
+        if why:
+            raise ValueError(f"{rule!r} is a blanket rule and cannot be remembered: {why}")
+        catastrophic = _catastrophic_example(rule)
+        if catastrophic:
+            raise ValueError(f"{rule!r} would allow a call that always needs a person: {catastrophic}")
+
+
+def check_grantable(kind: Literal["allow", "deny"], rules: list[str], verdict: Verdict | None) -> None:
+    """What ``PolicyStore.learn`` checks, for a grant that is not written to learned.toml (a timed one): a
+    call that can never be allowed always, a blanket rule, a rule reaching a call that needs a person.
+    Raises ValueError."""
+    _refuse_never_learned(kind, verdict, "beyond once")
+    for r in rules:
+        if _TRUST_RULE.match(r.strip()):
+            raise ValueError("trust is given always or not at all, never for a while")
+        check_learnable(kind, r.strip())
+
+
+def _refuse_never_learned(kind: str, verdict: Verdict | None, how: str) -> None:
+    if verdict is not None and kind == "allow":
+        bad = _NEVER_LEARN & set(verdict.flags)
+        if bad:
+            raise ValueError(f"this call can never be allowed {how} ({', '.join(sorted(bad))})")
 
 
 def _catastrophic_example(rule: str) -> str | None:

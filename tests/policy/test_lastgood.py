@@ -149,3 +149,17 @@ def test_a_broken_project_file_locks_only_its_workspace(dirs, breakage):
         fixed.unlink()
     fixed.write_text('[permissions]\nask = ["Bash(git push *)"]\n')
     assert s.policy_for(str(dirs["ws"])).locked is None
+
+
+def test_a_last_good_copy_that_cannot_be_kept_is_a_warning_after_the_load(dirs):
+    """The layer still applies; what is lost is a later start's fallback, and the daemon's start log says so
+    (the warning was once added during the load and then dropped by the load's own reset)."""
+    (dirs["cfg"] / "policy.toml").write_text(DENY_RM)
+    (dirs["state"] / "lastgood").write_text("not a directory")  # so no copy can be written
+    s = store(dirs)
+    assert s.load() == []
+    assert "Bash(rm:*)" in {r.text for r in s.policy.rules}
+    assert any("cannot keep a last good copy" in w for w in s.warnings), s.warnings
+    (dirs["state"] / "lastgood").unlink()
+    s.load()  # a reload that can keep it again clears the warning
+    assert not any("cannot keep a last good copy" in w for w in s.warnings), s.warnings
