@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -61,10 +61,10 @@ class LayerFiles:
     force and never half-applies; one with no good version anywhere locks the policy (``locked``, or
     ``project_locks`` for a workspace's own file, which locks that workspace only)."""
 
-    def __init__(self, state_dir: Path, home: str, warn: Callable[[str], None]) -> None:
+    def __init__(self, state_dir: Path, home: str) -> None:
         self.state_dir = state_dir
         self.home = home
-        self.warn = warn
+        self.warnings: list[str] = []  # since the last load: a last good copy that could not be kept
         self.files: dict[str, _FileState] = {}
         self.locked: list[str] = []  # broken global layers with no good parse anywhere (see lastgood.py)
         self.project_locks: dict[str, str] = {}  # broken project files with no good parse this run
@@ -102,7 +102,7 @@ class LayerFiles:
             try:
                 lastgood.save(self.state_dir, path, text)
             except OSError as e:  # the layer still applies; only a later start's fallback is lost
-                self.warn(f"{path}: cannot keep a last good copy: {e}")
+                self.warnings.append(f"{path}: cannot keep a last good copy: {e}")
         return parsed, None
 
     def parse(self, text: str, path: Path, layer: str, kind: str, project: bool, managed: bool) -> Layer:
@@ -186,7 +186,7 @@ class PolicyStore:
         self.policy = Policy()
         self.errors: list[str] = []
         self.warnings: list[str] = []
-        self._layers = LayerFiles(self.state_dir, self.home, self._warn)
+        self._layers = LayerFiles(self.state_dir, self.home)
         self._global: list[Layer] = []
         self._global_sources: list[PolicySource] = []
         self._project_cache: dict[str, tuple[tuple[object, ...], Policy, list[Layer]]] = {}
@@ -197,7 +197,7 @@ class PolicyStore:
     def load(self) -> list[str]:
         """(Re)read every global layer; errors are returned (and kept in ``errors``), last good stays."""
         self._layers.locked = []
-        self.warnings = []  # (a layer read below may add one: its last good copy could not be kept)
+        self._layers.warnings = []
         errors: list[str] = []
         specs: list[tuple[Path, str, str, bool, bool]] = []
         managed_sources: list[PolicySource] = []
@@ -257,12 +257,9 @@ class PolicyStore:
         self._project_cache.clear()
         self.policy = self._lock(merge(ordered))
         self.errors = errors
-        self.warnings += self.policy.warnings
+        self.warnings = [*self._layers.warnings, *self.policy.warnings]
         self._import_claude = bool(import_claude)
         return errors
-
-    def _warn(self, warning: str) -> None:
-        self.warnings.append(warning)
 
     @property
     def locked(self) -> str | None:

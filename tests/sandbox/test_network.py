@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ import pytest
 from nexusd import protocol as p
 from nexusd.client import Client
 from nexusd.client_errors import NexusClientError
+from tests.person import Answer, Person
 from tests.sandbox.conftest import wrapper_script
 
 pytestmark = pytest.mark.skipif(
@@ -144,34 +145,9 @@ def audit(h) -> list[dict]:
     return []
 
 
-class UI:
-    """A person at a UI: answers the daemon's Network prompts with ``answer(item)`` in a thread."""
-
-    def __init__(self, h, answer: Callable[[p.PendingItem], tuple[str, str] | None]) -> None:
-        self.client = Client(socket_path=str(h.socket), role="ui", name="person", timeout=5).connect()
-        self.client.subscribe()
-        self.answer = answer
-        self.seen: list[p.PendingItem] = []
-        self.stop = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self.stop:
-            try:
-                msg = self.client.next_event(timeout=0.2)
-            except Exception:
-                continue
-            if isinstance(msg, p.Prompt) and msg.item.call.tool == "Network":
-                self.seen.append(msg.item)
-                choice = self.answer(msg.item)
-                if choice is not None:
-                    self.client.answer(msg.item.id, choice[0], choice[1])  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        self.stop = True
-        self.thread.join(2)
-        self.client.close()
+def UI(h, answer: Answer) -> Person:
+    """A person at a UI answering the daemon's Network prompts with ``answer(item)``."""
+    return Person(h.socket, answer, tool="Network", timeout=5)
 
 
 # ---------------------------------------------------------------------- allowed
